@@ -1,0 +1,250 @@
+//! Configuration of a loop, with the seed's defaults, validated once at construction.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::retry::Backoff;
+use crate::store::{KeyMap, KeyMapError};
+
+/// The largest `concurrency` accepted: far above any useful number of parallel reconciles,
+/// low enough that a typo cannot ask for millions of in-flight tasks.
+pub const MAX_CONCURRENCY: usize = 4096;
+
+/// What to LIST and WATCH (kube-runtime's `watcher::Config`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WatchParams {
+    /// Namespace, or all namespaces when `None`.
+    pub namespace: Option<String>,
+    /// `labelSelector`, applied server-side to LIST and WATCH alike.
+    pub label_selector: Option<String>,
+    /// `fieldSelector`.
+    pub field_selector: Option<String>,
+    /// `timeoutSeconds`, sent on every WATCH (default 300).
+    pub timeout_seconds: u32,
+}
+
+impl Default for WatchParams {
+    fn default() -> Self {
+        WatchParams {
+            namespace: None,
+            label_selector: None,
+            field_selector: None,
+            timeout_seconds: 300,
+        }
+    }
+}
+
+impl WatchParams {
+    /// Watches everything in `namespace`.
+    #[must_use]
+    pub fn namespaced(namespace: impl Into<String>) -> Self {
+        WatchParams {
+            namespace: Some(namespace.into()),
+            ..WatchParams::default()
+        }
+    }
+
+    /// Sets the label selector.
+    #[must_use]
+    pub fn labels(mut self, selector: impl Into<String>) -> Self {
+        self.label_selector = Some(selector.into());
+        self
+    }
+
+    /// Sets the field selector.
+    #[must_use]
+    pub fn fields(mut self, selector: impl Into<String>) -> Self {
+        self.field_selector = Some(selector.into());
+        self
+    }
+
+    /// Sets `timeoutSeconds`.
+    #[must_use]
+    pub fn timeout(mut self, seconds: u32) -> Self {
+        self.timeout_seconds = seconds;
+        self
+    }
+}
+
+impl fmt::Display for WatchParams {
+    /// Renders the scoping as a suffix: ` ns=a labels=x=y`, empty when unscoped.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(ns) = &self.namespace {
+            write!(f, " ns={ns}")?;
+        }
+        if let Some(l) = &self.label_selector {
+            write!(f, " labels={l}")?;
+        }
+        if let Some(s) = &self.field_selector {
+            write!(f, " fields={s}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Where objects come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SourceConfig {
+    /// A reflector over the apiserver's LIST and WATCH.
+    Kubernetes(WatchParams),
+    /// Events pushed in-process (no cursor, no replay window): the driver opens the source
+    /// when asked, and each stream must open with a whole-world `Replace`.
+    InProcess,
+}
+
+/// Everything a loop needs; built with [`Config::kubernetes`] or [`Config::in_process`].
+pub struct Config<O, P> {
+    /// Where objects come from.
+    pub source: SourceConfig,
+    /// Object → parent key.
+    pub key_map: KeyMap<O, P>,
+    /// Parallel reconciles (default 1, the seed's single worker).
+    pub concurrency: usize,
+    /// Resync period (default 10 h); `None` turns it off.
+    pub resync: Option<Duration>,
+    /// Reconcile retry backoff (default 1 s doubling to 60 s).
+    pub backoff: Backoff,
+    /// Wait before every reflector retry: a failed LIST, a relist, a reopened WATCH
+    /// (default 1 s).
+    pub retry_delay: Duration,
+    /// Wait before reopening an in-process stream that ended or did not open with a
+    /// `Replace` (default 1 s).
+    pub source_retry_delay: Duration,
+}
+
+impl<O, P> Clone for Config<O, P> {
+    fn clone(&self) -> Self {
+        Config {
+            source: self.source.clone(),
+            key_map: Arc::clone(&self.key_map),
+            concurrency: self.concurrency,
+            resync: self.resync,
+            backoff: self.backoff,
+            retry_delay: self.retry_delay,
+            source_retry_delay: self.source_retry_delay,
+        }
+    }
+}
+
+impl<O, P> fmt::Debug for Config<O, P> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Config")
+            .field("source", &self.source)
+            .field("concurrency", &self.concurrency)
+            .field("resync", &self.resync)
+            .field("backoff", &self.backoff)
+            .field("retry_delay", &self.retry_delay)
+            .field("source_retry_delay", &self.source_retry_delay)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<O, P> Config<O, P> {
+    /// A loop over the apiserver's LIST and WATCH, with the seed's defaults.
+    pub fn kubernetes(
+        params: WatchParams,
+        key_map: impl Fn(&O) -> Result<P, KeyMapError> + Send + Sync + 'static,
+    ) -> Self {
+        Config::new(SourceConfig::Kubernetes(params), Arc::new(key_map))
+    }
+
+    /// A loop fed in-process, with the seed's defaults.
+    pub fn in_process(
+        key_map: impl Fn(&O) -> Result<P, KeyMapError> + Send + Sync + 'static,
+    ) -> Self {
+        Config::new(SourceConfig::InProcess, Arc::new(key_map))
+    }
+
+    fn new(source: SourceConfig, key_map: KeyMap<O, P>) -> Self {
+        Config {
+            source,
+            key_map,
+            concurrency: 1,
+            resync: Some(Duration::from_secs(10 * 60 * 60)),
+            backoff: Backoff::default(),
+            retry_delay: Duration::from_secs(1),
+            source_retry_delay: Duration::from_secs(1),
+        }
+    }
+
+    /// Sets the number of parallel reconciles.
+    #[must_use]
+    pub fn concurrency(mut self, n: usize) -> Self {
+        self.concurrency = n;
+        self
+    }
+
+    /// Sets or disables the resync period.
+    #[must_use]
+    pub fn resync(mut self, period: Option<Duration>) -> Self {
+        self.resync = period;
+        self
+    }
+
+    /// Sets the reconcile backoff bounds.
+    #[must_use]
+    pub fn backoff(mut self, base: Duration, cap: Duration) -> Self {
+        self.backoff = Backoff { base, cap };
+        self
+    }
+
+    /// Sets the reflector's retry delay.
+    #[must_use]
+    pub fn retry_delay(mut self, delay: Duration) -> Self {
+        self.retry_delay = delay;
+        self
+    }
+
+    /// Sets the in-process source's reopen delay.
+    #[must_use]
+    pub fn source_retry_delay(mut self, delay: Duration) -> Self {
+        self.source_retry_delay = delay;
+        self
+    }
+
+    /// Checks every bound.
+    ///
+    /// # Errors
+    /// The first setting that is out of bounds.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.concurrency == 0 || self.concurrency > MAX_CONCURRENCY {
+            return Err(ConfigError::Concurrency(self.concurrency));
+        }
+        if self.backoff.base.is_zero() || self.backoff.cap < self.backoff.base {
+            return Err(ConfigError::Backoff(self.backoff));
+        }
+        if self.retry_delay.is_zero() {
+            return Err(ConfigError::ZeroDelay("retry_delay"));
+        }
+        if self.source_retry_delay.is_zero() {
+            return Err(ConfigError::ZeroDelay("source_retry_delay"));
+        }
+        if self.resync.is_some_and(|r| r.is_zero()) {
+            return Err(ConfigError::ZeroDelay("resync"));
+        }
+        if let SourceConfig::Kubernetes(params) = &self.source
+            && params.timeout_seconds == 0
+        {
+            return Err(ConfigError::WatchTimeout);
+        }
+        Ok(())
+    }
+}
+
+/// A setting out of bounds.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// `concurrency` must be in `1..=MAX_CONCURRENCY`.
+    #[error("concurrency must be between 1 and {MAX_CONCURRENCY}, got {0}")]
+    Concurrency(usize),
+    /// The backoff base must be positive and not above the cap.
+    #[error("backoff base must be positive and at most the cap, got {0:?}")]
+    Backoff(Backoff),
+    /// A zero delay would let a failure spin without pause.
+    #[error("{0} must be positive")]
+    ZeroDelay(&'static str),
+    /// `timeoutSeconds` of 0 lets the apiserver pick 30 to 60 minutes; ask for it explicitly.
+    #[error("watch timeout_seconds must be positive")]
+    WatchTimeout,
+}

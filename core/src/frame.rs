@@ -1,0 +1,652 @@
+//! Pure parsers for what the apiserver sends: watch frames, LIST bodies and `Status` objects.
+//!
+//! A frame is read envelope first: its `type`, then the payload that type implies (an object
+//! for ADDED / MODIFIED / DELETED, a bare `resourceVersion` for BOOKMARK, a `Status` for
+//! ERROR). A BOOKMARK is never decoded as the object type, because a Pod bookmark carries
+//! `"spec":{"containers":null}`, which a strict Pod decoder rejects.
+//!
+//! The common case costs one pass over the bytes. Only when that pass fails is the line read
+//! again, leniently, to recover the event type and the resourceVersion, so the reflector can
+//! skip the frame and still advance its cursor past it.
+
+use std::fmt;
+use std::marker::PhantomData;
+
+use serde::Deserialize;
+use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
+use serde_json::value::RawValue;
+
+use crate::object::Object;
+
+/// One decoded watch frame.
+#[derive(Debug, Clone, PartialEq)]
+pub enum WatchEvent<O> {
+    /// `ADDED`: a new object, or a synthetic one when the watch started without a version.
+    Added(O),
+    /// `MODIFIED`: the object's new state.
+    Modified(O),
+    /// `DELETED`: the object's last state.
+    Deleted(O),
+    /// `BOOKMARK`: only moves the cursor.
+    Bookmark {
+        /// The version the stream has reached.
+        resource_version: String,
+    },
+    /// `ERROR`: the watch failed in-band; the rest of the stream is meaningless.
+    Error(Status),
+}
+
+/// The parts of a `metav1.Status` that decide what to do next.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Status {
+    /// `code`: the HTTP status it stands for (410 for an expired cursor).
+    pub code: Option<i32>,
+    /// `reason`, for example `Expired` (older servers say `Gone`).
+    pub reason: Option<String>,
+    /// `message`, human-readable.
+    pub message: Option<String>,
+    /// `details.causes[].reason` (Go's `StatusCause.Type`), for example
+    /// `ResourceVersionTooLarge`.
+    pub causes: Vec<String>,
+}
+
+impl Status {
+    /// A cursor that is too old: code 410, or reason `Expired` / `Gone`.
+    #[must_use]
+    pub fn is_expired(&self) -> bool {
+        self.code == Some(410) || matches!(self.reason.as_deref(), Some("Expired" | "Gone"))
+    }
+
+    /// A cursor from the future: code 504, or the `ResourceVersionTooLarge` cause.
+    #[must_use]
+    pub fn is_too_large(&self) -> bool {
+        self.code == Some(504) || self.causes.iter().any(|c| c == "ResourceVersionTooLarge")
+    }
+
+    /// The cursor can never be served again: relist.
+    #[must_use]
+    pub fn cursor_unusable(&self) -> bool {
+        self.is_expired() || self.is_too_large()
+    }
+}
+
+impl fmt::Display for Status {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.code {
+            Some(code) => write!(f, "{code}")?,
+            None => f.write_str("-")?,
+        }
+        if let Some(reason) = &self.reason {
+            write!(f, " {reason}")?;
+        }
+        for cause in &self.causes {
+            write!(f, " [{cause}]")?;
+        }
+        if let Some(message) = &self.message {
+            write!(f, ": {message}")?;
+        }
+        Ok(())
+    }
+}
+
+/// A frame that could not be used, with whatever could still be read from it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct FrameError {
+    /// The frame's `type`, when it could be read.
+    pub event_type: Option<String>,
+    /// The object's `metadata.resourceVersion`, when it could be read. With it, the reflector
+    /// skips the frame and advances; without it, it must relist.
+    pub resource_version: Option<String>,
+    /// What was wrong.
+    pub kind: FrameErrorKind,
+}
+
+impl fmt::Display for FrameError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (&self.event_type, &self.resource_version) {
+            (Some(t), Some(rv)) => write!(f, "{t} frame at rv {rv}: {}", self.kind),
+            (Some(t), None) => write!(f, "{t} frame without rv: {}", self.kind),
+            (None, Some(rv)) => write!(f, "frame at rv {rv}: {}", self.kind),
+            (None, None) => write!(f, "frame: {}", self.kind),
+        }
+    }
+}
+
+/// Why a frame could not be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FrameErrorKind {
+    /// Not a JSON object of the watch-event shape at all.
+    #[error("not a watch event: {0}")]
+    Malformed(String),
+    /// No `type` member.
+    #[error("no \"type\"")]
+    MissingType,
+    /// A `type` other than ADDED, MODIFIED, DELETED, BOOKMARK or ERROR.
+    #[error("unknown type")]
+    UnknownType,
+    /// No `object` member.
+    #[error("no \"object\"")]
+    MissingObject,
+    /// The payload does not decode as what its type implies.
+    #[error("payload does not decode: {0}")]
+    Payload(String),
+    /// The object decoded but carries no `metadata.resourceVersion`.
+    #[error("no metadata.resourceVersion")]
+    NoResourceVersion,
+}
+
+/// Parses one line of a watch stream. Leading and trailing whitespace is ignored.
+///
+/// # Errors
+/// A [`FrameError`] naming what is wrong; its `resource_version` is set whenever the frame
+/// still tells where the stream is, so the caller can skip it and advance.
+pub fn parse_frame<O: Object>(line: &[u8]) -> Result<WatchEvent<O>, FrameError> {
+    let line = line.trim_ascii();
+    let fast: Result<FastFrame<O>, _> = serde_json::from_slice(line);
+    let frame = match fast {
+        Ok(frame) => frame,
+        Err(error) => return Err(explain_frame_failure(line, &error)),
+    };
+    let event_type = frame.event_type;
+    let fail = |kind, resource_version| FrameError {
+        event_type: event_type.map(|t| t.as_str().to_owned()),
+        resource_version,
+        kind,
+    };
+    let Some(event_type) = event_type else {
+        return Err(fail(FrameErrorKind::MissingType, None));
+    };
+    let Some(payload) = frame.payload else {
+        return Err(fail(FrameErrorKind::MissingObject, None));
+    };
+    let event = match payload {
+        Payload::Object(object) => match event_type {
+            EventType::Added => WatchEvent::Added(object),
+            EventType::Modified => WatchEvent::Modified(object),
+            _ => WatchEvent::Deleted(object),
+        },
+        Payload::Bookmark(resource_version) => match resource_version {
+            Some(rv) if !rv.is_empty() => WatchEvent::Bookmark {
+                resource_version: rv,
+            },
+            _ => return Err(fail(FrameErrorKind::NoResourceVersion, None)),
+        },
+        Payload::Error(status) => WatchEvent::Error(status),
+    };
+    if let WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o) = &event
+        && o.resource_version().is_none_or(str::is_empty)
+    {
+        return Err(fail(FrameErrorKind::NoResourceVersion, None));
+    }
+    Ok(event)
+}
+
+/// The one-pass failed: read the line again, leniently, to say why and where the stream is.
+fn explain_frame_failure(line: &[u8], error: &serde_json::Error) -> FrameError {
+    let Ok(lenient) = serde_json::from_slice::<LenientFrame>(line) else {
+        return FrameError {
+            event_type: None,
+            resource_version: None,
+            kind: FrameErrorKind::Malformed(error.to_string()),
+        };
+    };
+    let resource_version = lenient
+        .object
+        .and_then(|o| o.metadata)
+        .and_then(|m| m.resource_version)
+        .filter(|rv| !rv.is_empty());
+    let kind = match lenient.event_type.as_deref() {
+        None => FrameErrorKind::MissingType,
+        Some(t) if EventType::parse(t).is_none() => FrameErrorKind::UnknownType,
+        Some(_) => FrameErrorKind::Payload(error.to_string()),
+    };
+    FrameError {
+        event_type: lenient.event_type,
+        resource_version,
+        kind,
+    }
+}
+
+/// A LIST response body: the version it was built at, and its items.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ObjectList<O> {
+    /// `metadata.resourceVersion`: where the following WATCH starts.
+    pub resource_version: String,
+    /// The items that decoded, in the order the apiserver sent them.
+    pub items: Vec<O>,
+    /// The items that did not decode; they are left out of the listing.
+    pub skipped: Vec<ItemError>,
+}
+
+/// A LIST item that did not decode.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ItemError {
+    /// Position in `items`.
+    pub index: usize,
+    /// Why it did not decode.
+    pub message: String,
+}
+
+/// A LIST body that cannot be used at all.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ListBodyError {
+    /// Not a JSON list object.
+    #[error("LIST body is not a list: {0}")]
+    Malformed(String),
+    /// No `metadata.resourceVersion`, so there is no cursor to watch from.
+    #[error("LIST body has no metadata.resourceVersion")]
+    NoResourceVersion,
+}
+
+/// Parses a LIST response body (`{"metadata":{"resourceVersion":…},"items":[…]}`).
+///
+/// An item that does not decode is skipped and reported in [`ObjectList::skipped`], so that
+/// one bad object does not stall the whole listing.
+///
+/// # Errors
+/// [`ListBodyError`] when the body is not a list or carries no resourceVersion.
+pub fn parse_list<O: Object>(body: &[u8]) -> Result<ObjectList<O>, ListBodyError> {
+    let (resource_version, items, skipped) = match serde_json::from_slice::<FastList<O>>(body) {
+        Ok(list) => (list.metadata.resource_version, list.items, Vec::new()),
+        Err(fast_error) => {
+            let list = serde_json::from_slice::<RawList<'_>>(body)
+                .map_err(|_| ListBodyError::Malformed(fast_error.to_string()))?;
+            let mut items = Vec::with_capacity(list.items.len());
+            let mut skipped = Vec::new();
+            for (index, raw) in list.items.into_iter().enumerate() {
+                match serde_json::from_str::<O>(raw.get()) {
+                    Ok(item) => items.push(item),
+                    Err(e) => skipped.push(ItemError {
+                        index,
+                        message: e.to_string(),
+                    }),
+                }
+            }
+            (list.metadata.resource_version, items, skipped)
+        }
+    };
+    let resource_version = resource_version
+        .filter(|rv| !rv.is_empty())
+        .ok_or(ListBodyError::NoResourceVersion)?;
+    Ok(ObjectList {
+        resource_version,
+        items,
+        skipped,
+    })
+}
+
+/// Reads a `Status` from an error response body; `None` when the body is not one.
+#[must_use]
+pub fn parse_status(body: &[u8]) -> Option<Status> {
+    serde_json::from_slice::<RawStatus>(body)
+        .ok()
+        .map(RawStatus::into_status)
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum EventType {
+    Added,
+    Modified,
+    Deleted,
+    Bookmark,
+    Error,
+}
+
+impl EventType {
+    fn parse(s: &str) -> Option<EventType> {
+        Some(match s {
+            "ADDED" => EventType::Added,
+            "MODIFIED" => EventType::Modified,
+            "DELETED" => EventType::Deleted,
+            "BOOKMARK" => EventType::Bookmark,
+            "ERROR" => EventType::Error,
+            _ => return None,
+        })
+    }
+
+    fn as_str(self) -> &'static str {
+        match self {
+            EventType::Added => "ADDED",
+            EventType::Modified => "MODIFIED",
+            EventType::Deleted => "DELETED",
+            EventType::Bookmark => "BOOKMARK",
+            EventType::Error => "ERROR",
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for EventType {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct TypeVisitor;
+        impl Visitor<'_> for TypeVisitor {
+            type Value = EventType;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a watch event type")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<EventType, E> {
+                EventType::parse(v).ok_or_else(|| E::custom(format!("unknown type {v:?}")))
+            }
+        }
+        d.deserialize_str(TypeVisitor)
+    }
+}
+
+enum Payload<O> {
+    Object(O),
+    Bookmark(Option<String>),
+    Error(Status),
+}
+
+struct FastFrame<O> {
+    event_type: Option<EventType>,
+    payload: Option<Payload<O>>,
+}
+
+impl<'de, O: Object> Deserialize<'de> for FastFrame<O> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_map(FrameVisitor(PhantomData))
+    }
+}
+
+struct FrameVisitor<O>(PhantomData<O>);
+
+#[derive(Deserialize)]
+#[serde(field_identifier, rename_all = "lowercase")]
+enum FrameField {
+    Type,
+    Object,
+    #[serde(other)]
+    Other,
+}
+
+impl<'de, O: Object> Visitor<'de> for FrameVisitor<O> {
+    type Value = FastFrame<O>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a watch event object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<FastFrame<O>, A::Error> {
+        let mut event_type = None;
+        let mut payload = None;
+        // The apiserver writes `type` first; if a producer did not, hold the object's bytes.
+        let mut early_object: Option<&'de RawValue> = None;
+        while let Some(field) = map.next_key::<FrameField>()? {
+            match field {
+                FrameField::Type => event_type = Some(map.next_value::<EventType>()?),
+                FrameField::Object => match event_type {
+                    Some(t) => payload = Some(map.next_value_seed(PayloadSeed::<O>::new(t))?),
+                    None => early_object = Some(map.next_value::<&'de RawValue>()?),
+                },
+                FrameField::Other => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        if let (Some(raw), Some(t), None) = (early_object, event_type, payload.as_ref()) {
+            let mut de = serde_json::Deserializer::from_str(raw.get());
+            payload = Some(
+                PayloadSeed::<O>::new(t)
+                    .deserialize(&mut de)
+                    .map_err(de::Error::custom)?,
+            );
+        }
+        Ok(FastFrame {
+            event_type,
+            payload,
+        })
+    }
+}
+
+struct PayloadSeed<O> {
+    event_type: EventType,
+    object: PhantomData<O>,
+}
+
+impl<O> PayloadSeed<O> {
+    fn new(event_type: EventType) -> Self {
+        PayloadSeed {
+            event_type,
+            object: PhantomData,
+        }
+    }
+}
+
+impl<'de, O: Object> DeserializeSeed<'de> for PayloadSeed<O> {
+    type Value = Payload<O>;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Payload<O>, D::Error> {
+        Ok(match self.event_type {
+            EventType::Added | EventType::Modified | EventType::Deleted => {
+                Payload::Object(O::deserialize(d)?)
+            }
+            EventType::Bookmark => Payload::Bookmark(
+                LenientObject::deserialize(d)?
+                    .metadata
+                    .and_then(|m| m.resource_version),
+            ),
+            EventType::Error => Payload::Error(RawStatus::deserialize(d)?.into_status()),
+        })
+    }
+}
+
+#[derive(Deserialize)]
+struct LenientFrame {
+    #[serde(rename = "type")]
+    event_type: Option<String>,
+    object: Option<LenientObject>,
+}
+
+#[derive(Deserialize)]
+struct LenientObject {
+    metadata: Option<LenientMeta>,
+}
+
+#[derive(Deserialize)]
+struct LenientMeta {
+    #[serde(rename = "resourceVersion")]
+    resource_version: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct RawStatus {
+    code: Option<i32>,
+    reason: Option<String>,
+    message: Option<String>,
+    details: Option<RawDetails>,
+}
+
+#[derive(Deserialize)]
+struct RawDetails {
+    causes: Option<Vec<RawCause>>,
+}
+
+#[derive(Deserialize)]
+struct RawCause {
+    reason: Option<String>,
+}
+
+impl RawStatus {
+    fn into_status(self) -> Status {
+        Status {
+            code: self.code,
+            reason: self.reason.filter(|r| !r.is_empty()),
+            message: self.message.filter(|m| !m.is_empty()),
+            causes: self
+                .details
+                .and_then(|d| d.causes)
+                .unwrap_or_default()
+                .into_iter()
+                .filter_map(|c| c.reason)
+                .collect(),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(bound = "O: Object")]
+struct FastList<O> {
+    #[serde(default)]
+    metadata: ListMeta,
+    #[serde(default, deserialize_with = "null_as_empty")]
+    items: Vec<O>,
+}
+
+#[derive(Deserialize)]
+struct RawList<'a> {
+    #[serde(default)]
+    metadata: ListMeta,
+    #[serde(borrow, default)]
+    items: Vec<&'a RawValue>,
+}
+
+#[derive(Deserialize, Default)]
+struct ListMeta {
+    #[serde(rename = "resourceVersion")]
+    resource_version: Option<String>,
+}
+
+fn null_as_empty<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Vec<T>, D::Error> {
+    Ok(Option::<Vec<T>>::deserialize(d)?.unwrap_or_default())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pod::PodView;
+
+    fn frame(line: &str) -> Result<WatchEvent<PodView>, FrameError> {
+        parse_frame(line.as_bytes())
+    }
+
+    #[test]
+    fn object_frames_decode_with_their_type() {
+        let ev = frame(
+            r#"{"type":"MODIFIED","object":{"metadata":{"name":"a","resourceVersion":"7"}}}"#,
+        )
+        .unwrap();
+        let WatchEvent::Modified(pod) = ev else {
+            panic!("{ev:?}")
+        };
+        assert_eq!(pod.metadata.resource_version.as_deref(), Some("7"));
+    }
+
+    #[test]
+    fn object_before_type_still_decodes() {
+        let ev =
+            frame(r#"{"object":{"metadata":{"name":"a","resourceVersion":"7"}},"type":"DELETED"}"#)
+                .unwrap();
+        assert!(matches!(ev, WatchEvent::Deleted(_)));
+    }
+
+    #[test]
+    fn pod_bookmark_with_null_containers_is_read_envelope_first() {
+        let ev = frame(
+            r#"{"type":"BOOKMARK","object":{"kind":"Pod","apiVersion":"v1","metadata":{"resourceVersion":"550","annotations":{"k8s.io/initial-events-end":"true"}},"spec":{"containers":null},"status":{}}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            ev,
+            WatchEvent::Bookmark {
+                resource_version: "550".into()
+            }
+        );
+    }
+
+    #[test]
+    fn error_frame_reads_code_reason_and_causes() {
+        let ev = frame(
+            r#"{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"too old resource version: 1 (2692711)","reason":"Expired","code":410}}"#,
+        )
+        .unwrap();
+        let WatchEvent::Error(status) = ev else {
+            panic!()
+        };
+        assert!(status.is_expired());
+        assert_eq!(
+            status.to_string(),
+            "410 Expired: too old resource version: 1 (2692711)"
+        );
+        let st = parse_status(br#"{"code":504,"details":{"causes":[{"reason":"ResourceVersionTooLarge","message":"Too large"}]}}"#).unwrap();
+        assert!(st.is_too_large() && st.cursor_unusable());
+        let gone = parse_status(br#"{"reason":"Gone"}"#).unwrap();
+        assert!(gone.is_expired());
+    }
+
+    #[test]
+    fn undecodable_pod_frame_keeps_its_resource_version() {
+        let err =
+            frame(r#"{"type":"ADDED","object":{"metadata":{"name":5,"resourceVersion":"9"}}}"#)
+                .unwrap_err();
+        assert_eq!(err.event_type.as_deref(), Some("ADDED"));
+        assert_eq!(err.resource_version.as_deref(), Some("9"));
+        assert!(matches!(err.kind, FrameErrorKind::Payload(_)));
+        assert!(
+            err.to_string()
+                .starts_with("ADDED frame at rv 9: payload does not decode"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn garbage_has_no_resource_version() {
+        for line in [
+            "",
+            "{",
+            "[]",
+            "null",
+            "{\"type\":\"ADDED\",\"object\":",
+            "\u{0}\u{1}",
+        ] {
+            let err = frame(line).unwrap_err();
+            assert_eq!(err.resource_version, None, "{line:?}");
+        }
+    }
+
+    #[test]
+    fn unknown_type_and_missing_members_are_named() {
+        let err =
+            frame(r#"{"type":"SYNC","object":{"metadata":{"resourceVersion":"3"}}}"#).unwrap_err();
+        assert_eq!(err.kind, FrameErrorKind::UnknownType);
+        assert_eq!(err.resource_version.as_deref(), Some("3"));
+        assert_eq!(
+            frame(r#"{"object":{}}"#).unwrap_err().kind,
+            FrameErrorKind::MissingType
+        );
+        assert_eq!(
+            frame(r#"{"type":"ADDED"}"#).unwrap_err().kind,
+            FrameErrorKind::MissingObject
+        );
+        let no_rv = frame(r#"{"type":"ADDED","object":{"metadata":{"name":"a"}}}"#).unwrap_err();
+        assert_eq!(no_rv.kind, FrameErrorKind::NoResourceVersion);
+        let bm = frame(r#"{"type":"BOOKMARK","object":{"metadata":{}}}"#).unwrap_err();
+        assert_eq!(bm.kind, FrameErrorKind::NoResourceVersion);
+    }
+
+    #[test]
+    fn list_skips_items_that_do_not_decode() {
+        let list: ObjectList<PodView> = parse_list(
+            br#"{"kind":"PodList","metadata":{"resourceVersion":"12"},"items":[{"metadata":{"name":"a"}},{"metadata":{"name":1}},{"metadata":{"name":"c"}}]}"#,
+        )
+        .unwrap();
+        assert_eq!(list.resource_version, "12");
+        assert_eq!(list.items.len(), 2);
+        assert_eq!(list.skipped.len(), 1);
+        assert_eq!(list.skipped[0].index, 1);
+    }
+
+    #[test]
+    fn list_without_version_or_shape_is_an_error() {
+        assert_eq!(
+            parse_list::<PodView>(br#"{"metadata":{},"items":[]}"#).unwrap_err(),
+            ListBodyError::NoResourceVersion
+        );
+        assert!(matches!(
+            parse_list::<PodView>(b"nope"),
+            Err(ListBodyError::Malformed(_))
+        ));
+        let empty =
+            parse_list::<PodView>(br#"{"metadata":{"resourceVersion":"5"},"items":null}"#).unwrap();
+        assert!(empty.items.is_empty());
+    }
+}

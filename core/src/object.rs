@@ -1,0 +1,124 @@
+//! What the core needs to know about a cached object: its key and its resourceVersion.
+
+use std::fmt;
+use std::sync::Arc;
+
+use serde::de::DeserializeOwned;
+
+/// An object the loop can cache: any serde-decodable type that can name itself.
+///
+/// The core is generic over the object type so that a small partial view (like
+/// [`PodView`](crate::pod::PodView)) and a full generated type (like
+/// `k8s_openapi::api::core::v1::Pod`, with the `k8s-openapi` feature) both work.
+#[doc(alias = "Resource")]
+pub trait Object: DeserializeOwned + 'static {
+    /// `metadata.namespace`; `None` for a cluster-scoped object.
+    fn namespace(&self) -> Option<&str>;
+
+    /// `metadata.name`; `None` when the object carries no name, which the store rejects.
+    fn name(&self) -> Option<&str>;
+
+    /// `metadata.resourceVersion`: opaque, compared for equality only.
+    fn resource_version(&self) -> Option<&str>;
+
+    /// The store key, `namespace/name`; `None` when the object has no name.
+    #[must_use]
+    fn key(&self) -> Option<ObjectKey> {
+        self.name()
+            .filter(|name| !name.is_empty())
+            .map(|name| ObjectKey::new(self.namespace(), name))
+    }
+}
+
+/// An object's identity in the store: `namespace/name`, or `name` when cluster-scoped.
+///
+/// One shared allocation, so the store, the parent index and snapshots hold the same bytes.
+/// Kubernetes names and namespaces cannot contain `/`, so the joined form is unambiguous.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ObjectKey(Arc<str>);
+
+impl ObjectKey {
+    /// The key of `name` in `namespace` (or cluster-scoped when `namespace` is `None` or empty).
+    #[must_use]
+    pub fn new(namespace: Option<&str>, name: &str) -> Self {
+        match namespace.filter(|ns| !ns.is_empty()) {
+            Some(ns) => ObjectKey(Arc::from(format!("{ns}/{name}"))),
+            None => ObjectKey(Arc::from(name)),
+        }
+    }
+
+    /// The namespace part, if any.
+    #[must_use]
+    pub fn namespace(&self) -> Option<&str> {
+        self.0.split_once('/').map(|(ns, _)| ns)
+    }
+
+    /// The name part.
+    #[must_use]
+    pub fn name(&self) -> &str {
+        self.0.split_once('/').map_or(&self.0, |(_, name)| name)
+    }
+
+    /// The joined form, `namespace/name`.
+    #[must_use]
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for ObjectKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Debug for ObjectKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}", &*self.0)
+    }
+}
+
+#[cfg(feature = "k8s-openapi")]
+impl<K> Object for K
+where
+    K: k8s_openapi::Metadata<Ty = k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta>
+        + DeserializeOwned
+        + 'static,
+{
+    fn namespace(&self) -> Option<&str> {
+        self.metadata().namespace.as_deref()
+    }
+
+    fn name(&self) -> Option<&str> {
+        self.metadata().name.as_deref()
+    }
+
+    fn resource_version(&self) -> Option<&str> {
+        self.metadata().resource_version.as_deref()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_joins_namespace_and_name() {
+        let key = ObjectKey::new(Some("kube-system"), "etcd-kind");
+        assert_eq!(key.as_str(), "kube-system/etcd-kind");
+        assert_eq!(key.namespace(), Some("kube-system"));
+        assert_eq!(key.name(), "etcd-kind");
+    }
+
+    #[test]
+    fn cluster_scoped_key_has_no_namespace() {
+        for key in [
+            ObjectKey::new(None, "node-1"),
+            ObjectKey::new(Some(""), "node-1"),
+        ] {
+            assert_eq!(key.as_str(), "node-1");
+            assert_eq!(key.namespace(), None);
+            assert_eq!(key.name(), "node-1");
+        }
+    }
+}

@@ -1,0 +1,444 @@
+//! What the core asks of its driver (commands), what it reports (events), and when it next
+//! needs to be woken (the deadline).
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::config::WatchParams;
+use crate::frame::{FrameError, ItemError, ListBodyError, Status};
+use crate::object::{Object, ObjectKey};
+use crate::store::KeyMapError;
+use crate::time::Instant;
+
+macro_rules! id_type {
+    ($(#[$doc:meta])* $name:ident, $prefix:literal) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        pub struct $name(pub(crate) u64);
+
+        impl $name {
+            /// The raw number, unique among ids of this kind for one loop.
+            #[must_use]
+            pub fn get(self) -> u64 {
+                self.0
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, concat!($prefix, "{}"), self.0)
+            }
+        }
+
+        impl fmt::Debug for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                fmt::Display::fmt(self, f)
+            }
+        }
+    };
+}
+
+id_type!(
+    /// Names one LIST request; minted by the core.
+    RequestId,
+    "L"
+);
+id_type!(
+    /// Names one WATCH stream or in-process source stream; minted by the core.
+    StreamId,
+    "W"
+);
+id_type!(
+    /// Names one reconcile run; minted by the core, handed back with its outcome.
+    Ticket,
+    "R"
+);
+
+/// One thing for the driver to do.
+#[derive(Debug, Clone)]
+pub enum Command<O, P> {
+    /// Send a LIST (no `resourceVersion`: a consistent read of the current state).
+    List {
+        /// Hand back with the response.
+        req: RequestId,
+        /// Namespace and selectors.
+        params: Arc<WatchParams>,
+    },
+    /// Abandon an in-flight LIST; its response, if any, will be ignored.
+    CancelList {
+        /// The LIST to abandon.
+        req: RequestId,
+    },
+    /// Open a WATCH from `resource_version`.
+    Watch {
+        /// Tag every line and the end of this stream with it.
+        stream: StreamId,
+        /// Namespace and selectors.
+        params: Arc<WatchParams>,
+        /// The cursor: never empty, always from a LIST or a frame.
+        resource_version: String,
+        /// `timeoutSeconds`, always sent.
+        timeout_seconds: u32,
+        /// `allowWatchBookmarks`, always requested.
+        allow_bookmarks: bool,
+    },
+    /// Close a WATCH; anything still arriving on it will be ignored.
+    CloseWatch {
+        /// The stream to close.
+        stream: StreamId,
+    },
+    /// Open the in-process source; tag its events with `stream`.
+    OpenSource {
+        /// The stream id to tag events with.
+        stream: StreamId,
+    },
+    /// Close the in-process source stream.
+    CloseSource {
+        /// The stream to close.
+        stream: StreamId,
+    },
+    /// Run reconcile for `parent`; report back with [`ReconcileLoop::handle_reconciled`].
+    ///
+    /// [`ReconcileLoop::handle_reconciled`]: crate::ReconcileLoop::handle_reconciled
+    Reconcile {
+        /// Hand back with the outcome.
+        ticket: Ticket,
+        /// The key to reconcile.
+        parent: P,
+        /// 1 for a first try, n + 1 after n consecutive failures.
+        attempt: u32,
+        /// The parent's objects at dispatch time, in key order.
+        members: Vec<Arc<O>>,
+    },
+    /// Abandon a running reconcile (on stop); its outcome will be ignored.
+    CancelReconcile {
+        /// The run to abandon.
+        ticket: Ticket,
+    },
+}
+
+/// Something the driver may log or count; no action is required.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event<P> {
+    /// The first whole-world listing reached the store; reconciles may run from now on.
+    Synced {
+        /// Objects in the store.
+        objects: usize,
+    },
+    /// A LIST failed and will be retried after `retry_delay`.
+    ListFailed {
+        /// The failed request.
+        req: RequestId,
+        /// Why.
+        error: ListFailure,
+    },
+    /// A LIST item did not decode and was left out.
+    ListItemSkipped {
+        /// The request it came in.
+        req: RequestId,
+        /// Which item and why.
+        error: ItemError,
+    },
+    /// A watch frame did not decode but told where the stream is: skipped, cursor advanced.
+    FrameSkipped {
+        /// The stream it came on.
+        stream: StreamId,
+        /// Why, and the version skipped to.
+        error: FrameError,
+    },
+    /// The cursor cannot be used any more: a LIST follows after `retry_delay`.
+    Relist {
+        /// Why.
+        reason: RelistReason,
+    },
+    /// The watch ended or failed; a WATCH from the same cursor follows after `retry_delay`.
+    WatchRetry {
+        /// The stream that ended.
+        stream: StreamId,
+        /// Why.
+        reason: WatchRetryReason,
+    },
+    /// An object `key_map` could not place: evicted (or never stored).
+    Unmapped {
+        /// The object.
+        key: ObjectKey,
+        /// What `key_map` said.
+        error: KeyMapError,
+        /// The parent it was evicted from, which is woken.
+        evicted_from: Option<P>,
+    },
+    /// An object without `metadata.name` was refused.
+    Unnamed,
+    /// A reconcile failed; it runs again after `delay`.
+    BackoffScheduled {
+        /// The key.
+        parent: P,
+        /// Consecutive failures so far.
+        failures: u32,
+        /// Until the retry.
+        delay: Duration,
+        /// The reconcile's error.
+        error: String,
+    },
+    /// A reconcile asked to run again after `delay`.
+    RequeueScheduled {
+        /// The key.
+        parent: P,
+        /// Until the rerun.
+        delay: Duration,
+    },
+    /// The resync period elapsed: every parent with members was queued.
+    Resync {
+        /// How many parents were queued.
+        parents: usize,
+    },
+    /// The in-process stream did not open with a whole-world `Replace`: closed, reopened later.
+    SourceNotSynced {
+        /// The stream.
+        stream: StreamId,
+    },
+    /// The in-process stream ended; reopened after `source_retry_delay`.
+    SourceEnded {
+        /// The stream.
+        stream: StreamId,
+        /// The error it ended with, if any.
+        error: Option<String>,
+    },
+    /// An input named a request, stream or ticket that is no longer live: ignored.
+    Stale {
+        /// What it was.
+        input: &'static str,
+    },
+}
+
+/// Why a LIST failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ListFailure {
+    /// No response.
+    Transport(String),
+    /// A non-200 status, with the `Status` body if there was one.
+    Status(u16, Option<Status>),
+    /// A 200 whose body is unusable.
+    Body(ListBodyError),
+}
+
+impl fmt::Display for ListFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ListFailure::Transport(e) => write!(f, "transport: {e}"),
+            ListFailure::Status(code, Some(status)) => write!(f, "HTTP {code}: {status}"),
+            ListFailure::Status(code, None) => write!(f, "HTTP {code}"),
+            ListFailure::Body(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+/// Why the reflector relists.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RelistReason {
+    /// An in-band ERROR frame said the cursor is expired (410 / Expired / Gone) or too new
+    /// (504 / ResourceVersionTooLarge).
+    ErrorFrame(Status),
+    /// The WATCH itself answered 410 or 504.
+    HttpStatus(u16, Option<Status>),
+    /// A frame that tells no resourceVersion: the cursor cannot move past it.
+    UndecodableFrame(FrameError),
+}
+
+impl fmt::Display for RelistReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RelistReason::ErrorFrame(status) => write!(f, "ERROR frame {status}"),
+            RelistReason::HttpStatus(code, Some(status)) => write!(f, "HTTP {code}: {status}"),
+            RelistReason::HttpStatus(code, None) => write!(f, "HTTP {code}"),
+            RelistReason::UndecodableFrame(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+/// Why a watch is reopened from its cursor after a delay.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WatchRetryReason {
+    /// The stream ended cleanly within a second without a single frame (Go's "very short
+    /// watch"): reopening at once could spin.
+    ShortWatch,
+    /// The connection failed.
+    Transport(String),
+    /// A non-200 status other than 410 / 504.
+    HttpStatus(u16, Option<Status>),
+    /// An ERROR frame that does not condemn the cursor.
+    ErrorFrame(Status),
+}
+
+impl fmt::Display for WatchRetryReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            WatchRetryReason::ShortWatch => f.write_str("very short watch"),
+            WatchRetryReason::Transport(e) => write!(f, "transport: {e}"),
+            WatchRetryReason::HttpStatus(code, Some(status)) => write!(f, "HTTP {code}: {status}"),
+            WatchRetryReason::HttpStatus(code, None) => write!(f, "HTTP {code}"),
+            WatchRetryReason::ErrorFrame(status) => write!(f, "ERROR frame {status}"),
+        }
+    }
+}
+
+/// Why a deadline was scheduled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Wake {
+    /// Retry a failed LIST, or relist after a dead cursor.
+    ListRetry,
+    /// Reopen a WATCH from the cursor.
+    WatchRetry,
+    /// Reopen the in-process source.
+    SourceReopen,
+    /// A key's backoff or requeue-after elapsed.
+    Requeue,
+    /// The resync period elapsed.
+    Resync,
+}
+
+impl fmt::Display for Wake {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Wake::ListRetry => "list-retry",
+            Wake::WatchRetry => "watch-retry",
+            Wake::SourceReopen => "source-reopen",
+            Wake::Requeue => "requeue",
+            Wake::Resync => "resync",
+        })
+    }
+}
+
+/// When to call [`ReconcileLoop::handle_timeout`], and why.
+///
+/// [`ReconcileLoop::handle_timeout`]: crate::ReconcileLoop::handle_timeout
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Deadline {
+    /// The instant.
+    pub at: Instant,
+    /// The reason it was scheduled.
+    pub wake: Wake,
+}
+
+/// The queue of outputs not yet polled.
+pub(crate) type Outbox<O, P> = VecDeque<Output<O, P>>;
+
+/// One output of the core. Drain with [`ReconcileLoop::poll_output`] until `Timeout`.
+///
+/// [`ReconcileLoop::poll_output`]: crate::ReconcileLoop::poll_output
+#[derive(Debug, Clone)]
+pub enum Output<O, P> {
+    /// Perform this.
+    Command(Command<O, P>),
+    /// Log or count this.
+    Event(Event<P>),
+    /// Nothing else is queued: sleep until this deadline (or forever when `None`) or the next
+    /// input, whichever comes first.
+    Timeout(Option<Deadline>),
+}
+
+impl<O: Object, P: fmt::Display> fmt::Display for Command<O, P> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Command::List { req, params } => write!(f, "list {req}{params}"),
+            Command::CancelList { req } => write!(f, "cancel-list {req}"),
+            Command::Watch {
+                stream,
+                params,
+                resource_version,
+                timeout_seconds,
+                allow_bookmarks,
+            } => {
+                write!(
+                    f,
+                    "watch {stream} rv={resource_version} timeout={timeout_seconds}s"
+                )?;
+                if *allow_bookmarks {
+                    f.write_str(" bookmarks")?;
+                }
+                write!(f, "{params}")
+            }
+            Command::CloseWatch { stream } => write!(f, "close-watch {stream}"),
+            Command::OpenSource { stream } => write!(f, "open-source {stream}"),
+            Command::CloseSource { stream } => write!(f, "close-source {stream}"),
+            Command::Reconcile {
+                ticket,
+                parent,
+                attempt,
+                members,
+            } => {
+                write!(f, "reconcile {parent} {ticket} attempt={attempt} members=[")?;
+                for (i, m) in members.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(",")?;
+                    }
+                    match m.name() {
+                        Some(name) => f.write_str(name)?,
+                        None => f.write_str("?")?,
+                    }
+                }
+                f.write_str("]")
+            }
+            Command::CancelReconcile { ticket } => write!(f, "cancel-reconcile {ticket}"),
+        }
+    }
+}
+
+impl<P: fmt::Display> fmt::Display for Event<P> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Event::Synced { objects } => write!(f, "synced objects={objects}"),
+            Event::ListFailed { req, error } => write!(f, "list-failed {req} ({error})"),
+            Event::ListItemSkipped { req, error } => {
+                write!(
+                    f,
+                    "list-item-skipped {req} #{} ({})",
+                    error.index, error.message
+                )
+            }
+            Event::FrameSkipped { stream, error } => write!(f, "frame-skipped {stream} ({error})"),
+            Event::Relist { reason } => write!(f, "relist ({reason})"),
+            Event::WatchRetry { stream, reason } => write!(f, "watch-retry {stream} ({reason})"),
+            Event::Unmapped {
+                key,
+                error,
+                evicted_from,
+            } => {
+                write!(f, "unmapped {key} ({error})")?;
+                if let Some(p) = evicted_from {
+                    write!(f, " evicted-from={p}")?;
+                }
+                Ok(())
+            }
+            Event::Unnamed => f.write_str("unnamed-object-refused"),
+            Event::BackoffScheduled {
+                parent,
+                failures,
+                delay,
+                error,
+            } => write!(
+                f,
+                "backoff {parent} failures={failures} delay={}s ({error})",
+                delay.as_secs_f64()
+            ),
+            Event::RequeueScheduled { parent, delay } => {
+                write!(f, "requeue {parent} delay={}s", delay.as_secs_f64())
+            }
+            Event::Resync { parents } => write!(f, "resync parents={parents}"),
+            Event::SourceNotSynced { stream } => write!(f, "source-not-synced {stream}"),
+            Event::SourceEnded { stream, error } => match error {
+                Some(e) => write!(f, "source-ended {stream} ({e})"),
+                None => write!(f, "source-ended {stream}"),
+            },
+            Event::Stale { input } => write!(f, "stale {input} ignored"),
+        }
+    }
+}
+
+impl fmt::Display for Deadline {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.at, self.wake)
+    }
+}

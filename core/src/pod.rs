@@ -1,0 +1,242 @@
+//! A partial Pod view: exactly the fields the seed's loop reads, and nothing else.
+//!
+//! Every other field of the apiserver's Pod is skipped while parsing, which is what keeps a
+//! cached pod near 1 KB of heap instead of the tens of KB a full `k8s_openapi` Pod costs.
+//! `null` maps and lists read as empty (the seed's "an unset field is dropped" row); absent
+//! optional scalars read as `None`.
+
+use serde::{Deserialize, Deserializer};
+
+use crate::object::Object;
+use crate::string_map::StringMap;
+
+/// Reads `null` as the type's default, for the maps and lists an apiserver may spell as `null`.
+fn null_as_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de> + Default,
+{
+    Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
+}
+
+/// The parts of a Pod the reconcile loop reads.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodView {
+    /// Identity and labels.
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub metadata: PodMetadata,
+    /// Placement.
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub spec: PodSpec,
+    /// Lifecycle as reported by the kubelet.
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub status: PodStatus,
+}
+
+/// `metadata`: identity, version and labels.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodMetadata {
+    /// `metadata.name`.
+    pub name: Option<String>,
+    /// `metadata.namespace`: part of the store key.
+    pub namespace: Option<String>,
+    /// `metadata.uid`: a pod recreated under the same name gets a new one.
+    pub uid: Option<String>,
+    /// `metadata.resourceVersion`: opaque, equality only.
+    pub resource_version: Option<String>,
+    /// `metadata.deletionTimestamp` (RFC 3339), set once a graceful deletion started.
+    pub deletion_timestamp: Option<String>,
+    /// `metadata.labels`.
+    #[serde(default)]
+    pub labels: StringMap,
+    /// `metadata.annotations`.
+    #[serde(default)]
+    pub annotations: StringMap,
+}
+
+/// `spec`: where the pod runs.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodSpec {
+    /// `spec.nodeName`, once scheduled.
+    pub node_name: Option<String>,
+    /// `spec.subdomain`.
+    pub subdomain: Option<String>,
+    /// `spec.nodeSelector`.
+    #[serde(default)]
+    pub node_selector: StringMap,
+    /// `spec.schedulingGates[].name`.
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub scheduling_gates: Box<[SchedulingGate]>,
+}
+
+/// One entry of `spec.schedulingGates`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+pub struct SchedulingGate {
+    /// The gate's name.
+    pub name: String,
+}
+
+/// `status`: what the kubelet reports.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodStatus {
+    /// `status.phase`: Pending, Running, Succeeded, Failed or Unknown.
+    pub phase: Option<String>,
+    /// `status.podIP`.
+    #[serde(rename = "podIP")]
+    pub pod_ip: Option<String>,
+    /// `status.conditions`.
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub conditions: Box<[PodCondition]>,
+    /// `status.containerStatuses`.
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub container_statuses: Box<[ContainerStatus]>,
+}
+
+impl PodStatus {
+    /// The status (`"True"`, `"False"`, `"Unknown"`) of the condition of type `type_`.
+    #[must_use]
+    pub fn condition(&self, type_: &str) -> Option<&str> {
+        self.conditions
+            .iter()
+            .find(|c| c.type_ == type_)
+            .map(|c| c.status.as_str())
+    }
+
+    /// Whether the pod is Running and its `Ready` condition is `True`.
+    #[must_use]
+    pub fn is_running_and_ready(&self) -> bool {
+        self.phase.as_deref() == Some("Running") && self.condition("Ready") == Some("True")
+    }
+}
+
+/// One entry of `status.conditions`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+pub struct PodCondition {
+    /// `type`, for example `Ready`.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// `status`: `True`, `False` or `Unknown`.
+    pub status: String,
+    /// `reason`, machine-readable.
+    pub reason: Option<String>,
+}
+
+/// One entry of `status.containerStatuses`.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContainerStatus {
+    /// The container's name.
+    pub name: String,
+    /// The runtime's container id, for example `containerd://…`.
+    #[serde(rename = "containerID")]
+    pub container_id: Option<String>,
+    /// Restarts so far.
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub restart_count: i32,
+    /// Current state.
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub state: ContainerState,
+    /// The previous state, set after a restart.
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub last_state: ContainerState,
+}
+
+/// `state` / `lastState` of a container: at most one of the members is set.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+pub struct ContainerState {
+    /// Set while running.
+    pub running: Option<ContainerStateRunning>,
+    /// Set once exited.
+    pub terminated: Option<ContainerStateTerminated>,
+}
+
+/// `state.running`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContainerStateRunning {
+    /// When the container (re)started, RFC 3339.
+    pub started_at: Option<String>,
+}
+
+/// `state.terminated`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+pub struct ContainerStateTerminated {
+    /// The id of the container that exited.
+    #[serde(rename = "containerID")]
+    pub container_id: Option<String>,
+}
+
+impl Object for PodView {
+    fn namespace(&self) -> Option<&str> {
+        self.metadata.namespace.as_deref()
+    }
+
+    fn name(&self) -> Option<&str> {
+        self.metadata.name.as_deref()
+    }
+
+    fn resource_version(&self) -> Option<&str> {
+        self.metadata.resource_version.as_deref()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_fields_are_ignored_and_nulls_read_as_empty() {
+        let pod: PodView = serde_json::from_str(
+            r#"{"kind":"Pod","metadata":{"name":"a","namespace":"ns","labels":null,
+                "annotations":null,"managedFields":[{"x":1}]},
+                "spec":{"containers":null,"nodeSelector":null,"schedulingGates":null},
+                "status":{"conditions":null,"containerStatuses":null,"hostIP":"1.2.3.4"}}"#,
+        )
+        .unwrap();
+        assert_eq!(pod.metadata.name.as_deref(), Some("a"));
+        assert!(pod.metadata.labels.is_empty());
+        assert!(pod.spec.scheduling_gates.is_empty());
+        assert!(pod.status.conditions.is_empty());
+    }
+
+    #[test]
+    fn null_sections_read_as_empty() {
+        let pod: PodView =
+            serde_json::from_str(r#"{"metadata":null,"spec":null,"status":null}"#).unwrap();
+        assert_eq!(pod, PodView::default());
+    }
+
+    #[test]
+    fn reads_container_state_and_readiness() {
+        let pod: PodView = serde_json::from_str(
+            r#"{"status":{"phase":"Running","podIP":"10.0.0.1",
+                "conditions":[{"type":"Ready","status":"True","lastProbeTime":null}],
+                "containerStatuses":[{"name":"c","containerID":"containerd://1","restartCount":2,
+                  "state":{"running":{"startedAt":"2026-01-01T00:00:00Z"}},
+                  "lastState":{"terminated":{"containerID":"containerd://0","exitCode":1}}}]}}"#,
+        )
+        .unwrap();
+        assert!(pod.status.is_running_and_ready());
+        assert_eq!(pod.status.pod_ip.as_deref(), Some("10.0.0.1"));
+        let c = &pod.status.container_statuses[0];
+        assert_eq!(c.restart_count, 2);
+        assert_eq!(
+            c.last_state
+                .terminated
+                .as_ref()
+                .unwrap()
+                .container_id
+                .as_deref(),
+            Some("containerd://0")
+        );
+    }
+
+    #[test]
+    fn a_wrongly_typed_field_is_an_error_not_a_default() {
+        assert!(serde_json::from_str::<PodView>(r#"{"metadata":{"name":5}}"#).is_err());
+    }
+}

@@ -1,0 +1,413 @@
+//! The reflector: keeps a cursor into the apiserver's history and turns LIST and WATCH
+//! responses into store writes (client-go's `cache.Reflector`).
+//!
+//! - The cursor follows arrival order and is never compared: a LIST's version, then each
+//!   frame's (bookmarks included).
+//! - 410 / 504, as the HTTP status of a WATCH or as an in-band ERROR frame (code 410 / 504,
+//!   reason `Expired` / `Gone`, cause `ResourceVersionTooLarge`), condemns the cursor: LIST
+//!   again. An ERROR frame also ends its stream: the rest is discarded and the stream closed.
+//! - A clean end of a WATCH reopens it from the cursor, without a LIST.
+//! - A frame that does not decode but names its resourceVersion is skipped and the cursor
+//!   advances; one that names none forces a LIST.
+//! - Every retry waits `retry_delay`.
+
+use std::marker::PhantomData;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::config::WatchParams;
+use crate::frame::{self, Status, WatchEvent};
+use crate::object::Object;
+use crate::output::{
+    Command, Deadline, Event, ListFailure, Outbox, Output, RelistReason, RequestId, StreamId, Wake,
+    WatchRetryReason,
+};
+use crate::source::SourceEvent;
+use crate::time::Instant;
+
+/// A watch that ends within this long without a frame is treated as failed (Go's rule).
+const SHORT_WATCH: Duration = Duration::from_secs(1);
+
+/// The response to a `List` command.
+#[derive(Debug, Clone, Copy)]
+pub enum ListResponse<'a> {
+    /// The apiserver answered.
+    Response {
+        /// HTTP status.
+        status: u16,
+        /// The body, however long.
+        body: &'a [u8],
+    },
+    /// No answer: connection refused, reset, timed out.
+    TransportError(&'a str),
+}
+
+/// How a WATCH stream ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StreamEnd {
+    /// The server closed it without error (its `timeoutSeconds` elapsed).
+    Clean,
+    /// The connection failed, or the driver's read-idle timeout fired.
+    TransportError(String),
+    /// The WATCH request was answered with a non-200 status.
+    HttpStatus {
+        /// The status.
+        code: u16,
+        /// The response body, usually a `Status`.
+        body: Vec<u8>,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Next {
+    List,
+    Watch,
+}
+
+#[derive(Debug)]
+enum Phase {
+    Idle,
+    Listing {
+        req: RequestId,
+    },
+    Watching {
+        stream: StreamId,
+        since: Instant,
+        frames: u64,
+    },
+    Waiting {
+        at: Instant,
+        next: Next,
+    },
+    Stopped,
+}
+
+/// What the reflector has done so far.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Counters {
+    pub(crate) frames: u64,
+    pub(crate) frames_skipped: u64,
+    pub(crate) lists: u64,
+    pub(crate) watches: u64,
+    pub(crate) relists: u64,
+}
+
+/// Allocates request and stream ids for the reflector.
+pub(crate) trait MintIds {
+    fn request(&mut self) -> RequestId;
+    fn stream(&mut self) -> StreamId;
+}
+
+/// The reflector's state. Children of the loop: it writes its commands and events straight
+/// into the loop's outbox and hands store writes back to the caller.
+#[derive(Debug)]
+pub(crate) struct Reflector<O> {
+    params: Arc<WatchParams>,
+    retry_delay: Duration,
+    /// Invariant: `Some` whenever a WATCH is open or about to be opened.
+    cursor: Option<String>,
+    phase: Phase,
+    counters: Counters,
+    object: PhantomData<fn() -> O>,
+}
+
+impl<O: Object> Reflector<O> {
+    pub(crate) fn new(params: WatchParams, retry_delay: Duration) -> Self {
+        Reflector {
+            params: Arc::new(params),
+            retry_delay,
+            cursor: None,
+            phase: Phase::Idle,
+            counters: Counters::default(),
+            object: PhantomData,
+        }
+    }
+
+    pub(crate) fn counters(&self) -> Counters {
+        self.counters
+    }
+
+    pub(crate) fn cursor(&self) -> Option<&str> {
+        self.cursor.as_deref()
+    }
+
+    pub(crate) fn start<P>(&mut self, ids: &mut impl MintIds, out: &mut Outbox<O, P>) {
+        self.list(ids, out);
+    }
+
+    pub(crate) fn handle_list<P>(
+        &mut self,
+        now: Instant,
+        req: RequestId,
+        response: ListResponse<'_>,
+        ids: &mut impl MintIds,
+        out: &mut Outbox<O, P>,
+    ) -> Option<SourceEvent<O>> {
+        if !matches!(self.phase, Phase::Listing { req: current } if current == req) {
+            out.push_back(Output::Event(Event::Stale {
+                input: "list response",
+            }));
+            return None;
+        }
+        let error = match response {
+            ListResponse::TransportError(e) => ListFailure::Transport(e.to_owned()),
+            ListResponse::Response { status: 200, body } => match frame::parse_list::<O>(body) {
+                Ok(list) => {
+                    for error in list.skipped {
+                        out.push_back(Output::Event(Event::ListItemSkipped { req, error }));
+                    }
+                    self.cursor = Some(list.resource_version);
+                    self.watch(now, ids, out);
+                    return Some(SourceEvent::Replace(list.items));
+                }
+                Err(e) => ListFailure::Body(e),
+            },
+            ListResponse::Response { status, body } => {
+                ListFailure::Status(status, frame::parse_status(body))
+            }
+        };
+        out.push_back(Output::Event(Event::ListFailed { req, error }));
+        self.wait(now, Next::List);
+        None
+    }
+
+    pub(crate) fn handle_watch_opened<P>(
+        &mut self,
+        now: Instant,
+        stream: StreamId,
+        out: &mut Outbox<O, P>,
+    ) {
+        match &mut self.phase {
+            Phase::Watching {
+                stream: current,
+                since,
+                ..
+            } if *current == stream => *since = now,
+            _ => out.push_back(Output::Event(Event::Stale {
+                input: "watch opened",
+            })),
+        }
+    }
+
+    pub(crate) fn handle_watch_line<P>(
+        &mut self,
+        now: Instant,
+        stream: StreamId,
+        line: &[u8],
+        out: &mut Outbox<O, P>,
+    ) -> Option<SourceEvent<O>> {
+        let Phase::Watching {
+            stream: current,
+            frames,
+            ..
+        } = &mut self.phase
+        else {
+            out.push_back(Output::Event(Event::Stale {
+                input: "watch frame",
+            }));
+            return None;
+        };
+        if *current != stream {
+            out.push_back(Output::Event(Event::Stale {
+                input: "watch frame",
+            }));
+            return None;
+        }
+        if line.trim_ascii().is_empty() {
+            return None;
+        }
+        *frames += 1;
+        self.counters.frames += 1;
+        let event = match frame::parse_frame::<O>(line) {
+            Ok(event) => event,
+            Err(error) => {
+                if let Some(rv) = &error.resource_version {
+                    self.cursor = Some(rv.clone());
+                    self.counters.frames_skipped += 1;
+                    out.push_back(Output::Event(Event::FrameSkipped { stream, error }));
+                } else {
+                    out.push_back(Output::Command(Command::CloseWatch { stream }));
+                    self.relist(now, RelistReason::UndecodableFrame(error), out);
+                }
+                return None;
+            }
+        };
+        let (change, rv) = match event {
+            WatchEvent::Added(o) | WatchEvent::Modified(o) => {
+                let rv = o.resource_version().map(str::to_owned);
+                (SourceEvent::Upsert(o), rv)
+            }
+            WatchEvent::Deleted(o) => {
+                let rv = o.resource_version().map(str::to_owned);
+                (SourceEvent::Delete(o), rv)
+            }
+            WatchEvent::Bookmark { resource_version } => {
+                self.cursor = Some(resource_version);
+                return None;
+            }
+            WatchEvent::Error(status) => {
+                out.push_back(Output::Command(Command::CloseWatch { stream }));
+                self.on_error_frame(now, stream, status, out);
+                return None;
+            }
+        };
+        // parse_frame guarantees an object frame carries a resourceVersion.
+        debug_assert!(rv.is_some());
+        if rv.is_some() {
+            self.cursor = rv;
+        }
+        Some(change)
+    }
+
+    pub(crate) fn handle_watch_end<P>(
+        &mut self,
+        now: Instant,
+        stream: StreamId,
+        end: StreamEnd,
+        ids: &mut impl MintIds,
+        out: &mut Outbox<O, P>,
+    ) {
+        let Phase::Watching {
+            stream: current,
+            since,
+            frames,
+        } = self.phase
+        else {
+            out.push_back(Output::Event(Event::Stale { input: "watch end" }));
+            return;
+        };
+        if current != stream {
+            out.push_back(Output::Event(Event::Stale { input: "watch end" }));
+            return;
+        }
+        let reason = match end {
+            StreamEnd::Clean
+                if frames > 0 || now.saturating_duration_since(since) >= SHORT_WATCH =>
+            {
+                // The server's timeoutSeconds elapsed: the cursor is still good.
+                self.watch(now, ids, out);
+                return;
+            }
+            StreamEnd::Clean => WatchRetryReason::ShortWatch,
+            StreamEnd::TransportError(e) => WatchRetryReason::Transport(e),
+            StreamEnd::HttpStatus { code, body } => {
+                let status = frame::parse_status(&body);
+                let condemned = code == 410
+                    || code == 504
+                    || status.as_ref().is_some_and(Status::cursor_unusable);
+                if condemned {
+                    self.relist(now, RelistReason::HttpStatus(code, status), out);
+                    return;
+                }
+                WatchRetryReason::HttpStatus(code, status)
+            }
+        };
+        out.push_back(Output::Event(Event::WatchRetry { stream, reason }));
+        self.wait(now, Next::Watch);
+    }
+
+    pub(crate) fn handle_timeout<P>(
+        &mut self,
+        now: Instant,
+        ids: &mut impl MintIds,
+        out: &mut Outbox<O, P>,
+    ) {
+        if let Phase::Waiting { at, next } = self.phase
+            && at <= now
+        {
+            match (next, self.cursor.is_some()) {
+                (Next::Watch, true) => self.watch(now, ids, out),
+                _ => self.list(ids, out),
+            }
+        }
+    }
+
+    pub(crate) fn deadline(&self) -> Option<Deadline> {
+        match self.phase {
+            Phase::Waiting { at, next } => Some(Deadline {
+                at,
+                wake: match next {
+                    Next::List => Wake::ListRetry,
+                    Next::Watch => Wake::WatchRetry,
+                },
+            }),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn stop<P>(&mut self, out: &mut Outbox<O, P>) {
+        match self.phase {
+            Phase::Listing { req } => out.push_back(Output::Command(Command::CancelList { req })),
+            Phase::Watching { stream, .. } => {
+                out.push_back(Output::Command(Command::CloseWatch { stream }));
+            }
+            Phase::Idle | Phase::Waiting { .. } | Phase::Stopped => {}
+        }
+        self.phase = Phase::Stopped;
+    }
+
+    fn on_error_frame<P>(
+        &mut self,
+        now: Instant,
+        stream: StreamId,
+        status: Status,
+        out: &mut Outbox<O, P>,
+    ) {
+        if status.cursor_unusable() {
+            self.relist(now, RelistReason::ErrorFrame(status), out);
+        } else {
+            out.push_back(Output::Event(Event::WatchRetry {
+                stream,
+                reason: WatchRetryReason::ErrorFrame(status),
+            }));
+            self.wait(now, Next::Watch);
+        }
+    }
+
+    fn relist<P>(&mut self, now: Instant, reason: RelistReason, out: &mut Outbox<O, P>) {
+        // The cursor is dead: never watch from it again.
+        self.cursor = None;
+        self.counters.relists += 1;
+        out.push_back(Output::Event(Event::Relist { reason }));
+        self.wait(now, Next::List);
+    }
+
+    fn wait(&mut self, now: Instant, next: Next) {
+        self.phase = Phase::Waiting {
+            at: now + self.retry_delay,
+            next,
+        };
+    }
+
+    fn list<P>(&mut self, ids: &mut impl MintIds, out: &mut Outbox<O, P>) {
+        let req = ids.request();
+        self.counters.lists += 1;
+        self.phase = Phase::Listing { req };
+        out.push_back(Output::Command(Command::List {
+            req,
+            params: Arc::clone(&self.params),
+        }));
+    }
+
+    fn watch<P>(&mut self, now: Instant, ids: &mut impl MintIds, out: &mut Outbox<O, P>) {
+        let Some(cursor) = self.cursor.clone() else {
+            // Unreachable by construction; relisting is the safe answer if it ever happens.
+            debug_assert!(false, "WATCH without a cursor");
+            return self.list(ids, out);
+        };
+        let stream = ids.stream();
+        self.counters.watches += 1;
+        self.phase = Phase::Watching {
+            stream,
+            since: now,
+            frames: 0,
+        };
+        out.push_back(Output::Command(Command::Watch {
+            stream,
+            params: Arc::clone(&self.params),
+            resource_version: cursor,
+            timeout_seconds: self.params.timeout_seconds,
+            allow_bookmarks: true,
+        }));
+    }
+}

@@ -1,0 +1,394 @@
+//! The cache: every object the source delivered, indexed by the parent it belongs to.
+//!
+//! client-go's `cache.Store` plus `DeltaFIFO.Replace()`'s deletion synthesis, with
+//! controller-runtime's `EnqueueRequestForOwner` folded in as `key_map`: the parent index is
+//! the only index, so membership and the keys to wake come out of one write.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::sync::Arc;
+
+use crate::object::{Object, ObjectKey};
+use crate::source::SourceEvent;
+
+/// Maps an object to the parent key its reconcile runs under (`EnqueueRequestForOwner`).
+pub type KeyMap<O, P> = Arc<dyn Fn(&O) -> Result<P, KeyMapError> + Send + Sync>;
+
+/// Why an object has no parent; the store evicts such an object rather than serve it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct KeyMapError(pub String);
+
+impl KeyMapError {
+    /// An error with this message.
+    pub fn new(message: impl Into<String>) -> Self {
+        KeyMapError(message.into())
+    }
+}
+
+/// An object the store refused to hold.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Rejected<P> {
+    /// `key_map` failed; if the object was stored, it was evicted from `evicted_from`.
+    Unmapped {
+        /// The object.
+        key: ObjectKey,
+        /// What `key_map` said.
+        error: KeyMapError,
+        /// The parent it left, which was woken.
+        evicted_from: Option<P>,
+    },
+    /// The object has no `metadata.name`, so it has no key.
+    Unnamed,
+}
+
+struct Entry<O, P> {
+    object: Arc<O>,
+    parent: P,
+}
+
+/// Objects by key, and keys by parent.
+///
+/// Bounded by the number of objects the source holds: every entry is one object the
+/// apiserver (or in-process source) reported as existing and did not delete.
+pub struct Store<O, P> {
+    objects: BTreeMap<ObjectKey, Entry<O, P>>,
+    /// Invariant: every set is non-empty, and `k ∈ index[p]` ⇔ `objects[k].parent == p`.
+    index: BTreeMap<P, BTreeSet<ObjectKey>>,
+}
+
+impl<O, P> Default for Store<O, P> {
+    fn default() -> Self {
+        Store {
+            objects: BTreeMap::new(),
+            index: BTreeMap::new(),
+        }
+    }
+}
+
+impl<O, P: fmt::Debug> fmt::Debug for Store<O, P> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_map()
+            .entries(self.index.iter().map(|(p, keys)| (p, keys)))
+            .finish()
+    }
+}
+
+impl<O: Object, P: Ord + Clone> Store<O, P> {
+    /// Number of cached objects.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.objects.len()
+    }
+
+    /// Whether nothing is cached.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.objects.is_empty()
+    }
+
+    /// The cached object under `key`.
+    #[must_use]
+    pub fn get(&self, key: &ObjectKey) -> Option<&Arc<O>> {
+        self.objects.get(key).map(|e| &e.object)
+    }
+
+    /// The parent `key` is cached under.
+    #[must_use]
+    pub fn parent_of(&self, key: &ObjectKey) -> Option<&P> {
+        self.objects.get(key).map(|e| &e.parent)
+    }
+
+    /// The members of `parent`, in key order.
+    pub fn members<'a>(&'a self, parent: &P) -> impl Iterator<Item = &'a Arc<O>> + 'a {
+        self.index
+            .get(parent)
+            .into_iter()
+            .flatten()
+            .filter_map(|key| self.objects.get(key).map(|e| &e.object))
+    }
+
+    /// The parents that have at least one member, in order.
+    pub fn parents(&self) -> impl ExactSizeIterator<Item = &P> {
+        self.index.keys()
+    }
+
+    /// Every cached object with its parent, in key order.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = (&ObjectKey, &Arc<O>, &P)> {
+        self.objects.iter().map(|(k, e)| (k, &e.object, &e.parent))
+    }
+
+    /// Applies one source event. Parents whose membership or members changed are pushed to
+    /// `wakes` (possibly more than once); objects the store refuses go to `rejected`.
+    pub(crate) fn apply(
+        &mut self,
+        event: SourceEvent<O>,
+        key_map: &KeyMap<O, P>,
+        wakes: &mut Vec<P>,
+        rejected: &mut Vec<Rejected<P>>,
+    ) {
+        match event {
+            SourceEvent::Upsert(object) => match object.key() {
+                Some(key) => self.upsert(key, object, key_map, wakes, rejected),
+                None => rejected.push(Rejected::Unnamed),
+            },
+            SourceEvent::Delete(tombstone) => {
+                // The stored parent wins over the tombstone's: labels on the final state may
+                // have changed, but the parent that must notice is the one it was under.
+                if let Some(key) = tombstone.key()
+                    && let Some(parent) = self.remove(&key)
+                {
+                    wakes.push(parent);
+                }
+            }
+            SourceEvent::Replace(objects) => self.replace(objects, key_map, wakes, rejected),
+        }
+        self.debug_check();
+    }
+
+    fn upsert(
+        &mut self,
+        key: ObjectKey,
+        object: O,
+        key_map: &KeyMap<O, P>,
+        wakes: &mut Vec<P>,
+        rejected: &mut Vec<Rejected<P>>,
+    ) {
+        let parent = match key_map(&object) {
+            Ok(parent) => parent,
+            Err(error) => {
+                let evicted_from = self.remove(&key);
+                if let Some(old) = &evicted_from {
+                    wakes.push(old.clone());
+                }
+                rejected.push(Rejected::Unmapped {
+                    key,
+                    error,
+                    evicted_from,
+                });
+                return;
+            }
+        };
+        let entry = Entry {
+            object: Arc::new(object),
+            parent: parent.clone(),
+        };
+        match self.objects.insert(key.clone(), entry) {
+            Some(old) if old.parent == parent => {}
+            Some(old) => {
+                self.unindex(&key, &old.parent);
+                self.index.entry(parent.clone()).or_default().insert(key);
+                wakes.push(old.parent);
+            }
+            None => {
+                self.index.entry(parent.clone()).or_default().insert(key);
+            }
+        }
+        wakes.push(parent);
+    }
+
+    fn replace(
+        &mut self,
+        objects: Vec<O>,
+        key_map: &KeyMap<O, P>,
+        wakes: &mut Vec<P>,
+        rejected: &mut Vec<Rejected<P>>,
+    ) {
+        let mut incoming = BTreeMap::new();
+        for object in objects {
+            match object.key() {
+                // A listing that names a key twice keeps the later object, as a watch would.
+                Some(key) => {
+                    incoming.insert(key, object);
+                }
+                None => rejected.push(Rejected::Unnamed),
+            }
+        }
+        // Deletions missed while disconnected: whatever the listing no longer has.
+        let gone: Vec<ObjectKey> = self
+            .objects
+            .keys()
+            .filter(|key| !incoming.contains_key(*key))
+            .cloned()
+            .collect();
+        for key in gone {
+            if let Some(parent) = self.remove(&key) {
+                wakes.push(parent);
+            }
+        }
+        for (key, object) in incoming {
+            self.upsert(key, object, key_map, wakes, rejected);
+        }
+    }
+
+    /// Removes `key`, returning the parent it was under.
+    fn remove(&mut self, key: &ObjectKey) -> Option<P> {
+        let entry = self.objects.remove(key)?;
+        self.unindex(key, &entry.parent);
+        Some(entry.parent)
+    }
+
+    fn unindex(&mut self, key: &ObjectKey, parent: &P) {
+        if let Some(keys) = self.index.get_mut(parent) {
+            keys.remove(key);
+            if keys.is_empty() {
+                self.index.remove(parent);
+            }
+        }
+    }
+
+    fn debug_check(&self) {
+        if cfg!(debug_assertions) {
+            let indexed: usize = self.index.values().map(BTreeSet::len).sum();
+            debug_assert_eq!(indexed, self.objects.len(), "parent index out of step");
+            debug_assert!(self.index.values().all(|keys| !keys.is_empty()));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pod::PodView;
+
+    fn pod(name: &str, cell: Option<&str>) -> PodView {
+        let mut pod = PodView::default();
+        pod.metadata.name = Some(name.into());
+        pod.metadata.namespace = Some("ns".into());
+        pod.metadata.labels = cell.map(|c| ("cell", c)).into_iter().collect();
+        pod
+    }
+
+    fn by_cell() -> KeyMap<PodView, String> {
+        Arc::new(|pod: &PodView| {
+            pod.metadata
+                .labels
+                .get("cell")
+                .map(str::to_owned)
+                .ok_or_else(|| KeyMapError::new("no cell label"))
+        })
+    }
+
+    struct Harness {
+        store: Store<PodView, String>,
+        key_map: KeyMap<PodView, String>,
+    }
+
+    impl Harness {
+        fn new() -> Self {
+            Harness {
+                store: Store::default(),
+                key_map: by_cell(),
+            }
+        }
+
+        fn apply(&mut self, event: SourceEvent<PodView>) -> (Vec<String>, Vec<Rejected<String>>) {
+            let (mut wakes, mut rejected) = (Vec::new(), Vec::new());
+            self.store
+                .apply(event, &self.key_map, &mut wakes, &mut rejected);
+            (wakes, rejected)
+        }
+
+        fn members(&self, cell: &str) -> Vec<String> {
+            self.store
+                .members(&cell.to_owned())
+                .map(|p| p.metadata.name.clone().unwrap())
+                .collect()
+        }
+    }
+
+    #[test]
+    fn upsert_indexes_by_parent_and_wakes_it() {
+        let mut h = Harness::new();
+        let (wakes, _) = h.apply(SourceEvent::Upsert(pod("a", Some("c1"))));
+        assert_eq!(wakes, ["c1"]);
+        assert_eq!(h.members("c1"), ["a"]);
+    }
+
+    #[test]
+    fn reparenting_wakes_the_old_and_the_new_parent() {
+        let mut h = Harness::new();
+        h.apply(SourceEvent::Upsert(pod("a", Some("c1"))));
+        let (wakes, _) = h.apply(SourceEvent::Upsert(pod("a", Some("c2"))));
+        assert_eq!(wakes, ["c1", "c2"]);
+        assert!(h.members("c1").is_empty());
+        assert_eq!(h.members("c2"), ["a"]);
+        assert_eq!(h.store.parents().collect::<Vec<_>>(), ["c2"]);
+    }
+
+    #[test]
+    fn unmappable_object_is_evicted_and_its_old_parent_woken() {
+        let mut h = Harness::new();
+        h.apply(SourceEvent::Upsert(pod("a", Some("c1"))));
+        let (wakes, rejected) = h.apply(SourceEvent::Upsert(pod("a", None)));
+        assert_eq!(wakes, ["c1"]);
+        assert_eq!(h.store.len(), 0);
+        assert!(matches!(
+            &rejected[..],
+            [Rejected::Unmapped { evicted_from: Some(c), .. }] if c == "c1"
+        ));
+    }
+
+    #[test]
+    fn unmappable_new_object_is_never_stored() {
+        let mut h = Harness::new();
+        let (wakes, rejected) = h.apply(SourceEvent::Upsert(pod("a", None)));
+        assert!(wakes.is_empty());
+        assert!(matches!(
+            &rejected[..],
+            [Rejected::Unmapped {
+                evicted_from: None,
+                ..
+            }]
+        ));
+        assert!(h.store.is_empty());
+    }
+
+    #[test]
+    fn delete_wakes_the_stored_parent_not_the_tombstones() {
+        let mut h = Harness::new();
+        h.apply(SourceEvent::Upsert(pod("a", Some("c1"))));
+        let (wakes, _) = h.apply(SourceEvent::Delete(pod("a", Some("c9"))));
+        assert_eq!(wakes, ["c1"]);
+        assert!(h.store.is_empty());
+    }
+
+    #[test]
+    fn delete_of_an_unknown_object_wakes_nothing() {
+        let mut h = Harness::new();
+        let (wakes, rejected) = h.apply(SourceEvent::Delete(pod("a", Some("c1"))));
+        assert!(wakes.is_empty() && rejected.is_empty());
+    }
+
+    #[test]
+    fn replace_synthesizes_deletions_for_missing_objects() {
+        let mut h = Harness::new();
+        h.apply(SourceEvent::Upsert(pod("a", Some("c1"))));
+        h.apply(SourceEvent::Upsert(pod("b", Some("c2"))));
+        let (wakes, _) = h.apply(SourceEvent::Replace(vec![
+            pod("b", Some("c2")),
+            pod("c", Some("c3")),
+        ]));
+        assert_eq!(wakes, ["c1", "c2", "c3"]);
+        assert!(h.members("c1").is_empty());
+        assert_eq!(h.store.len(), 2);
+    }
+
+    #[test]
+    fn replace_with_a_duplicate_key_keeps_the_later_object() {
+        let mut h = Harness::new();
+        h.apply(SourceEvent::Replace(vec![
+            pod("a", Some("c1")),
+            pod("a", Some("c2")),
+        ]));
+        assert_eq!(h.members("c2"), ["a"]);
+        assert_eq!(h.store.len(), 1);
+    }
+
+    #[test]
+    fn object_without_a_name_is_rejected() {
+        let mut h = Harness::new();
+        let (_, rejected) = h.apply(SourceEvent::Upsert(PodView::default()));
+        assert_eq!(rejected, [Rejected::Unnamed]);
+    }
+}

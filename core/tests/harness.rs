@@ -1,0 +1,274 @@
+//! A tiny scripted driver for the core: feeds inputs, drains outputs, and renders one line per
+//! step (`time  input  ->  outputs  | next deadline`) for snapshot tests.
+
+#![allow(dead_code, missing_docs)]
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use reconcile_core::pod::PodView;
+use reconcile_core::{
+    Command, Config, Instant, KeyMapError, ListResponse, Outcome, Output, ReconcileLoop,
+    RequestId, SourceEvent, StreamEnd, StreamId, Ticket, WatchParams,
+};
+
+pub fn by_cell(pod: &PodView) -> Result<String, KeyMapError> {
+    pod.metadata
+        .labels
+        .get("cell")
+        .map(str::to_owned)
+        .ok_or_else(|| KeyMapError::new("no cell label"))
+}
+
+pub fn kube_config() -> Config<PodView, String> {
+    Config::kubernetes(WatchParams::namespaced("ns").labels("app=cell"), by_cell)
+}
+
+/// A pod object as JSON, with an optional cell label.
+pub fn pod(name: &str, cell: Option<&str>, rv: u64) -> String {
+    let labels = match cell {
+        Some(c) => format!(r#"{{"app":"cell","cell":"{c}"}}"#),
+        None => r#"{"app":"cell"}"#.to_owned(),
+    };
+    format!(
+        r#"{{"metadata":{{"name":"{name}","namespace":"ns","uid":"uid-{name}","resourceVersion":"{rv}","labels":{labels}}},"status":{{"phase":"Running"}}}}"#
+    )
+}
+
+pub fn frame(kind: &str, object: &str) -> String {
+    format!(r#"{{"type":"{kind}","object":{object}}}"#)
+}
+
+pub fn list_body(rv: u64, items: &[String]) -> String {
+    format!(
+        r#"{{"kind":"PodList","apiVersion":"v1","metadata":{{"resourceVersion":"{rv}"}},"items":[{}]}}"#,
+        items.join(",")
+    )
+}
+
+pub struct Scenario {
+    pub core: ReconcileLoop<PodView, String>,
+    pub now: Instant,
+    pub log: String,
+    pub list: Option<RequestId>,
+    pub stream: Option<StreamId>,
+    pub source: Option<StreamId>,
+    /// Running reconciles by parent.
+    pub running: BTreeMap<String, Ticket>,
+    pub steps: usize,
+}
+
+impl Scenario {
+    pub fn new(config: Config<PodView, String>) -> Self {
+        Scenario {
+            core: ReconcileLoop::new(config, Instant::ZERO).unwrap(),
+            now: Instant::ZERO,
+            log: String::new(),
+            list: None,
+            stream: None,
+            source: None,
+            running: BTreeMap::new(),
+            steps: 0,
+        }
+    }
+
+    pub fn at(&mut self, secs: f64) -> &mut Self {
+        self.now = Instant::from_duration(Duration::from_secs_f64(secs));
+        self
+    }
+
+    fn step(&mut self, input: &str) {
+        self.steps += 1;
+        assert!(self.steps < 10_000, "livelock: scenario ran too many steps");
+        let mut outs = Vec::new();
+        let next = loop {
+            match self.core.poll_output() {
+                Output::Command(c) => {
+                    match &c {
+                        Command::List { req, .. } => self.list = Some(*req),
+                        Command::Watch { stream, .. } => self.stream = Some(*stream),
+                        Command::OpenSource { stream } => self.source = Some(*stream),
+                        Command::Reconcile { ticket, parent, .. } => {
+                            assert!(
+                                self.running.insert(parent.clone(), *ticket).is_none(),
+                                "{parent} reconciled twice at once"
+                            );
+                        }
+                        _ => {}
+                    }
+                    outs.push(c.to_string());
+                }
+                Output::Event(e) => outs.push(format!("({e})")),
+                Output::Timeout(deadline) => break deadline,
+            }
+        };
+        let outs = if outs.is_empty() { "-".to_owned() } else { outs.join("; ") };
+        let next = next.map_or_else(|| "none".to_owned(), |d| d.to_string());
+        writeln!(self.log, "{:>10}  {input}  ->  {outs}  | next {next}", self.core.now().to_string())
+            .unwrap();
+    }
+
+    pub fn start(&mut self) -> &mut Self {
+        self.core.start(self.now).unwrap();
+        self.step("start");
+        self
+    }
+
+    pub fn stop(&mut self) -> &mut Self {
+        self.core.stop(self.now).unwrap();
+        self.step("stop");
+        self
+    }
+
+    pub fn list_ok(&mut self, rv: u64, items: &[String]) -> &mut Self {
+        let body = list_body(rv, items);
+        let req = self.list.expect("no LIST issued");
+        self.core.handle_list(
+            self.now,
+            req,
+            ListResponse::Response { status: 200, body: body.as_bytes() },
+        );
+        self.step(&format!("list {req} 200 rv={rv} items={}", items.len()));
+        self
+    }
+
+    pub fn list_status(&mut self, status: u16, body: &str) -> &mut Self {
+        let req = self.list.expect("no LIST issued");
+        self.core
+            .handle_list(self.now, req, ListResponse::Response { status, body: body.as_bytes() });
+        self.step(&format!("list {req} HTTP {status}"));
+        self
+    }
+
+    pub fn list_transport_error(&mut self) -> &mut Self {
+        let req = self.list.expect("no LIST issued");
+        self.core.handle_list(self.now, req, ListResponse::TransportError("connection refused"));
+        self.step(&format!("list {req} transport error"));
+        self
+    }
+
+    pub fn line(&mut self, line: &str, label: &str) -> &mut Self {
+        let stream = self.stream.expect("no WATCH issued");
+        self.core.handle_watch_line(self.now, stream, line.as_bytes());
+        self.step(&format!("{stream} {label}"));
+        self
+    }
+
+    pub fn added(&mut self, name: &str, cell: Option<&str>, rv: u64) -> &mut Self {
+        let l = frame("ADDED", &pod(name, cell, rv));
+        self.line(&l, &format!("ADDED {name} cell={} rv={rv}", cell.unwrap_or("-")))
+    }
+
+    pub fn modified(&mut self, name: &str, cell: Option<&str>, rv: u64) -> &mut Self {
+        let l = frame("MODIFIED", &pod(name, cell, rv));
+        self.line(&l, &format!("MODIFIED {name} cell={} rv={rv}", cell.unwrap_or("-")))
+    }
+
+    pub fn deleted(&mut self, name: &str, cell: Option<&str>, rv: u64) -> &mut Self {
+        let l = frame("DELETED", &pod(name, cell, rv));
+        self.line(&l, &format!("DELETED {name} rv={rv}"))
+    }
+
+    pub fn bookmark(&mut self, rv: u64) -> &mut Self {
+        let l = format!(
+            r#"{{"type":"BOOKMARK","object":{{"kind":"Pod","apiVersion":"v1","metadata":{{"resourceVersion":"{rv}"}},"spec":{{"containers":null}},"status":{{}}}}}}"#
+        );
+        self.line(&l, &format!("BOOKMARK rv={rv}"))
+    }
+
+    pub fn error_frame(&mut self, code: u16, reason: &str) -> &mut Self {
+        let l = format!(
+            r#"{{"type":"ERROR","object":{{"kind":"Status","apiVersion":"v1","metadata":{{}},"status":"Failure","message":"watch failed","reason":"{reason}","code":{code}}}}}"#
+        );
+        self.line(&l, &format!("ERROR {code} {reason}"))
+    }
+
+    pub fn watch_end(&mut self, end: StreamEnd) -> &mut Self {
+        let stream = self.stream.expect("no WATCH issued");
+        let label = match &end {
+            StreamEnd::Clean => "end clean".to_owned(),
+            StreamEnd::TransportError(e) => format!("end transport error ({e})"),
+            StreamEnd::HttpStatus { code, .. } => format!("end HTTP {code}"),
+        };
+        self.core.handle_watch_end(self.now, stream, end);
+        self.step(&format!("{stream} {label}"));
+        self
+    }
+
+    pub fn done(&mut self, parent: &str, outcome: Outcome) -> &mut Self {
+        let ticket = self
+            .running
+            .remove(parent)
+            .unwrap_or_else(|| panic!("{parent} is not running"));
+        let label = match &outcome {
+            Outcome::Success => "ok".to_owned(),
+            Outcome::RequeueAfter(d) => format!("ok requeue-after={}s", d.as_secs_f64()),
+            Outcome::Error(e) => format!("error ({e})"),
+        };
+        self.core.handle_reconciled(self.now, ticket, outcome);
+        self.step(&format!("reconciled {parent} {ticket} {label}"));
+        self
+    }
+
+    pub fn ok(&mut self, parent: &str) -> &mut Self {
+        self.done(parent, Outcome::Success)
+    }
+
+    pub fn all_ok(&mut self) -> &mut Self {
+        let parents: Vec<String> = self.running.keys().cloned().collect();
+        for p in parents {
+            self.ok(&p);
+        }
+        self
+    }
+
+    /// Completes running reconciles with success until none runs.
+    pub fn settle(&mut self) -> &mut Self {
+        for _ in 0..1000 {
+            if self.running.is_empty() {
+                return self;
+            }
+            self.all_ok();
+        }
+        panic!("reconciles never settled");
+    }
+
+    pub fn source_end(&mut self, error: Option<&str>) -> &mut Self {
+        let stream = self.source.take().expect("no source opened");
+        self.core.handle_source_end(self.now, stream, error.map(str::to_owned));
+        self.step(&format!("{stream} source end ({})", error.unwrap_or("clean")));
+        self
+    }
+
+    pub fn tick(&mut self) -> &mut Self {
+        self.core.handle_timeout(self.now);
+        self.step("timeout");
+        self
+    }
+
+    /// Jumps to the next deadline and fires it.
+    pub fn next_deadline(&mut self) -> &mut Self {
+        let deadline = self.core.poll_timeout().expect("no deadline scheduled");
+        self.now = deadline.at;
+        self.tick()
+    }
+
+    pub fn source_event(&mut self, event: SourceEvent<PodView>, label: &str) -> &mut Self {
+        let stream = self.source.expect("no source opened");
+        self.core.handle_source_event(self.now, stream, event);
+        self.step(&format!("{stream} source {label}"));
+        self
+    }
+
+    pub fn members(&self, parent: &str) -> Vec<String> {
+        self.core
+            .members(&parent.to_owned())
+            .map(|p| p.metadata.name.clone().unwrap_or_default())
+            .collect()
+    }
+}
+
+pub fn pod_view(name: &str, cell: Option<&str>, rv: u64) -> PodView {
+    serde_json::from_str(&pod(name, cell, rv)).unwrap()
+}

@@ -1,0 +1,414 @@
+//! The builder users see: source, `key_map`, concurrency, resync, retry delays; then
+//! [`Controller::run`] or [`Controller::start`].
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use reconcile_core::{Config, KeyMapError, Object, Outcome, ReconcileLoop, WatchParams};
+
+use super::driver::{Driver, Limits, ReconcileFn, Remote};
+use super::error::Error;
+use super::handle::{Handle, Shared};
+use super::recorder::Recorder;
+use super::runtime::{BoxFuture, Runtime, Task};
+use super::transport::{Requests, Transport};
+
+/// What a reconcile asks for next (kube-runtime's `Action`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Action {
+    requeue_after: Option<Duration>,
+}
+
+impl Action {
+    /// Run again only when something changes.
+    #[must_use]
+    pub fn await_change() -> Self {
+        Action {
+            requeue_after: None,
+        }
+    }
+
+    /// Run again after `duration`, unless something changes first.
+    #[must_use]
+    pub fn requeue(duration: Duration) -> Self {
+        Action {
+            requeue_after: Some(duration),
+        }
+    }
+
+    fn into_outcome(self) -> Outcome {
+        match self.requeue_after {
+            None => Outcome::Success,
+            Some(delay) => Outcome::RequeueAfter(delay),
+        }
+    }
+}
+
+/// Where objects come from: the apiserver through a transport, or in-process pushes.
+pub struct Source<T> {
+    pub(crate) remote: Option<(T, String)>,
+    pub(crate) params: WatchParams,
+}
+
+impl<T> fmt::Debug for Source<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Source")
+            .field("url_path", &self.remote.as_ref().map(|(_, path)| path))
+            .field("params", &self.params)
+            .finish()
+    }
+}
+
+impl<T> Source<T> {
+    /// LIST and WATCH the collection at `url_path` (for example
+    /// `/api/v1/namespaces/default/pods`); `params.namespace` must match the path.
+    pub fn kubernetes(
+        transport: impl Into<T>,
+        url_path: impl Into<String>,
+        params: WatchParams,
+    ) -> Self {
+        Source {
+            remote: Some((transport.into(), url_path.into())),
+            params,
+        }
+    }
+
+    /// The pods of `namespace` (all namespaces when `None`).
+    pub fn pods(transport: impl Into<T>, namespace: Option<&str>) -> Self {
+        let (path, params) = match namespace {
+            Some(ns) => (
+                format!("/api/v1/namespaces/{ns}/pods"),
+                WatchParams::namespaced(ns),
+            ),
+            None => ("/api/v1/pods".to_owned(), WatchParams::default()),
+        };
+        Source::kubernetes(transport, path, params)
+    }
+
+    /// Objects pushed through [`Handle`]: each stream must open with a `replace`.
+    #[must_use]
+    pub fn in_process() -> Self {
+        Source {
+            remote: None,
+            params: WatchParams::default(),
+        }
+    }
+
+    /// Scopes LIST and WATCH with a label selector (server-side).
+    #[must_use]
+    pub fn labels(mut self, selector: impl Into<String>) -> Self {
+        self.params = self.params.labels(selector);
+        self
+    }
+
+    /// Scopes LIST and WATCH with a field selector (server-side).
+    #[must_use]
+    pub fn fields(mut self, selector: impl Into<String>) -> Self {
+        self.params = self.params.fields(selector);
+        self
+    }
+
+    /// Sets the WATCH `timeoutSeconds` (default 300).
+    #[must_use]
+    pub fn timeout(mut self, seconds: u32) -> Self {
+        self.params = self.params.timeout(seconds);
+        self
+    }
+}
+
+/// A controller on runtime `R`: a [`ReconcileLoop`] plus the tasks that do its I/O.
+#[doc(alias = "Reconciler")]
+pub struct Controller<O, P, R: Runtime, T> {
+    runtime: R,
+    remote: Option<Remote<T>>,
+    config: Config<O, P>,
+    limits: Limits,
+    shared: Arc<Shared<O>>,
+    inbox: async_channel::Receiver<super::handle::Msg<O>>,
+    stop: async_channel::Receiver<()>,
+    recorder: Option<Box<dyn Recorder>>,
+    shutdown_on: Vec<BoxFuture<()>>,
+}
+
+impl<O, P, R: Runtime, T> fmt::Debug for Controller<O, P, R, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Controller")
+            .field("config", &self.config)
+            .field("limits", &self.limits)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<O, P, R, T> Controller<O, P, R, T>
+where
+    O: Object + Send + Sync,
+    P: Ord + Clone + fmt::Display + fmt::Debug + Send + Sync + 'static,
+    R: Runtime,
+    T: Transport,
+{
+    /// A controller over `source`, grouping objects under the parent `key_map` returns,
+    /// with the seed's defaults (one reconcile at a time, resync 10 h, backoff 1 s to 60 s,
+    /// retry delay 1 s).
+    pub fn with_runtime(
+        runtime: R,
+        source: Source<T>,
+        key_map: impl Fn(&O) -> Result<P, KeyMapError> + Send + Sync + 'static,
+    ) -> Self {
+        let limits = Limits::default();
+        let (config, remote) = match source.remote {
+            Some((transport, path)) => (
+                Config::kubernetes(source.params, key_map),
+                Some(Remote {
+                    transport,
+                    requests: Requests::new(path),
+                }),
+            ),
+            None => (Config::in_process(key_map), None),
+        };
+        let (stop_tx, stop) = async_channel::bounded(1);
+        let (inbox_tx, inbox) = async_channel::bounded(limits.inbox);
+        Controller {
+            runtime,
+            remote,
+            config,
+            limits,
+            shared: Arc::new(Shared::new(stop_tx, inbox_tx)),
+            inbox,
+            stop,
+            recorder: None,
+            shutdown_on: Vec::new(),
+        }
+    }
+
+    /// Reconciles at most `n` keys at once (default 1); one key never runs twice at once.
+    #[must_use]
+    pub fn concurrency(mut self, n: usize) -> Self {
+        self.config = self.config.concurrency(n);
+        self
+    }
+
+    /// Re-queues every parent with members each `period`; `None` turns it off.
+    #[must_use]
+    pub fn resync(mut self, period: Option<Duration>) -> Self {
+        self.config = self.config.resync(period);
+        self
+    }
+
+    /// Reconcile retry backoff: `base`, doubling up to `cap`.
+    #[must_use]
+    pub fn backoff(mut self, base: Duration, cap: Duration) -> Self {
+        self.config = self.config.backoff(base, cap);
+        self
+    }
+
+    /// Wait before every LIST / WATCH retry.
+    #[must_use]
+    pub fn retry_delay(mut self, delay: Duration) -> Self {
+        self.config = self.config.retry_delay(delay);
+        self
+    }
+
+    /// Wait before reopening an in-process source.
+    #[must_use]
+    pub fn source_retry_delay(mut self, delay: Duration) -> Self {
+        self.config = self.config.source_retry_delay(delay);
+        self
+    }
+
+    /// Bounds and I/O timeouts.
+    #[must_use]
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// Records every input and command (see [`Recorder`]).
+    #[must_use]
+    pub fn recorder(mut self, recorder: impl Recorder) -> Self {
+        self.recorder = Some(Box::new(recorder));
+        self
+    }
+
+    /// Stops gracefully once `signal` completes.
+    #[must_use]
+    pub fn graceful_shutdown_on(
+        mut self,
+        signal: impl Future<Output = ()> + Send + 'static,
+    ) -> Self {
+        self.shutdown_on.push(Box::pin(signal));
+        self
+    }
+
+    /// A handle for stopping, waiting, and in-process pushes; valid before and after `run`.
+    #[must_use]
+    pub fn handle(&self) -> Handle<O> {
+        Handle::new(Arc::clone(&self.shared))
+    }
+
+    /// Runs until stopped, calling `reconcile(key, members, ctx)` for each woken key;
+    /// `members` is the key's objects at dispatch time.
+    ///
+    /// # Errors
+    /// [`Error::Config`] when a setting is out of bounds.
+    pub async fn run<F, Fut, E, C>(self, reconcile: F, ctx: Arc<C>) -> Result<(), Error>
+    where
+        F: Fn(P, Vec<Arc<O>>, Arc<C>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Action, E>> + Send + 'static,
+        E: fmt::Display + Send + 'static,
+        C: Send + Sync + 'static,
+    {
+        let (driver, signals) = match self.into_driver(reconcile, ctx) {
+            Ok(parts) => parts,
+            Err((shared, error)) => {
+                shared.finish(Err(error.clone()));
+                return Err(error);
+            }
+        };
+        let result = driver.run().await;
+        for task in signals {
+            task.abort();
+        }
+        result
+    }
+
+    /// Spawns the controller on the runtime and returns once the first listing reached the
+    /// store.
+    ///
+    /// # Errors
+    /// [`Error::Config`], or [`Error::StoppedBeforeSync`] when stopped before syncing.
+    pub async fn start<F, Fut, E, C>(
+        self,
+        reconcile: F,
+        ctx: Arc<C>,
+    ) -> Result<Running<O, R>, Error>
+    where
+        F: Fn(P, Vec<Arc<O>>, Arc<C>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Action, E>> + Send + 'static,
+        E: fmt::Display + Send + 'static,
+        C: Send + Sync + 'static,
+    {
+        let handle = self.handle();
+        let runtime = self.runtime.clone();
+        let task = runtime.spawn(Box::pin(async move {
+            let _ = self.run(reconcile, ctx).await;
+        }));
+        let running = Running {
+            handle: handle.clone(),
+            task: Some(task),
+        };
+        handle.synced().await?;
+        Ok(running)
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn into_driver<F, Fut, E, C>(
+        self,
+        reconcile: F,
+        ctx: Arc<C>,
+    ) -> Result<(Driver<O, P, R, T>, Vec<R::Task>), (Arc<Shared<O>>, Error)>
+    where
+        F: Fn(P, Vec<Arc<O>>, Arc<C>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Action, E>> + Send + 'static,
+        E: fmt::Display + Send + 'static,
+        C: Send + Sync + 'static,
+    {
+        let origin = self.runtime.now();
+        let core = match ReconcileLoop::new(self.config, reconcile_core::Instant::ZERO) {
+            Ok(core) => core,
+            Err(e) => return Err((self.shared, e.into())),
+        };
+        let reconcile: ReconcileFn<O, P> = Arc::new(move |parent, members| {
+            let future = reconcile(parent, members, Arc::clone(&ctx));
+            Box::pin(async move {
+                match future.await {
+                    Ok(action) => action.into_outcome(),
+                    Err(error) => Outcome::Error(error.to_string()),
+                }
+            })
+        });
+        let signals = self
+            .shutdown_on
+            .into_iter()
+            .map(|signal| {
+                let handle = Handle::new(Arc::clone(&self.shared));
+                self.runtime.spawn(Box::pin(async move {
+                    signal.await;
+                    tracing::info!("shutdown signal received");
+                    handle.stop();
+                }))
+            })
+            .collect();
+        let driver = Driver {
+            core,
+            runtime: self.runtime,
+            origin,
+            remote: self.remote,
+            reconcile,
+            limits: self.limits,
+            shared: self.shared,
+            inbox: self.inbox,
+            stop: self.stop,
+            recorder: self.recorder,
+            tasks: BTreeMap::new(),
+            open_source: None,
+            running: BTreeMap::new(),
+            watched_since_list: BTreeSet::new(),
+        };
+        Ok((driver, signals))
+    }
+}
+
+/// A controller spawned by [`Controller::start`], already synced.
+///
+/// Dropping it leaves the controller running; [`Running::shutdown`] stops it and waits.
+pub struct Running<O, R: Runtime> {
+    handle: Handle<O>,
+    task: Option<R::Task>,
+}
+
+impl<O, R: Runtime> fmt::Debug for Running<O, R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Running")
+            .field("handle", &self.handle)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<O, R: Runtime> Running<O, R> {
+    /// The controller's handle.
+    #[must_use]
+    pub fn handle(&self) -> &Handle<O> {
+        &self.handle
+    }
+
+    /// Waits until the controller ends (after a stop from any handle, or a signal).
+    ///
+    /// # Errors
+    /// The error the controller ended with.
+    pub async fn join(mut self) -> Result<(), Error> {
+        let result = self.handle.stopped().await;
+        // The driver task has published its result and is about to return; detach it.
+        drop(self.task.take());
+        result
+    }
+
+    /// Stops the controller and waits until it has ended.
+    ///
+    /// # Errors
+    /// The error the controller ended with.
+    pub async fn shutdown(self) -> Result<(), Error> {
+        self.handle.stop();
+        self.join().await
+    }
+
+    /// Cancels the driver task outright, without the core's orderly stop. Prefer
+    /// [`shutdown`](Running::shutdown).
+    pub fn abort(mut self) {
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+    }
+}

@@ -1,0 +1,524 @@
+//! The driver task: owns the core, performs its commands, feeds the results back.
+//!
+//! One task holds the [`ReconcileLoop`]; LIST, WATCH and reconcile run as tasks of their own
+//! and report through one bounded inbox. The choreography, in order, every turn:
+//! 1. drain the core until [`Output::Timeout`], performing each command as it comes;
+//! 2. wait for the first of: a stop request, an inbox message, the deadline;
+//! 3. feed what woke us, then read the clock and, if the deadline has passed, call
+//!    `handle_timeout` — the clock decides, not which future won the race (quinn's rule), so
+//!    a timer that fired late or a message that beat it cannot lose a wakeup.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_lite::{FutureExt, StreamExt};
+use reconcile_core::{
+    Command, Deadline, Event, Instant, Lifecycle, ListResponse, Object, Outcome, Output,
+    ReconcileLoop, RequestId, StreamEnd, StreamId, Ticket, WatchParams,
+};
+use tracing::Instrument;
+
+use super::error::Error;
+use super::handle::{Msg, Shared};
+use super::lines::LineSplitter;
+use super::recorder::{Record, Recorder};
+use super::runtime::{BoxFuture, Runtime, Task, timeout};
+use super::transport::{BodyStream, Requests, Transport, TransportError, read_body};
+
+/// A reconcile with its context bound: key and members in, outcome out.
+pub(crate) type ReconcileFn<O, P> =
+    Arc<dyn Fn(P, Vec<Arc<O>>) -> BoxFuture<Outcome> + Send + Sync + 'static>;
+
+/// Bounds on what the driver holds and how long it waits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Added to a WATCH's `timeoutSeconds` to get its read-idle timeout: a watch silent for
+    /// longer is taken as hung and ended as a transport error.
+    pub watch_idle_margin: Duration,
+    /// Longest wait for a LIST's response head or for any chunk of its body.
+    pub list_idle: Duration,
+    /// Largest LIST body accepted.
+    pub max_list_body: usize,
+    /// Largest single watch line accepted.
+    pub max_watch_line: usize,
+    /// Largest error body read from a non-200 WATCH.
+    pub max_error_body: usize,
+    /// Capacity of the inbox; a full inbox slows the watch readers down (backpressure).
+    pub inbox: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            watch_idle_margin: Duration::from_secs(10),
+            list_idle: Duration::from_secs(60),
+            max_list_body: 512 << 20,
+            max_watch_line: 16 << 20,
+            max_error_body: 1 << 20,
+            inbox: 1024,
+        }
+    }
+}
+
+/// A task the driver may have to cancel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum TaskKey {
+    List(RequestId),
+    Watch(StreamId),
+    Reconcile(Ticket),
+}
+
+/// What ended a wait.
+enum Woken<O> {
+    Stop,
+    Input(Msg<O>),
+    Timer,
+}
+
+/// Where LIST / WATCH go, for a Kubernetes source.
+pub(crate) struct Remote<T> {
+    pub(crate) transport: T,
+    pub(crate) requests: Requests,
+}
+
+pub(crate) struct Driver<O, P, R: Runtime, T> {
+    pub(crate) core: ReconcileLoop<O, P>,
+    pub(crate) runtime: R,
+    pub(crate) origin: std::time::Instant,
+    pub(crate) remote: Option<Remote<T>>,
+    pub(crate) reconcile: ReconcileFn<O, P>,
+    pub(crate) limits: Limits,
+    pub(crate) shared: Arc<Shared<O>>,
+    pub(crate) inbox: async_channel::Receiver<Msg<O>>,
+    pub(crate) stop: async_channel::Receiver<()>,
+    pub(crate) recorder: Option<Box<dyn Recorder>>,
+    pub(crate) tasks: BTreeMap<TaskKey, R::Task>,
+    pub(crate) open_source: Option<StreamId>,
+    /// Parents of running reconciles, for the recorder (keys are rendered once).
+    pub(crate) running: BTreeMap<Ticket, String>,
+    /// Streams that have been opened after a LIST: a later WATCH is a reopen.
+    pub(crate) watched_since_list: BTreeSet<StreamId>,
+}
+
+impl<O, P, R, T> Driver<O, P, R, T>
+where
+    O: Object + Send + Sync,
+    P: Ord + Clone + fmt::Display + fmt::Debug + Send + Sync + 'static,
+    R: Runtime,
+    T: Transport,
+{
+    pub(crate) fn now(&self) -> Instant {
+        Instant::from_duration(self.runtime.now().saturating_duration_since(self.origin))
+    }
+
+    fn record(&mut self, now: Instant, record: Record<'_>) {
+        if let Some(recorder) = &mut self.recorder {
+            recorder.record(now, record);
+        }
+    }
+
+    /// Runs until stopped; the result is also published to every handle.
+    pub(crate) async fn run(mut self) -> Result<(), Error> {
+        let result = self.turns().await;
+        for (_, task) in std::mem::take(&mut self.tasks) {
+            task.abort();
+        }
+        let now = self.now();
+        if let Some(recorder) = &mut self.recorder {
+            recorder.finish(now);
+        }
+        // Closing the inbox makes every later push fail fast instead of queueing forever.
+        self.inbox.close();
+        self.stop.close();
+        self.shared.finish(result.clone());
+        result
+    }
+
+    async fn turns(&mut self) -> Result<(), Error> {
+        let now = self.now();
+        self.record(now, Record::Start);
+        self.core.start(now)?;
+        loop {
+            let deadline = self.drain();
+            if self.core.lifecycle() == Lifecycle::Stopped {
+                return Ok(());
+            }
+            let woken = self.wait(deadline).await;
+            let now = self.now();
+            match woken {
+                Woken::Stop => {
+                    self.record(now, Record::Stop);
+                    self.core.stop(now)?;
+                    continue;
+                }
+                Woken::Input(msg) => self.feed(now, msg),
+                Woken::Timer => {}
+            }
+            if deadline.is_some_and(|d| d.at <= now) {
+                // Drain what the input produced first, so commands keep their order.
+                let deadline = self.drain();
+                if deadline.is_some_and(|d| d.at <= now) {
+                    self.record(now, Record::Timeout);
+                    self.core.handle_timeout(now);
+                }
+            }
+        }
+    }
+
+    /// The wait for one turn. Built from clones so the future borrows nothing of the
+    /// driver (which holds non-`Sync` parts) and stays `Send`.
+    fn wait(&self, deadline: Option<Deadline>) -> impl Future<Output = Woken<O>> + Send + 'static {
+        let stop = self.stop.clone();
+        let inbox = self.inbox.clone();
+        let timer: BoxFuture<()> = match deadline {
+            Some(d) => self.runtime.sleep_until(self.origin + d.at.since_origin()),
+            None => Box::pin(futures_lite::future::pending()),
+        };
+        // Stop first: `or` polls its left side first, so a pending stop always wins.
+        let stop = async move {
+            let _ = stop.recv().await;
+            Woken::Stop
+        };
+        let input = async move {
+            match inbox.recv().await {
+                Ok(msg) => Woken::Input(msg),
+                // Cannot happen while `shared` holds a sender; stopping is the safe reading.
+                Err(_) => Woken::Stop,
+            }
+        };
+        stop.or(input).or(async move {
+            timer.await;
+            Woken::Timer
+        })
+    }
+
+    /// Drains the core; the number of outputs per input is finite, so this ends.
+    fn drain(&mut self) -> Option<Deadline> {
+        loop {
+            match self.core.poll_output() {
+                Output::Command(command) => {
+                    if self.recorder.is_some() {
+                        let now = self.core.now();
+                        let line = command.to_string();
+                        self.record(now, Record::Command(&line));
+                    }
+                    self.perform(command);
+                }
+                Output::Event(event) => self.observe(&event),
+                Output::Timeout(deadline) => return deadline,
+            }
+        }
+    }
+
+    fn feed(&mut self, now: Instant, msg: Msg<O>) {
+        match msg {
+            Msg::List(req, result) => {
+                self.tasks.remove(&TaskKey::List(req));
+                match &result {
+                    Ok((status, body)) => {
+                        self.record(
+                            now,
+                            Record::ListResponse {
+                                req,
+                                status: *status,
+                                body,
+                            },
+                        );
+                        let response = ListResponse::Response {
+                            status: *status,
+                            body,
+                        };
+                        self.core.handle_list(now, req, response);
+                    }
+                    Err(error) => {
+                        tracing::warn!(%req, %error, "list failed to get a response");
+                        self.record(now, Record::ListError { req, error });
+                        self.core
+                            .handle_list(now, req, ListResponse::TransportError(error));
+                    }
+                }
+            }
+            Msg::WatchOpened(stream) => {
+                self.record(now, Record::WatchOpened { stream });
+                self.core.handle_watch_opened(now, stream);
+            }
+            Msg::WatchLine(stream, line) => {
+                self.record(
+                    now,
+                    Record::WatchLine {
+                        stream,
+                        line: &line,
+                    },
+                );
+                self.core.handle_watch_line(now, stream, &line);
+            }
+            Msg::WatchEnd(stream, end) => {
+                self.tasks.remove(&TaskKey::Watch(stream));
+                tracing::debug!(%stream, ?end, "watch ended");
+                self.record(now, Record::WatchEnd { stream, end: &end });
+                self.core.handle_watch_end(now, stream, end);
+            }
+            Msg::Reconciled(ticket, outcome) => {
+                self.tasks.remove(&TaskKey::Reconcile(ticket));
+                let parent = self.running.remove(&ticket).unwrap_or_default();
+                self.record(
+                    now,
+                    Record::Reconciled {
+                        ticket,
+                        parent: &parent,
+                        outcome: &outcome,
+                    },
+                );
+                self.core.handle_reconciled(now, ticket, outcome);
+            }
+            Msg::Source(event) => match self.open_source {
+                Some(stream) => self.core.handle_source_event(now, stream, event),
+                None => tracing::debug!("in-process event dropped: no source stream is open"),
+            },
+            Msg::SourceEnd(error) => {
+                if let Some(stream) = self.open_source.take() {
+                    self.core.handle_source_end(now, stream, error);
+                }
+            }
+        }
+    }
+
+    fn abort(&mut self, key: TaskKey) {
+        if let Some(task) = self.tasks.remove(&key) {
+            task.abort();
+        }
+    }
+
+    fn perform(&mut self, command: Command<O, P>) {
+        match command {
+            Command::List { req, params } => self.list(req, &params),
+            Command::CancelList { req } => self.abort(TaskKey::List(req)),
+            Command::Watch {
+                stream,
+                params,
+                resource_version,
+                timeout_seconds,
+                allow_bookmarks,
+            } => self.watch(
+                stream,
+                &params,
+                &resource_version,
+                timeout_seconds,
+                allow_bookmarks,
+            ),
+            Command::CloseWatch { stream } => self.abort(TaskKey::Watch(stream)),
+            Command::OpenSource { stream } => self.open_source = Some(stream),
+            Command::CloseSource { stream } => {
+                if self.open_source == Some(stream) {
+                    self.open_source = None;
+                }
+            }
+            Command::Reconcile {
+                ticket,
+                parent,
+                attempt,
+                members,
+            } => self.reconcile(ticket, parent, attempt, members),
+            Command::CancelReconcile { ticket } => {
+                self.running.remove(&ticket);
+                self.abort(TaskKey::Reconcile(ticket));
+            }
+        }
+    }
+
+    fn list(&mut self, req: RequestId, params: &WatchParams) {
+        self.watched_since_list.clear();
+        let Some(remote) = &self.remote else {
+            // The core only lists for a Kubernetes source, which always has a remote.
+            let _ = self
+                .shared
+                .inbox()
+                .try_send(Msg::List(req, Err("no transport configured".into())));
+            return;
+        };
+        tracing::info!(%req, "list");
+        let request = remote.requests.list(params);
+        let transport = remote.transport.clone();
+        let runtime = self.runtime.clone();
+        let inbox = self.shared.inbox().clone();
+        let limits = self.limits;
+        let task = self.runtime.spawn(Box::pin(async move {
+            let result = match request {
+                Ok(request) => list(&runtime, &transport, request, limits)
+                    .await
+                    .map_err(|e| e.0),
+                Err(e) => Err(format!("cannot build the LIST request: {e}")),
+            };
+            let _ = inbox.send(Msg::List(req, result)).await;
+        }));
+        self.tasks.insert(TaskKey::List(req), task);
+    }
+
+    fn watch(
+        &mut self,
+        stream: StreamId,
+        params: &WatchParams,
+        resource_version: &str,
+        timeout_seconds: u32,
+        bookmarks: bool,
+    ) {
+        let Some(remote) = &self.remote else {
+            let _ = self.shared.inbox().try_send(Msg::WatchEnd(
+                stream,
+                StreamEnd::TransportError("no transport configured".into()),
+            ));
+            return;
+        };
+        if self.watched_since_list.is_empty() {
+            tracing::info!(%stream, resource_version, timeout_seconds, "watch open");
+        } else {
+            tracing::info!(%stream, resource_version, timeout_seconds, "watch reopen");
+        }
+        self.watched_since_list.insert(stream);
+        let request = remote
+            .requests
+            .watch(params, resource_version, timeout_seconds, bookmarks);
+        let transport = remote.transport.clone();
+        let runtime = self.runtime.clone();
+        let inbox = self.shared.inbox().clone();
+        let limits = self.limits;
+        let idle = Duration::from_secs(u64::from(timeout_seconds)) + limits.watch_idle_margin;
+        let task = self.runtime.spawn(Box::pin(async move {
+            let end = match request {
+                Ok(request) => {
+                    watch(&runtime, &transport, request, stream, &inbox, idle, limits).await
+                }
+                Err(e) => StreamEnd::TransportError(format!("cannot build the WATCH request: {e}")),
+            };
+            let _ = inbox.send(Msg::WatchEnd(stream, end)).await;
+        }));
+        self.tasks.insert(TaskKey::Watch(stream), task);
+    }
+
+    fn reconcile(&mut self, ticket: Ticket, parent: P, attempt: u32, members: Vec<Arc<O>>) {
+        let span = tracing::info_span!("reconcile", key = %parent, attempt, %ticket);
+        if self.recorder.is_some() {
+            self.running.insert(ticket, parent.to_string());
+        }
+        let future = (self.reconcile)(parent, members);
+        let inbox = self.shared.inbox().clone();
+        let task = self.runtime.spawn(Box::pin(
+            async move {
+                // A panicking reconcile must still hand its slot back, or its key would be
+                // stuck in flight forever.
+                let outcome = std::panic::AssertUnwindSafe(future)
+                    .catch_unwind()
+                    .await
+                    .unwrap_or_else(|_| Outcome::Error("reconcile panicked".into()));
+                match &outcome {
+                    Outcome::Error(error) => tracing::warn!(%error, "reconcile failed"),
+                    _ => tracing::debug!(?outcome, "reconcile done"),
+                }
+                let _ = inbox.send(Msg::Reconciled(ticket, outcome)).await;
+            }
+            .instrument(span),
+        ));
+        self.tasks.insert(TaskKey::Reconcile(ticket), task);
+    }
+
+    fn observe(&self, event: &Event<P>) {
+        match event {
+            Event::Synced { objects } => {
+                tracing::info!(objects, "synced");
+                self.shared.set_synced();
+            }
+            Event::Relist { reason } => tracing::warn!(%reason, "relist"),
+            Event::WatchRetry { stream, reason } => {
+                tracing::info!(%stream, %reason, "watch will reopen");
+            }
+            Event::FrameSkipped { stream, error } => {
+                tracing::warn!(%stream, %error, cursor = ?self.core.cursor(), "frame skipped");
+            }
+            Event::BackoffScheduled {
+                parent,
+                failures,
+                delay,
+                error,
+            } => tracing::warn!(key = %parent, failures, ?delay, %error, "backoff scheduled"),
+            Event::ListFailed { req, error } => tracing::warn!(%req, %error, "list failed"),
+            Event::Stale { input } => tracing::trace!(input, "stale input ignored"),
+            other => tracing::debug!(event = %other, "core event"),
+        }
+    }
+}
+
+async fn list<R: Runtime, T: Transport>(
+    runtime: &R,
+    transport: &T,
+    request: http::Request<Vec<u8>>,
+    limits: Limits,
+) -> Result<(u16, Vec<u8>), TransportError> {
+    let response = timeout(runtime, limits.list_idle, transport.send(request))
+        .await
+        .ok_or_else(|| TransportError::new("LIST got no response head in time"))??;
+    let status = response.status().as_u16();
+    let mut body = response.into_body();
+    let body = read_body(runtime, &mut body, limits.list_idle, limits.max_list_body).await?;
+    Ok((status, body))
+}
+
+async fn watch<R: Runtime, T: Transport, O>(
+    runtime: &R,
+    transport: &T,
+    request: http::Request<Vec<u8>>,
+    stream: StreamId,
+    inbox: &async_channel::Sender<Msg<O>>,
+    idle: Duration,
+    limits: Limits,
+) -> StreamEnd {
+    let response = match timeout(runtime, idle, transport.send(request)).await {
+        None => return StreamEnd::TransportError("WATCH got no response head in time".into()),
+        Some(Err(e)) => return StreamEnd::TransportError(e.0),
+        Some(Ok(response)) => response,
+    };
+    let code = response.status().as_u16();
+    let mut body: BodyStream = response.into_body();
+    if code != 200 {
+        // The body is only context (usually a Status); a failure to read it loses nothing.
+        let body = read_body(runtime, &mut body, idle, limits.max_error_body)
+            .await
+            .unwrap_or_default();
+        return StreamEnd::HttpStatus { code, body };
+    }
+    if inbox.send(Msg::WatchOpened(stream)).await.is_err() {
+        return StreamEnd::Clean;
+    }
+    let mut splitter = LineSplitter::new(limits.max_watch_line);
+    let mut lines: Vec<Bytes> = Vec::new();
+    loop {
+        match timeout(runtime, idle, body.next()).await {
+            None => {
+                return StreamEnd::TransportError(format!(
+                    "watch read-idle timeout: no data for {}s",
+                    idle.as_secs()
+                ));
+            }
+            Some(None) => {
+                if let Some(line) = splitter.finish() {
+                    let _ = inbox.send(Msg::WatchLine(stream, line)).await;
+                }
+                return StreamEnd::Clean;
+            }
+            Some(Some(Err(e))) => return StreamEnd::TransportError(e.0),
+            Some(Some(Ok(chunk))) => {
+                if let Err(e) = splitter.push(&chunk, &mut lines) {
+                    return StreamEnd::TransportError(e.to_string());
+                }
+                for line in lines.drain(..) {
+                    if inbox.send(Msg::WatchLine(stream, line)).await.is_err() {
+                        return StreamEnd::Clean;
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,214 @@
+//! The cloneable handle: stop from anywhere, wait for the sync or the end, push in-process
+//! source events.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use event_listener::Event;
+use reconcile_core::SourceEvent;
+
+use super::error::Error;
+
+/// One message into the driver task.
+#[derive(Debug)]
+pub(crate) enum Msg<O> {
+    /// A LIST answered (status, body) or failed.
+    List(reconcile_core::RequestId, Result<(u16, Vec<u8>), String>),
+    /// A WATCH answered 200.
+    WatchOpened(reconcile_core::StreamId),
+    /// One raw line of a WATCH body.
+    WatchLine(reconcile_core::StreamId, bytes::Bytes),
+    /// A WATCH ended.
+    WatchEnd(reconcile_core::StreamId, reconcile_core::StreamEnd),
+    /// A reconcile finished.
+    Reconciled(reconcile_core::Ticket, reconcile_core::Outcome),
+    /// An in-process source event pushed through a [`Handle`].
+    Source(SourceEvent<O>),
+    /// The in-process source ended, with an error or without.
+    SourceEnd(Option<String>),
+}
+
+#[derive(Debug, Default)]
+struct State {
+    synced: bool,
+    finished: Option<Result<(), Error>>,
+}
+
+/// State shared by the driver task and every handle.
+#[derive(Debug)]
+pub(crate) struct Shared<O> {
+    state: Mutex<State>,
+    changed: Event,
+    /// Capacity 1: a stop already pending makes a second one a no-op.
+    stop: async_channel::Sender<()>,
+    inbox: async_channel::Sender<Msg<O>>,
+}
+
+impl<O> Shared<O> {
+    pub(crate) fn new(
+        stop: async_channel::Sender<()>,
+        inbox: async_channel::Sender<Msg<O>>,
+    ) -> Self {
+        Shared {
+            state: Mutex::new(State::default()),
+            changed: Event::new(),
+            stop,
+            inbox,
+        }
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        // The lock is only held for a field update, so a poisoned one still has a valid state.
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    pub(crate) fn set_synced(&self) {
+        self.state().synced = true;
+        self.changed.notify(usize::MAX);
+    }
+
+    pub(crate) fn finish(&self, result: Result<(), Error>) {
+        {
+            let mut state = self.state();
+            if state.finished.is_none() {
+                state.finished = Some(result);
+            }
+        }
+        self.changed.notify(usize::MAX);
+    }
+
+    pub(crate) fn inbox(&self) -> &async_channel::Sender<Msg<O>> {
+        &self.inbox
+    }
+
+    /// Waits until `ready` says the state is final enough to answer.
+    async fn wait_for<T>(&self, ready: impl Fn(&State) -> Option<T>) -> T {
+        loop {
+            let listener = self.changed.listen();
+            if let Some(answer) = ready(&self.state()) {
+                return answer;
+            }
+            listener.await;
+        }
+    }
+}
+
+/// A cloneable handle on a running (or about to run) controller.
+///
+/// Every method is safe to call from inside a reconcile: [`stop`](Handle::stop) only
+/// signals, and the reconcile that called it is cancelled with the others.
+pub struct Handle<O> {
+    shared: Arc<Shared<O>>,
+}
+
+impl<O> Clone for Handle<O> {
+    fn clone(&self) -> Self {
+        Handle {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+impl<O> std::fmt::Debug for Handle<O> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let state = self.shared.state();
+        f.debug_struct("Handle")
+            .field("synced", &state.synced)
+            .field("finished", &state.finished)
+            .finish()
+    }
+}
+
+impl<O> Handle<O> {
+    pub(crate) fn new(shared: Arc<Shared<O>>) -> Self {
+        Handle { shared }
+    }
+
+    /// Asks the controller to stop: open requests are closed and running reconciles
+    /// cancelled. Returns at once; await [`stopped`](Handle::stopped) to wait for the end.
+    pub fn stop(&self) {
+        // Full means a stop is already pending; closed means the driver already ended.
+        let _ = self.shared.stop.try_send(());
+    }
+
+    /// Whether the first whole-world listing has reached the store.
+    #[must_use]
+    pub fn is_synced(&self) -> bool {
+        self.shared.state().synced
+    }
+
+    /// Whether the controller has ended.
+    #[must_use]
+    pub fn is_stopped(&self) -> bool {
+        self.shared.state().finished.is_some()
+    }
+
+    /// Waits for the first sync.
+    ///
+    /// # Errors
+    /// [`Error::StoppedBeforeSync`], or the error the controller ended with, when it ended
+    /// before syncing.
+    pub async fn synced(&self) -> Result<(), Error> {
+        self.shared
+            .wait_for(|s| match (&s.finished, s.synced) {
+                (_, true) => Some(Ok(())),
+                (Some(Err(e)), false) => Some(Err(e.clone())),
+                (Some(Ok(())), false) => Some(Err(Error::StoppedBeforeSync)),
+                (None, false) => None,
+            })
+            .await
+    }
+
+    /// Waits until the controller has ended, and returns how it ended.
+    ///
+    /// # Errors
+    /// The error the controller ended with.
+    pub async fn stopped(&self) -> Result<(), Error> {
+        self.shared.wait_for(|s| s.finished.clone()).await
+    }
+
+    /// Pushes an in-process insert or update.
+    ///
+    /// # Errors
+    /// [`Error::NotRunning`] once the controller has ended.
+    pub async fn upsert(&self, object: O) -> Result<(), Error> {
+        self.push(Msg::Source(SourceEvent::Upsert(object))).await
+    }
+
+    /// Pushes an in-process delete (the object's last known state).
+    ///
+    /// # Errors
+    /// [`Error::NotRunning`] once the controller has ended.
+    pub async fn delete(&self, object: O) -> Result<(), Error> {
+        self.push(Msg::Source(SourceEvent::Delete(object))).await
+    }
+
+    /// Pushes the whole in-process world; every stream must open with one.
+    ///
+    /// # Errors
+    /// [`Error::NotRunning`] once the controller has ended.
+    pub async fn replace(&self, objects: Vec<O>) -> Result<(), Error> {
+        self.push(Msg::Source(SourceEvent::Replace(objects))).await
+    }
+
+    /// Ends the in-process stream; the core reopens it after `source_retry_delay`, and the
+    /// next push must then be a [`replace`](Handle::replace).
+    ///
+    /// # Errors
+    /// [`Error::NotRunning`] once the controller has ended.
+    pub async fn end_source(&self, error: Option<String>) -> Result<(), Error> {
+        self.push(Msg::SourceEnd(error)).await
+    }
+
+    async fn push(&self, msg: Msg<O>) -> Result<(), Error> {
+        if self.is_stopped() {
+            return Err(Error::NotRunning);
+        }
+        self.shared
+            .inbox
+            .send(msg)
+            .await
+            .map_err(|_| Error::NotRunning)
+    }
+}

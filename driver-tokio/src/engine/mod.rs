@@ -1,0 +1,32 @@
+//! The runtime-agnostic driver: everything but spawning, sleeping, the clock and HTTP.
+//!
+//! Built on futures-lite and async-channel only, so any runtime can host it by implementing
+//! [`Runtime`] (spawn, sleep, clock) and [`Transport`] (send a request, stream the body).
+//! The tokio driver in this crate is one such pair; `reconcile-smol` is meant to be another.
+//!
+//! | module | concept |
+//! |---|---|
+//! | [`runtime`] | the runtime trait |
+//! | [`transport`] | the HTTP trait and kube-core request building |
+//! | [`lines`] | body → raw watch lines |
+//! | [`controller`] | the builder, `Action`, `Source`, `Running` |
+//! | [`handle`] | stop, wait, push |
+//! | [`recorder`] | the tap for trace recording |
+//! | `driver` | the choreography: drain, route, time |
+
+pub mod controller;
+mod driver;
+pub mod error;
+pub mod handle;
+pub mod lines;
+pub mod recorder;
+pub mod runtime;
+pub mod transport;
+
+pub use controller::{Action, Controller, Running, Source};
+pub use driver::Limits;
+pub use error::Error;
+pub use handle::Handle;
+pub use recorder::{Record, Recorder};
+pub use runtime::{BoxFuture, Runtime, Task};
+pub use transport::{BodyStream, Requests, Transport, TransportError};

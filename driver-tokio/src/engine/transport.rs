@@ -1,0 +1,155 @@
+//! What the engine needs from an HTTP stack: send one request, stream the response body.
+//!
+//! Requests are built here with kube-core's [`Request`](kube_core::Request) helpers, so every
+//! driver sends byte-identical LIST and WATCH URLs; a driver only moves bytes.
+
+use std::pin::Pin;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use futures_core::Stream;
+use futures_lite::StreamExt;
+use reconcile_core::WatchParams;
+
+use super::runtime::{BoxFuture, Runtime, timeout};
+
+/// A response body as a stream of chunks.
+pub type BodyStream = Pin<Box<dyn Stream<Item = Result<Bytes, TransportError>> + Send + 'static>>;
+
+/// A request that got no usable answer: refused, reset, timed out, or a body cut short.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct TransportError(pub String);
+
+impl TransportError {
+    /// An error with this message.
+    pub fn new(message: impl Into<String>) -> Self {
+        TransportError(message.into())
+    }
+}
+
+/// An HTTP stack bound to one cluster (base URL, TLS, auth already applied).
+pub trait Transport: Clone + Send + Sync + 'static {
+    /// Sends `request` (a path-and-query URI relative to the cluster) and returns the
+    /// response head with its body still streaming.
+    fn send(
+        &self,
+        request: http::Request<Vec<u8>>,
+    ) -> BoxFuture<Result<http::Response<BodyStream>, TransportError>>;
+}
+
+/// Builds the LIST and WATCH requests for one resource collection.
+#[derive(Debug, Clone)]
+pub struct Requests {
+    request: kube_core::Request,
+}
+
+impl Requests {
+    /// Requests under `url_path`, for example `/api/v1/namespaces/default/pods`.
+    #[must_use]
+    pub fn new(url_path: impl Into<String>) -> Self {
+        Requests {
+            request: kube_core::Request::new(url_path),
+        }
+    }
+
+    /// A LIST with no `resourceVersion`: a consistent read of the current state.
+    ///
+    /// # Errors
+    /// kube-core refused the parameters.
+    pub fn list(
+        &self,
+        params: &WatchParams,
+    ) -> Result<http::Request<Vec<u8>>, kube_core::request::Error> {
+        let mut lp = kube_core::params::ListParams::default();
+        lp.label_selector.clone_from(&params.label_selector);
+        lp.field_selector.clone_from(&params.field_selector);
+        self.request.list(&lp)
+    }
+
+    /// A WATCH from `resource_version` with `timeoutSeconds` and bookmarks as the core asked.
+    ///
+    /// # Errors
+    /// kube-core refused the parameters.
+    pub fn watch(
+        &self,
+        params: &WatchParams,
+        resource_version: &str,
+        timeout_seconds: u32,
+        bookmarks: bool,
+    ) -> Result<http::Request<Vec<u8>>, kube_core::request::Error> {
+        let mut wp = kube_core::params::WatchParams::default().timeout(timeout_seconds);
+        wp.label_selector.clone_from(&params.label_selector);
+        wp.field_selector.clone_from(&params.field_selector);
+        wp.bookmarks = bookmarks;
+        self.request.watch(&wp, resource_version)
+    }
+}
+
+/// Reads a whole body, each chunk within `idle`, at most `limit` bytes.
+///
+/// # Errors
+/// A transport failure, a stall longer than `idle`, or a body over `limit`.
+pub async fn read_body<R: Runtime>(
+    runtime: &R,
+    body: &mut BodyStream,
+    idle: Duration,
+    limit: usize,
+) -> Result<Vec<u8>, TransportError> {
+    let mut buf = BytesMut::new();
+    loop {
+        match timeout(runtime, idle, body.next()).await {
+            None => {
+                return Err(TransportError::new(format!(
+                    "no data for {}s while reading a response body",
+                    idle.as_secs()
+                )));
+            }
+            Some(None) => return Ok(buf.to_vec()),
+            Some(Some(Err(e))) => return Err(e),
+            Some(Some(Ok(chunk))) => {
+                if buf.len() + chunk.len() > limit {
+                    return Err(TransportError::new(format!(
+                        "response body exceeds {limit} bytes"
+                    )));
+                }
+                buf.extend_from_slice(&chunk);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn watch_url_carries_selector_timeout_bookmarks_and_version() {
+        let params = WatchParams::namespaced("ns1").labels("app=cell");
+        let req = Requests::new("/api/v1/namespaces/ns1/pods")
+            .watch(&params, "42", 7, true)
+            .unwrap();
+        let uri = req.uri().to_string();
+        for part in [
+            "/api/v1/namespaces/ns1/pods?",
+            "watch=true",
+            "timeoutSeconds=7",
+            "labelSelector=app%3Dcell",
+            "allowWatchBookmarks=true",
+            "resourceVersion=42",
+        ] {
+            assert!(uri.contains(part), "{uri} lacks {part}");
+        }
+    }
+
+    #[test]
+    fn list_url_has_no_resource_version() {
+        let params = WatchParams::namespaced("ns1").labels("app=cell");
+        let req = Requests::new("/api/v1/namespaces/ns1/pods")
+            .list(&params)
+            .unwrap();
+        let uri = req.uri().to_string();
+        assert!(uri.contains("labelSelector=app%3Dcell"), "{uri}");
+        assert!(!uri.contains("resourceVersion"), "{uri}");
+    }
+}

@@ -1,0 +1,90 @@
+//! [`Transport`] over `kube::Client`: kubeconfig or in-cluster config, TLS and auth from kube.
+
+use std::error::Error as _;
+
+use futures_lite::StreamExt;
+use http_body_util::BodyExt;
+
+use crate::engine::{BodyStream, BoxFuture, Transport, TransportError};
+
+/// Sends the engine's requests through a `kube::Client`.
+#[derive(Clone)]
+pub struct KubeTransport {
+    client: kube::Client,
+}
+
+impl std::fmt::Debug for KubeTransport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KubeTransport")
+            .field("default_namespace", &self.client.default_namespace())
+            .finish()
+    }
+}
+
+impl KubeTransport {
+    /// Wraps a client.
+    #[must_use]
+    pub fn new(client: kube::Client) -> Self {
+        KubeTransport { client }
+    }
+
+    /// A client from `kube::Config::infer` (kubeconfig, then in-cluster).
+    ///
+    /// # Errors
+    /// No usable configuration, or the client could not be built.
+    pub async fn infer() -> Result<Self, TransportError> {
+        let client = kube::Client::try_default().await.map_err(|e| {
+            TransportError::new(format!("cannot build a kube client: {}", chain(&e)))
+        })?;
+        Ok(KubeTransport::new(client))
+    }
+
+    /// The client.
+    #[must_use]
+    pub fn client(&self) -> &kube::Client {
+        &self.client
+    }
+}
+
+impl From<kube::Client> for KubeTransport {
+    fn from(client: kube::Client) -> Self {
+        KubeTransport::new(client)
+    }
+}
+
+impl Transport for KubeTransport {
+    fn send(
+        &self,
+        request: http::Request<Vec<u8>>,
+    ) -> BoxFuture<Result<http::Response<BodyStream>, TransportError>> {
+        let client = self.client.clone();
+        Box::pin(async move {
+            let response = client
+                .send(request.map(kube::client::Body::from))
+                .await
+                .map_err(|e| TransportError::new(chain(&e)))?;
+            Ok(response.map(|body| {
+                let stream: BodyStream = Box::pin(
+                    body.into_data_stream()
+                        .map(|chunk| chunk.map_err(|e| TransportError::new(chain(&e)))),
+                );
+                stream
+            }))
+        })
+    }
+}
+
+/// An error with its sources, `outer: inner: innermost`, so a log line says where it broke.
+fn chain(error: &kube::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(e) = source {
+        let s = e.to_string();
+        if !text.contains(&s) {
+            text.push_str(": ");
+            text.push_str(&s);
+        }
+        source = e.source();
+    }
+    text
+}

@@ -1,0 +1,83 @@
+//! # reconcile-tokio
+//!
+//! Runs the [`reconcile_core`] state machine on tokio, with `kube` for HTTP: a thin shell
+//! that performs the core's commands (LIST, WATCH, reconcile) and feeds the results back.
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use reconcile_core::{KeyMapError, pod::PodView};
+//! use reconcile_tokio::{Action, Controller, KubeTransport, Source};
+//!
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! let client = kube::Client::try_default().await?;
+//! let source = Source::pods(client, Some("default")).labels("cell");
+//! let controller = Controller::new(source, |pod: &PodView| {
+//!     pod.metadata.labels.get("cell").map(str::to_owned).ok_or_else(|| KeyMapError::new("no cell label"))
+//! })
+//! .concurrency(4)
+//! .shutdown_on_signal();
+//! controller
+//!     .run(
+//!         |cell: String, members: Vec<Arc<PodView>>, _ctx: Arc<()>| async move {
+//!             println!("{cell}: {} pods", members.len());
+//!             Ok::<_, std::convert::Infallible>(Action::await_change())
+//!         },
+//!         Arc::new(()),
+//!     )
+//!     .await?;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! The choreography lives in [`engine`], which knows no runtime: it is built on futures-lite
+//! against a small [`engine::Runtime`] trait (spawn, sleep, clock) and an
+//! [`engine::Transport`] trait (send a request, stream the body). This crate supplies the
+//! tokio pair ([`TokioRuntime`], [`KubeTransport`]); with `default-features = false` it is
+//! the engine alone, for other runtimes.
+//!
+//! What the driver adds to the core:
+//! - LIST / WATCH URLs from kube-core's `Request` (label selector, `timeoutSeconds`,
+//!   `allowWatchBookmarks`); bodies are split into raw lines for the core, never decoded here;
+//! - a read-idle timeout on every watch (`timeoutSeconds` + a margin) and on LIST bodies;
+//! - reconciles as tasks, at most the core's concurrency, each in a `reconcile` span with
+//!   its key and attempt; a panicking reconcile counts as failed;
+//! - the core's deadlines on the runtime's timers, with the clock as the judge;
+//! - a [`Handle`](engine::Handle) that stops from anywhere and pushes in-process events.
+
+pub mod engine;
+#[cfg(feature = "tokio")]
+mod kube_transport;
+#[cfg(feature = "tokio")]
+mod tokio_runtime;
+
+pub use engine::{Action, Error, Handle, Limits, Record, Recorder, Running, Source};
+#[cfg(feature = "tokio")]
+pub use kube_transport::KubeTransport;
+#[cfg(feature = "tokio")]
+pub use tokio_runtime::{TokioRuntime, TokioTask, shutdown_signal};
+
+/// The controller on tokio with a `kube::Client`.
+#[cfg(feature = "tokio")]
+pub type Controller<O, P> = engine::Controller<O, P, TokioRuntime, KubeTransport>;
+
+#[cfg(feature = "tokio")]
+impl<O, P> engine::Controller<O, P, TokioRuntime, KubeTransport>
+where
+    O: reconcile_core::Object + Send + Sync,
+    P: Ord + Clone + std::fmt::Display + std::fmt::Debug + Send + Sync + 'static,
+{
+    /// A controller over `source` on the ambient tokio runtime; see
+    /// [`engine::Controller::with_runtime`] for the defaults.
+    pub fn new(
+        source: Source<KubeTransport>,
+        key_map: impl Fn(&O) -> Result<P, reconcile_core::KeyMapError> + Send + Sync + 'static,
+    ) -> Self {
+        Self::with_runtime(TokioRuntime, source, key_map)
+    }
+
+    /// Stops gracefully on SIGINT or SIGTERM.
+    #[must_use]
+    pub fn shutdown_on_signal(self) -> Self {
+        self.graceful_shutdown_on(shutdown_signal())
+    }
+}

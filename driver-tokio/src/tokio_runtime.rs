@@ -1,0 +1,65 @@
+//! [`Runtime`] for tokio: `tokio::spawn`, tokio timers, tokio's clock (so paused time in
+//! tests applies to the core too).
+
+use std::time::Instant;
+
+use crate::engine::{BoxFuture, Runtime, Task};
+
+/// The ambient tokio runtime.
+///
+/// # Panics
+/// Spawning or sleeping outside a tokio runtime with the time driver enabled panics, as
+/// `tokio::spawn` and `tokio::time::sleep` do; every controller future runs inside one.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TokioRuntime;
+
+impl Runtime for TokioRuntime {
+    type Task = TokioTask;
+
+    fn spawn(&self, future: BoxFuture<()>) -> TokioTask {
+        TokioTask(tokio::spawn(future))
+    }
+
+    fn sleep_until(&self, deadline: Instant) -> BoxFuture<()> {
+        Box::pin(tokio::time::sleep_until(deadline.into()))
+    }
+
+    fn now(&self) -> Instant {
+        tokio::time::Instant::now().into_std()
+    }
+}
+
+/// A spawned tokio task; dropping it detaches.
+#[derive(Debug)]
+pub struct TokioTask(tokio::task::JoinHandle<()>);
+
+impl Task for TokioTask {
+    fn abort(self) {
+        self.0.abort();
+    }
+}
+
+/// Completes on SIGINT (Ctrl-C) or, on Unix, SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            // No handler could be installed: never fire rather than stop at once.
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = term => {}
+    }
+}

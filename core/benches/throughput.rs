@@ -1,1 +1,252 @@
-fn main() {}
+//! `cargo bench -p reconcile-core`: core throughput against a bare serde decode, and heap per
+//! cached pod.
+//!
+//! Workload (issue 2): 100k real-shaped pods (about 8 KB of JSON each, managedFields included,
+//! cloned from the captured v1.36 pod list) across 10k parents, one initial `Replace`, then 1M
+//! watch frames (90% MODIFIED, 4% ADDED, 4% DELETED, 2% BOOKMARK) parsed from bytes, with
+//! every reconcile completed at once so dispatch stays in the measured path.
+//!
+//! Sizes can be lowered for a quick look: `BENCH_PODS`, `BENCH_FRAMES`, `BENCH_RUNS`.
+
+#![allow(missing_docs)]
+
+use std::collections::BTreeMap;
+use std::hint::black_box;
+use std::time::{Duration, Instant as WallClock};
+
+use reconcile_core::pod::PodView;
+use reconcile_core::{
+    Command, Config, Instant, KeyMapError, ListResponse, Object, Outcome, Output, ReconcileLoop,
+    WatchParams,
+};
+use serde_json::Value;
+use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
+
+#[global_allocator]
+static GLOBAL: &StatsAlloc<std::alloc::System> = &INSTRUMENTED_SYSTEM;
+
+const PARENTS: usize = 10_000;
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn templates() -> Vec<Value> {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../shared/traces/real/k8s-openapi/v1-36_pod-list.body.json"
+    );
+    let body = std::fs::read(path).expect("the captured v1.36 pod list");
+    let list: Value = serde_json::from_slice(&body).unwrap();
+    list["items"].as_array().unwrap().clone()
+}
+
+fn pod_json(templates: &[Value], i: usize, rv: u64) -> Value {
+    let mut pod = templates[i % templates.len()].clone();
+    let meta = &mut pod["metadata"];
+    meta["name"] = Value::from(format!("pod-{i:06}"));
+    meta["namespace"] = Value::from("bench");
+    meta["uid"] = Value::from(format!("00000000-0000-0000-0000-{i:012}"));
+    meta["resourceVersion"] = Value::from(rv.to_string());
+    meta["labels"]["cell"] = Value::from(format!("cell-{:05}", i % PARENTS));
+    pod
+}
+
+fn list_body(templates: &[Value], pods: usize) -> Vec<u8> {
+    let items: Vec<Value> = (0..pods)
+        .map(|i| pod_json(templates, i, i as u64 + 1))
+        .collect();
+    let list = serde_json::json!({
+        "kind": "PodList", "apiVersion": "v1",
+        "metadata": {"resourceVersion": pods.to_string()},
+        "items": items,
+    });
+    serde_json::to_vec(&list).unwrap()
+}
+
+/// A pool of distinct frames, replayed in a cycle to reach the frame count.
+fn frame_pool(templates: &[Value], pods: usize, size: usize) -> Vec<Vec<u8>> {
+    let mut rng = 0x9e37_79b9_7f4a_7c15_u64;
+    let mut next = || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng
+    };
+    (0..size)
+        .map(|n| {
+            let rv = (pods + n + 1) as u64;
+            let pick = next() % 100;
+            let i = (next() as usize) % pods;
+            let frame = match pick {
+                0..90 => {
+                    serde_json::json!({"type": "MODIFIED", "object": pod_json(templates, i, rv)})
+                }
+                90..94 => {
+                    serde_json::json!({"type": "ADDED", "object": pod_json(templates, i, rv)})
+                }
+                94..98 => {
+                    serde_json::json!({"type": "DELETED", "object": pod_json(templates, i, rv)})
+                }
+                _ => serde_json::json!({"type": "BOOKMARK", "object": {
+                    "kind": "Pod", "apiVersion": "v1",
+                    "metadata": {"resourceVersion": rv.to_string()},
+                    "spec": {"containers": null}, "status": {}}}),
+            };
+            serde_json::to_vec(&frame).unwrap()
+        })
+        .collect()
+}
+
+fn by_cell(pod: &PodView) -> Result<String, KeyMapError> {
+    pod.metadata
+        .labels
+        .get("cell")
+        .map(str::to_owned)
+        .ok_or_else(|| KeyMapError::new("no cell label"))
+}
+
+fn drain(
+    core: &mut ReconcileLoop<PodView, String>,
+    now: Instant,
+) -> Option<reconcile_core::StreamId> {
+    let mut stream = None;
+    loop {
+        match core.poll_output() {
+            Output::Command(Command::Reconcile {
+                ticket, members, ..
+            }) => {
+                black_box(&members);
+                core.handle_reconciled(now, ticket, Outcome::Success);
+            }
+            Output::Command(Command::Watch { stream: s, .. }) => stream = Some(s),
+            Output::Command(_) | Output::Event(_) => {}
+            Output::Timeout(_) => return stream,
+        }
+    }
+}
+
+fn synced_core(body: &[u8]) -> (ReconcileLoop<PodView, String>, reconcile_core::StreamId) {
+    let config = Config::kubernetes(WatchParams::namespaced("bench"), by_cell);
+    let mut core = ReconcileLoop::new(config, Instant::ZERO).unwrap();
+    core.start(Instant::ZERO).unwrap();
+    let Output::Command(Command::List { req, .. }) = core.poll_output() else {
+        unreachable!()
+    };
+    core.handle_list(
+        Instant::ZERO,
+        req,
+        ListResponse::Response { status: 200, body },
+    );
+    let stream = drain(&mut core, Instant::ZERO).expect("watch after sync");
+    (core, stream)
+}
+
+fn core_run(body: &[u8], pool: &[Vec<u8>], frames: usize) -> Duration {
+    let (mut core, stream) = synced_core(body);
+    let start = WallClock::now();
+    for n in 0..frames {
+        let now = Instant::from_nanos(n as u64);
+        core.handle_watch_line(now, stream, &pool[n % pool.len()]);
+        drain(&mut core, now);
+    }
+    let elapsed = start.elapsed();
+    assert_eq!(core.stats().frames_skipped, 0);
+    black_box(core.store().len());
+    elapsed
+}
+
+#[derive(serde::Deserialize)]
+struct BareFrame {
+    #[serde(rename = "type")]
+    _type: String,
+    #[serde(rename = "object")]
+    _object: PodView,
+}
+
+fn bare_run(pool: &[Vec<u8>], frames: usize) -> Duration {
+    let start = WallClock::now();
+    for n in 0..frames {
+        let frame: BareFrame = serde_json::from_slice(&pool[n % pool.len()]).unwrap();
+        black_box(frame);
+    }
+    start.elapsed()
+}
+
+fn net_bytes(region: &Region<'_, std::alloc::System>) -> i64 {
+    let c = region.change();
+    c.bytes_allocated as i64 - c.bytes_deallocated as i64 + c.bytes_reallocated as i64
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        return; // `cargo test --benches` probes with --list
+    }
+    let pods = env_usize("BENCH_PODS", 100_000);
+    let frames = env_usize("BENCH_FRAMES", 1_000_000);
+    let runs = env_usize("BENCH_RUNS", 3);
+    let templates = templates();
+    let body = list_body(&templates, pods);
+    let pool = frame_pool(&templates, pods, 20_000.min(frames.max(1)));
+    let avg_frame = pool.iter().map(Vec::len).sum::<usize>() / pool.len();
+    println!(
+        "workload: {pods} pods / {PARENTS} parents, LIST {:.0} MB, {frames} frames (avg {avg_frame} B), median of {runs}",
+        body.len() as f64 / 1e6
+    );
+
+    let bare: Vec<f64> = (0..runs)
+        .map(|_| frames as f64 / bare_run(&pool, frames).as_secs_f64())
+        .collect();
+    let core: Vec<f64> = (0..runs)
+        .map(|_| frames as f64 / core_run(&body, &pool, frames).as_secs_f64())
+        .collect();
+    let (bare, core) = (median(bare), median(core));
+    println!("bare serde_json decode into PodView: {bare:>10.0} frames/s");
+    println!(
+        "core parse + store + queue + dispatch: {core:>8.0} frames/s  ({:.2}x bare)",
+        core / bare
+    );
+
+    // Heap per cached pod: the loop's whole state after the initial LIST, over the pod count.
+    let region = Region::new(GLOBAL);
+    let (core, _) = synced_core(&body);
+    let loop_bytes = net_bytes(&region);
+    println!(
+        "heap per cached pod, PodView in the loop (store + index): {:.0} B",
+        loop_bytes as f64 / core.store().len() as f64
+    );
+    drop(core);
+
+    let region = Region::new(GLOBAL);
+    let bare_map: BTreeMap<String, PodView> = reconcile_core::frame::parse_list::<PodView>(&body)
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|p| (p.key().unwrap().to_string(), p))
+        .collect();
+    let bare_bytes = net_bytes(&region);
+    println!(
+        "heap per pod, bare BTreeMap<String, PodView>: {:.0} B",
+        bare_bytes as f64 / bare_map.len() as f64
+    );
+    drop(bare_map);
+
+    let full_pods = pods.min(10_000);
+    let full_body = list_body(&templates, full_pods);
+    let region = Region::new(GLOBAL);
+    let full =
+        reconcile_core::frame::parse_list::<k8s_openapi::api::core::v1::Pod>(&full_body).unwrap();
+    let full_bytes = net_bytes(&region);
+    println!(
+        "heap per pod, k8s_openapi Pod (parsed list of {full_pods}): {:.0} B",
+        full_bytes as f64 / full.items.len() as f64
+    );
+}

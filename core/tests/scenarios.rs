@@ -12,7 +12,14 @@ fn initial_sync_then_membership_changes() {
     let mut s = Scenario::new(kube_config());
     s.start()
         .at(0.1)
-        .list_ok(100, &[pod("a", Some("c1"), 90), pod("b", Some("c1"), 91), pod("c", Some("c2"), 92)])
+        .list_ok(
+            100,
+            &[
+                pod("a", Some("c1"), 90),
+                pod("b", Some("c1"), 91),
+                pod("c", Some("c2"), 92),
+            ],
+        )
         .at(0.2)
         .ok("c1")
         .ok("c2")
@@ -64,8 +71,15 @@ fn relist_after_410_synthesizes_the_deletion_missed_while_disconnected() {
         .added("late", Some("c1"), 99)
         .next_deadline()
         .list_ok(50, &[pod("a", Some("c1"), 5)]);
-    assert!(s.members("c2").is_empty(), "b was deleted while disconnected");
-    assert_eq!(s.members("c1"), ["a"], "frames after the ERROR were discarded");
+    assert!(
+        s.members("c2").is_empty(),
+        "b was deleted while disconnected"
+    );
+    assert_eq!(
+        s.members("c1"),
+        ["a"],
+        "frames after the ERROR were discarded"
+    );
     s.settle();
     insta::assert_snapshot!(s.log);
 }
@@ -128,7 +142,10 @@ fn backoff_doubles_to_sixty_seconds_and_resets_on_success() {
     for _ in 0..8 {
         s.done("c1", Outcome::Error("boom".into())).next_deadline();
     }
-    s.ok("c1").at(1000.0).modified("a", Some("c1"), 11).done("c1", Outcome::Error("again".into()));
+    s.ok("c1")
+        .at(1000.0)
+        .modified("a", Some("c1"), 11)
+        .done("c1", Outcome::Error("again".into()));
     insta::assert_snapshot!(s.log);
 }
 
@@ -145,7 +162,10 @@ fn requeue_after_runs_again_unless_an_error_overrides_it() {
         .done("c1", Outcome::Error("late".into()))
         .next_deadline()
         .ok("c1");
-    assert_eq!(s.core.poll_timeout().map(|d| d.wake), Some(reconcile_core::Wake::Resync));
+    assert_eq!(
+        s.core.poll_timeout().map(|d| d.wake),
+        Some(reconcile_core::Wake::Resync)
+    );
     insta::assert_snapshot!(s.log);
 }
 
@@ -153,7 +173,14 @@ fn requeue_after_runs_again_unless_an_error_overrides_it() {
 fn resync_after_ten_hours_skips_parents_without_members() {
     let mut s = Scenario::new(kube_config());
     s.start()
-        .list_ok(10, &[pod("a", Some("c1"), 5), pod("b", Some("c2"), 6), pod("c", Some("c3"), 7)])
+        .list_ok(
+            10,
+            &[
+                pod("a", Some("c1"), 5),
+                pod("b", Some("c2"), 6),
+                pod("c", Some("c3"), 7),
+            ],
+        )
         .settle()
         .at(60.0)
         .deleted("b", Some("c2"), 11)
@@ -171,7 +198,12 @@ fn stop_closes_everything_and_ignores_later_inputs() {
         .at(1.0)
         .stop();
     // Late inputs after the stop: a frame, both outcomes, a timer.
-    s.added("x", Some("c9"), 11).ok("c1").ok("c2").at(99999.0).tick().stop();
+    s.added("x", Some("c9"), 11)
+        .ok("c1")
+        .ok("c2")
+        .at(99999.0)
+        .tick()
+        .stop();
     assert!(s.core.poll_timeout().is_none());
     insta::assert_snapshot!(s.log);
 }
@@ -223,7 +255,10 @@ fn list_failures_retry_as_list_after_retry_delay() {
     s.start()
         .list_transport_error()
         .next_deadline()
-        .list_status(500, r#"{"kind":"Status","code":500,"reason":"InternalError","message":"etcd down"}"#)
+        .list_status(
+            500,
+            r#"{"kind":"Status","code":500,"reason":"InternalError","message":"etcd down"}"#,
+        )
         .next_deadline()
         .list_status(200, "not json")
         .next_deadline()
@@ -262,13 +297,25 @@ fn unmappable_pod_is_evicted_and_its_cell_woken() {
 fn in_process_source_must_open_with_a_replace() {
     let mut s = Scenario::new(Config::in_process(harness::by_cell));
     s.start()
-        .source_event(SourceEvent::Upsert(pod_view("a", Some("c1"), 1)), "Upsert a")
+        .source_event(
+            SourceEvent::Upsert(pod_view("a", Some("c1"), 1)),
+            "Upsert a",
+        )
         .next_deadline()
-        .source_event(SourceEvent::Replace(vec![pod_view("a", Some("c1"), 1)]), "Replace [a]")
+        .source_event(
+            SourceEvent::Replace(vec![pod_view("a", Some("c1"), 1)]),
+            "Replace [a]",
+        )
         .ok("c1")
-        .source_event(SourceEvent::Upsert(pod_view("b", Some("c1"), 2)), "Upsert b")
+        .source_event(
+            SourceEvent::Upsert(pod_view("b", Some("c1"), 2)),
+            "Upsert b",
+        )
         .ok("c1")
-        .source_event(SourceEvent::Delete(pod_view("a", Some("c1"), 3)), "Delete a")
+        .source_event(
+            SourceEvent::Delete(pod_view("a", Some("c1"), 3)),
+            "Delete a",
+        )
         .ok("c1");
     s.source_end(Some("registry gone"))
         .next_deadline()
@@ -284,5 +331,9 @@ fn reconcile_reads_a_store_that_already_holds_the_event() {
     s.start().list_ok(10, &[]).added("a", Some("c1"), 11);
     let members = s.members("c1");
     assert_eq!(members, ["a"]);
-    assert!(s.log.contains("reconcile c1 R3 attempt=1 members=[a]"), "{}", s.log);
+    assert!(
+        s.log.contains("reconcile c1 R3 attempt=1 members=[a]"),
+        "{}",
+        s.log
+    );
 }

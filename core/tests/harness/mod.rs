@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use reconcile_core::pod::PodView;
 use reconcile_core::{
-    Command, Config, Instant, KeyMapError, ListResponse, Outcome, Output, ReconcileLoop,
-    RequestId, SourceEvent, StreamEnd, StreamId, Ticket, WatchParams,
+    Command, Config, Instant, KeyMapError, ListResponse, Outcome, Output, ReconcileLoop, RequestId,
+    SourceEvent, StreamEnd, StreamId, Ticket, WatchParams,
 };
 
 pub fn by_cell(pod: &PodView) -> Result<String, KeyMapError> {
@@ -103,10 +103,18 @@ impl Scenario {
                 Output::Timeout(deadline) => break deadline,
             }
         };
-        let outs = if outs.is_empty() { "-".to_owned() } else { outs.join("; ") };
+        let outs = if outs.is_empty() {
+            "-".to_owned()
+        } else {
+            outs.join("; ")
+        };
         let next = next.map_or_else(|| "none".to_owned(), |d| d.to_string());
-        writeln!(self.log, "{:>10}  {input}  ->  {outs}  | next {next}", self.core.now().to_string())
-            .unwrap();
+        writeln!(
+            self.log,
+            "{:>10}  {input}  ->  {outs}  | next {next}",
+            self.core.now().to_string()
+        )
+        .unwrap();
     }
 
     pub fn start(&mut self) -> &mut Self {
@@ -127,7 +135,10 @@ impl Scenario {
         self.core.handle_list(
             self.now,
             req,
-            ListResponse::Response { status: 200, body: body.as_bytes() },
+            ListResponse::Response {
+                status: 200,
+                body: body.as_bytes(),
+            },
         );
         self.step(&format!("list {req} 200 rv={rv} items={}", items.len()));
         self
@@ -135,34 +146,51 @@ impl Scenario {
 
     pub fn list_status(&mut self, status: u16, body: &str) -> &mut Self {
         let req = self.list.expect("no LIST issued");
-        self.core
-            .handle_list(self.now, req, ListResponse::Response { status, body: body.as_bytes() });
+        self.core.handle_list(
+            self.now,
+            req,
+            ListResponse::Response {
+                status,
+                body: body.as_bytes(),
+            },
+        );
         self.step(&format!("list {req} HTTP {status}"));
         self
     }
 
     pub fn list_transport_error(&mut self) -> &mut Self {
         let req = self.list.expect("no LIST issued");
-        self.core.handle_list(self.now, req, ListResponse::TransportError("connection refused"));
+        self.core.handle_list(
+            self.now,
+            req,
+            ListResponse::TransportError("connection refused"),
+        );
         self.step(&format!("list {req} transport error"));
         self
     }
 
     pub fn line(&mut self, line: &str, label: &str) -> &mut Self {
         let stream = self.stream.expect("no WATCH issued");
-        self.core.handle_watch_line(self.now, stream, line.as_bytes());
+        self.core
+            .handle_watch_line(self.now, stream, line.as_bytes());
         self.step(&format!("{stream} {label}"));
         self
     }
 
     pub fn added(&mut self, name: &str, cell: Option<&str>, rv: u64) -> &mut Self {
         let l = frame("ADDED", &pod(name, cell, rv));
-        self.line(&l, &format!("ADDED {name} cell={} rv={rv}", cell.unwrap_or("-")))
+        self.line(
+            &l,
+            &format!("ADDED {name} cell={} rv={rv}", cell.unwrap_or("-")),
+        )
     }
 
     pub fn modified(&mut self, name: &str, cell: Option<&str>, rv: u64) -> &mut Self {
         let l = frame("MODIFIED", &pod(name, cell, rv));
-        self.line(&l, &format!("MODIFIED {name} cell={} rv={rv}", cell.unwrap_or("-")))
+        self.line(
+            &l,
+            &format!("MODIFIED {name} cell={} rv={rv}", cell.unwrap_or("-")),
+        )
     }
 
     pub fn deleted(&mut self, name: &str, cell: Option<&str>, rv: u64) -> &mut Self {
@@ -236,8 +264,12 @@ impl Scenario {
 
     pub fn source_end(&mut self, error: Option<&str>) -> &mut Self {
         let stream = self.source.take().expect("no source opened");
-        self.core.handle_source_end(self.now, stream, error.map(str::to_owned));
-        self.step(&format!("{stream} source end ({})", error.unwrap_or("clean")));
+        self.core
+            .handle_source_end(self.now, stream, error.map(str::to_owned));
+        self.step(&format!(
+            "{stream} source end ({})",
+            error.unwrap_or("clean")
+        ));
         self
     }
 

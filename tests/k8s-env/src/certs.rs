@@ -17,6 +17,7 @@ pub(crate) struct Pki {
     pub(crate) server_cert: PathBuf,
     pub(crate) server_key: PathBuf,
     pub(crate) sa_key: PathBuf,
+    pub(crate) sa_pub: PathBuf,
     pub(crate) token_file: PathBuf,
     pub(crate) token: String,
 }
@@ -64,6 +65,7 @@ pub(crate) fn generate(dir: &Path) -> Result<Pki> {
         server_cert: dir.join("apiserver.crt"),
         server_key: dir.join("apiserver.key"),
         sa_key: dir.join("sa.key"),
+        sa_pub: dir.join("sa.pub"),
         token_file: dir.join("tokens.csv"),
         token: token.clone(),
     };
@@ -71,6 +73,9 @@ pub(crate) fn generate(dir: &Path) -> Result<Pki> {
     write(&pki.server_cert, &server_cert.pem())?;
     write(&pki.server_key, &server_key.serialize_pem())?;
     write(&pki.sa_key, &sa_key.serialize_pem())?;
+    // The verifying side only parses public keys (or PKCS#1/SEC1 private
+    // keys), not the PKCS#8 that rcgen writes.
+    write(&pki.sa_pub, &sa_key.public_key_pem())?;
     // token,user,uid,"groups"
     write(
         &pki.token_file,

@@ -236,6 +236,27 @@ impl Client {
         path: &str,
         body: Option<(&str, Vec<u8>)>,
     ) -> Result<Value> {
+        let text = self.request_text(method, path, body)?;
+        if text.trim().is_empty() {
+            return Ok(Value::Null);
+        }
+        serde_json::from_str(&text).map_err(|e| Error::BadResponse {
+            what: format!("{method} {}{path}", self.base),
+            reason: format!("{e}: {text}"),
+        })
+    }
+
+    /// Like [`Client::request`], but returns the body as text (`/readyz`
+    /// answers `ok`, not JSON).
+    ///
+    /// # Errors
+    /// See [`Client::request`].
+    pub fn request_text(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<(&str, Vec<u8>)>,
+    ) -> Result<String> {
         let url = format!("{}{path}", self.base);
         let http_err = |source: ureq::Error| Error::Http {
             method: method.to_owned(),
@@ -263,13 +284,7 @@ impl Client {
                 body: text,
             });
         }
-        if text.trim().is_empty() {
-            return Ok(Value::Null);
-        }
-        serde_json::from_str(&text).map_err(|e| Error::BadResponse {
-            what: format!("{method} {url}"),
-            reason: format!("{e}: {text}"),
-        })
+        Ok(text)
     }
 
     /// `GET path`.
@@ -338,7 +353,7 @@ impl Client {
     /// [`Error::Timeout`] with the last answer.
     pub fn wait_ready(&self, timeout: Duration) -> Result<()> {
         wait_for(timeout, &format!("{}/readyz", self.base), || {
-            match self.get("/readyz") {
+            match self.request_text("GET", "/readyz", None) {
                 Ok(_) => Ok(()),
                 Err(e) => Err(e.to_string()),
             }

@@ -263,7 +263,7 @@ impl K8sEnv {
                 format!("--client-ca-file={}", pki.ca_file.display()),
                 format!("--token-auth-file={}", pki.token_file.display()),
                 "--authorization-mode=RBAC".into(),
-                format!("--service-account-key-file={}", pki.sa_key.display()),
+                format!("--service-account-key-file={}", pki.sa_pub.display()),
                 format!(
                     "--service-account-signing-key-file={}",
                     pki.sa_key.display()
@@ -703,7 +703,7 @@ fn wait_apiserver(proc: &mut ChildProc, client: &Client) -> Result<()> {
             exited = Some(e);
             return Ok(false);
         }
-        match client.get("/readyz") {
+        match client.request_text("GET", "/readyz", None) {
             Ok(_) => Ok(true),
             Err(e) => Err(e.to_string()),
         }

@@ -203,25 +203,30 @@ fn a_pod_reaches_running_restarts_and_completes_under_kwok() {
     api.create_pod(&ns, &pod_manifest("runner", &[])).unwrap();
     let running = wait_phase(env, &ns, "runner", "Running");
     assert!(condition_true(&running, "Ready"), "{}", running["status"]);
-    assert_eq!(
-        running["status"]["containerStatuses"][0]["state"]["running"].is_object(),
-        true
-    );
+    assert!(running["status"]["containerStatuses"][0]["state"]["running"].is_object());
 
-    api.patch_pod(
-        &ns,
-        "runner",
-        &json!({"metadata": {"labels": {"reconcile-k8s-env/restart": "true"}}}),
-    )
-    .unwrap();
-    let restarted = wait_for(WAIT, "restartCount 1", || {
-        match api.get_pod(&ns, "runner") {
-            Ok(Some(p)) if p["status"]["containerStatuses"][0]["restartCount"] == 1 => Ok(p),
-            Ok(p) => Err(format!("{p:?}")),
-            Err(e) => Err(e.to_string()),
-        }
-    })
-    .unwrap();
+    let restarts = |n: u64| {
+        api.patch_pod(
+            &ns,
+            "runner",
+            &json!({"metadata": {"labels": {"reconcile-k8s-env/restarts": n.to_string()}}}),
+        )
+        .unwrap();
+        wait_for(WAIT, &format!("restartCount {n}"), || {
+            match api.get_pod(&ns, "runner") {
+                Ok(Some(p)) if p["status"]["containerStatuses"][0]["restartCount"] == n => Ok(p),
+                Ok(Some(p)) => Err(format!(
+                    "restartCount {}",
+                    p["status"]["containerStatuses"][0]["restartCount"]
+                )),
+                Ok(None) => Err("pod does not exist".into()),
+                Err(e) => Err(e.to_string()),
+            }
+        })
+        .unwrap()
+    };
+    restarts(1);
+    let restarted = restarts(2);
     assert_eq!(
         restarted["status"]["containerStatuses"][0]["lastState"]["terminated"]["exitCode"],
         1

@@ -530,14 +530,14 @@ impl K8sEnv {
     /// such guard lives, [`K8sEnv::disrupt`] waits. Tests of one binary run
     /// in parallel on one shared environment, so a restart or compaction must
     /// not land in the middle of another test's watch.
-    #[must_use]
+    #[must_use = "the guard protects only while it lives"]
     pub fn steady(&self) -> RwLockReadGuard<'_, ()> {
         self.disruption.read().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Held (exclusively) around [`K8sEnv::restart_apiserver`] and
     /// [`K8sEnv::compact_etcd`]; waits for every [`K8sEnv::steady`] guard.
-    #[must_use]
+    #[must_use = "the guard protects only while it lives"]
     pub fn disrupt(&self) -> RwLockWriteGuard<'_, ()> {
         self.disruption.write().unwrap_or_else(|e| e.into_inner())
     }

@@ -180,7 +180,21 @@ impl K8sEnv {
             spawn_reaper(&dir);
         }
         let pki = certs::generate(&dir)?;
-        let mut env = Self::launch(&bins, &dir, &pki, keep)?;
+        // Ports are picked free and then handed to a child, so another
+        // process can take one in between; a clash is retried with new ports.
+        let mut attempt = 1;
+        let mut env = loop {
+            match Self::launch(&bins, &dir, &pki, keep) {
+                Err(Error::ChildExited { tail, .. })
+                    if attempt < 3 && tail.contains("address already in use") =>
+                {
+                    attempt += 1;
+                    let data = dir.join("etcd-data");
+                    let _ = std::fs::remove_dir_all(&data);
+                }
+                result => break result?,
+            }
+        };
         if keep {
             // Dropping a kept TempDir must not delete what the user wants to inspect.
             let _ = tmp.keep();
@@ -340,28 +354,15 @@ impl K8sEnv {
 
         let client = &servers[0].client;
         create_kwok_node(client)?;
-        let deadline = Instant::now() + START_TIMEOUT;
-        wait_for(
-            START_TIMEOUT,
+        wait_alive(
+            &mut [&mut kwok, &mut controller_manager],
             &format!("kwok to mark node {KWOK_NODE} Ready"),
-            || {
-                // A dead kwok or controller manager should fail fast, not time out.
-                if Instant::now() < deadline {
-                    for proc in [&mut kwok, &mut controller_manager] {
-                        if let Err(e) = proc.check_running() {
-                            return Err(e.to_string());
-                        }
-                    }
-                }
-                match client.get(&format!("/api/v1/nodes/{KWOK_NODE}")) {
-                    Ok(node) if condition_true(&node, "Ready") => Ok(()),
-                    Ok(node) => Err(format!("conditions {}", node["status"]["conditions"])),
-                    Err(e) => Err(e.to_string()),
-                }
+            || match client.get(&format!("/api/v1/nodes/{KWOK_NODE}")) {
+                Ok(node) if condition_true(&node, "Ready") => Ok(()),
+                Ok(node) => Err(format!("conditions {}", node["status"]["conditions"])),
+                Err(e) => Err(e.to_string()),
             },
         )?;
-        kwok.check_running()?;
-        controller_manager.check_running()?;
 
         let [cached, uncached]: [ChildProc; 2] = apiservers
             .try_into()
@@ -500,6 +501,22 @@ impl K8sEnv {
     #[must_use]
     pub fn server_url(&self, which: ApiServer) -> &str {
         &self.server(which).unwrap_or_else(|e| panic!("{e}")).url
+    }
+
+    /// The apiservers this environment has: both when provisioned here (or
+    /// reused from a kept one), only `Cached` for a foreign cluster.
+    #[must_use]
+    pub fn apiservers(&self) -> Vec<ApiServer> {
+        ApiServer::ALL
+            .into_iter()
+            .filter(|w| self.servers[w.index()].is_some())
+            .collect()
+    }
+
+    /// Whether [`K8sEnv::restart_apiserver`] works (false for a reused cluster).
+    #[must_use]
+    pub fn can_restart(&self) -> bool {
+        self.procs.is_some()
     }
 
     /// The bearer token (user `admin`, group `system:masters`).
@@ -666,52 +683,54 @@ fn spawn_reaper(dir: &Path) {
         .spawn();
 }
 
+/// Polls `check` like [`wait_for`], but fails at once, with the log tail,
+/// when one of `procs` exits: a bad flag should not cost a full timeout.
+fn wait_alive(
+    procs: &mut [&mut ChildProc],
+    what: &str,
+    mut check: impl FnMut() -> Result<(), String>,
+) -> Result<()> {
+    let mut exited = None;
+    wait_for(START_TIMEOUT, what, || {
+        for proc in procs.iter_mut() {
+            if let Err(e) = proc.check_running() {
+                exited = Some(e);
+                return Ok(());
+            }
+        }
+        check()
+    })?;
+    exited.map_or(Ok(()), Err)
+}
+
 fn wait_etcd(proc: &mut ChildProc, url: &str) -> Result<()> {
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .timeout_global(Some(Duration::from_secs(5)))
         .build()
         .into();
     let health = format!("{url}/health");
-    let mut exited = None;
-    let ready = wait_for(START_TIMEOUT, &health, || {
-        if let Err(e) = proc.check_running() {
-            exited = Some(e);
-            return Ok(false);
-        }
+    wait_alive(&mut [proc], &health, || {
         match agent
             .get(&health)
             .call()
             .map(|mut r| r.body_mut().read_to_string())
         {
-            Ok(Ok(body)) if body.contains(r#""health":"true""#) => Ok(true),
+            Ok(Ok(body)) if body.contains(r#""health":"true""#) => Ok(()),
             Ok(Ok(body)) => Err(body),
             Ok(Err(e)) | Err(e) => Err(e.to_string()),
         }
-    })?;
-    match exited {
-        Some(e) if !ready => Err(e),
-        _ => Ok(()),
-    }
+    })
 }
 
-/// Waits for `/readyz`, failing at once (with its log) if the process exits.
+/// Waits for `/readyz` of the apiserver `proc` serves.
 fn wait_apiserver(proc: &mut ChildProc, client: &Client) -> Result<()> {
-    let mut exited = None;
     let what = format!("{}/readyz", client.base_url());
-    let ready = wait_for(START_TIMEOUT, &what, || {
-        if let Err(e) = proc.check_running() {
-            exited = Some(e);
-            return Ok(false);
-        }
-        match client.request_text("GET", "/readyz", None) {
-            Ok(_) => Ok(true),
-            Err(e) => Err(e.to_string()),
-        }
-    })?;
-    match exited {
-        Some(e) if !ready => Err(e),
-        _ => Ok(()),
-    }
+    wait_alive(&mut [proc], &what, || {
+        client
+            .request_text("GET", "/readyz", None)
+            .map(drop)
+            .map_err(|e| e.to_string())
+    })
 }
 
 fn write_kubeconfig(

@@ -575,7 +575,9 @@ impl K8sEnv {
         self.procs.as_ref().ok_or(Error::Unsupported(what))
     }
 
-    fn pids(&self) -> Vec<u32> {
+    /// Process ids of the running components (empty for a reused cluster).
+    #[must_use]
+    pub fn pids(&self) -> Vec<u32> {
         let Some(p) = &self.procs else {
             return Vec::new();
         };

@@ -347,3 +347,34 @@ fn a_label_selector_scopes_a_list() {
         );
     }
 }
+
+#[test]
+fn an_owned_environment_leaves_nothing_behind_on_drop() {
+    // Provisioning failures are already reported by the shared tests.
+    if shared_or_skip("an_owned_environment_leaves_nothing_behind_on_drop").is_none() {
+        return;
+    }
+    if std::env::var_os("RECONCILE_K8S_KUBECONFIG").is_some()
+        || std::env::var_os("RECONCILE_K8S_KEEP").is_some()
+    {
+        eprintln!("SKIPPED: reused or kept environments are not torn down");
+        return;
+    }
+    let env = K8sEnv::start().unwrap();
+    let pids = env.pids();
+    let dir = env.dir().to_owned();
+    assert_eq!(
+        pids.len(),
+        5,
+        "etcd, 2 apiservers, controller manager, kwok"
+    );
+    assert!(dir.is_dir());
+    drop(env);
+    for pid in pids {
+        assert!(
+            !std::path::Path::new(&format!("/proc/{pid}")).exists(),
+            "pid {pid} survived"
+        );
+    }
+    assert!(!dir.exists(), "{} survived", dir.display());
+}

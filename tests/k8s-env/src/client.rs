@@ -67,6 +67,10 @@ pub struct WatchParams {
     pub timeout_seconds: Option<u32>,
     /// Ask for BOOKMARK events.
     pub allow_bookmarks: bool,
+    /// Streaming list: synthetic ADDED events for the current state, then a
+    /// BOOKMARK annotated `k8s.io/initial-events-end`. Needs
+    /// `allow_bookmarks` and sends `resourceVersionMatch=NotOlderThan`.
+    pub send_initial_events: bool,
 }
 
 /// An open watch. Events are read on a helper thread, so [`Watch::next`] can
@@ -480,6 +484,9 @@ impl Client {
         }
         if params.allow_bookmarks {
             query.push_str("&allowWatchBookmarks=true");
+        }
+        if params.send_initial_events {
+            query.push_str("&sendInitialEvents=true&resourceVersionMatch=NotOlderThan");
         }
         let url = format!("{}{collection}?{query}", self.base);
         let http_err = |source: ureq::Error| Error::Http {

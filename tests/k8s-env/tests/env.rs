@@ -378,3 +378,60 @@ fn an_owned_environment_leaves_nothing_behind_on_drop() {
     }
     assert!(!dir.exists(), "{} survived", dir.display());
 }
+
+#[test]
+fn a_streaming_list_ends_with_a_bookmark() {
+    let Some(env) = shared_or_skip("a_streaming_list_ends_with_a_bookmark") else {
+        return;
+    };
+    let _steady = env.steady();
+    let ns = env.unique_namespace("bookmark").unwrap();
+    let api = env.client(ApiServer::Cached);
+    api.create_pod(&ns, &pod_manifest("listed", &[])).unwrap();
+    let params = WatchParams {
+        allow_bookmarks: true,
+        send_initial_events: true,
+        ..WatchParams::default()
+    };
+    let watch = api.watch_pods(&ns, &params).unwrap();
+    watch
+        .next_matching(WAIT, "ADDED listed", |e| {
+            e.kind == "ADDED" && e.object["metadata"]["name"] == "listed"
+        })
+        .unwrap();
+    let bookmark = watch
+        .next_matching(WAIT, "the initial-events-end BOOKMARK", |e| {
+            e.kind == "BOOKMARK"
+        })
+        .unwrap();
+    assert_eq!(
+        bookmark.object["metadata"]["annotations"]["k8s.io/initial-events-end"],
+        "true"
+    );
+}
+
+#[test]
+fn the_environment_starts_no_tokio_runtime() {
+    let Some(env) = shared_or_skip("the_environment_starts_no_tokio_runtime") else {
+        return;
+    };
+    // Exercise the watch reader thread too.
+    let _watch = env
+        .client(ApiServer::Cached)
+        .watch("/api/v1/namespaces", &WatchParams::default())
+        .unwrap();
+    let mut names = Vec::new();
+    for task in std::fs::read_dir("/proc/self/task").unwrap() {
+        let comm = task.unwrap().path().join("comm");
+        names.push(
+            std::fs::read_to_string(comm)
+                .unwrap_or_default()
+                .trim()
+                .to_owned(),
+        );
+    }
+    assert!(
+        !names.iter().any(|n| n.starts_with("tokio")),
+        "threads: {names:?}"
+    );
+}

@@ -33,6 +33,24 @@ impl Binaries {
     }
 }
 
+impl Binaries {
+    /// The names of the binaries the environment runs.
+    pub const NAMES: [&str; 4] = ["etcd", "kube-apiserver", "kube-controller-manager", "kwok"];
+
+    fn checked(self) -> Result<Self> {
+        for name in Self::NAMES {
+            let path = self.path(name);
+            if !path.is_file() {
+                return Err(Error::Io {
+                    what: format!("looking for {}", path.display()),
+                    source: std::io::Error::from(std::io::ErrorKind::NotFound),
+                });
+            }
+        }
+        Ok(self)
+    }
+}
+
 /// `tests/go/build.sh` in this checkout.
 #[must_use]
 pub fn build_script() -> PathBuf {
@@ -49,7 +67,7 @@ pub fn build_script() -> PathBuf {
 pub fn ensure() -> Result<Binaries> {
     static BUILD: Mutex<()> = Mutex::new(());
     if let Some(dir) = std::env::var_os("RECONCILE_K8S_BIN_DIR") {
-        return Ok(Binaries { dir: dir.into() });
+        return Binaries { dir: dir.into() }.checked();
     }
     let _one_build_per_process = BUILD.lock().unwrap_or_else(|e| e.into_inner());
     let script = build_script();
@@ -90,5 +108,5 @@ pub fn ensure() -> Result<Binaries> {
             reason: format!("expected the binary directory as the last line, got {stdout:?}"),
         });
     }
-    Ok(Binaries { dir: dir.into() })
+    Binaries { dir: dir.into() }.checked()
 }

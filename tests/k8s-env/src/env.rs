@@ -74,10 +74,17 @@ struct Procs {
 
 /// A running test cluster (or a reused one, see `RECONCILE_K8S_KUBECONFIG`).
 ///
-/// Getters: [`K8sEnv::client`], [`K8sEnv::kubeconfig_path`],
-/// [`K8sEnv::server_url`], [`K8sEnv::token`], [`K8sEnv::ca_pem`],
-/// [`K8sEnv::dir`]. Disruptions: [`K8sEnv::restart_apiserver`],
-/// [`K8sEnv::compact_etcd`]. Object helpers live on [`Client`].
+/// - Constructors: [`K8sEnv::shared`] (one per process, never dropped),
+///   [`K8sEnv::start`] (owned), [`shared_or_skip`] (for tests).
+/// - Getters: [`K8sEnv::apiservers`], [`K8sEnv::client`],
+///   [`K8sEnv::kubeconfig_path`], [`K8sEnv::server_url`], [`K8sEnv::token`],
+///   [`K8sEnv::ca_pem`], [`K8sEnv::etcd_url`], [`K8sEnv::dir`],
+///   [`K8sEnv::pids`], [`K8sEnv::can_restart`].
+/// - Disruptions: [`K8sEnv::restart_apiserver`], [`K8sEnv::compact_etcd`];
+///   hold [`K8sEnv::disrupt`] around them and [`K8sEnv::steady`] elsewhere.
+/// - Objects: [`K8sEnv::unique_namespace`]; everything else is on [`Client`]
+///   (pods, namespaces, label-selected lists, raw watches) and
+///   [`crate::wait_for`].
 ///
 /// All methods take `&self` and block, so one environment can be shared by
 /// every test thread of a binary ([`K8sEnv::shared`]) and called from inside

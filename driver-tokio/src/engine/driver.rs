@@ -144,6 +144,7 @@ where
         self.core.start(now)?;
         loop {
             let deadline = self.drain();
+            self.shared.publish(self.core.stats(), self.core.cursor());
             if self.core.lifecycle() == Lifecycle::Stopped {
                 return Ok(());
             }
@@ -332,6 +333,8 @@ where
 
     fn list(&mut self, req: RequestId, params: &WatchParams) {
         self.watched_since_list.clear();
+        let now = self.core.now();
+        self.record(now, Record::ListRequested { req });
         let Some(remote) = &self.remote else {
             // The core only lists for a Kubernetes source, which always has a remote.
             let _ = self
@@ -366,6 +369,14 @@ where
         timeout_seconds: u32,
         bookmarks: bool,
     ) {
+        let now = self.core.now();
+        self.record(
+            now,
+            Record::WatchRequested {
+                stream,
+                resource_version,
+            },
+        );
         let Some(remote) = &self.remote else {
             let _ = self.shared.inbox().try_send(Msg::WatchEnd(
                 stream,
@@ -402,7 +413,16 @@ where
     fn reconcile(&mut self, ticket: Ticket, parent: P, attempt: u32, members: Vec<Arc<O>>) {
         let span = tracing::info_span!("reconcile", key = %parent, attempt, %ticket);
         if self.recorder.is_some() {
-            self.running.insert(ticket, parent.to_string());
+            let key = parent.to_string();
+            let now = self.core.now();
+            self.record(
+                now,
+                Record::Dispatched {
+                    ticket,
+                    parent: &key,
+                },
+            );
+            self.running.insert(ticket, key);
         }
         let future = (self.reconcile)(parent, members);
         let inbox = self.shared.inbox().clone();

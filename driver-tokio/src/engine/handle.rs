@@ -4,7 +4,7 @@
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use event_listener::Event;
-use reconcile_core::SourceEvent;
+use reconcile_core::{SourceEvent, Stats};
 
 use super::error::Error;
 
@@ -31,6 +31,8 @@ pub(crate) enum Msg<O> {
 struct State {
     synced: bool,
     finished: Option<Result<(), Error>>,
+    stats: Stats,
+    cursor: Option<String>,
 }
 
 /// State shared by the driver task and every handle.
@@ -66,6 +68,16 @@ impl<O> Shared<O> {
     pub(crate) fn set_synced(&self) {
         self.state().synced = true;
         self.changed.notify(usize::MAX);
+    }
+
+    /// Publishes the core's counters and cursor after a turn (no wakeup: nobody waits on
+    /// them, they are read on demand).
+    pub(crate) fn publish(&self, stats: Stats, cursor: Option<&str>) {
+        let mut state = self.state();
+        state.stats = stats;
+        if state.cursor.as_deref() != cursor {
+            state.cursor = cursor.map(str::to_owned);
+        }
     }
 
     pub(crate) fn finish(&self, result: Result<(), Error>) {
@@ -136,6 +148,19 @@ impl<O> Handle<O> {
     #[must_use]
     pub fn is_synced(&self) -> bool {
         self.shared.state().synced
+    }
+
+    /// The core's counters as of the driver's last turn.
+    #[must_use]
+    pub fn stats(&self) -> Stats {
+        self.shared.state().stats
+    }
+
+    /// The reflector's cursor as of the driver's last turn (`None` before the first LIST
+    /// or while relisting).
+    #[must_use]
+    pub fn cursor(&self) -> Option<String> {
+        self.shared.state().cursor.clone()
     }
 
     /// Whether the controller has ended.

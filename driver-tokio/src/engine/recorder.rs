@@ -13,6 +13,25 @@ pub enum Record<'a> {
     Start,
     /// A command the core issued, as the core renders it (`Display`).
     Command(&'a str),
+    /// A LIST was sent.
+    ListRequested {
+        /// The request.
+        req: RequestId,
+    },
+    /// A WATCH was sent.
+    WatchRequested {
+        /// The stream.
+        stream: StreamId,
+        /// The cursor it watches from.
+        resource_version: &'a str,
+    },
+    /// A reconcile was dispatched.
+    Dispatched {
+        /// The run.
+        ticket: Ticket,
+        /// The key, as displayed.
+        parent: &'a str,
+    },
     /// A LIST answered.
     ListResponse {
         /// The request.

@@ -1,0 +1,82 @@
+//! # reconcile-e2e
+//!
+//! The seed's two e2e layers, written once and generic over the driver: every case is an
+//! `async fn(Case<D>)` where `D:` [`DriverUnderTest`] names a runtime and an HTTP transport
+//! for the runtime-agnostic engine of `reconcile-tokio`. A driver crate instantiates the
+//! whole suite with one macro line per layer:
+//!
+//! ```ignore
+//! reconcile_e2e::apiserver_suite!(MyDriver);
+//! reconcile_e2e::kwok_suite!(MyDriver);
+//! ```
+//!
+//! Each case runs on the test binary's shared environment ([`reconcile_k8s_env::K8sEnv`]),
+//! in a namespace of its own; cases that restart the apiserver or compact etcd hold the
+//! environment's `disrupt` guard, the others `steady`. Every wait is a condition with a
+//! timeout that says what it waited for and what it saw; none is a fixed sleep.
+//!
+//! Every controller a case starts records its run (see [`trace`]); the traces land in
+//! `target/e2e-traces/<driver>/<case>.jsonl`.
+
+pub mod harness;
+pub mod observe;
+pub mod suite;
+pub mod tap;
+pub mod trace;
+
+pub use harness::{Case, DriverUnderTest, Opts, Under, run_case};
+
+/// Expands to one `#[test]` per case of `$module`, each running `suite::$module::$case`
+/// on `$driver`.
+#[macro_export]
+macro_rules! cases {
+    ($driver:ty, $module:ident: $($case:ident),* $(,)?) => {
+        $(
+            #[test]
+            fn $case() {
+                $crate::run_case::<$driver, _, _>(
+                    stringify!($case),
+                    $crate::suite::$module::$case::<$driver>,
+                );
+            }
+        )*
+    };
+}
+
+/// The cases on the apiserver alone (kwok runs, but no case depends on it).
+#[macro_export]
+macro_rules! apiserver_suite {
+    ($driver:ty) => {
+        $crate::cases!($driver, apiserver:
+            pods_round_trip_through_the_driver,
+            an_abandoned_watch_closes_and_a_later_one_opens,
+            tracking_goes_on_across_a_watch_timeout,
+            the_label_selector_scopes_list_and_watch,
+            cell_membership_follows_pods_coming_and_going,
+            every_membership_change_wakes_its_cell,
+            reconcile_reads_a_store_that_already_holds_the_event,
+            a_patched_cell_label_moves_the_pod,
+            leaving_and_reentering_the_selector_is_deleted_then_added,
+            a_pod_whose_cell_label_is_removed_is_dropped,
+            the_loop_reconverges_after_an_apiserver_restart,
+            a_compacted_cursor_is_expired_and_the_loop_relists,
+            a_deletion_missed_while_disconnected_is_synthesized,
+        );
+    };
+}
+
+/// The cases that need kwok's pod lifecycle.
+#[macro_export]
+macro_rules! kwok_suite {
+    ($driver:ty) => {
+        $crate::cases!($driver, kwok:
+            a_cell_is_seen_once_its_pods_are_running,
+            deleting_a_pod_shrinks_the_cell,
+            a_restarting_pod_is_observed,
+            a_gracefully_terminating_pod_stays_until_gone,
+            a_pod_that_exits_stays_as_succeeded,
+            deleting_every_pod_empties_the_cell,
+            a_bookmark_carries_a_version_the_cursor_advances_to,
+        );
+    };
+}

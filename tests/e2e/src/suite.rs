@@ -1,0 +1,9 @@
+//! The cases, one module per layer.
+//!
+//! Each case holds the environment's `steady` or `disrupt` guard (a std `RwLock`) across
+//! its awaits on purpose: the case owns its thread for its whole run (`block_on`), and
+//! the guard must span the case so no restart or compaction lands inside another's watch.
+#![allow(clippy::await_holding_lock)]
+
+pub mod apiserver;
+pub mod kwok;

@@ -1,0 +1,404 @@
+//! On the apiserver alone: API semantics through the driver (cursors, watch timeouts,
+//! selectors, restarts, compaction, relists).
+
+use std::time::Duration;
+
+use reconcile_k8s_env::{ApiServer, pod_manifest};
+use serde_json::{Value, json};
+
+use crate::harness::{Case, DriverUnderTest, Opts};
+
+/// A pod in the suite's selector (`app=e2e`) and in `cell`.
+fn pod(name: &str, cell: &str) -> Value {
+    pod_manifest(name, &[("app", "e2e"), ("cell", cell)])
+}
+
+fn create<D: DriverUnderTest>(case: &Case<D>, ns: &str, manifest: &Value) {
+    case.api()
+        .create_pod(ns, manifest)
+        .unwrap_or_else(|e| panic!("create pod in {ns}: {e}"));
+}
+
+fn delete_now<D: DriverUnderTest>(case: &Case<D>, ns: &str, name: &str) {
+    case.api()
+        .delete_pod(ns, name, Some(0))
+        .unwrap_or_else(|e| panic!("delete pod {ns}/{name}: {e}"));
+}
+
+fn patch<D: DriverUnderTest>(case: &Case<D>, ns: &str, name: &str, patch: &Value) {
+    case.api()
+        .patch_pod(ns, name, patch)
+        .unwrap_or_else(|e| panic!("patch pod {ns}/{name}: {e}"));
+}
+
+/// Pods created before and after the start reach reconcile, and a deletion empties the cell.
+pub async fn pods_round_trip_through_the_driver<D: DriverUnderTest>(case: Case<D>) {
+    let _steady = case.env.steady();
+    let ns = case.namespace();
+    create(&case, &ns, &pod("early", "a"));
+    let under = case.start(&ns, Opts::default()).await;
+    under.wait_cell("a", &["early"]).await;
+    create(&case, &ns, &pod("late", "b"));
+    under.wait_cell("b", &["late"]).await;
+    delete_now(&case, &ns, "early");
+    under.wait_cell("a", &[]).await;
+    under.wait_cell("b", &["late"]).await;
+    under.shutdown().await;
+}
+
+/// Stopping a controller abandons its watch cleanly; a second one on the same namespace
+/// then lists and watches as usual.
+pub async fn an_abandoned_watch_closes_and_a_later_one_opens<D: DriverUnderTest>(case: Case<D>) {
+    let _steady = case.env.steady();
+    let ns = case.namespace();
+    let first = case.start(&ns, Opts::default()).await;
+    let tap = first.tap.clone();
+    first
+        .eventually("the first watch is open", || {
+            let opened = tap
+                .all()
+                .iter()
+                .any(|(_, r)| matches!(r, crate::tap::Taped::WatchOpened(_)));
+            if opened {
+                Ok(())
+            } else {
+                Err("no WatchOpened yet".into())
+            }
+        })
+        .await;
+    let handle = first.handle.clone();
+    first.shutdown().await;
+    assert!(handle.is_stopped(), "the first controller reports stopped");
+
+    let second = case.start_numbered(&ns, Opts::default(), 1).await;
+    create(&case, &ns, &pod("after", "a"));
+    second.wait_cell("a", &["after"]).await;
+    second.shutdown().await;
+}
+
+/// With `timeoutSeconds=2` the apiserver ends each watch; the driver reopens from its
+/// cursor without relisting, and changes keep arriving.
+pub async fn tracking_goes_on_across_a_watch_timeout<D: DriverUnderTest>(case: Case<D>) {
+    let _steady = case.env.steady();
+    let ns = case.namespace();
+    let under = case
+        .start(
+            &ns,
+            Opts {
+                timeout_seconds: 2,
+                ..Opts::default()
+            },
+        )
+        .await;
+    let tap = under.tap.clone();
+    under
+        .eventually("two watches ended by the server's timeout", || {
+            let ends = tap.watch_ends();
+            if ends >= 2 {
+                Ok(())
+            } else {
+                Err(format!("{ends} ended"))
+            }
+        })
+        .await;
+    create(&case, &ns, &pod("p1", "a"));
+    under.wait_cell("a", &["p1"]).await;
+    let stats = under.handle.stats();
+    assert_eq!(stats.lists, 1, "a watch timeout must not relist: {stats:?}");
+    assert_eq!(stats.relists, 0, "{stats:?}");
+    assert!(stats.watches >= 3, "{stats:?}");
+    under.shutdown().await;
+}
+
+/// Pods outside the selector never reach the store, whether they existed before the LIST
+/// or were created during the WATCH.
+pub async fn the_label_selector_scopes_list_and_watch<D: DriverUnderTest>(case: Case<D>) {
+    let _steady = case.env.steady();
+    let ns = case.namespace();
+    let other = |name: &str| pod_manifest(name, &[("app", "other"), ("cell", "a")]);
+    create(&case, &ns, &other("before"));
+    create(&case, &ns, &pod("in-before", "a"));
+    let under = case.start(&ns, Opts::default()).await;
+    under.wait_cell("a", &["in-before"]).await;
+    create(&case, &ns, &other("during"));
+    // Frames arrive in order, so once this one is seen the other would have been too.
+    create(&case, &ns, &pod("in-during", "a"));
+    under.wait_cell("a", &["in-before", "in-during"]).await;
+    for call in under.observed.all() {
+        for name in call.names() {
+            assert!(
+                name.starts_with("in-"),
+                "unselected pod {name} reached reconcile"
+            );
+        }
+    }
+    let names: Vec<String> = under.tap.frames().into_iter().map(|f| f.name).collect();
+    assert!(
+        !names.iter().any(|n| n == "before" || n == "during"),
+        "unselected pods came over the watch: {names:?}"
+    );
+    under.shutdown().await;
+}
+
+/// Membership follows pods being created and deleted across two cells.
+pub async fn cell_membership_follows_pods_coming_and_going<D: DriverUnderTest>(case: Case<D>) {
+    let _steady = case.env.steady();
+    let ns = case.namespace();
+    let under = case.start(&ns, Opts::default()).await;
+    create(&case, &ns, &pod("a1", "a"));
+    create(&case, &ns, &pod("a2", "a"));
+    create(&case, &ns, &pod("b1", "b"));
+    under.wait_cell("a", &["a1", "a2"]).await;
+    under.wait_cell("b", &["b1"]).await;
+    delete_now(&case, &ns, "a2");
+    under.wait_cell("a", &["a1"]).await;
+    create(&case, &ns, &pod("a3", "a"));
+    under.wait_cell("a", &["a1", "a3"]).await;
+    under.wait_cell("b", &["b1"]).await;
+    under.shutdown().await;
+}
+
+/// Each change of a cell's membership is followed by a reconcile that sees it.
+pub async fn every_membership_change_wakes_its_cell<D: DriverUnderTest>(case: Case<D>) {
+    let _steady = case.env.steady();
+    let ns = case.namespace();
+    let under = case.start(&ns, Opts::default()).await;
+    let mut expected: Vec<String> = Vec::new();
+    for name in ["m1", "m2", "m3"] {
+        create(&case, &ns, &pod(name, "a"));
+        expected.push(name.to_owned());
+        let want: Vec<&str> = expected.iter().map(String::as_str).collect();
+        under.wait_cell("a", &want).await;
+    }
+    for name in ["m2", "m1"] {
+        delete_now(&case, &ns, name);
+        expected.retain(|n| n != name);
+        let want: Vec<&str> = expected.iter().map(String::as_str).collect();
+        under.wait_cell("a", &want).await;
+    }
+    let sets: Vec<Vec<String>> = under
+        .observed
+        .of("a")
+        .iter()
+        .map(|c| c.names().into_iter().map(str::to_owned).collect())
+        .collect();
+    for want in [
+        vec!["m1"],
+        vec!["m1", "m2"],
+        vec!["m1", "m2", "m3"],
+        vec!["m1", "m3"],
+        vec!["m3"],
+    ] {
+        assert!(
+            sets.iter().any(|s| s == &want),
+            "no reconcile saw {want:?}; calls saw {sets:?}"
+        );
+    }
+    under.shutdown().await;
+}
+
+/// The reconcile woken by a pod's arrival already finds that pod among the members: the
+/// store is written before the key is queued.
+pub async fn reconcile_reads_a_store_that_already_holds_the_event<D: DriverUnderTest>(
+    case: Case<D>,
+) {
+    let _steady = case.env.steady();
+    let ns = case.namespace();
+    let under = case.start(&ns, Opts::default()).await;
+    for (i, cell) in ["x", "y", "z"].iter().enumerate() {
+        create(&case, &ns, &pod(&format!("first-{i}"), cell));
+    }
+    for (i, cell) in ["x", "y", "z"].iter().enumerate() {
+        under.wait_cell(cell, &[&format!("first-{i}")]).await;
+        let calls = under.observed.of(cell);
+        assert!(
+            calls.iter().all(|c| !c.members.is_empty()),
+            "cell {cell} was reconciled before its first pod was in the store: {calls:?}"
+        );
+    }
+    under.shutdown().await;
+}
+
+/// Changing a pod's cell label moves it: the old cell loses it, the new one gains it.
+pub async fn a_patched_cell_label_moves_the_pod<D: DriverUnderTest>(case: Case<D>) {
+    let _steady = case.env.steady();
+    let ns = case.namespace();
+    create(&case, &ns, &pod("mover", "a"));
+    create(&case, &ns, &pod("stayer", "a"));
+    let under = case.start(&ns, Opts::default()).await;
+    under.wait_cell("a", &["mover", "stayer"]).await;
+    patch(
+        &case,
+        &ns,
+        "mover",
+        &json!({"metadata": {"labels": {"cell": "b"}}}),
+    );
+    under.wait_cell("b", &["mover"]).await;
+    under.wait_cell("a", &["stayer"]).await;
+    under.shutdown().await;
+}
+
+/// A pod whose labels leave the selector arrives as DELETED; back in, it arrives as ADDED.
+pub async fn leaving_and_reentering_the_selector_is_deleted_then_added<D: DriverUnderTest>(
+    case: Case<D>,
+) {
+    let _steady = case.env.steady();
+    let ns = case.namespace();
+    create(&case, &ns, &pod("flip", "a"));
+    let under = case.start(&ns, Opts::default()).await;
+    under.wait_cell("a", &["flip"]).await;
+    patch(
+        &case,
+        &ns,
+        "flip",
+        &json!({"metadata": {"labels": {"app": "other"}}}),
+    );
+    under.wait_cell("a", &[]).await;
+    patch(
+        &case,
+        &ns,
+        "flip",
+        &json!({"metadata": {"labels": {"app": "e2e"}}}),
+    );
+    under.wait_cell("a", &["flip"]).await;
+    let kinds: Vec<String> = under
+        .tap
+        .frames()
+        .into_iter()
+        .filter(|f| f.name == "flip")
+        .map(|f| f.kind)
+        .collect();
+    assert_eq!(
+        kinds,
+        ["DELETED", "ADDED"],
+        "leaving then re-entering the selector, as seen on the watch"
+    );
+    under.shutdown().await;
+}
+
+/// Removing the cell label makes the pod unmappable: it is dropped from its cell.
+pub async fn a_pod_whose_cell_label_is_removed_is_dropped<D: DriverUnderTest>(case: Case<D>) {
+    let _steady = case.env.steady();
+    let ns = case.namespace();
+    create(&case, &ns, &pod("keep", "a"));
+    create(&case, &ns, &pod("drop", "a"));
+    let under = case.start(&ns, Opts::default()).await;
+    under.wait_cell("a", &["drop", "keep"]).await;
+    patch(
+        &case,
+        &ns,
+        "drop",
+        &json!({"metadata": {"labels": {"cell": null}}}),
+    );
+    under.wait_cell("a", &["keep"]).await;
+    let stats = under.handle.stats();
+    assert!(
+        stats.rejected_objects >= 1,
+        "the unmapped pod is counted: {stats:?}"
+    );
+    under.shutdown().await;
+}
+
+/// The apiserver is killed and restarted: the watch breaks, the driver retries, and
+/// changes made after the restart arrive.
+pub async fn the_loop_reconverges_after_an_apiserver_restart<D: DriverUnderTest>(case: Case<D>) {
+    let _disrupt = case.env.disrupt();
+    let ns = case.namespace();
+    create(&case, &ns, &pod("before", "a"));
+    let under = case.start(&ns, Opts::default()).await;
+    under.wait_cell("a", &["before"]).await;
+    case.env
+        .restart_apiserver(ApiServer::Cached)
+        .unwrap_or_else(|e| panic!("restart: {e}"));
+    create(&case, &ns, &pod("after", "a"));
+    delete_now(&case, &ns, "before");
+    under.wait_cell("a", &["after"]).await;
+    under.shutdown().await;
+}
+
+/// On the watch-cache-off apiserver, compacting etcd past the cursor makes the next WATCH
+/// fail with 410; the driver reads that as expired and relists.
+pub async fn a_compacted_cursor_is_expired_and_the_loop_relists<D: DriverUnderTest>(case: Case<D>) {
+    let _disrupt = case.env.disrupt();
+    let ns = case.namespace();
+    create(&case, &ns, &pod("p1", "a"));
+    let opts = Opts {
+        server: ApiServer::Uncached,
+        timeout_seconds: 2,
+        ..Opts::default()
+    };
+    let under = case.start(&ns, opts).await;
+    under.wait_cell("a", &["p1"]).await;
+    // A write outside the selector moves etcd's head past the cursor without a frame for
+    // us, so after compaction the cursor is strictly older than what is left.
+    create(&case, &ns, &pod_manifest("unselected", &[("app", "other")]));
+    case.env
+        .compact_etcd()
+        .unwrap_or_else(|e| panic!("compact: {e}"));
+    let handle = under.handle.clone();
+    under
+        .eventually("a relist after the cursor was compacted", || {
+            let stats = handle.stats();
+            if stats.relists >= 1 && stats.lists >= 2 {
+                Ok(())
+            } else {
+                Err(format!("{stats:?}"))
+            }
+        })
+        .await;
+    create(&case, &ns, &pod("p2", "a"));
+    under.wait_cell("a", &["p1", "p2"]).await;
+    under.shutdown().await;
+}
+
+/// A pod deleted while the driver is disconnected, with the history compacted before it
+/// comes back, is removed by the relist's whole-world replace.
+pub async fn a_deletion_missed_while_disconnected_is_synthesized<D: DriverUnderTest>(
+    case: Case<D>,
+) {
+    let _disrupt = case.env.disrupt();
+    let ns = case.namespace();
+    create(&case, &ns, &pod("gone", "a"));
+    create(&case, &ns, &pod("stays", "a"));
+    // A broken watch is retried only after 30 s: a wide window with no watch open.
+    let opts = Opts {
+        server: ApiServer::Uncached,
+        retry_delay: Duration::from_secs(30),
+        ..Opts::default()
+    };
+    let under = case.start(&ns, opts).await;
+    under.wait_cell("a", &["gone", "stays"]).await;
+    let tap = under.tap.clone();
+    let ends_before = tap.watch_ends();
+    // Killing the apiserver breaks the watch; the driver waits out its retry delay.
+    case.env
+        .restart_apiserver(ApiServer::Uncached)
+        .unwrap_or_else(|e| panic!("restart: {e}"));
+    under
+        .eventually("the watch broke with the restart", || {
+            let ends = tap.watch_ends();
+            if ends > ends_before {
+                Ok(())
+            } else {
+                Err(format!("{ends} watch ends"))
+            }
+        })
+        .await;
+    delete_now(&case, &ns, "gone");
+    case.env
+        .compact_etcd()
+        .unwrap_or_else(|e| panic!("compact: {e}"));
+    // The retry delay, then a 410, then the relist's own retry delay.
+    under
+        .wait_cell_for(Duration::from_secs(150), "a", &["stays"])
+        .await;
+    let stats = under.handle.stats();
+    assert!(stats.relists >= 1, "the deletion came by relist: {stats:?}");
+    let deleted_frames = tap
+        .frames()
+        .into_iter()
+        .filter(|f| f.name == "gone" && f.kind == "DELETED")
+        .count();
+    assert_eq!(deleted_frames, 0, "no DELETED frame may have carried it");
+    under.shutdown().await;
+}

@@ -81,22 +81,21 @@ fn frame_pool(templates: &[Value], pods: usize, size: usize) -> Vec<Vec<u8>> {
             let rv = (pods + n + 1) as u64;
             let pick = next() % 100;
             let i = (next() as usize) % pods;
-            let frame = match pick {
-                0..90 => {
-                    serde_json::json!({"type": "MODIFIED", "object": pod_json(templates, i, rv)})
-                }
-                90..94 => {
-                    serde_json::json!({"type": "ADDED", "object": pod_json(templates, i, rv)})
-                }
-                94..98 => {
-                    serde_json::json!({"type": "DELETED", "object": pod_json(templates, i, rv)})
-                }
-                _ => serde_json::json!({"type": "BOOKMARK", "object": {
+            // The apiserver writes `type` before `object`; a `json!` map would sort them.
+            let (kind, object) = match pick {
+                0..90 => ("MODIFIED", pod_json(templates, i, rv)),
+                90..94 => ("ADDED", pod_json(templates, i, rv)),
+                94..98 => ("DELETED", pod_json(templates, i, rv)),
+                _ => (
+                    "BOOKMARK",
+                    serde_json::json!({
                     "kind": "Pod", "apiVersion": "v1",
                     "metadata": {"resourceVersion": rv.to_string()},
-                    "spec": {"containers": null}, "status": {}}}),
+                    "spec": {"containers": null}, "status": {}}),
+                ),
             };
-            serde_json::to_vec(&frame).unwrap()
+            let frame = format!(r#"{{"type":"{kind}","object":{object}}}"#);
+            frame.into_bytes()
         })
         .collect()
 }
@@ -176,6 +175,15 @@ fn bare_run(pool: &[Vec<u8>], frames: usize) -> Duration {
     start.elapsed()
 }
 
+fn bare_sonic_run(pool: &[Vec<u8>], frames: usize) -> Duration {
+    let start = WallClock::now();
+    for n in 0..frames {
+        let frame: BareFrame = sonic_rs::from_slice(&pool[n % pool.len()]).unwrap();
+        black_box(frame);
+    }
+    start.elapsed()
+}
+
 fn net_bytes(region: &Region<'_, std::alloc::System>) -> i64 {
     let c = region.change();
     c.bytes_allocated as i64 - c.bytes_deallocated as i64 + c.bytes_reallocated as i64
@@ -205,11 +213,15 @@ fn main() {
     let bare: Vec<f64> = (0..runs)
         .map(|_| frames as f64 / bare_run(&pool, frames).as_secs_f64())
         .collect();
+    let sonic: Vec<f64> = (0..runs)
+        .map(|_| frames as f64 / bare_sonic_run(&pool, frames).as_secs_f64())
+        .collect();
     let core: Vec<f64> = (0..runs)
         .map(|_| frames as f64 / core_run(&body, &pool, frames).as_secs_f64())
         .collect();
-    let (bare, core) = (median(bare), median(core));
+    let (bare, sonic, core) = (median(bare), median(sonic), median(core));
     println!("bare serde_json decode into PodView: {bare:>10.0} frames/s");
+    println!("bare sonic-rs decode into PodView:   {sonic:>10.0} frames/s");
     println!(
         "core parse + store + queue + dispatch: {core:>8.0} frames/s  ({:.2}x bare)",
         core / bare

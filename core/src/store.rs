@@ -69,7 +69,7 @@ impl<O, P> Default for Store<O, P> {
 impl<O, P: fmt::Debug> fmt::Debug for Store<O, P> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_map()
-            .entries(self.index.iter().map(|(p, keys)| (p, keys)))
+            .entries(self.index.iter())
             .finish()
     }
 }

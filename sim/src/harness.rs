@@ -1,0 +1,651 @@
+//! The part of every run that is the same in both modes: it owns the core and the clock,
+//! feeds one input per step, drains the outputs, renders the step as one line, runs the
+//! reconciles the core asks for (scripted or faulted outcomes), and checks the invariants
+//! that need to see every command.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use reconcile_core::pod::PodView;
+use reconcile_core::{
+    Backoff, Command, Config, ConfigError, Event, Instant, KeyMapError, Object, Outcome, Output,
+    ReconcileLoop, RelistReason, StreamId, Ticket, Wake, WatchParams, WatchRetryReason,
+};
+
+use crate::trace::{Header, ParentBy, ScriptedOutcome};
+
+/// The core as the simulator runs it: partial pod views, parents named by strings.
+pub type Core = ReconcileLoop<PodView, String>;
+/// A command of [`Core`].
+pub type Cmd = Command<PodView, String>;
+
+/// How steps are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Render {
+    /// One readable line per step.
+    Text,
+    /// One JSON object per step.
+    Json,
+    /// Nothing (benchmarks, minimization).
+    Quiet,
+}
+
+/// A broken invariant, with when it was seen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    /// Simulated time.
+    pub at: Instant,
+    /// Which invariant (a stable short name, used to compare failures while minimizing).
+    pub invariant: &'static str,
+    /// What happened.
+    pub detail: String,
+}
+
+/// The parent of `pod` under `parent`.
+///
+/// # Errors
+/// When the pod has no value for the parent label.
+pub fn parent_of(parent: &ParentBy, pod: &PodView) -> Result<String, KeyMapError> {
+    match parent {
+        ParentBy::Label(label) => pod
+            .metadata
+            .labels
+            .get(label)
+            .map(str::to_owned)
+            .ok_or_else(|| KeyMapError::new(format!("no {label} label"))),
+        ParentBy::Name => pod
+            .key()
+            .map(|k| k.to_string())
+            .ok_or_else(|| KeyMapError::new("no name")),
+        ParentBy::Namespace => Ok(pod.namespace().unwrap_or("").to_owned()),
+    }
+}
+
+/// The core's configuration from a trace header.
+///
+/// # Errors
+/// When a setting is out of the core's bounds.
+pub fn config(header: &Header) -> Result<Config<PodView, String>, ConfigError> {
+    let parent = header.parent.clone();
+    let key_map = move |pod: &PodView| parent_of(&parent, pod);
+    let config = if header.in_process {
+        Config::in_process(key_map)
+    } else {
+        let mut params = WatchParams::default().timeout(header.timeout_seconds);
+        params.namespace.clone_from(&header.namespace);
+        params.label_selector.clone_from(&header.label_selector);
+        Config::kubernetes(params, key_map)
+    };
+    let config = config
+        .concurrency(header.concurrency)
+        .resync(header.resync)
+        .backoff(header.backoff.0, header.backoff.1)
+        .retry_delay(header.retry_delay)
+        .source_retry_delay(header.retry_delay);
+    config.validate()?;
+    Ok(config)
+}
+
+/// One reconcile the driver is running.
+#[derive(Debug)]
+struct Running {
+    parent: String,
+    outcome: Outcome,
+}
+
+/// What the harness learned from a step that its caller (the mode) must act on.
+#[derive(Debug, Default)]
+pub struct StepIo {
+    /// Commands for the apiserver side: LIST, WATCH, closes, source open / close.
+    pub commands: Vec<Cmd>,
+}
+
+/// Counters of which fault paths a run went through.
+pub type PathCounts = BTreeMap<&'static str, u64>;
+
+/// Owns the core and the clock for one run.
+pub struct Harness {
+    core: Core,
+    now: Instant,
+    render: Render,
+    out: String,
+    steps: u64,
+    max_steps: u64,
+    backoff: Backoff,
+    retry_delay: Duration,
+    default_duration: Duration,
+    running: BTreeMap<Ticket, Running>,
+    /// Reconcile completions by (time, ticket): ordered, so ties resolve the same way always.
+    completions: BTreeSet<(Instant, Ticket)>,
+    scripts: VecDeque<(Option<String>, ScriptedOutcome, Duration)>,
+    slow: VecDeque<Duration>,
+    failing: u32,
+    /// Invariant bookkeeping.
+    in_flight_parents: BTreeSet<String>,
+    open_streams: BTreeSet<StreamId>,
+    served_rvs: BTreeSet<String>,
+    retry_armed: Option<Instant>,
+    stopped: bool,
+    queue_bound: Option<usize>,
+    check_cursors: bool,
+    /// Last dispatch per parent: when, and the member keys it saw.
+    pub last_dispatch: BTreeMap<String, (Instant, Vec<String>)>,
+    /// Invariants broken so far.
+    pub violations: Vec<Violation>,
+    /// Fault paths reached.
+    pub paths: PathCounts,
+}
+
+impl Harness {
+    /// A harness over a fresh core configured by `header`.
+    ///
+    /// # Errors
+    /// When the header's settings are out of the core's bounds.
+    pub fn new(header: &Header, render: Render, max_steps: u64) -> Result<Self, ConfigError> {
+        let core = ReconcileLoop::new(config(header)?, Instant::ZERO)?;
+        Ok(Harness {
+            core,
+            now: Instant::ZERO,
+            render,
+            out: String::new(),
+            steps: 0,
+            max_steps,
+            backoff: Backoff {
+                base: header.backoff.0,
+                cap: header.backoff.1,
+            },
+            retry_delay: header.retry_delay,
+            default_duration: Duration::ZERO,
+            running: BTreeMap::new(),
+            completions: BTreeSet::new(),
+            scripts: VecDeque::new(),
+            slow: VecDeque::new(),
+            failing: 0,
+            in_flight_parents: BTreeSet::new(),
+            open_streams: BTreeSet::new(),
+            served_rvs: BTreeSet::new(),
+            retry_armed: None,
+            stopped: false,
+            queue_bound: None,
+            check_cursors: false,
+            last_dispatch: BTreeMap::new(),
+            violations: Vec::new(),
+            paths: PathCounts::new(),
+        })
+    }
+
+    /// Reconciles without a script take this long (0 by default).
+    pub fn set_default_duration(&mut self, d: Duration) {
+        self.default_duration = d;
+    }
+
+    /// Checks after every step that queued + running keys never exceed `bound`.
+    pub fn set_queue_bound(&mut self, bound: usize) {
+        self.queue_bound = Some(bound);
+    }
+
+    /// The core (read-only).
+    #[must_use]
+    pub fn core(&self) -> &Core {
+        &self.core
+    }
+
+    /// Simulated time.
+    #[must_use]
+    pub fn now(&self) -> Instant {
+        self.now
+    }
+
+    /// Steps taken.
+    #[must_use]
+    pub fn steps(&self) -> u64 {
+        self.steps
+    }
+
+    /// Whether the step budget is spent.
+    #[must_use]
+    pub fn exhausted(&self) -> bool {
+        self.steps >= self.max_steps
+    }
+
+    /// Moves the clock forward (never back).
+    pub fn set_now(&mut self, now: Instant) {
+        self.now = self.now.max(now);
+    }
+
+    /// Whether lines are being rendered (callers skip describing inputs otherwise).
+    #[must_use]
+    pub fn rendering(&self) -> bool {
+        self.render != Render::Quiet
+    }
+
+    /// The rendered output so far.
+    #[must_use]
+    pub fn output(&self) -> &str {
+        &self.out
+    }
+
+    /// Takes the rendered output.
+    pub fn take_output(&mut self) -> String {
+        std::mem::take(&mut self.out)
+    }
+
+    /// Writes a line that is not a step (notes, summaries).
+    pub fn note(&mut self, text: &str) {
+        match self.render {
+            Render::Text => {
+                let _ = writeln!(self.out, "{:>12}  # {text}", self.now.to_string());
+            }
+            Render::Json => {
+                let _ = writeln!(
+                    self.out,
+                    "{}",
+                    serde_json::json!({"t_ns": self.now.as_nanos(), "note": text})
+                );
+            }
+            Render::Quiet => {}
+        }
+    }
+
+    /// Counts a fault path reached outside the core's events (world side).
+    pub fn count(&mut self, path: &'static str) {
+        *self.paths.entry(path).or_default() += 1;
+    }
+
+    /// Checks that every WATCH starts from a version registered with [`served_rv`]
+    /// (world mode, which knows every version it serves before the core sees it).
+    ///
+    /// [`served_rv`]: Self::served_rv
+    pub fn check_cursors(&mut self) {
+        self.check_cursors = true;
+    }
+
+    /// Records a resourceVersion the apiserver side served (a LIST's or a frame's): a WATCH
+    /// may only start from one of these.
+    pub fn served_rv(&mut self, rv: &str) {
+        self.served_rvs.insert(rv.to_owned());
+    }
+
+    /// Queues a scripted outcome for the next reconcile of `parent` (any when `None`).
+    pub fn script(&mut self, parent: Option<String>, outcome: ScriptedOutcome, d: Duration) {
+        self.scripts.push_back((parent, outcome, d));
+    }
+
+    /// The next `count` reconciles take `d`.
+    pub fn slow_reconciles(&mut self, count: u32, d: Duration) {
+        self.slow.extend(std::iter::repeat_n(d, count as usize));
+    }
+
+    /// The next `count` reconciles fail.
+    pub fn fail_reconciles(&mut self, count: u32) {
+        self.failing = self.failing.saturating_add(count);
+    }
+
+    /// The earliest reconcile completion.
+    #[must_use]
+    pub fn next_completion(&self) -> Option<Instant> {
+        self.completions.first().map(|(at, _)| *at)
+    }
+
+    /// The core's next deadline.
+    #[must_use]
+    pub fn core_deadline(&self) -> Option<reconcile_core::Deadline> {
+        self.core.poll_timeout()
+    }
+
+    /// Reconciles running now.
+    #[must_use]
+    pub fn running(&self) -> usize {
+        self.running.len()
+    }
+
+    fn violation(&mut self, invariant: &'static str, detail: String) {
+        self.violations.push(Violation {
+            at: self.now,
+            invariant,
+            detail,
+        });
+    }
+
+    /// Feeds one input (described by `input`, built only when rendering) and drains.
+    pub fn step(
+        &mut self,
+        input: impl FnOnce() -> String,
+        feed: impl FnOnce(&mut Core, Instant),
+    ) -> StepIo {
+        self.steps += 1;
+        let now = self.now;
+        feed(&mut self.core, now);
+        self.drain(input)
+    }
+
+    /// Starts the core.
+    pub fn start(&mut self) -> StepIo {
+        self.step(
+            || "start".into(),
+            |core, now| {
+                // A fresh core: start cannot fail.
+                let _ = core.start(now);
+            },
+        )
+    }
+
+    /// Stops the core.
+    pub fn stop(&mut self) -> StepIo {
+        self.stopped = true;
+        self.step(
+            || "stop".into(),
+            |core, now| {
+                let _ = core.stop(now);
+            },
+        )
+    }
+
+    /// Delivers the end of WATCH `stream`.
+    pub fn watch_end(
+        &mut self,
+        stream: StreamId,
+        end: reconcile_core::StreamEnd,
+        input: impl FnOnce() -> String,
+    ) -> StepIo {
+        self.open_streams.remove(&stream);
+        self.step(input, |core, now| core.handle_watch_end(now, stream, end))
+    }
+
+    /// Fires the core's timers (call when its deadline is due).
+    pub fn timeout(&mut self) -> StepIo {
+        let wake = self.core.poll_timeout().map(|d| d.wake);
+        self.step(
+            || match wake {
+                Some(w) => format!("timer {w}"),
+                None => "timer".into(),
+            },
+            |core, now| core.handle_timeout(now),
+        )
+    }
+
+    /// Completes the earliest reconcile if it is due at `now`.
+    pub fn complete_due(&mut self) -> Option<StepIo> {
+        let &(at, ticket) = self.completions.first()?;
+        if at > self.now {
+            return None;
+        }
+        self.completions.remove(&(at, ticket));
+        let running = self.running.remove(&ticket)?;
+        self.in_flight_parents.remove(&running.parent);
+        let outcome = running.outcome;
+        let parent = running.parent;
+        let text = if self.rendering() {
+            let how = match &outcome {
+                Outcome::Success => "ok".to_owned(),
+                Outcome::RequeueAfter(d) => format!("requeue-after {}s", d.as_secs_f64()),
+                Outcome::Error(e) => format!("error ({e})"),
+            };
+            format!("reconciled {ticket} {parent} {how}")
+        } else {
+            String::new()
+        };
+        Some(self.step(
+            || text,
+            |core, now| core.handle_reconciled(now, ticket, outcome),
+        ))
+    }
+
+    fn outcome_for(&mut self, parent: &str) -> (Outcome, Duration) {
+        let scripted = self
+            .scripts
+            .iter()
+            .position(|(p, _, _)| p.as_deref().is_none_or(|p| p == parent));
+        if let Some(i) = scripted
+            && let Some((_, outcome, d)) = self.scripts.remove(i)
+        {
+            let outcome = match outcome {
+                ScriptedOutcome::Ok => Outcome::Success,
+                ScriptedOutcome::Error(e) => Outcome::Error(e),
+                ScriptedOutcome::RequeueAfter(d) => Outcome::RequeueAfter(d),
+            };
+            return (outcome, d);
+        }
+        let duration = self.slow.pop_front().unwrap_or(self.default_duration);
+        if self.failing > 0 {
+            self.failing -= 1;
+            return (Outcome::Error("injected failure".into()), duration);
+        }
+        (Outcome::Success, duration)
+    }
+
+    fn drain(&mut self, input: impl FnOnce() -> String) -> StepIo {
+        let mut io = StepIo::default();
+        let rendering = self.rendering();
+        let mut commands: Vec<String> = Vec::new();
+        let mut events: Vec<String> = Vec::new();
+        loop {
+            match self.core.poll_output() {
+                Output::Timeout(_) => break,
+                Output::Event(event) => {
+                    self.on_event(&event);
+                    if rendering {
+                        events.push(event.to_string());
+                    }
+                }
+                Output::Command(command) => {
+                    if rendering {
+                        commands.push(command.to_string());
+                    }
+                    self.on_command(command, &mut io);
+                }
+            }
+        }
+        self.after_step();
+        if rendering {
+            self.write_line(&input(), &commands, &events);
+        }
+        io
+    }
+
+    fn write_line(&mut self, input: &str, commands: &[String], events: &[String]) {
+        match self.render {
+            Render::Text => {
+                let _ = write!(self.out, "{:>12}  {input}", self.now.to_string());
+                if !commands.is_empty() {
+                    let _ = write!(self.out, "  ->  {}", commands.join("; "));
+                }
+                if !events.is_empty() {
+                    let _ = write!(self.out, "  [{}]", events.join("; "));
+                }
+                self.out.push('\n');
+            }
+            Render::Json => {
+                let _ = writeln!(
+                    self.out,
+                    "{}",
+                    serde_json::json!({
+                        "t_ns": self.now.as_nanos(),
+                        "input": input,
+                        "commands": commands,
+                        "events": events,
+                    })
+                );
+            }
+            Render::Quiet => {}
+        }
+    }
+
+    fn on_event(&mut self, event: &Event<String>) {
+        let path = match event {
+            Event::Relist { reason } => {
+                // The dead cursor may never be watched from again.
+                self.served_rvs.clear();
+                self.retry_armed = Some(self.now);
+                match reason {
+                    RelistReason::ErrorFrame(s) if s.is_expired() => "relist: 410 ERROR frame",
+                    RelistReason::ErrorFrame(_) => "relist: 504 ERROR frame",
+                    RelistReason::HttpStatus(410, _) => "relist: WATCH HTTP 410",
+                    RelistReason::HttpStatus(_, _) => "relist: WATCH HTTP 504",
+                    RelistReason::UndecodableFrame(_) => "relist: frame without cursor",
+                }
+            }
+            Event::WatchRetry { reason, .. } => {
+                self.retry_armed = Some(self.now);
+                match reason {
+                    WatchRetryReason::ShortWatch => "watch retry: very short watch",
+                    WatchRetryReason::Transport(_) => "watch retry: transport error",
+                    WatchRetryReason::HttpStatus(_, _) => "watch retry: HTTP status",
+                    WatchRetryReason::ErrorFrame(_) => "watch retry: ERROR frame",
+                }
+            }
+            Event::ListFailed { .. } => {
+                self.retry_armed = Some(self.now);
+                "list failed -> retry"
+            }
+            Event::FrameSkipped { .. } => "frame skipped, cursor advanced",
+            Event::ListItemSkipped { .. } => "list item skipped",
+            Event::BackoffScheduled {
+                parent,
+                failures,
+                delay,
+                ..
+            } => {
+                let expected = self.backoff.delay(*failures);
+                if *delay != expected || *delay < self.backoff.base || *delay > self.backoff.cap {
+                    self.violation(
+                        "retry delay out of bounds",
+                        format!(
+                            "{parent}: backoff {}s after {failures} failures, expected {}s",
+                            delay.as_secs_f64(),
+                            expected.as_secs_f64()
+                        ),
+                    );
+                }
+                "reconcile backoff"
+            }
+            Event::RequeueScheduled { .. } => "requeue-after",
+            Event::Resync { .. } => "resync",
+            Event::Unmapped { .. } => "unmapped object evicted",
+            Event::Stale { .. } => "stale input ignored",
+            Event::Synced { .. } => "synced",
+            Event::SourceNotSynced { .. } => "source not synced -> reopen",
+            Event::SourceEnded { .. } => "source ended -> reopen",
+            Event::Unnamed => "unnamed object refused",
+        };
+        self.count(path);
+    }
+
+    fn on_command(&mut self, command: Cmd, io: &mut StepIo) {
+        let allowed_after_stop = matches!(
+            command,
+            Command::CloseWatch { .. }
+                | Command::CancelList { .. }
+                | Command::CancelReconcile { .. }
+                | Command::CloseSource { .. }
+        );
+        if self.stopped && !allowed_after_stop {
+            self.violation("command after stop", command.to_string());
+        }
+        match command {
+            Command::Reconcile {
+                ticket,
+                parent,
+                members,
+                ..
+            } => {
+                if !self.in_flight_parents.insert(parent.clone()) {
+                    self.violation(
+                        "key reconciled twice at once",
+                        format!("{parent} dispatched as {ticket} while still running"),
+                    );
+                }
+                let keys = members
+                    .iter()
+                    .filter_map(|m| m.key().map(|k| k.to_string()))
+                    .collect();
+                self.last_dispatch.insert(parent.clone(), (self.now, keys));
+                let (outcome, duration) = self.outcome_for(&parent);
+                self.completions.insert((self.now + duration, ticket));
+                self.running.insert(ticket, Running { parent, outcome });
+            }
+            Command::CancelReconcile { ticket } => {
+                if let Some(r) = self.running.remove(&ticket) {
+                    self.in_flight_parents.remove(&r.parent);
+                }
+                self.completions.retain(|(_, t)| *t != ticket);
+            }
+            Command::Watch {
+                stream,
+                ref resource_version,
+                ..
+            } => {
+                if self.check_cursors && !self.served_rvs.contains(resource_version) {
+                    self.violation(
+                        "WATCH without a cursor from a LIST or a frame",
+                        format!("{stream} from rv={resource_version}"),
+                    );
+                }
+                self.check_retry_delay("WATCH");
+                self.open_streams.insert(stream);
+                io.commands.push(command);
+            }
+            Command::List { .. } => {
+                self.check_retry_delay("LIST");
+                io.commands.push(command);
+            }
+            Command::CloseWatch { stream } => {
+                if !self.open_streams.remove(&stream) {
+                    self.violation(
+                        "command for a closed stream",
+                        format!("close-watch {stream}"),
+                    );
+                }
+                io.commands.push(command);
+            }
+            Command::CancelList { .. }
+            | Command::OpenSource { .. }
+            | Command::CloseSource { .. } => {
+                io.commands.push(command);
+            }
+        }
+    }
+
+    /// A LIST or WATCH that follows a failure must wait at least `retry_delay`.
+    fn check_retry_delay(&mut self, what: &str) {
+        if let Some(since) = self.retry_armed.take() {
+            let waited = self.now.saturating_duration_since(since);
+            if waited < self.retry_delay {
+                self.violation(
+                    "retry delay out of bounds",
+                    format!(
+                        "{what} {}s after a failure, retry_delay is {}s",
+                        waited.as_secs_f64(),
+                        self.retry_delay.as_secs_f64()
+                    ),
+                );
+            }
+        }
+    }
+
+    fn after_step(&mut self) {
+        // A reflector retry must be scheduled no later than retry_delay from now.
+        if let Some(d) = self.core.poll_timeout()
+            && matches!(d.wake, Wake::ListRetry | Wake::WatchRetry)
+            && d.at > self.now + self.retry_delay
+        {
+            self.violation(
+                "retry delay out of bounds",
+                format!(
+                    "{} scheduled at {}, later than now + retry_delay",
+                    d.wake, d.at
+                ),
+            );
+        }
+        if let Some(bound) = self.queue_bound {
+            let size = self.core.queued() + self.core.in_flight();
+            if size > bound {
+                self.violation(
+                    "queue unbounded",
+                    format!("{size} keys queued or running, bound {bound}"),
+                );
+            }
+        }
+    }
+}

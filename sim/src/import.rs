@@ -1,0 +1,565 @@
+//! Importers: other capture formats into traces, each recognised by its content.
+//!
+//! | format | shape | becomes |
+//! |---|---|---|
+//! | `trace` | our JSON Lines with a header | itself |
+//! | `watch-stream` | raw apiserver watch frames, one per line | LIST (synthesized) + WATCH + frames + clean end |
+//! | `kubectl` | `kubectl get pods --watch --output-watch-events -o json`: concatenated, pretty-printed events | same as a watch stream |
+//! | `k8s-openapi` | recorded request/response arrays | each pod LIST / WATCH as recorded; other requests skipped with a note |
+//! | `kubespy` | arrays of successive states of one pod | ADDED / MODIFIED / DELETED inferred; a new uid under the same name is a new object |
+//! | `pod-list` | one PodList | the initial state: one LIST |
+//!
+//! Timestamps: captures carry none, so records are spaced one second apart.
+
+use std::fmt;
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+use reconcile_core::Instant;
+
+use crate::trace::{Entry, FORMAT_KEY, Header, ParentBy, Record, RecordedEnd, Trace};
+
+/// A capture format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// This crate's JSON Lines trace.
+    Trace,
+    /// Raw apiserver watch stream: newline-delimited frames.
+    WatchStream,
+    /// `kubectl get pods --watch --output-watch-events -o json`.
+    Kubectl,
+    /// k8s-openapi's recorded request/response arrays.
+    K8sOpenapi,
+    /// kubespy-style arrays of successive states of one pod.
+    Kubespy,
+    /// A PodList JSON, as an initial state.
+    PodList,
+}
+
+impl fmt::Display for Format {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Format::Trace => "trace",
+            Format::WatchStream => "watch-stream",
+            Format::Kubectl => "kubectl",
+            Format::K8sOpenapi => "k8s-openapi",
+            Format::Kubespy => "kubespy",
+            Format::PodList => "pod-list",
+        })
+    }
+}
+
+/// An import that failed: which file, which format, what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ImportError {
+    /// The trace itself is bad.
+    #[error(transparent)]
+    Trace(#[from] crate::trace::TraceError),
+    /// No known format matches the content.
+    #[error("{file}: not a recognised format ({reason}); pass --from")]
+    Unrecognised {
+        /// The file.
+        file: String,
+        /// Why each guess failed, briefly.
+        reason: String,
+    },
+    /// The content does not fit the format it was read as.
+    #[error("{file}: as {format}: {message}")]
+    Bad {
+        /// The file.
+        file: String,
+        /// The format tried.
+        format: Format,
+        /// What is wrong, and where.
+        message: String,
+    },
+}
+
+fn secs(n: u64) -> Option<Instant> {
+    Some(Instant::from_duration(Duration::from_secs(n)))
+}
+
+/// Drops JSON whitespace outside strings, keeping every other byte (and key order) as is.
+#[must_use]
+pub fn minify(json: &str) -> String {
+    let mut out = String::with_capacity(json.len());
+    let mut in_string = false;
+    let mut escaped = false;
+    for c in json.chars() {
+        if in_string {
+            out.push(c);
+            if escaped {
+                escaped = false;
+            } else if c == '\\' {
+                escaped = true;
+            } else if c == '"' {
+                in_string = false;
+            }
+        } else if c == '"' {
+            in_string = true;
+            out.push(c);
+        } else if !c.is_ascii_whitespace() {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Guesses the format from the content.
+#[must_use]
+pub fn detect(text: &str) -> Option<Format> {
+    let trimmed = text.trim_start();
+    let first_line = trimmed.lines().next().unwrap_or("");
+    if let Ok(Value::Object(m)) = serde_json::from_str::<Value>(first_line)
+        && m.contains_key(FORMAT_KEY)
+    {
+        return Some(Format::Trace);
+    }
+    if trimmed.starts_with('[') {
+        let Ok(Value::Array(items)) = serde_json::from_str::<Value>(trimmed) else {
+            return None;
+        };
+        let first = items.first()?;
+        if first.get("request_url").is_some() {
+            return Some(Format::K8sOpenapi);
+        }
+        if first.get("metadata").is_some() {
+            return Some(Format::Kubespy);
+        }
+        return None;
+    }
+    if let Ok(Value::Object(m)) = serde_json::from_str::<Value>(trimmed) {
+        if m.contains_key("items") {
+            return Some(Format::PodList);
+        }
+        if m.contains_key("type") && m.contains_key("object") {
+            // One event: a stream of one line, or kubectl's one object.
+            return Some(if trimmed.trim_end().contains('\n') {
+                Format::Kubectl
+            } else {
+                Format::WatchStream
+            });
+        }
+        return None;
+    }
+    let lines_are_frames = trimmed
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .all(|l| matches!(serde_json::from_str::<Value>(l), Ok(Value::Object(m)) if m.contains_key("type")));
+    if lines_are_frames {
+        return Some(Format::WatchStream);
+    }
+    let mut events = serde_json::Deserializer::from_str(trimmed).into_iter::<Value>();
+    if matches!(events.next(), Some(Ok(Value::Object(m))) if m.contains_key("type")) {
+        return Some(Format::Kubectl);
+    }
+    None
+}
+
+/// Imports `text` (read from `file`) as `format`, or as the detected format when `None`.
+///
+/// # Errors
+/// [`ImportError`] naming the file and what is wrong.
+pub fn import(file: &str, text: &str, format: Option<Format>) -> Result<Trace, ImportError> {
+    let format = match format {
+        Some(f) => f,
+        None => detect(text).ok_or_else(|| ImportError::Unrecognised {
+            file: file.to_owned(),
+            reason: "not a trace header, a JSON array of recordings or pod states, a PodList, \
+                     newline-delimited watch frames, or concatenated watch events"
+                .into(),
+        })?,
+    };
+    let bad = |message: String| ImportError::Bad {
+        file: file.to_owned(),
+        format,
+        message,
+    };
+    let mut trace = match format {
+        Format::Trace => return Ok(Trace::parse(file, text)?),
+        Format::WatchStream => {
+            let frames: Vec<String> = text
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .map(str::to_owned)
+                .collect();
+            watch_trace(&frames).map_err(bad)?
+        }
+        Format::Kubectl => {
+            let mut frames = Vec::new();
+            let mut offset = 0;
+            let mut stream = serde_json::Deserializer::from_str(text).into_iter::<&RawValue>();
+            for (i, event) in stream.by_ref().enumerate() {
+                let event = event.map_err(|e| bad(format!("event {}: {e}", i + 1)))?;
+                offset += 1;
+                frames.push(minify(event.get()));
+            }
+            if offset == 0 {
+                return Err(bad("no events".into()));
+            }
+            watch_trace(&frames).map_err(bad)?
+        }
+        Format::K8sOpenapi => k8s_openapi(text).map_err(bad)?,
+        Format::Kubespy => kubespy(text).map_err(bad)?,
+        Format::PodList => {
+            let list: Value =
+                serde_json::from_str(text).map_err(|e| bad(format!("not JSON: {e}")))?;
+            if !list["items"].is_array() {
+                return Err(bad("no \"items\" array".into()));
+            }
+            Trace {
+                name: String::new(),
+                header: Header::default(),
+                entries: vec![Entry {
+                    note: Some("the PodList as the initial state".into()),
+                    ..Entry::new(
+                        secs(0),
+                        Record::List {
+                            status: 200,
+                            body: text.trim().to_owned(),
+                            transport_error: None,
+                        },
+                    )
+                }],
+            }
+        }
+    };
+    trace.name = file.to_owned();
+    trace.header.description = Some(format!("imported from {file} as {format}"));
+    Ok(trace)
+}
+
+/// The first frame's object version, minus one when numeric: a LIST version from which a
+/// watch would deliver exactly these frames.
+fn list_version_before(frames: &[String]) -> String {
+    frames
+        .iter()
+        .find_map(|f| {
+            let v: Value = serde_json::from_str(f).ok()?;
+            v["object"]["metadata"]["resourceVersion"]
+                .as_str()
+                .map(str::to_owned)
+        })
+        .and_then(|rv| rv.parse::<u64>().ok())
+        .map_or_else(|| "0".to_owned(), |rv| rv.saturating_sub(1).to_string())
+}
+
+fn namespace_of(frames: &[String]) -> Option<String> {
+    frames.iter().find_map(|f| {
+        let v: Value = serde_json::from_str(f).ok()?;
+        v["object"]["metadata"]["namespace"]
+            .as_str()
+            .map(str::to_owned)
+    })
+}
+
+fn empty_list(rv: &str) -> String {
+    format!(
+        "{{\"kind\":\"PodList\",\"apiVersion\":\"v1\",\"metadata\":{{\"resourceVersion\":\"{rv}\"}},\"items\":[]}}"
+    )
+}
+
+/// A watch stream as a trace: an empty LIST (synthesized: the capture has none), the WATCH,
+/// one frame a second, a clean end.
+fn watch_trace(frames: &[String]) -> Result<Trace, String> {
+    if frames.is_empty() {
+        return Err("no frames".into());
+    }
+    let mut entries = Vec::with_capacity(frames.len() + 3);
+    let rv = list_version_before(frames);
+    entries.push(Entry {
+        note: Some("synthesized: the capture has no LIST".into()),
+        ..Entry::new(
+            secs(0),
+            Record::List {
+                status: 200,
+                body: empty_list(&rv),
+                transport_error: None,
+            },
+        )
+    });
+    push_watch(&mut entries, 0, frames, None);
+    Ok(Trace {
+        name: String::new(),
+        header: Header {
+            namespace: namespace_of(frames),
+            ..Header::default()
+        },
+        entries,
+    })
+}
+
+fn push_watch(
+    entries: &mut Vec<Entry>,
+    start: u64,
+    frames: &[String],
+    note: Option<String>,
+) -> u64 {
+    entries.push(Entry {
+        note,
+        ..Entry::new(
+            secs(start),
+            Record::Watch {
+                status: 200,
+                body: String::new(),
+                resource_version: None,
+            },
+        )
+    });
+    let mut t = start;
+    for line in frames {
+        t += 1;
+        entries.push(Entry::new(secs(t), Record::Frame { line: line.clone() }));
+    }
+    t += 1;
+    entries.push(Entry::new(secs(t), Record::WatchEnd(RecordedEnd::Clean)));
+    t
+}
+
+#[derive(Deserialize)]
+struct Recording {
+    request_url: String,
+    request_method: String,
+    response_status_code: u16,
+    response_body: String,
+}
+
+/// Pod LIST and WATCH requests, as recorded; other requests are skipped with a note.
+fn k8s_openapi(text: &str) -> Result<Trace, String> {
+    let recordings: Vec<Recording> =
+        serde_json::from_str(text).map_err(|e| format!("not a recording array: {e}"))?;
+    let mut entries = Vec::new();
+    let mut t = 0;
+    let mut listed = false;
+    let mut namespace = None;
+    let mut skipped = Vec::new();
+    for (i, r) in recordings.iter().enumerate() {
+        let (path, query) = r
+            .request_url
+            .split_once('?')
+            .unwrap_or((&r.request_url, ""));
+        let is_pods = path.ends_with("/pods");
+        if r.request_method != "GET" || !is_pods {
+            skipped.push(format!("#{} {} {path}", i + 1, r.request_method));
+            continue;
+        }
+        if namespace.is_none() {
+            namespace = path
+                .split("/namespaces/")
+                .nth(1)
+                .and_then(|rest| rest.split('/').next())
+                .map(str::to_owned);
+        }
+        let watch = query
+            .split('&')
+            .any(|p| p == "watch=true" || p == "watch=1");
+        if watch {
+            let frames: Vec<String> = r
+                .response_body
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .map(str::to_owned)
+                .collect();
+            if !listed {
+                entries.push(Entry {
+                    note: Some("synthesized: the recording watches without a LIST first".into()),
+                    ..Entry::new(
+                        secs(t),
+                        Record::List {
+                            status: 200,
+                            body: empty_list(&list_version_before(&frames)),
+                            transport_error: None,
+                        },
+                    )
+                });
+                listed = true;
+            }
+            if r.response_status_code == 200 {
+                let note = Some(format!("recording #{}: GET {}", i + 1, r.request_url));
+                t = push_watch(&mut entries, t, &frames, note) + 1;
+            } else {
+                entries.push(Entry::new(
+                    secs(t),
+                    Record::Watch {
+                        status: r.response_status_code,
+                        body: r.response_body.clone(),
+                        resource_version: None,
+                    },
+                ));
+                t += 1;
+            }
+        } else {
+            if listed {
+                // The core only LISTs again after a failure: record the gap as one.
+                entries.push(Entry {
+                    note: Some("synthesized: the recording LISTs again, which the core does only after a failed watch".into()),
+                    ..Entry::new(secs(t), Record::Watch {
+                        status: 410,
+                        body: "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"status\":\"Failure\",\"reason\":\"Expired\",\"code\":410}".into(),
+                        resource_version: None,
+                    })
+                });
+                t += 1;
+            }
+            entries.push(Entry {
+                note: Some(format!("recording #{}: GET {}", i + 1, r.request_url)),
+                ..Entry::new(
+                    secs(t),
+                    Record::List {
+                        status: r.response_status_code,
+                        body: r.response_body.clone(),
+                        transport_error: None,
+                    },
+                )
+            });
+            listed = true;
+            t += 1;
+        }
+    }
+    if entries.is_empty() {
+        return Err(format!(
+            "no pod LIST or WATCH among {} recordings",
+            recordings.len()
+        ));
+    }
+    if !skipped.is_empty()
+        && let Some(first) = entries.first_mut()
+    {
+        let note = format!("skipped (not a pod LIST / WATCH): {}", skipped.join(", "));
+        first.note = Some(match first.note.take() {
+            Some(n) => format!("{n}; {note}"),
+            None => note,
+        });
+    }
+    Ok(Trace {
+        name: String::new(),
+        header: Header {
+            namespace,
+            ..Header::default()
+        },
+        entries,
+    })
+}
+
+/// Successive states of one pod: the first is ADDED, the same uid again is MODIFIED, and a
+/// new uid under the same name is the old one DELETED, then the new one ADDED.
+fn kubespy(text: &str) -> Result<Trace, String> {
+    let states: Vec<&RawValue> =
+        serde_json::from_str(text).map_err(|e| format!("not a JSON array: {e}"))?;
+    let mut frames = Vec::with_capacity(states.len() + 1);
+    let mut last: Option<(Value, String)> = None;
+    for (i, raw) in states.iter().enumerate() {
+        let value: Value =
+            serde_json::from_str(raw.get()).map_err(|e| format!("state #{}: {e}", i + 1))?;
+        let uid = value["metadata"]["uid"]
+            .as_str()
+            .ok_or_else(|| format!("state #{}: no metadata.uid", i + 1))?
+            .to_owned();
+        let state = minify(raw.get());
+        let event = match &last {
+            None => "ADDED",
+            Some((_, last_uid)) if *last_uid == uid => "MODIFIED",
+            Some((previous, _)) => {
+                // The old pod's DELETED is not in the recording: its last state stands in,
+                // at the new pod's version (deletion and creation are one step apart here).
+                let mut tombstone = previous.clone();
+                tombstone["metadata"]["resourceVersion"] =
+                    value["metadata"]["resourceVersion"].clone();
+                frames.push(format!("{{\"type\":\"DELETED\",\"object\":{tombstone}}}"));
+                "ADDED"
+            }
+        };
+        frames.push(format!("{{\"type\":\"{event}\",\"object\":{state}}}"));
+        last = Some((value, uid));
+    }
+    let mut trace = watch_trace(&frames)?;
+    trace.entries[0].note =
+        Some("synthesized: kubespy records no LIST and no event types (inferred from uid)".into());
+    trace.header.parent = ParentBy::Name;
+    Ok(trace)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn minify_keeps_strings_and_key_order() {
+        assert_eq!(
+            minify("{ \"b\" : 1,\n \"a\": \"x y\\\" z\" }"),
+            r#"{"b":1,"a":"x y\" z"}"#
+        );
+    }
+
+    #[test]
+    fn formats_are_recognised_by_content() {
+        assert_eq!(detect("{\"reconcile_sim_trace\":1}\n"), Some(Format::Trace));
+        assert_eq!(
+            detect("{\"type\":\"ADDED\",\"object\":{}}\n{\"type\":\"DELETED\",\"object\":{}}\n"),
+            Some(Format::WatchStream)
+        );
+        assert_eq!(
+            detect(
+                "{\n  \"type\": \"ADDED\",\n  \"object\": {}\n}\n{\n  \"type\": \"DELETED\",\n  \"object\": {}\n}\n"
+            ),
+            Some(Format::Kubectl)
+        );
+        assert_eq!(
+            detect("[{\"request_url\":\"/x\"}]"),
+            Some(Format::K8sOpenapi)
+        );
+        assert_eq!(detect("[{\"metadata\":{}}]"), Some(Format::Kubespy));
+        assert_eq!(
+            detect("{\"kind\":\"PodList\",\"items\":[]}"),
+            Some(Format::PodList)
+        );
+        assert_eq!(detect("hello"), None);
+        assert!(matches!(
+            import("f", "hello", None),
+            Err(ImportError::Unrecognised { .. })
+        ));
+    }
+
+    #[test]
+    fn kubespy_infers_deleted_and_added_for_a_new_uid() {
+        let text = r#"[{"metadata":{"name":"foo","uid":"1","resourceVersion":"5"}},
+                       {"metadata":{"name":"foo","uid":"1","resourceVersion":"6"}},
+                       {"metadata":{"name":"foo","uid":"2","resourceVersion":"9"}}]"#;
+        let trace = import("s.json", text, Some(Format::Kubespy)).unwrap();
+        let types: Vec<String> = trace
+            .entries
+            .iter()
+            .filter_map(|e| match &e.record {
+                Record::Frame { line } => {
+                    let v: Value = serde_json::from_str(line).unwrap();
+                    Some(format!(
+                        "{} {}",
+                        v["type"].as_str().unwrap(),
+                        v["object"]["metadata"]["uid"].as_str().unwrap()
+                    ))
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(types, ["ADDED 1", "MODIFIED 1", "DELETED 1", "ADDED 2"]);
+    }
+
+    #[test]
+    fn a_bad_file_names_the_file_and_the_format() {
+        let e = import(
+            "x.json",
+            "[{\"metadata\":{\"name\":\"a\"}}]",
+            Some(Format::Kubespy),
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "x.json: as kubespy: state #1: no metadata.uid"
+        );
+    }
+}

@@ -1,0 +1,35 @@
+//! # reconcile-sim
+//!
+//! Deterministic simulation for [`reconcile_core`]: replay what a real apiserver said, or
+//! let a simulated apiserver answer whatever the core asks while faults are injected, and
+//! throw thousands of seeded fault schedules at the same controller.
+//!
+//! | module | concept |
+//! |---|---|
+//! | [`trace`] | the JSON Lines trace format: header, records, faults |
+//! | [`import`] | other capture formats into traces, recognised by content |
+//! | [`harness`] | drives the core one input per step, renders lines, runs reconciles, checks invariants |
+//! | [`replay`] | replay mode: recorded answers in order, divergence reports |
+//! | [`world`], [`selector`] | the simulated apiserver: history, compaction, LIST / WATCH, selectors |
+//! | [`simulate`] | world mode: a discrete-event loop over the world, the core and the faults |
+//! | [`explore`] | swarm testing: seeded workloads and fault profiles, invariants, minimization |
+//!
+//! Every run is a pure function of its trace, its options and its seed: no clock is read, no
+//! hash order reaches the output, and two runs give byte-identical output.
+
+pub mod describe;
+pub mod explore;
+pub mod harness;
+pub mod import;
+pub mod replay;
+pub mod rng;
+pub mod schedule;
+pub mod selector;
+pub mod simulate;
+pub mod trace;
+pub mod world;
+
+pub use harness::{Render, Violation};
+pub use replay::{ReplayOptions, replay};
+pub use simulate::{RunReport, SimOptions, simulate};
+pub use trace::{Trace, TraceError};

@@ -1,0 +1,184 @@
+//! `reconcile-sim`: replay, simulate, import and explore apiserver traces against
+//! reconcile-core. Exit status: 0 when the run is clean, 1 on a divergence or a broken
+//! invariant, 2 when the input cannot be read.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use reconcile_sim::explore::{self, ExploreOptions};
+use reconcile_sim::import::{self, Format};
+use reconcile_sim::trace::{self, Trace};
+use reconcile_sim::{Render, ReplayOptions, SimOptions};
+
+#[derive(Parser)]
+#[command(
+    name = "reconcile-sim",
+    version,
+    about = "Deterministic replay and simulation for reconcile-core"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// World mode: a simulated apiserver serves the trace's object history, with faults.
+    Simulate {
+        /// A trace, or any importable capture.
+        file: PathBuf,
+        /// The capture's format (recognised by content when absent).
+        #[arg(long)]
+        from: Option<Format>,
+        /// Inject a fault: NAME[:ARG]@SECONDS, for example watch_drop@30, gone_storm:3@60,
+        /// too_large@10, malformed_frame:nocursor@5, restart:5@20, compact@40,
+        /// list_fail:503@1, slow_reconcile:30@0, fail_reconcile:3@0, clock_jump:3600@100.
+        #[arg(long = "fault")]
+        faults: Vec<String>,
+        /// Seconds to keep running after the last record.
+        #[arg(long, default_value_t = 600.0)]
+        settle: f64,
+        /// Seconds each unscripted reconcile takes.
+        #[arg(long, default_value_t = 0.0)]
+        reconcile_duration: f64,
+        /// Check the invariants (store equals world, parents reconciled, ...) at the end.
+        #[arg(long)]
+        check: bool,
+        /// One JSON object per step.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Replay mode: answer each command with the next recorded response; report divergence.
+    Replay {
+        /// A trace, or any importable capture.
+        file: PathBuf,
+        /// The capture's format (recognised by content when absent).
+        #[arg(long)]
+        from: Option<Format>,
+        /// One JSON object per step.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Convert a capture into a trace (printed, or written with --output).
+    Import {
+        /// The capture's format (recognised by content when absent).
+        #[arg(long)]
+        from: Option<Format>,
+        /// The capture.
+        file: PathBuf,
+        /// Write the trace here instead of stdout.
+        #[arg(long, short)]
+        output: Option<PathBuf>,
+    },
+    /// Swarm testing: each seed picks a fault profile and a workload, runs, heals, checks.
+    Explore {
+        /// Seeds as A..B (B excluded), or a single seed.
+        #[arg(long, default_value = "0..200")]
+        seeds: String,
+        /// Longer workloads and settle times (the documented long mode).
+        #[arg(long)]
+        long: bool,
+        /// Where to write minimized traces of failing seeds.
+        #[arg(long, default_value = "target/reconcile-sim-failures")]
+        out: PathBuf,
+        /// Print each seed's profile and outcome.
+        #[arg(long, short)]
+        verbose: bool,
+    },
+}
+
+fn read(path: &Path, from: Option<Format>) -> Result<Trace, String> {
+    let name = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{name}: {e}"))?;
+    import::import(&name, &text, from).map_err(|e| e.to_string())
+}
+
+fn run(cli: Cli) -> Result<bool, String> {
+    match cli.command {
+        Cmd::Simulate {
+            file,
+            from,
+            faults,
+            settle,
+            reconcile_duration,
+            check,
+            json,
+        } => {
+            let trace = read(&file, from)?;
+            let faults = faults
+                .iter()
+                .map(|f| trace::parse_fault_flag(f))
+                .collect::<Result<Vec<_>, _>>()?;
+            let opts = SimOptions {
+                render: if json { Render::Json } else { Render::Text },
+                faults,
+                settle: trace::seconds("--settle", settle)?,
+                reconcile_duration: trace::seconds("--reconcile-duration", reconcile_duration)?,
+                check,
+                ..SimOptions::default()
+            };
+            let report = reconcile_sim::simulate(&trace, &opts)
+                .map_err(|e| format!("{}: {e}", file.display()))?;
+            print!("{}", report.output);
+            for v in &report.violations {
+                eprintln!("VIOLATION at {}: {}: {}", v.at, v.invariant, v.detail);
+            }
+            Ok(report.violations.is_empty())
+        }
+        Cmd::Replay { file, from, json } => {
+            let trace = read(&file, from)?;
+            let opts = ReplayOptions {
+                render: if json { Render::Json } else { Render::Text },
+                ..ReplayOptions::default()
+            };
+            let report = reconcile_sim::replay(&trace, &opts)
+                .map_err(|e| format!("{}: {e}", file.display()))?;
+            print!("{}", report.output);
+            for v in &report.violations {
+                eprintln!("{}: {}", v.invariant, v.detail);
+            }
+            Ok(report.violations.is_empty())
+        }
+        Cmd::Import { from, file, output } => {
+            let trace = read(&file, from)?;
+            let text = trace.to_jsonl();
+            match output {
+                Some(out) => {
+                    std::fs::write(&out, text).map_err(|e| format!("{}: {e}", out.display()))?
+                }
+                None => print!("{text}"),
+            }
+            Ok(true)
+        }
+        Cmd::Explore {
+            seeds,
+            long,
+            out,
+            verbose,
+        } => {
+            let seeds = explore::parse_seeds(&seeds)?;
+            let opts = ExploreOptions {
+                long,
+                out_dir: Some(out),
+                verbose,
+                ..ExploreOptions::default()
+            };
+            let report = explore::explore(seeds, &opts);
+            print!("{}", report.render());
+            Ok(report.failures.is_empty())
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    match run(Cli::parse()) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(1),
+        Err(e) => {
+            eprintln!("reconcile-sim: {e}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,495 @@
+//! Replay mode: answer each command the core emits with the next recorded response for it,
+//! in trace order, and report a divergence when the core asks for something the trace
+//! cannot answer.
+
+use reconcile_core::pod::PodView;
+use reconcile_core::{
+    Command, Instant, ListResponse, RequestId, SourceEvent, StreamEnd, StreamId, Wake,
+};
+
+use crate::describe;
+use crate::harness::{Harness, Render, StepIo, Violation};
+use crate::schedule::timeline;
+use crate::simulate::RunReport;
+use crate::trace::{Entry, Fault, Record, RecordedEnd, SourceOp, Trace};
+
+/// Options of a replay.
+#[derive(Debug, Clone)]
+pub struct ReplayOptions {
+    /// How steps are written.
+    pub render: Render,
+    /// Step budget.
+    pub max_steps: u64,
+}
+
+impl Default for ReplayOptions {
+    fn default() -> Self {
+        ReplayOptions {
+            render: Render::Text,
+            max_steps: 10_000_000,
+        }
+    }
+}
+
+/// The invariant name a divergence is reported under.
+pub const DIVERGENCE: &str = "divergence";
+
+#[derive(Default)]
+struct Pending {
+    list: Option<RequestId>,
+    /// Asked for, not yet answered.
+    watch: Option<(StreamId, String)>,
+    /// Answered 200 and streaming.
+    open: Option<StreamId>,
+    /// The last stream the core closed itself (its recorded end is then expected and ignored).
+    closed_by_core: Option<StreamId>,
+    source: Option<StreamId>,
+}
+
+struct Replay<'a> {
+    trace: &'a Trace,
+    h: Harness,
+    p: Pending,
+    diverged: bool,
+}
+
+/// Replays `trace`.
+///
+/// # Errors
+/// When the header's settings are out of the core's bounds.
+pub fn replay(
+    trace: &Trace,
+    opts: &ReplayOptions,
+) -> Result<RunReport, reconcile_core::ConfigError> {
+    let h = Harness::new(&trace.header, opts.render, opts.max_steps)?;
+    let mut r = Replay {
+        trace,
+        h,
+        p: Pending::default(),
+        diverged: false,
+    };
+    r.run();
+    let h = r.h;
+    Ok(RunReport {
+        output: h.output().to_owned(),
+        stats: h.core().stats(),
+        steps: h.steps(),
+        end: h.now(),
+        violations: h.violations,
+        paths: h.paths,
+    })
+}
+
+impl Replay<'_> {
+    fn run(&mut self) {
+        let io = self.h.start();
+        self.handle_io(io);
+        for (at, entry) in timeline(&self.trace.entries) {
+            self.advance_to(at);
+            self.apply(entry);
+            if self.diverged || self.h.exhausted() {
+                break;
+            }
+        }
+        if !self.diverged {
+            self.settle();
+            let mut pending = Vec::new();
+            if let Some(req) = self.p.list {
+                pending.push(format!("LIST {req}"));
+            }
+            if let Some((s, rv)) = &self.p.watch {
+                pending.push(format!("WATCH {s} rv={rv}"));
+            }
+            if let Some(s) = self.p.open {
+                pending.push(format!("open watch {s}"));
+            }
+            let stats = self.h.core().stats();
+            let text = format!(
+                "end of trace: {} frames, {} lists, {} watches, {} relists, {} reconciles; waiting on: {}",
+                stats.frames,
+                stats.lists,
+                stats.watches,
+                stats.relists,
+                stats.reconciles,
+                if pending.is_empty() {
+                    "nothing".to_owned()
+                } else {
+                    pending.join(", ")
+                }
+            );
+            self.h.note(&text);
+        }
+    }
+
+    fn diverge(&mut self, entry: &Entry, why: String) {
+        let detail = format!("{}:{}: {why}", self.trace.name, entry.line);
+        self.h.note(&format!("DIVERGENCE at {detail}"));
+        self.h.violations.push(Violation {
+            at: self.h.now(),
+            invariant: DIVERGENCE,
+            detail,
+        });
+        self.diverged = true;
+    }
+
+    fn handle_io(&mut self, io: StepIo) {
+        for command in io.commands {
+            match command {
+                Command::List { req, .. } => self.p.list = Some(req),
+                Command::CancelList { req } => {
+                    if self.p.list == Some(req) {
+                        self.p.list = None;
+                    }
+                }
+                Command::Watch {
+                    stream,
+                    resource_version,
+                    ..
+                } => self.p.watch = Some((stream, resource_version)),
+                Command::CloseWatch { stream } => {
+                    if self.p.open == Some(stream) {
+                        self.p.open = None;
+                    }
+                    if self.p.watch.as_ref().is_some_and(|(s, _)| *s == stream) {
+                        self.p.watch = None;
+                    }
+                    self.p.closed_by_core = Some(stream);
+                }
+                Command::OpenSource { stream } => self.p.source = Some(stream),
+                Command::CloseSource { stream } => {
+                    if self.p.source == Some(stream) {
+                        self.p.source = None;
+                    }
+                }
+                Command::Reconcile { .. } | Command::CancelReconcile { .. } => {}
+            }
+        }
+    }
+
+    /// Runs reconcile completions and the core's timers due up to `at`, then moves to `at`.
+    fn advance_to(&mut self, at: Instant) {
+        while !self.h.exhausted() {
+            let t_done = self.h.next_completion();
+            let t_core = self.h.core_deadline().map(|d| d.at);
+            match (t_done, t_core) {
+                (Some(d), c) if d <= at && c.is_none_or(|c| d <= c) => {
+                    self.h.set_now(d);
+                    if let Some(io) = self.h.complete_due() {
+                        self.handle_io(io);
+                    }
+                }
+                (_, Some(c)) if c <= at => {
+                    self.h.set_now(c);
+                    let io = self.h.timeout();
+                    self.handle_io(io);
+                }
+                _ => break,
+            }
+        }
+        self.h.set_now(at);
+    }
+
+    /// After the last record: finish running reconciles and their retries, but fire no
+    /// reflector or resync timer (those would need records the trace does not have).
+    fn settle(&mut self) {
+        while !self.h.exhausted() {
+            let t_done = self.h.next_completion();
+            let deadline = self.h.core_deadline();
+            let requeue = deadline.filter(|d| d.wake == Wake::Requeue).map(|d| d.at);
+            let other = deadline.filter(|d| d.wake != Wake::Requeue).map(|d| d.at);
+            let Some(t) = [t_done, requeue].into_iter().flatten().min() else {
+                break;
+            };
+            if other.is_some_and(|o| o < t) {
+                break;
+            }
+            self.h.set_now(t);
+            if t_done == Some(t) {
+                if let Some(io) = self.h.complete_due() {
+                    self.handle_io(io);
+                }
+            } else {
+                let io = self.h.timeout();
+                self.handle_io(io);
+            }
+        }
+    }
+
+    /// When the core is waiting out a reflector delay, the record that answers the command
+    /// after it is due: move time to that deadline so the command is issued.
+    fn meet(&mut self, wake: Wake) {
+        if let Some(d) = self.h.core_deadline()
+            && d.wake == wake
+        {
+            self.advance_to(d.at);
+        }
+    }
+
+    fn what_core_waits_for(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(req) = self.p.list {
+            parts.push(format!("the answer to LIST {req}"));
+        }
+        if let Some((s, rv)) = &self.p.watch {
+            parts.push(format!("the answer to WATCH {s} from rv={rv}"));
+        }
+        if let Some(s) = self.p.open {
+            parts.push(format!("frames on watch {s}"));
+        }
+        if let Some(d) = self.h.core_deadline() {
+            parts.push(format!("its {} timer at {}", d.wake, d.at));
+        }
+        if parts.is_empty() {
+            "nothing".into()
+        } else {
+            parts.join(", ")
+        }
+    }
+
+    fn apply(&mut self, entry: &Entry) {
+        match &entry.record {
+            Record::List {
+                status,
+                body,
+                transport_error,
+            } => {
+                if self.p.list.is_none() {
+                    self.meet(Wake::ListRetry);
+                }
+                let Some(req) = self.p.list.take() else {
+                    let waits = self.what_core_waits_for();
+                    return self.diverge(
+                        entry,
+                        format!(
+                            "the trace answers a LIST, but the core sent none; it waits for {waits}"
+                        ),
+                    );
+                };
+                let response = match transport_error {
+                    Some(e) => ListResponse::TransportError(e),
+                    None => ListResponse::Response {
+                        status: *status,
+                        body: body.as_bytes(),
+                    },
+                };
+                let io = self.h.step(
+                    || describe::list(req, &response),
+                    |core, now| core.handle_list(now, req, response),
+                );
+                self.handle_io(io);
+            }
+            Record::Watch {
+                status,
+                body,
+                resource_version,
+            } => {
+                if self.p.watch.is_none() {
+                    self.meet(Wake::WatchRetry);
+                }
+                let Some((stream, asked)) = self.p.watch.take() else {
+                    let waits = self.what_core_waits_for();
+                    return self.diverge(
+                        entry,
+                        format!("the trace answers a WATCH, but the core opened none; it waits for {waits}"),
+                    );
+                };
+                if let Some(recorded) = resource_version
+                    && *recorded != asked
+                {
+                    return self.diverge(
+                        entry,
+                        format!("the core watches {stream} from rv={asked}, the trace recorded rv={recorded}"),
+                    );
+                }
+                if *status == 200 {
+                    self.p.open = Some(stream);
+                    let io = self.h.step(
+                        || format!("watch {stream} opened"),
+                        |core, now| core.handle_watch_opened(now, stream),
+                    );
+                    self.handle_io(io);
+                } else {
+                    let end = StreamEnd::HttpStatus {
+                        code: *status,
+                        body: body.clone().into_bytes(),
+                    };
+                    let io = self
+                        .h
+                        .watch_end(stream, end, || format!("watch {stream} answered {status}"));
+                    self.handle_io(io);
+                }
+            }
+            Record::Frame { line } => {
+                if self.p.open.is_none()
+                    && let Some((stream, _)) = self.p.watch.take()
+                {
+                    // A frame with no recorded open: the 200 is implied.
+                    self.p.open = Some(stream);
+                }
+                let Some(stream) = self.p.open else {
+                    let waits = self.what_core_waits_for();
+                    return self.diverge(
+                        entry,
+                        format!("the trace has a watch frame, but no watch is open; the core waits for {waits}"),
+                    );
+                };
+                let bytes = line.as_bytes();
+                let io = self.h.step(
+                    || describe::frame(stream, bytes),
+                    |core, now| core.handle_watch_line(now, stream, bytes),
+                );
+                self.handle_io(io);
+            }
+            Record::WatchEnd(end) => {
+                let Some(stream) = self.p.open.take() else {
+                    if self.p.closed_by_core.take().is_some() {
+                        self.h
+                            .note("recorded stream end after the core closed the stream: ignored");
+                        return;
+                    }
+                    let waits = self.what_core_waits_for();
+                    return self.diverge(
+                        entry,
+                        format!(
+                            "the trace ends a watch, but none is open; the core waits for {waits}"
+                        ),
+                    );
+                };
+                let end = match end {
+                    RecordedEnd::Clean => StreamEnd::Clean,
+                    RecordedEnd::Transport(e) => StreamEnd::TransportError(e.clone()),
+                    RecordedEnd::Status(code, body) => StreamEnd::HttpStatus {
+                        code: *code,
+                        body: body.clone().into_bytes(),
+                    },
+                };
+                let text = match &end {
+                    StreamEnd::Clean => format!("watch {stream} ended"),
+                    StreamEnd::TransportError(e) => format!("watch {stream} failed ({e})"),
+                    StreamEnd::HttpStatus { code, .. } => format!("watch {stream} answered {code}"),
+                };
+                let io = self.h.watch_end(stream, end, || text);
+                self.handle_io(io);
+            }
+            Record::Reconcile {
+                parent,
+                outcome,
+                duration,
+            } => self.h.script(parent.clone(), outcome.clone(), *duration),
+            Record::Source(op) => {
+                if self.p.source.is_none() {
+                    self.meet(Wake::SourceReopen);
+                }
+                let Some(stream) = self.p.source else {
+                    return self.diverge(
+                        entry,
+                        "the trace has a source event, but no source stream is open".into(),
+                    );
+                };
+                let parse = |o: &str| serde_json::from_str::<PodView>(o).map_err(|e| e.to_string());
+                let event = match op {
+                    SourceOp::Upsert(o) => parse(o).map(SourceEvent::Upsert),
+                    SourceOp::Delete(o) => parse(o).map(SourceEvent::Delete),
+                    SourceOp::Replace(objects) => objects
+                        .iter()
+                        .map(|o| parse(o))
+                        .collect::<Result<Vec<_>, _>>()
+                        .map(SourceEvent::Replace),
+                };
+                let event = match event {
+                    Ok(e) => e,
+                    Err(e) => {
+                        return self.diverge(
+                            entry,
+                            format!("source object does not decode as a pod: {e}"),
+                        );
+                    }
+                };
+                let text = match &event {
+                    SourceEvent::Upsert(_) => format!("source {stream} upsert"),
+                    SourceEvent::Delete(_) => format!("source {stream} delete"),
+                    SourceEvent::Replace(o) => {
+                        format!("source {stream} replace objects={}", o.len())
+                    }
+                };
+                let io = self.h.step(
+                    || text,
+                    |core, now| core.handle_source_event(now, stream, event),
+                );
+                self.handle_io(io);
+            }
+            Record::SourceEnd { error } => {
+                let Some(stream) = self.p.source.take() else {
+                    return self.diverge(
+                        entry,
+                        "the trace ends a source stream, but none is open".into(),
+                    );
+                };
+                let error = error.clone();
+                let io = self.h.step(
+                    || format!("source {stream} ended"),
+                    |core, now| core.handle_source_end(now, stream, error),
+                );
+                self.handle_io(io);
+            }
+            Record::Advance { .. } => {}
+            Record::Fault(fault) => self.fault(fault),
+            Record::Stop => {
+                let io = self.h.stop();
+                self.handle_io(io);
+            }
+        }
+    }
+
+    /// Replay has no apiserver to compact or restart: stream faults act on the open watch,
+    /// reconcile and clock faults act as in world mode, the rest only leave a note.
+    fn fault(&mut self, fault: &Fault) {
+        self.h.note(&format!("fault: {fault}"));
+        let stream = self.p.open;
+        let line = match fault {
+            Fault::GoneStorm { .. } => Some(
+                "{\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\",\"reason\":\"Expired\",\"code\":410}}".to_owned(),
+            ),
+            Fault::TooLarge { .. } => Some(
+                "{\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\",\"reason\":\"Timeout\",\"code\":504}}".to_owned(),
+            ),
+            Fault::MalformedFrame { cursor: true } => Some(format!(
+                "{{\"type\":\"MODIFIED\",\"object\":{{\"metadata\":{{\"name\":\"corrupt\",\"resourceVersion\":\"{}\",\"labels\":\"not-a-map\"}}}}}}",
+                self.h.core().cursor().unwrap_or("0")
+            )),
+            Fault::MalformedFrame { cursor: false } => Some("{\"type\":\"MODIFIED\",\"object\":".to_owned()),
+            _ => None,
+        };
+        match fault {
+            Fault::WatchDrop | Fault::Restart { .. } => {
+                if let Some(stream) = self.p.open.take() {
+                    let io = self.h.watch_end(
+                        stream,
+                        StreamEnd::TransportError("connection reset (injected)".into()),
+                        || format!("watch {stream} failed (injected)"),
+                    );
+                    self.handle_io(io);
+                }
+            }
+            Fault::SlowReconcile { count, duration } => self.h.slow_reconciles(*count, *duration),
+            Fault::FailReconcile { count } => self.h.fail_reconciles(*count),
+            Fault::ClockJump { by } => {
+                let to = self.h.now() + *by;
+                self.h.set_now(to);
+            }
+            Fault::Compact | Fault::ListFail { .. } => {
+                self.h.note("no apiserver to act on in replay: no effect");
+            }
+            Fault::GoneStorm { .. } | Fault::TooLarge { .. } | Fault::MalformedFrame { .. } => {
+                if let (Some(stream), Some(line)) = (stream, line) {
+                    let bytes = line.as_bytes();
+                    let io = self.h.step(
+                        || describe::frame(stream, bytes),
+                        |core, now| core.handle_watch_line(now, stream, bytes),
+                    );
+                    self.handle_io(io);
+                }
+            }
+        }
+    }
+}

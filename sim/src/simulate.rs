@@ -1,0 +1,765 @@
+//! World mode: the trace defines the history of the objects, and the simulated apiserver
+//! ([`World`]) answers whatever the core asks, with the trace's and the flags' faults.
+//!
+//! A discrete-event loop: at each step the earliest of (trace records, apiserver
+//! deliveries, reconcile completions, the core's deadline) happens, in that fixed order on
+//! ties. Records at time zero build the world before the controller starts.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use reconcile_core::pod::PodView;
+use reconcile_core::{Command, Instant, ListResponse, Object, SourceEvent, StreamEnd, StreamId};
+
+use crate::describe;
+use crate::harness::{Harness, PathCounts, Render, StepIo, Violation, parent_of};
+use crate::schedule::timeline;
+use crate::trace::{Entry, Fault, Record, SourceOp, Trace};
+use crate::world::{Frame, ListAnswer, WatchAnswer, World};
+
+/// Deliveries queued at most: a run that queues more is reported and stopped.
+pub const MAX_AGENDA: usize = 1_000_000;
+
+/// Options of a world-mode run.
+#[derive(Debug, Clone)]
+pub struct SimOptions {
+    /// How steps are written.
+    pub render: Render,
+    /// Extra fault records (from flags), merged by time.
+    pub faults: Vec<Entry>,
+    /// How long to keep running after the last record.
+    pub settle: Duration,
+    /// Step budget (a livelock detector).
+    pub max_steps: u64,
+    /// How long an unscripted reconcile takes.
+    pub reconcile_duration: Duration,
+    /// Check the quiescence invariants at the end.
+    pub check: bool,
+}
+
+impl Default for SimOptions {
+    fn default() -> Self {
+        SimOptions {
+            render: Render::Text,
+            faults: Vec::new(),
+            settle: Duration::from_secs(600),
+            max_steps: 10_000_000,
+            reconcile_duration: Duration::ZERO,
+            check: false,
+        }
+    }
+}
+
+/// What a run produced.
+#[derive(Debug, Clone)]
+pub struct RunReport {
+    /// The rendered steps.
+    pub output: String,
+    /// Invariants broken (world mode with checks), or the divergence (replay).
+    pub violations: Vec<Violation>,
+    /// Fault paths reached.
+    pub paths: PathCounts,
+    /// The core's counters at the end.
+    pub stats: reconcile_core::Stats,
+    /// Steps taken.
+    pub steps: u64,
+    /// Simulated time at the end.
+    pub end: Instant,
+}
+
+#[derive(Debug)]
+enum Action {
+    List(reconcile_core::RequestId),
+    WatchOpen(StreamId, String),
+    Frame(StreamId, Frame),
+    End(StreamId, StreamEnd, &'static str),
+    Timeout(StreamId),
+    Bookmark(StreamId),
+    SourceOpen(StreamId),
+    SourceEvent(StreamId, SourceOp),
+}
+
+struct Sim<'a> {
+    trace: &'a Trace,
+    opts: &'a SimOptions,
+    h: Harness,
+    world: World,
+    agenda: BTreeMap<(Instant, u64), Action>,
+    seq: u64,
+    /// Streams the core asked for and has not closed or seen end.
+    alive: BTreeSet<StreamId>,
+    /// Streams answered 200 and streaming.
+    open: BTreeSet<StreamId>,
+    cancelled_lists: BTreeSet<reconcile_core::RequestId>,
+    source: Option<StreamId>,
+    offset: Duration,
+    parents_seen: BTreeSet<String>,
+    /// When each parent's membership last changed in the world.
+    membership_changed: BTreeMap<String, Instant>,
+}
+
+/// Runs `trace` in world mode.
+///
+/// # Errors
+/// When the header's settings are out of the core's bounds.
+pub fn simulate(
+    trace: &Trace,
+    opts: &SimOptions,
+) -> Result<RunReport, reconcile_core::ConfigError> {
+    let mut h = Harness::new(&trace.header, opts.render, opts.max_steps)?;
+    h.set_default_duration(opts.reconcile_duration);
+    h.check_cursors();
+    let mut sim = Sim {
+        trace,
+        opts,
+        h,
+        world: World::new(&trace.header),
+        agenda: BTreeMap::new(),
+        seq: 0,
+        alive: BTreeSet::new(),
+        open: BTreeSet::new(),
+        cancelled_lists: BTreeSet::new(),
+        source: None,
+        offset: Duration::ZERO,
+        parents_seen: BTreeSet::new(),
+        membership_changed: BTreeMap::new(),
+    };
+    sim.run();
+    let h = sim.h;
+    Ok(RunReport {
+        output: h.output().to_owned(),
+        stats: h.core().stats(),
+        steps: h.steps(),
+        end: h.now(),
+        violations: h.violations,
+        paths: h.paths,
+    })
+}
+
+impl Sim<'_> {
+    fn schedule(&mut self, at: Instant, action: Action) {
+        self.seq += 1;
+        self.agenda.insert((at, self.seq), action);
+    }
+
+    fn run(&mut self) {
+        let mut records = timeline(&self.trace.entries);
+        records.extend(
+            self.opts
+                .faults
+                .iter()
+                .map(|e| (e.at.unwrap_or(Instant::ZERO), e)),
+        );
+        // Stable: flag faults go after trace records at the same instant.
+        records.sort_by_key(|(at, _)| *at);
+        let last = records.last().map_or(Instant::ZERO, |(at, _)| *at);
+        // Records at time zero are the world before the controller starts.
+        let mut next = 0;
+        while let Some((at, entry)) = records.get(next)
+            && *at == Instant::ZERO
+            && !matches!(
+                entry.record,
+                Record::Stop | Record::Fault(_) | Record::SourceEnd { .. }
+            )
+        {
+            self.apply(entry);
+            next += 1;
+        }
+        let io = self.h.start();
+        self.handle_io(io);
+        loop {
+            if self.h.exhausted() {
+                self.violation(
+                    "step limit",
+                    format!("{} steps without quiescence (livelock?)", self.h.steps()),
+                );
+                break;
+            }
+            if self.agenda.len() > MAX_AGENDA {
+                self.violation(
+                    "queue unbounded",
+                    format!("{} apiserver deliveries queued", self.agenda.len()),
+                );
+                break;
+            }
+            let horizon = last + self.offset + self.opts.settle;
+            let t_agenda = self.agenda.first_key_value().map(|((t, _), _)| *t);
+            let t_done = self.h.next_completion();
+            let t_rec = records.get(next).map(|(t, _)| *t + self.offset);
+            let t_core = self.h.core_deadline().map(|d| d.at);
+            let Some(t) = [t_agenda, t_done, t_rec, t_core]
+                .into_iter()
+                .flatten()
+                .min()
+            else {
+                break;
+            };
+            if t > horizon && t_rec.is_none() {
+                break;
+            }
+            self.h.set_now(t);
+            let now = self.h.now();
+            if t_rec.is_some_and(|t| t <= now) {
+                let entry = records[next].1;
+                next += 1;
+                self.apply(entry);
+            } else if t_agenda.is_some_and(|t| t <= now) {
+                if let Some((_, action)) = self.agenda.pop_first() {
+                    self.act(action);
+                }
+            } else if t_done.is_some_and(|t| t <= now) {
+                if let Some(io) = self.h.complete_due() {
+                    self.handle_io(io);
+                }
+            } else {
+                let io = self.h.timeout();
+                self.handle_io(io);
+            }
+        }
+        if self.opts.check {
+            self.check_quiescent();
+        }
+        let stats = self.h.core().stats();
+        let summary = format!(
+            "end: {} steps, {} frames, {} lists, {} watches, {} relists, {} reconciles ({} failed), world rv={}, {} objects in store",
+            self.h.steps(),
+            stats.frames,
+            stats.lists,
+            stats.watches,
+            stats.relists,
+            stats.reconciles,
+            stats.reconcile_errors,
+            self.world.rv(),
+            self.h.core().store().len()
+        );
+        self.h.note(&summary);
+    }
+
+    fn violation(&mut self, invariant: &'static str, detail: String) {
+        self.h.violations.push(Violation {
+            at: self.h.now(),
+            invariant,
+            detail,
+        });
+    }
+
+    fn handle_io(&mut self, io: StepIo) {
+        let now = self.h.now();
+        for command in io.commands {
+            match command {
+                Command::List { req, .. } => self.schedule(now, Action::List(req)),
+                Command::CancelList { req } => {
+                    self.cancelled_lists.insert(req);
+                }
+                Command::Watch {
+                    stream,
+                    resource_version,
+                    ..
+                } => {
+                    self.alive.insert(stream);
+                    self.schedule(now, Action::WatchOpen(stream, resource_version));
+                }
+                Command::CloseWatch { stream } => {
+                    self.alive.remove(&stream);
+                    self.open.remove(&stream);
+                }
+                Command::OpenSource { stream } => {
+                    self.source = Some(stream);
+                    self.schedule(now, Action::SourceOpen(stream));
+                }
+                Command::CloseSource { stream } => {
+                    if self.source == Some(stream) {
+                        self.source = None;
+                    }
+                }
+                Command::Reconcile { .. } | Command::CancelReconcile { .. } => {}
+            }
+        }
+    }
+
+    fn end_stream(&mut self, stream: StreamId, end: StreamEnd, why: &'static str) {
+        self.alive.remove(&stream);
+        self.open.remove(&stream);
+        let rendering = self.h.rendering();
+        let io = self.h.watch_end(stream, end.clone(), || {
+            if rendering {
+                match &end {
+                    StreamEnd::Clean => format!("watch {stream} ended ({why})"),
+                    StreamEnd::TransportError(e) => format!("watch {stream} failed ({e})"),
+                    StreamEnd::HttpStatus { code, .. } => format!("watch {stream} answered {code}"),
+                }
+            } else {
+                String::new()
+            }
+        });
+        self.handle_io(io);
+    }
+
+    fn deliver(&mut self, stream: StreamId, frame: &Frame) {
+        if let Some(rv) = frame.rv {
+            self.h.served_rv(&rv.to_string());
+        }
+        let line = frame.line.as_bytes();
+        let io = self.h.step(
+            || describe::frame(stream, line),
+            |core, now| core.handle_watch_line(now, stream, line),
+        );
+        self.handle_io(io);
+    }
+
+    fn act(&mut self, action: Action) {
+        let now = self.h.now();
+        match action {
+            Action::List(req) => {
+                if self.cancelled_lists.remove(&req) {
+                    return;
+                }
+                let answer = self.world.list(now);
+                if let ListAnswer::Response(200, _) = &answer {
+                    self.h.served_rv(&self.world.rv().to_string());
+                }
+                let response = match &answer {
+                    ListAnswer::Response(status, body) => ListResponse::Response {
+                        status: *status,
+                        body: body.as_bytes(),
+                    },
+                    ListAnswer::Transport(e) => ListResponse::TransportError(e),
+                };
+                let io = self.h.step(
+                    || describe::list(req, &response),
+                    |core, now| core.handle_list(now, req, response),
+                );
+                self.handle_io(io);
+            }
+            Action::WatchOpen(stream, cursor) => {
+                if !self.alive.contains(&stream) {
+                    return;
+                }
+                match self.world.watch(now, &cursor) {
+                    WatchAnswer::Open(frames) => {
+                        if cursor.is_empty() || cursor == "0" {
+                            self.h.count("synthetic ADDED (no version)");
+                        }
+                        self.opened(stream);
+                        for frame in frames {
+                            self.schedule(now, Action::Frame(stream, frame));
+                        }
+                    }
+                    WatchAnswer::GoneFrame(frame) => {
+                        self.h.count("world: 410 as ERROR frame");
+                        self.opened(stream);
+                        self.schedule(now, Action::Frame(stream, frame));
+                        self.schedule(now, Action::End(stream, StreamEnd::Clean, "after ERROR"));
+                    }
+                    WatchAnswer::Status(code, body) => {
+                        self.h.count(match code {
+                            410 => "world: 410 as HTTP status",
+                            504 => "world: 504 too large",
+                            _ => "world: other WATCH status",
+                        });
+                        self.end_stream(
+                            stream,
+                            StreamEnd::HttpStatus {
+                                code,
+                                body: body.into_bytes(),
+                            },
+                            "status",
+                        );
+                    }
+                    WatchAnswer::Transport(e) => {
+                        self.end_stream(stream, StreamEnd::TransportError(e), "transport");
+                    }
+                }
+            }
+            Action::Frame(stream, frame) => {
+                if self.open.contains(&stream) {
+                    self.deliver(stream, &frame);
+                }
+            }
+            Action::End(stream, end, why) => {
+                if self.open.contains(&stream) {
+                    self.end_stream(stream, end, why);
+                }
+            }
+            Action::Timeout(stream) => {
+                if self.open.contains(&stream) {
+                    self.h.count("watch timeoutSeconds -> rewatch");
+                    self.end_stream(stream, StreamEnd::Clean, "timeoutSeconds");
+                }
+            }
+            Action::Bookmark(stream) => {
+                if self.open.contains(&stream) {
+                    let frame = self.world.bookmark();
+                    self.deliver(stream, &frame);
+                    if let Some(interval) = self.trace.header.bookmark_interval {
+                        self.schedule(now + interval, Action::Bookmark(stream));
+                    }
+                }
+            }
+            Action::SourceOpen(stream) => {
+                if self.source != Some(stream) {
+                    return;
+                }
+                let objects = self.world.snapshot();
+                self.source_event(stream, SourceOp::Replace(objects));
+            }
+            Action::SourceEvent(stream, op) => {
+                if self.source == Some(stream) {
+                    self.source_event(stream, op);
+                }
+            }
+        }
+    }
+
+    fn opened(&mut self, stream: StreamId) {
+        let now = self.h.now();
+        self.open.insert(stream);
+        let io = self.h.step(
+            || format!("watch {stream} opened"),
+            |core, now| core.handle_watch_opened(now, stream),
+        );
+        self.handle_io(io);
+        let timeout = Duration::from_secs(u64::from(self.trace.header.timeout_seconds));
+        self.schedule(now + timeout, Action::Timeout(stream));
+        if let Some(interval) = self.trace.header.bookmark_interval
+            && interval < timeout
+        {
+            self.schedule(now + interval, Action::Bookmark(stream));
+        }
+    }
+
+    fn source_event(&mut self, stream: StreamId, op: SourceOp) {
+        let parse = |json: &str| serde_json::from_str::<PodView>(json).ok();
+        let (what, event) = match &op {
+            SourceOp::Upsert(o) => ("upsert", parse(o).map(SourceEvent::Upsert)),
+            SourceOp::Delete(o) => ("delete", parse(o).map(SourceEvent::Delete)),
+            SourceOp::Replace(objects) => (
+                "replace",
+                objects
+                    .iter()
+                    .map(|o| parse(o))
+                    .collect::<Option<Vec<_>>>()
+                    .map(SourceEvent::Replace),
+            ),
+        };
+        let Some(event) = event else {
+            self.h.note(&format!(
+                "source {what}: an object does not decode as a pod; not sent"
+            ));
+            return;
+        };
+        let describe = || match &event {
+            SourceEvent::Upsert(p) => format!("source {stream} upsert {}", key(p)),
+            SourceEvent::Delete(p) => format!("source {stream} delete {}", key(p)),
+            SourceEvent::Replace(ps) => format!("source {stream} replace objects={}", ps.len()),
+        };
+        let text = if self.h.rendering() {
+            describe()
+        } else {
+            String::new()
+        };
+        let io = self.h.step(
+            || text,
+            |core, now| core.handle_source_event(now, stream, event),
+        );
+        self.handle_io(io);
+    }
+
+    /// Every open stream gets the frame for the world's last change.
+    fn broadcast_last_change(&mut self) {
+        let now = self.h.now();
+        if let Some(frame) = self.world.frames_for_last_change() {
+            let open: Vec<StreamId> = self.open.iter().copied().collect();
+            for stream in open {
+                self.schedule(now, Action::Frame(stream, frame.clone()));
+            }
+        }
+    }
+
+    fn members_of(&self, object_key: &str) -> Option<String> {
+        let obj = self.world.visible_objects().find(|o| o.key == object_key)?;
+        let pod: PodView = serde_json::from_str(&obj.json).ok()?;
+        parent_of(&self.trace.header.parent, &pod).ok()
+    }
+
+    fn world_put(&mut self, json: &str) {
+        let now = self.h.now();
+        let key = self.world.key_of(json).ok();
+        let before = key.as_deref().and_then(|k| self.members_of(k));
+        match self.world.put(now, json) {
+            Ok(()) => {
+                let after = key.as_deref().and_then(|k| self.members_of(k));
+                self.membership_moved(before, after);
+                self.broadcast_last_change();
+            }
+            Err(e) => self.h.note(&format!("world refused an object: {e}")),
+        }
+    }
+
+    fn world_delete(&mut self, key: &str) {
+        let before = self.members_of(key);
+        if self.world.delete(self.h.now(), key) {
+            self.membership_moved(before, None);
+            self.broadcast_last_change();
+        }
+    }
+
+    fn membership_moved(&mut self, before: Option<String>, after: Option<String>) {
+        let now = self.h.now();
+        for parent in [before, after].into_iter().flatten() {
+            self.parents_seen.insert(parent.clone());
+            self.membership_changed.insert(parent, now);
+        }
+        self.h.set_queue_bound(self.parents_seen.len().max(1));
+    }
+
+    fn apply(&mut self, entry: &Entry) {
+        let now = self.h.now();
+        match &entry.record {
+            Record::List {
+                status: 200,
+                body,
+                transport_error: None,
+            } => {
+                let Ok(list) = serde_json::from_str::<Value>(body) else {
+                    self.h.note(&format!(
+                        "line {}: LIST body is not JSON; ignored",
+                        entry.line
+                    ));
+                    return;
+                };
+                let items: Vec<String> = list["items"]
+                    .as_array()
+                    .map(|a| a.iter().map(Value::to_string).collect())
+                    .unwrap_or_default();
+                let keep: BTreeSet<String> = items
+                    .iter()
+                    .filter_map(|i| self.world.key_of(i).ok())
+                    .collect();
+                let gone: Vec<String> = self
+                    .world
+                    .all_objects()
+                    .map(|o| o.key.clone())
+                    .filter(|k| !keep.contains(k))
+                    .collect();
+                for key in gone {
+                    self.world_delete(&key);
+                }
+                for item in items {
+                    self.world_put(&item);
+                }
+            }
+            Record::Frame { line } => {
+                let Ok(v) = serde_json::from_str::<Value>(line) else {
+                    return;
+                };
+                let object = v["object"].to_string();
+                match v["type"].as_str() {
+                    Some("ADDED" | "MODIFIED") => self.world_put(&object),
+                    Some("DELETED") => {
+                        if let Ok(key) = self.world.key_of(&object) {
+                            self.world_delete(&key);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            Record::List { .. } | Record::Watch { .. } | Record::WatchEnd(_) => {}
+            Record::Reconcile {
+                parent,
+                outcome,
+                duration,
+            } => self.h.script(parent.clone(), outcome.clone(), *duration),
+            Record::Source(op) => {
+                match op {
+                    SourceOp::Upsert(o) => self.world_put(o),
+                    SourceOp::Delete(o) => {
+                        if let Ok(key) = self.world.key_of(o) {
+                            self.world_delete(&key);
+                        }
+                    }
+                    SourceOp::Replace(objects) => {
+                        let keys: Vec<String> =
+                            self.world.all_objects().map(|o| o.key.clone()).collect();
+                        for key in keys {
+                            self.world_delete(&key);
+                        }
+                        for o in objects {
+                            self.world_put(o);
+                        }
+                    }
+                }
+                if let Some(stream) = self.source {
+                    self.schedule(now, Action::SourceEvent(stream, op.clone()));
+                }
+            }
+            Record::SourceEnd { error } => {
+                if let Some(stream) = self.source.take() {
+                    let error = error.clone();
+                    let io = self.h.step(
+                        || format!("source {stream} ended"),
+                        |core, now| core.handle_source_end(now, stream, error),
+                    );
+                    self.handle_io(io);
+                }
+            }
+            Record::Advance { .. } => {}
+            Record::Fault(fault) => self.fault(fault),
+            Record::Stop => {
+                let io = self.h.stop();
+                self.handle_io(io);
+            }
+        }
+    }
+
+    fn fault(&mut self, fault: &Fault) {
+        let now = self.h.now();
+        self.h.note(&format!("fault: {fault}"));
+        let open: Vec<StreamId> = self.open.iter().copied().collect();
+        match fault {
+            Fault::WatchDrop => {
+                for s in open {
+                    self.schedule(
+                        now,
+                        Action::End(
+                            s,
+                            StreamEnd::TransportError("connection reset (injected)".into()),
+                            "drop",
+                        ),
+                    );
+                }
+            }
+            Fault::GoneStorm { count } => {
+                self.world.gone_storm(*count);
+                let error = Frame {
+                    line: "{\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\",\"message\":\"too old resource version\",\"reason\":\"Expired\",\"code\":410}}".into(),
+                    rv: None,
+                };
+                for s in open {
+                    self.schedule(now, Action::Frame(s, error.clone()));
+                    self.schedule(now, Action::End(s, StreamEnd::Clean, "after ERROR"));
+                }
+            }
+            Fault::TooLarge { count } => {
+                self.world.too_large_storm(*count);
+                for s in open {
+                    self.schedule(
+                        now,
+                        Action::End(
+                            s,
+                            StreamEnd::TransportError("connection reset (injected)".into()),
+                            "drop",
+                        ),
+                    );
+                }
+            }
+            Fault::MalformedFrame { cursor } => {
+                let frame = self.world.malformed_frame(now, *cursor);
+                for s in open {
+                    self.schedule(now, Action::Frame(s, frame.clone()));
+                }
+            }
+            Fault::Restart { down } => {
+                self.world.restart(now, *down);
+                for s in open {
+                    self.schedule(
+                        now,
+                        Action::End(
+                            s,
+                            StreamEnd::TransportError("apiserver restarted".into()),
+                            "restart",
+                        ),
+                    );
+                }
+            }
+            Fault::Compact => self.world.compact(),
+            Fault::ListFail { count, status } => self.world.fail_lists(*count, *status),
+            Fault::SlowReconcile { count, duration } => self.h.slow_reconciles(*count, *duration),
+            Fault::FailReconcile { count } => self.h.fail_reconciles(*count),
+            Fault::ClockJump { by } => {
+                self.offset += *by;
+                self.h.set_now(now + *by);
+                self.h.count("clock jump");
+            }
+        }
+    }
+
+    /// At the end: the store equals the world for the selector, and every parent whose
+    /// membership changed was last dispatched with its final membership, after the change.
+    fn check_quiescent(&mut self) {
+        if self.h.core().lifecycle() != reconcile_core::Lifecycle::Running {
+            return;
+        }
+        let parent_by = self.trace.header.parent.clone();
+        let mut world: BTreeMap<String, (String, String)> = BTreeMap::new();
+        let mut members: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for obj in self.world.visible_objects() {
+            let Ok(pod) = serde_json::from_str::<PodView>(&obj.json) else {
+                continue;
+            };
+            let Ok(parent) = parent_of(&parent_by, &pod) else {
+                continue;
+            };
+            let rv = pod.resource_version().unwrap_or("").to_owned();
+            world.insert(obj.key.clone(), (parent.clone(), rv));
+            members.entry(parent).or_default().push(obj.key.clone());
+        }
+        let store: BTreeMap<String, (String, String)> = self
+            .h
+            .core()
+            .store()
+            .iter()
+            .map(|(k, o, p)| {
+                (
+                    k.to_string(),
+                    (p.clone(), o.resource_version().unwrap_or("").to_owned()),
+                )
+            })
+            .collect();
+        if store != world {
+            let ghosts: Vec<&String> = store.keys().filter(|k| !world.contains_key(*k)).collect();
+            let missing: Vec<&String> = world.keys().filter(|k| !store.contains_key(*k)).collect();
+            let stale: Vec<&String> = world
+                .iter()
+                .filter(|(k, v)| store.get(*k).is_some_and(|s| s != *v))
+                .map(|(k, _)| k)
+                .collect();
+            self.violation(
+                "store differs from the world at quiescence",
+                format!("ghosts {ghosts:?}, missing {missing:?}, stale {stale:?}"),
+            );
+        }
+        let changed: Vec<(String, Instant)> = self
+            .membership_changed
+            .iter()
+            .map(|(p, t)| (p.clone(), *t))
+            .collect();
+        for (parent, changed_at) in changed {
+            let want = members.get(&parent).cloned().unwrap_or_default();
+            let ever_reconciled = self.h.last_dispatch.contains_key(&parent);
+            if want.is_empty() && !ever_reconciled {
+                // The core never saw this parent with members: nothing to converge.
+                continue;
+            }
+            match self.h.last_dispatch.get(&parent) {
+                Some((at, seen)) if *seen == want && *at >= changed_at => {}
+                Some((at, seen)) => {
+                    let detail = format!(
+                        "{parent}: last reconcile at {at} saw {seen:?}, membership is {want:?} since {changed_at}"
+                    );
+                    self.violation("parent not reconciled after its last change", detail);
+                }
+                None => self.violation(
+                    "parent not reconciled after its last change",
+                    format!("{parent}: never reconciled, membership is {want:?}"),
+                ),
+            }
+        }
+    }
+}
+
+fn key(pod: &PodView) -> String {
+    pod.key().map_or_else(|| "?".into(), |k| k.to_string())
+}

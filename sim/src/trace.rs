@@ -1,0 +1,1034 @@
+//! The trace format: JSON Lines, a versioned header line, then one timestamped record per
+//! line (see `docs/trace-format.md`).
+//!
+//! Payloads that came off the wire (LIST bodies, watch frames, objects) are kept as the exact
+//! bytes they were recorded with, so a replay feeds the core bit-identical input.
+
+use std::fmt;
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use reconcile_core::Instant;
+
+/// The header key that marks a trace, and the only version this crate reads and writes.
+pub const FORMAT_KEY: &str = "reconcile_sim_trace";
+/// The trace format version.
+pub const FORMAT_VERSION: u64 = 1;
+
+/// Upper bound on records in one trace: far above any capture, low enough to refuse a runaway
+/// file before it exhausts memory.
+pub const MAX_RECORDS: usize = 10_000_000;
+
+/// A bad trace line: which file, which line, what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{file}:{line}: {message}")]
+pub struct TraceError {
+    /// The file (or `-` / a label when not read from a file).
+    pub file: String,
+    /// 1-based line number; 0 when the whole file is at fault.
+    pub line: usize,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// How a reconcile's parent key is derived from a pod.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ParentBy {
+    /// The value of this label; a pod without it cannot be mapped and is evicted.
+    Label(String),
+    /// The pod's own `namespace/name`: one parent per pod.
+    Name,
+    /// The pod's namespace.
+    Namespace,
+}
+
+impl fmt::Display for ParentBy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ParentBy::Label(l) => write!(f, "label:{l}"),
+            ParentBy::Name => f.write_str("name"),
+            ParentBy::Namespace => f.write_str("namespace"),
+        }
+    }
+}
+
+impl ParentBy {
+    fn parse(s: &str) -> Result<Self, String> {
+        match s {
+            "name" => Ok(ParentBy::Name),
+            "namespace" => Ok(ParentBy::Namespace),
+            _ => match s.strip_prefix("label:") {
+                Some(l) if !l.is_empty() => Ok(ParentBy::Label(l.to_owned())),
+                _ => Err(format!(
+                    "parent must be \"name\", \"namespace\" or \"label:<key>\", got {s:?}"
+                )),
+            },
+        }
+    }
+}
+
+/// How the simulated apiserver reports a compacted cursor on WATCH.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GoneAs {
+    /// HTTP 200, then an in-band ERROR frame with code 410 (the watch cache's way).
+    Frame,
+    /// The WATCH itself answers HTTP 410.
+    Status,
+}
+
+/// The header: the controller's configuration and the simulated apiserver's settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Header {
+    /// Free text.
+    pub description: Option<String>,
+    /// `kubernetes` (LIST / WATCH) or `in_process` (source events).
+    pub in_process: bool,
+    /// Namespace to watch; all when `None`.
+    pub namespace: Option<String>,
+    /// Server-side label selector.
+    pub label_selector: Option<String>,
+    /// Parent key derivation.
+    pub parent: ParentBy,
+    /// Parallel reconciles.
+    pub concurrency: usize,
+    /// `timeoutSeconds` on every WATCH.
+    pub timeout_seconds: u32,
+    /// Resync period; `None` disables it.
+    pub resync: Option<Duration>,
+    /// Reflector retry delay.
+    pub retry_delay: Duration,
+    /// Backoff base and cap.
+    pub backoff: (Duration, Duration),
+    /// World: how long history is kept before compaction.
+    pub compaction_window: Duration,
+    /// World: interval between bookmarks on an open watch; `None` sends none.
+    pub bookmark_interval: Option<Duration>,
+    /// World: how a compacted cursor is reported.
+    pub gone_as: GoneAs,
+}
+
+impl Default for Header {
+    fn default() -> Self {
+        Header {
+            description: None,
+            in_process: false,
+            namespace: None,
+            label_selector: None,
+            parent: ParentBy::Name,
+            concurrency: 1,
+            timeout_seconds: 300,
+            resync: Some(Duration::from_secs(36_000)),
+            retry_delay: Duration::from_secs(1),
+            backoff: (Duration::from_secs(1), Duration::from_secs(60)),
+            compaction_window: Duration::from_secs(300),
+            bookmark_interval: Some(Duration::from_secs(60)),
+            gone_as: GoneAs::Frame,
+        }
+    }
+}
+
+/// How a scripted reconcile ends.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ScriptedOutcome {
+    /// Success.
+    Ok,
+    /// Failure with this message.
+    Error(String),
+    /// Success, run again after this long.
+    RequeueAfter(Duration),
+}
+
+/// How a recorded WATCH ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RecordedEnd {
+    /// The server closed it cleanly.
+    Clean,
+    /// The connection failed.
+    Transport(String),
+    /// A non-200 answer to the WATCH request.
+    Status(u16, String),
+}
+
+/// One fault to inject.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Fault {
+    /// Every open WATCH fails with a transport error.
+    WatchDrop,
+    /// History is compacted to now and the next `count` WATCHes answer 410.
+    GoneStorm {
+        /// How many WATCHes are refused.
+        count: u32,
+    },
+    /// The next `count` WATCHes answer 504 (a cursor from the future).
+    TooLarge {
+        /// How many WATCHes are refused.
+        count: u32,
+    },
+    /// A frame that does not decode is sent on every open WATCH; `cursor` says whether it
+    /// still names a resourceVersion (skip and advance) or not (relist).
+    MalformedFrame {
+        /// Whether the frame carries a readable resourceVersion.
+        cursor: bool,
+    },
+    /// The apiserver restarts: streams drop, the watch cache is lost (history compacted),
+    /// and requests fail with a transport error for `down`.
+    Restart {
+        /// How long it is unreachable.
+        down: Duration,
+    },
+    /// History is compacted up to the current version.
+    Compact,
+    /// The next `count` LISTs fail, with this status (0 for a transport error).
+    ListFail {
+        /// How many LISTs fail.
+        count: u32,
+        /// HTTP status, or 0 for a transport error.
+        status: u16,
+    },
+    /// The next `count` reconciles take `duration`.
+    SlowReconcile {
+        /// How many.
+        count: u32,
+        /// How long each takes.
+        duration: Duration,
+    },
+    /// The next `count` reconciles fail.
+    FailReconcile {
+        /// How many.
+        count: u32,
+    },
+    /// The clock jumps forward by `by` (a suspended VM, an NTP step).
+    ClockJump {
+        /// How far.
+        by: Duration,
+    },
+}
+
+impl fmt::Display for Fault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Fault::WatchDrop => f.write_str("watch-drop"),
+            Fault::GoneStorm { count } => write!(f, "gone-storm x{count}"),
+            Fault::TooLarge { count } => write!(f, "too-large x{count}"),
+            Fault::MalformedFrame { cursor: true } => f.write_str("malformed-frame with cursor"),
+            Fault::MalformedFrame { cursor: false } => {
+                f.write_str("malformed-frame without cursor")
+            }
+            Fault::Restart { down } => write!(f, "restart down={}s", down.as_secs_f64()),
+            Fault::Compact => f.write_str("compact"),
+            Fault::ListFail { count, status } => write!(f, "list-fail x{count} status={status}"),
+            Fault::SlowReconcile { count, duration } => {
+                write!(f, "slow-reconcile x{count} {}s", duration.as_secs_f64())
+            }
+            Fault::FailReconcile { count } => write!(f, "fail-reconcile x{count}"),
+            Fault::ClockJump { by } => write!(f, "clock-jump {}s", by.as_secs_f64()),
+        }
+    }
+}
+
+/// One record of the trace.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Record {
+    /// The answer to a LIST: a status and a body, or a transport error.
+    List {
+        /// HTTP status (ignored with a transport error).
+        status: u16,
+        /// The body, exactly as received.
+        body: String,
+        /// Set when no answer came.
+        transport_error: Option<String>,
+    },
+    /// A WATCH was answered: 200 opens the stream; anything else ends it with that status.
+    Watch {
+        /// HTTP status.
+        status: u16,
+        /// The body of a non-200 answer.
+        body: String,
+        /// The cursor the recorded client asked from, when known (checked in replay).
+        resource_version: Option<String>,
+    },
+    /// One raw line of the open WATCH.
+    Frame {
+        /// The line, exactly as received (no newline).
+        line: String,
+    },
+    /// The open WATCH ended.
+    WatchEnd(RecordedEnd),
+    /// The outcome of the next reconcile of `parent` (of any parent when `None`).
+    Reconcile {
+        /// Which parent it applies to.
+        parent: Option<String>,
+        /// How it ends.
+        outcome: ScriptedOutcome,
+        /// How long it runs.
+        duration: Duration,
+    },
+    /// An in-process source write.
+    Source(SourceOp),
+    /// The in-process source stream ended.
+    SourceEnd {
+        /// The error it ended with.
+        error: Option<String>,
+    },
+    /// Time passes with no input.
+    Advance {
+        /// How far.
+        by: Duration,
+    },
+    /// Inject a fault.
+    Fault(Fault),
+    /// Stop the loop.
+    Stop,
+}
+
+/// An in-process source write, with the objects as raw JSON.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SourceOp {
+    /// Insert or update.
+    Upsert(String),
+    /// Remove (last state).
+    Delete(String),
+    /// The whole world.
+    Replace(Vec<String>),
+}
+
+/// A record with where it came from and when it happens.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Entry {
+    /// 1-based line in the file it was read from (0 when generated).
+    pub line: usize,
+    /// When it happens; `None` means "right after the previous record".
+    pub at: Option<Instant>,
+    /// Free text carried along (importers say what they synthesized).
+    pub note: Option<String>,
+    /// The record.
+    pub record: Record,
+}
+
+/// A parsed trace.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Trace {
+    /// Where it was read from, for error messages.
+    pub name: String,
+    /// Settings.
+    pub header: Header,
+    /// Records in file order.
+    pub entries: Vec<Entry>,
+}
+
+/// Every field any line may carry; which ones are required depends on `record`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Line<'a> {
+    record: Option<String>,
+    t: Option<f64>,
+    note: Option<String>,
+    status: Option<u16>,
+    #[serde(borrow)]
+    body: Option<&'a RawValue>,
+    raw_body: Option<String>,
+    transport_error: Option<String>,
+    resource_version: Option<String>,
+    raw: Option<String>,
+    #[serde(borrow)]
+    event: Option<&'a RawValue>,
+    end: Option<String>,
+    error: Option<String>,
+    parent: Option<String>,
+    outcome: Option<String>,
+    requeue_after_s: Option<f64>,
+    duration_s: Option<f64>,
+    op: Option<String>,
+    #[serde(borrow)]
+    object: Option<&'a RawValue>,
+    #[serde(borrow)]
+    objects: Option<Vec<&'a RawValue>>,
+    by_s: Option<f64>,
+    fault: Option<String>,
+    count: Option<u32>,
+    cursor: Option<bool>,
+}
+
+/// Tells an absent field (`None`, the default) from an explicit `null` (`Some(None)`: off).
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<f64>>, D::Error> {
+    Option::<f64>::deserialize(d).map(Some)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HeaderLine {
+    reconcile_sim_trace: u64,
+    description: Option<String>,
+    source: Option<String>,
+    namespace: Option<String>,
+    label_selector: Option<String>,
+    parent: Option<String>,
+    concurrency: Option<usize>,
+    timeout_seconds: Option<u32>,
+    #[serde(default, deserialize_with = "present")]
+    resync_s: Option<Option<f64>>,
+    retry_delay_s: Option<f64>,
+    backoff_base_s: Option<f64>,
+    backoff_cap_s: Option<f64>,
+    compaction_window_s: Option<f64>,
+    #[serde(default, deserialize_with = "present")]
+    bookmark_interval_s: Option<Option<f64>>,
+    gone_as: Option<String>,
+}
+
+/// A non-negative, finite number of seconds, at most about 31 years (the core's `Instant`
+/// holds 584 years of nanoseconds, so any sum of these stays far from saturation).
+pub fn seconds(field: &str, s: f64) -> Result<Duration, String> {
+    if !s.is_finite() || !(0.0..=1.0e9).contains(&s) {
+        return Err(format!(
+            "{field} must be between 0 and 1e9 seconds, got {s}"
+        ));
+    }
+    // Whole milliseconds: traces are written by hand, and ms keeps the output exact.
+    let millis = (s * 1000.0).round();
+    // In range by the check above.
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    Ok(Duration::from_millis(millis as u64))
+}
+
+fn positive(field: &str, s: f64) -> Result<Duration, String> {
+    let d = seconds(field, s)?;
+    if d.is_zero() {
+        return Err(format!("{field} must be positive"));
+    }
+    Ok(d)
+}
+
+impl Header {
+    fn from_line(h: HeaderLine) -> Result<Self, String> {
+        if h.reconcile_sim_trace != FORMAT_VERSION {
+            return Err(format!(
+                "trace format version {} is not supported (this build reads {FORMAT_VERSION})",
+                h.reconcile_sim_trace
+            ));
+        }
+        let d = Header::default();
+        let in_process = match h.source.as_deref() {
+            None | Some("kubernetes") => false,
+            Some("in_process") => true,
+            Some(other) => {
+                return Err(format!(
+                    "source must be \"kubernetes\" or \"in_process\", got {other:?}"
+                ));
+            }
+        };
+        let opt = |field: &str, v: Option<f64>, default: Duration| {
+            v.map_or(Ok(default), |s| positive(field, s))
+        };
+        let gone_as = match h.gone_as.as_deref() {
+            None | Some("frame") => GoneAs::Frame,
+            Some("status") => GoneAs::Status,
+            Some(other) => {
+                return Err(format!(
+                    "gone_as must be \"frame\" or \"status\", got {other:?}"
+                ));
+            }
+        };
+        let header = Header {
+            description: h.description,
+            in_process,
+            namespace: h.namespace,
+            label_selector: h.label_selector,
+            parent: h
+                .parent
+                .as_deref()
+                .map_or(Ok(d.parent.clone()), ParentBy::parse)?,
+            concurrency: h.concurrency.unwrap_or(d.concurrency),
+            timeout_seconds: h.timeout_seconds.unwrap_or(d.timeout_seconds),
+            resync: match h.resync_s {
+                None => d.resync,
+                Some(None) => None,
+                Some(Some(s)) => Some(positive("resync_s", s)?),
+            },
+            retry_delay: opt("retry_delay_s", h.retry_delay_s, d.retry_delay)?,
+            backoff: (
+                opt("backoff_base_s", h.backoff_base_s, d.backoff.0)?,
+                opt("backoff_cap_s", h.backoff_cap_s, d.backoff.1)?,
+            ),
+            compaction_window: opt(
+                "compaction_window_s",
+                h.compaction_window_s,
+                d.compaction_window,
+            )?,
+            bookmark_interval: match h.bookmark_interval_s {
+                None => d.bookmark_interval,
+                Some(None) => None,
+                Some(Some(s)) => Some(positive("bookmark_interval_s", s)?),
+            },
+            gone_as,
+        };
+        if let Some(selector) = &header.label_selector {
+            crate::selector::Selector::parse(selector)
+                .map_err(|e| format!("label_selector: {e}"))?;
+        }
+        Ok(header)
+    }
+
+    /// The header as one JSON line.
+    #[must_use]
+    pub fn to_line(&self) -> String {
+        let mut m = serde_json::Map::new();
+        m.insert(FORMAT_KEY.into(), FORMAT_VERSION.into());
+        if let Some(d) = &self.description {
+            m.insert("description".into(), d.clone().into());
+        }
+        if self.in_process {
+            m.insert("source".into(), "in_process".into());
+        }
+        if let Some(ns) = &self.namespace {
+            m.insert("namespace".into(), ns.clone().into());
+        }
+        if let Some(l) = &self.label_selector {
+            m.insert("label_selector".into(), l.clone().into());
+        }
+        m.insert("parent".into(), self.parent.to_string().into());
+        m.insert("concurrency".into(), self.concurrency.into());
+        m.insert("timeout_seconds".into(), self.timeout_seconds.into());
+        m.insert(
+            "resync_s".into(),
+            self.resync.map(|d| d.as_secs_f64()).into(),
+        );
+        m.insert(
+            "retry_delay_s".into(),
+            self.retry_delay.as_secs_f64().into(),
+        );
+        m.insert("backoff_base_s".into(), self.backoff.0.as_secs_f64().into());
+        m.insert("backoff_cap_s".into(), self.backoff.1.as_secs_f64().into());
+        m.insert(
+            "compaction_window_s".into(),
+            self.compaction_window.as_secs_f64().into(),
+        );
+        m.insert(
+            "bookmark_interval_s".into(),
+            self.bookmark_interval.map(|d| d.as_secs_f64()).into(),
+        );
+        if self.gone_as == GoneAs::Status {
+            m.insert("gone_as".into(), "status".into());
+        }
+        serde_json::Value::Object(m).to_string()
+    }
+}
+
+fn parse_fault(l: &Line<'_>) -> Result<Fault, String> {
+    let name = l.fault.as_deref().ok_or("a fault record needs \"fault\"")?;
+    let count = l.count.unwrap_or(1);
+    let duration = |field: &str, default: f64| seconds(field, l.duration_s.unwrap_or(default));
+    Ok(match name {
+        "watch_drop" => Fault::WatchDrop,
+        "gone_storm" => Fault::GoneStorm { count },
+        "too_large" => Fault::TooLarge { count },
+        "malformed_frame" => Fault::MalformedFrame {
+            cursor: l.cursor.unwrap_or(true),
+        },
+        "restart" => Fault::Restart {
+            down: duration("duration_s", 5.0)?,
+        },
+        "compact" => Fault::Compact,
+        "list_fail" => Fault::ListFail {
+            count,
+            status: l.status.unwrap_or(500),
+        },
+        "slow_reconcile" => Fault::SlowReconcile {
+            count,
+            duration: duration("duration_s", 30.0)?,
+        },
+        "fail_reconcile" => Fault::FailReconcile { count },
+        "clock_jump" => Fault::ClockJump {
+            by: seconds("by_s", l.by_s.ok_or("clock_jump needs \"by_s\"")?)?,
+        },
+        other => return Err(format!("unknown fault {other:?}")),
+    })
+}
+
+fn parse_record(l: &Line<'_>) -> Result<Record, String> {
+    let kind = l.record.as_deref().ok_or("no \"record\" field")?;
+    let raw = |v: &RawValue| v.get().to_owned();
+    Ok(match kind {
+        "list" => match (&l.transport_error, l.body, &l.raw_body) {
+            (Some(e), _, _) => Record::List {
+                status: 0,
+                body: String::new(),
+                transport_error: Some(e.clone()),
+            },
+            (None, body, raw_body) => Record::List {
+                status: l.status.ok_or("a list record needs \"status\"")?,
+                body: match (body, raw_body) {
+                    (Some(b), None) => raw(b),
+                    (None, Some(b)) => b.clone(),
+                    (None, None) => String::new(),
+                    (Some(_), Some(_)) => {
+                        return Err("give \"body\" or \"raw_body\", not both".into());
+                    }
+                },
+                transport_error: None,
+            },
+        },
+        "watch" => Record::Watch {
+            status: l.status.unwrap_or(200),
+            body: match (l.body, &l.raw_body) {
+                (Some(b), _) => raw(b),
+                (None, Some(b)) => b.clone(),
+                (None, None) => String::new(),
+            },
+            resource_version: l.resource_version.clone(),
+        },
+        "frame" => Record::Frame {
+            line: match (&l.raw, l.event) {
+                (Some(r), None) => {
+                    if r.contains('\n') {
+                        return Err("a raw frame cannot contain a newline".into());
+                    }
+                    r.clone()
+                }
+                (None, Some(e)) => raw(e),
+                _ => return Err("a frame record needs exactly one of \"raw\" or \"event\"".into()),
+            },
+        },
+        "watch_end" => Record::WatchEnd(match (l.end.as_deref(), &l.error, l.status) {
+            (Some("clean") | None, None, None) => RecordedEnd::Clean,
+            (Some("transport") | None, Some(e), None) => RecordedEnd::Transport(e.clone()),
+            (Some("status") | None, None, Some(code)) => RecordedEnd::Status(
+                code,
+                match (l.body, &l.raw_body) {
+                    (Some(b), _) => raw(b),
+                    (None, Some(b)) => b.clone(),
+                    (None, None) => String::new(),
+                },
+            ),
+            _ => {
+                return Err(
+                    "a watch_end is clean, or has \"error\" (transport) or \"status\"".into(),
+                );
+            }
+        }),
+        "reconcile" => Record::Reconcile {
+            parent: l.parent.clone(),
+            outcome: match l.outcome.as_deref().unwrap_or("ok") {
+                "ok" => ScriptedOutcome::Ok,
+                "error" => ScriptedOutcome::Error(
+                    l.error.clone().unwrap_or_else(|| "scripted failure".into()),
+                ),
+                "requeue" => ScriptedOutcome::RequeueAfter(positive(
+                    "requeue_after_s",
+                    l.requeue_after_s
+                        .ok_or("a requeue outcome needs \"requeue_after_s\"")?,
+                )?),
+                other => {
+                    return Err(format!(
+                        "outcome must be \"ok\", \"error\" or \"requeue\", got {other:?}"
+                    ));
+                }
+            },
+            duration: seconds("duration_s", l.duration_s.unwrap_or(0.0))?,
+        },
+        "source" => Record::Source(match l.op.as_deref() {
+            Some("upsert") => SourceOp::Upsert(raw(l.object.ok_or("upsert needs \"object\"")?)),
+            Some("delete") => SourceOp::Delete(raw(l.object.ok_or("delete needs \"object\"")?)),
+            Some("replace") => SourceOp::Replace(
+                l.objects
+                    .as_ref()
+                    .ok_or("replace needs \"objects\"")?
+                    .iter()
+                    .map(|o| raw(o))
+                    .collect(),
+            ),
+            _ => return Err("a source record needs \"op\": upsert, delete or replace".into()),
+        }),
+        "source_end" => Record::SourceEnd {
+            error: l.error.clone(),
+        },
+        "advance" => Record::Advance {
+            by: seconds("by_s", l.by_s.ok_or("an advance record needs \"by_s\"")?)?,
+        },
+        "fault" => Record::Fault(parse_fault(l)?),
+        "stop" => Record::Stop,
+        other => return Err(format!("unknown record kind {other:?}")),
+    })
+}
+
+impl Trace {
+    /// Parses a trace from its text; `name` is used in error messages.
+    ///
+    /// # Errors
+    /// The first bad line, with its number and what is wrong.
+    pub fn parse(name: &str, text: &str) -> Result<Trace, TraceError> {
+        let err = |line: usize, message: String| TraceError {
+            file: name.to_owned(),
+            line,
+            message,
+        };
+        let mut lines = text
+            .lines()
+            .enumerate()
+            .map(|(i, l)| (i + 1, l))
+            .filter(|(_, l)| !l.trim().is_empty());
+        let (first, header_text) = lines
+            .next()
+            .ok_or_else(|| err(0, "empty file: expected a header line".into()))?;
+        let header_line: HeaderLine = serde_json::from_str(header_text).map_err(|e| {
+            err(
+                first,
+                format!(
+                    "not a trace header (expected {{\"{FORMAT_KEY}\": {FORMAT_VERSION}, ...}}): {e}"
+                ),
+            )
+        })?;
+        let header = Header::from_line(header_line).map_err(|m| err(first, m))?;
+        let mut entries = Vec::new();
+        let mut last = Instant::ZERO;
+        for (number, text) in lines {
+            if entries.len() >= MAX_RECORDS {
+                return Err(err(number, format!("more than {MAX_RECORDS} records")));
+            }
+            let line: Line<'_> =
+                serde_json::from_str(text).map_err(|e| err(number, format!("bad record: {e}")))?;
+            let record = parse_record(&line).map_err(|m| err(number, m))?;
+            let at = match line.t {
+                Some(t) => {
+                    let at = Instant::from_duration(seconds("t", t).map_err(|m| err(number, m))?);
+                    if at < last {
+                        return Err(err(
+                            number,
+                            format!("time goes backwards: t={t} after {last}"),
+                        ));
+                    }
+                    last = at;
+                    Some(at)
+                }
+                None => None,
+            };
+            entries.push(Entry {
+                line: number,
+                at,
+                note: line.note,
+                record,
+            });
+        }
+        Ok(Trace {
+            name: name.to_owned(),
+            header,
+            entries,
+        })
+    }
+
+    /// Writes the trace back as JSON Lines (header first); parsing the result gives the same
+    /// records.
+    #[must_use]
+    pub fn to_jsonl(&self) -> String {
+        let mut out = self.header.to_line();
+        out.push('\n');
+        for entry in &self.entries {
+            out.push_str(&entry.to_line());
+            out.push('\n');
+        }
+        out
+    }
+}
+
+/// Appends `"key":<raw json>` to an object being written by hand, so raw payloads keep their
+/// exact bytes.
+fn push_raw(out: &mut String, key: &str, raw_json: &str) {
+    out.push_str(",\"");
+    out.push_str(key);
+    out.push_str("\":");
+    out.push_str(raw_json);
+}
+
+fn push_str(out: &mut String, key: &str, value: &str) {
+    push_raw(out, key, &serde_json::Value::from(value).to_string());
+}
+
+fn push_num(out: &mut String, key: &str, value: impl Into<serde_json::Value>) {
+    push_raw(out, key, &value.into().to_string());
+}
+
+impl Entry {
+    /// A generated entry at `at`.
+    #[must_use]
+    pub fn new(at: Option<Instant>, record: Record) -> Self {
+        Entry {
+            line: 0,
+            at,
+            note: None,
+            record,
+        }
+    }
+
+    /// The entry as one JSON line.
+    #[must_use]
+    pub fn to_line(&self) -> String {
+        let mut out = String::from("{\"record\":");
+        let kind = match &self.record {
+            Record::List { .. } => "list",
+            Record::Watch { .. } => "watch",
+            Record::Frame { .. } => "frame",
+            Record::WatchEnd(_) => "watch_end",
+            Record::Reconcile { .. } => "reconcile",
+            Record::Source(_) => "source",
+            Record::SourceEnd { .. } => "source_end",
+            Record::Advance { .. } => "advance",
+            Record::Fault(_) => "fault",
+            Record::Stop => "stop",
+        };
+        out.push_str(&serde_json::Value::from(kind).to_string());
+        if let Some(at) = self.at {
+            push_num(&mut out, "t", at.since_origin().as_secs_f64());
+        }
+        let is_json = |s: &str| serde_json::from_str::<&RawValue>(s).is_ok();
+        match &self.record {
+            Record::List {
+                status,
+                body,
+                transport_error,
+            } => match transport_error {
+                Some(e) => push_str(&mut out, "transport_error", e),
+                None => {
+                    push_num(&mut out, "status", *status);
+                    if is_json(body) {
+                        push_raw(&mut out, "body", body.trim());
+                    } else {
+                        push_str(&mut out, "raw_body", body);
+                    }
+                }
+            },
+            Record::Watch {
+                status,
+                body,
+                resource_version,
+            } => {
+                push_num(&mut out, "status", *status);
+                if !body.is_empty() {
+                    push_str(&mut out, "raw_body", body);
+                }
+                if let Some(rv) = resource_version {
+                    push_str(&mut out, "resource_version", rv);
+                }
+            }
+            Record::Frame { line } => push_str(&mut out, "raw", line),
+            Record::WatchEnd(RecordedEnd::Clean) => push_str(&mut out, "end", "clean"),
+            Record::WatchEnd(RecordedEnd::Transport(e)) => push_str(&mut out, "error", e),
+            Record::WatchEnd(RecordedEnd::Status(code, body)) => {
+                push_num(&mut out, "status", *code);
+                if !body.is_empty() {
+                    push_str(&mut out, "raw_body", body);
+                }
+            }
+            Record::Reconcile {
+                parent,
+                outcome,
+                duration,
+            } => {
+                if let Some(p) = parent {
+                    push_str(&mut out, "parent", p);
+                }
+                match outcome {
+                    ScriptedOutcome::Ok => push_str(&mut out, "outcome", "ok"),
+                    ScriptedOutcome::Error(e) => {
+                        push_str(&mut out, "outcome", "error");
+                        push_str(&mut out, "error", e);
+                    }
+                    ScriptedOutcome::RequeueAfter(d) => {
+                        push_str(&mut out, "outcome", "requeue");
+                        push_num(&mut out, "requeue_after_s", d.as_secs_f64());
+                    }
+                }
+                if !duration.is_zero() {
+                    push_num(&mut out, "duration_s", duration.as_secs_f64());
+                }
+            }
+            Record::Source(op) => match op {
+                SourceOp::Upsert(o) => {
+                    push_str(&mut out, "op", "upsert");
+                    push_raw(&mut out, "object", o);
+                }
+                SourceOp::Delete(o) => {
+                    push_str(&mut out, "op", "delete");
+                    push_raw(&mut out, "object", o);
+                }
+                SourceOp::Replace(objects) => {
+                    push_str(&mut out, "op", "replace");
+                    push_raw(&mut out, "objects", &format!("[{}]", objects.join(",")));
+                }
+            },
+            Record::SourceEnd { error } => {
+                if let Some(e) = error {
+                    push_str(&mut out, "error", e);
+                }
+            }
+            Record::Advance { by } => push_num(&mut out, "by_s", by.as_secs_f64()),
+            Record::Fault(fault) => push_fault(&mut out, fault),
+            Record::Stop => {}
+        }
+        if let Some(note) = &self.note {
+            push_str(&mut out, "note", note);
+        }
+        out.push('}');
+        out
+    }
+}
+
+fn push_fault(out: &mut String, fault: &Fault) {
+    let (name, count) = match fault {
+        Fault::WatchDrop => ("watch_drop", None),
+        Fault::GoneStorm { count } => ("gone_storm", Some(*count)),
+        Fault::TooLarge { count } => ("too_large", Some(*count)),
+        Fault::MalformedFrame { .. } => ("malformed_frame", None),
+        Fault::Restart { .. } => ("restart", None),
+        Fault::Compact => ("compact", None),
+        Fault::ListFail { count, .. } => ("list_fail", Some(*count)),
+        Fault::SlowReconcile { count, .. } => ("slow_reconcile", Some(*count)),
+        Fault::FailReconcile { count } => ("fail_reconcile", Some(*count)),
+        Fault::ClockJump { .. } => ("clock_jump", None),
+    };
+    push_str(out, "fault", name);
+    if let Some(c) = count {
+        push_num(out, "count", c);
+    }
+    match fault {
+        Fault::MalformedFrame { cursor } => push_raw(out, "cursor", &cursor.to_string()),
+        Fault::Restart { down } => push_num(out, "duration_s", down.as_secs_f64()),
+        Fault::ListFail { status, .. } => push_num(out, "status", *status),
+        Fault::SlowReconcile { duration, .. } => {
+            push_num(out, "duration_s", duration.as_secs_f64())
+        }
+        Fault::ClockJump { by } => push_num(out, "by_s", by.as_secs_f64()),
+        _ => {}
+    }
+}
+
+/// Parses a fault given on the command line: `NAME[:ARG]@SECONDS`, for example
+/// `watch_drop@30`, `gone_storm:3@60`, `clock_jump:3600@100`, `malformed_frame:nocursor@5`.
+///
+/// # Errors
+/// What is wrong with the spec.
+pub fn parse_fault_flag(spec: &str) -> Result<Entry, String> {
+    let (what, at) = spec
+        .rsplit_once('@')
+        .ok_or_else(|| format!("fault {spec:?}: expected NAME[:ARG]@SECONDS"))?;
+    let at: f64 = at
+        .parse()
+        .map_err(|_| format!("fault {spec:?}: {at:?} is not a number of seconds"))?;
+    let (name, arg) = match what.split_once(':') {
+        Some((n, a)) => (n, Some(a)),
+        None => (what, None),
+    };
+    let num = |a: Option<&str>| -> Result<Option<f64>, String> {
+        a.map(|a| {
+            a.parse::<f64>()
+                .map_err(|_| format!("fault {spec:?}: {a:?} is not a number"))
+        })
+        .transpose()
+    };
+    let mut line: Line<'_> = serde_json::from_str("{}").map_err(|e| e.to_string())?;
+    line.fault = Some(name.to_owned());
+    match name {
+        "gone_storm" | "too_large" | "fail_reconcile" => {
+            line.count = num(arg)?.map(|c| c as u32);
+        }
+        "list_fail" => line.status = num(arg)?.map(|c| c as u16),
+        "restart" | "slow_reconcile" => line.duration_s = num(arg)?,
+        "clock_jump" => line.by_s = num(arg)?,
+        "malformed_frame" => line.cursor = arg.map(|a| a != "nocursor"),
+        _ => {}
+    }
+    let fault = parse_fault(&line).map_err(|m| format!("fault {spec:?}: {m}"))?;
+    let at = seconds("fault time", at).map_err(|m| format!("fault {spec:?}: {m}"))?;
+    Ok(Entry::new(
+        Some(Instant::from_duration(at)),
+        Record::Fault(fault),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HEADER: &str = r#"{"reconcile_sim_trace":1,"parent":"label:cell"}"#;
+
+    #[test]
+    fn a_bad_line_names_the_file_the_line_and_the_problem() {
+        let text = format!(
+            "{HEADER}\n{{\"record\":\"list\",\"t\":0,\"status\":200,\"body\":{{}}}}\n{{\"record\":\"frobnicate\"}}\n"
+        );
+        let e = Trace::parse("x.jsonl", &text).unwrap_err();
+        assert_eq!(e.line, 3);
+        assert_eq!(
+            e.to_string(),
+            "x.jsonl:3: unknown record kind \"frobnicate\""
+        );
+        let e = Trace::parse("x.jsonl", &format!("{HEADER}\n{{not json\n")).unwrap_err();
+        assert_eq!((e.file.as_str(), e.line), ("x.jsonl", 2));
+        assert!(e.message.starts_with("bad record"), "{e}");
+    }
+
+    #[test]
+    fn a_missing_or_newer_header_is_refused() {
+        let e = Trace::parse("a", "{\"record\":\"stop\"}\n").unwrap_err();
+        assert!(e.message.contains("not a trace header"), "{e}");
+        let e = Trace::parse("a", "{\"reconcile_sim_trace\":2}\n").unwrap_err();
+        assert!(e.message.contains("version 2"), "{e}");
+        assert_eq!(Trace::parse("a", "").unwrap_err().line, 0);
+    }
+
+    #[test]
+    fn time_may_not_go_backwards_and_must_be_finite() {
+        let text =
+            format!("{HEADER}\n{{\"record\":\"stop\",\"t\":5}}\n{{\"record\":\"stop\",\"t\":4}}\n");
+        assert!(
+            Trace::parse("a", &text)
+                .unwrap_err()
+                .message
+                .contains("backwards")
+        );
+        let text = format!("{HEADER}\n{{\"record\":\"advance\",\"by_s\":-1}}\n");
+        assert!(Trace::parse("a", &text).is_err());
+    }
+
+    #[test]
+    fn raw_payloads_keep_their_exact_bytes_through_a_round_trip() {
+        let frame = r#"{"type":"ADDED","object":{"metadata":{"name":"p","resourceVersion":"7"},  "z":1,"a":2}}"#;
+        let text = format!(
+            "{HEADER}\n{}\n{{\"record\":\"list\",\"t\":0.5,\"status\":200,\"body\":{{\"b\":1,\"a\":[ 1 ]}}}}\n{{\"record\":\"fault\",\"fault\":\"restart\",\"duration_s\":2}}\n",
+            serde_json::json!({"record":"frame","raw":frame})
+        );
+        let trace = Trace::parse("a", &text).unwrap();
+        assert_eq!(
+            trace.entries[0].record,
+            Record::Frame { line: frame.into() }
+        );
+        let Record::List { body, .. } = &trace.entries[1].record else {
+            panic!()
+        };
+        assert_eq!(body, r#"{"b":1,"a":[ 1 ]}"#);
+        let again = Trace::parse("a", &trace.to_jsonl()).unwrap();
+        assert_eq!(again.header, trace.header);
+        let records = |t: &Trace| {
+            t.entries
+                .iter()
+                .map(|e| (e.at, e.record.clone()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(records(&again), records(&trace));
+    }
+
+    #[test]
+    fn fault_flags_parse_with_their_arguments() {
+        let e = parse_fault_flag("gone_storm:3@60").unwrap();
+        assert_eq!(e.record, Record::Fault(Fault::GoneStorm { count: 3 }));
+        assert_eq!(e.at, Some(Instant::from_duration(Duration::from_secs(60))));
+        let e = parse_fault_flag("malformed_frame:nocursor@1").unwrap();
+        assert_eq!(
+            e.record,
+            Record::Fault(Fault::MalformedFrame { cursor: false })
+        );
+        assert!(parse_fault_flag("teleport@1").is_err());
+        assert!(parse_fault_flag("watch_drop").is_err());
+    }
+}

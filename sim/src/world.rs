@@ -1,0 +1,582 @@
+//! The simulated apiserver: a versioned object history with compaction, LIST at the current
+//! version, WATCH from any cursor, bookmarks, watch timeouts, server-side label selectors,
+//! and the faults that break each of those.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use reconcile_core::Instant;
+
+use crate::selector::Selector;
+use crate::trace::{GoneAs, Header};
+
+/// History entries kept at most, whatever the compaction window: bounds memory on runs that
+/// change objects faster than the window drains.
+pub const MAX_HISTORY: usize = 100_000;
+
+/// Objects the world holds at most.
+pub const MAX_OBJECTS: usize = 1_000_000;
+
+/// One object as the apiserver stores it.
+#[derive(Debug)]
+pub struct Obj {
+    /// `namespace/name` (or `name`).
+    pub key: String,
+    /// `metadata.namespace`.
+    pub namespace: Option<String>,
+    /// `metadata.labels`.
+    pub labels: BTreeMap<String, String>,
+    /// The object, with its resourceVersion set.
+    pub value: Value,
+    /// `value` serialized once.
+    pub json: String,
+}
+
+/// One entry of the history.
+#[derive(Debug, Clone)]
+struct Change {
+    rv: u64,
+    at: Instant,
+    before: Option<Arc<Obj>>,
+    after: Option<Arc<Obj>>,
+}
+
+/// Why the world refused an object.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WorldError {
+    /// Not a JSON object with `metadata.name`.
+    #[error("object without metadata.name")]
+    NoName,
+    /// Not JSON.
+    #[error("object is not JSON: {0}")]
+    NotJson(String),
+    /// Too many objects.
+    #[error("more than {MAX_OBJECTS} objects")]
+    Full,
+}
+
+/// One watch line and the version it carries, if any.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Frame {
+    /// The line, without newline.
+    pub line: String,
+    /// The resourceVersion it names (none for ERROR frames and cursor-less garbage).
+    pub rv: Option<u64>,
+}
+
+/// What a WATCH request gets.
+#[derive(Debug)]
+pub enum WatchAnswer {
+    /// 200: these frames first, then live changes.
+    Open(Vec<Frame>),
+    /// 200, one ERROR frame, then the end (the watch cache's 410).
+    GoneFrame(Frame),
+    /// A non-200 status with a `Status` body.
+    Status(u16, String),
+    /// No answer.
+    Transport(String),
+}
+
+/// What a LIST request gets.
+#[derive(Debug)]
+pub enum ListAnswer {
+    /// A status and a body.
+    Response(u16, String),
+    /// No answer.
+    Transport(String),
+}
+
+/// The apiserver's state.
+#[derive(Debug)]
+pub struct World {
+    namespace: Option<String>,
+    selector: Selector,
+    window: Duration,
+    gone_as: GoneAs,
+    rv: u64,
+    objects: BTreeMap<String, Arc<Obj>>,
+    history: VecDeque<Change>,
+    /// Highest version dropped from history: a cursor below it cannot be served.
+    compacted: u64,
+    gone_left: u32,
+    too_large_left: u32,
+    list_fail: VecDeque<u16>,
+    down_until: Option<Instant>,
+    uid_seq: u64,
+}
+
+fn status_body(code: u16, reason: &str, message: &str, cause: Option<&str>) -> String {
+    let mut status = serde_json::json!({
+        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "message": message, "reason": reason, "code": code,
+    });
+    if let Some(cause) = cause {
+        status["details"] = serde_json::json!({"causes": [{"reason": cause, "message": message}]});
+    }
+    status.to_string()
+}
+
+fn frame(event_type: &str, object_json: &str, rv: Option<u64>) -> Frame {
+    Frame {
+        line: format!("{{\"type\":\"{event_type}\",\"object\":{object_json}}}"),
+        rv,
+    }
+}
+
+impl World {
+    /// An empty world at version 1, configured by the header.
+    #[must_use]
+    pub fn new(header: &Header) -> Self {
+        World {
+            namespace: header.namespace.clone(),
+            selector: header
+                .label_selector
+                .as_deref()
+                .and_then(|s| Selector::parse(s).ok())
+                .unwrap_or_default(),
+            window: header.compaction_window,
+            gone_as: header.gone_as,
+            rv: 1,
+            objects: BTreeMap::new(),
+            history: VecDeque::new(),
+            compacted: 0,
+            gone_left: 0,
+            too_large_left: 0,
+            list_fail: VecDeque::new(),
+            down_until: None,
+            uid_seq: 0,
+        }
+    }
+
+    /// The current version.
+    #[must_use]
+    pub fn rv(&self) -> u64 {
+        self.rv
+    }
+
+    /// Whether `obj` is in scope of the watched namespace and selector.
+    fn visible(&self, obj: &Obj) -> bool {
+        self.namespace
+            .as_ref()
+            .is_none_or(|ns| obj.namespace.as_ref() == Some(ns))
+            && self.selector.matches(&obj.labels)
+    }
+
+    /// The objects in scope now, by key.
+    pub fn visible_objects(&self) -> impl Iterator<Item = &Arc<Obj>> {
+        self.objects.values().filter(|o| self.visible(o))
+    }
+
+    /// Every object, in scope or not.
+    pub fn all_objects(&self) -> impl Iterator<Item = &Arc<Obj>> {
+        self.objects.values()
+    }
+
+    fn build(&mut self, mut value: Value, rv: u64) -> Result<Obj, WorldError> {
+        let meta = value
+            .get_mut("metadata")
+            .and_then(Value::as_object_mut)
+            .ok_or(WorldError::NoName)?;
+        let name = meta
+            .get("name")
+            .and_then(Value::as_str)
+            .filter(|n| !n.is_empty())
+            .ok_or(WorldError::NoName)?
+            .to_owned();
+        if meta.get("namespace").and_then(Value::as_str).is_none()
+            && let Some(ns) = &self.namespace
+        {
+            meta.insert("namespace".into(), ns.clone().into());
+        }
+        if meta.get("uid").and_then(Value::as_str).is_none() {
+            self.uid_seq += 1;
+            meta.insert("uid".into(), format!("uid-{}", self.uid_seq).into());
+        }
+        meta.insert("resourceVersion".into(), rv.to_string().into());
+        let namespace = meta
+            .get("namespace")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        let labels = meta
+            .get("labels")
+            .and_then(Value::as_object)
+            .map(|m| {
+                m.iter()
+                    .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_owned())))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let key = match &namespace {
+            Some(ns) if !ns.is_empty() => format!("{ns}/{name}"),
+            _ => name,
+        };
+        let json = value.to_string();
+        Ok(Obj {
+            key,
+            namespace,
+            labels,
+            value,
+            json,
+        })
+    }
+
+    /// The key an object would be stored under.
+    ///
+    /// # Errors
+    /// When it is not a JSON object with a name.
+    pub fn key_of(&self, object_json: &str) -> Result<String, WorldError> {
+        let value: Value =
+            serde_json::from_str(object_json).map_err(|e| WorldError::NotJson(e.to_string()))?;
+        let meta = value.get("metadata").ok_or(WorldError::NoName)?;
+        let name = meta
+            .get("name")
+            .and_then(Value::as_str)
+            .filter(|n| !n.is_empty())
+            .ok_or(WorldError::NoName)?;
+        let ns = meta
+            .get("namespace")
+            .and_then(Value::as_str)
+            .or(self.namespace.as_deref());
+        Ok(match ns {
+            Some(ns) if !ns.is_empty() => format!("{ns}/{name}"),
+            _ => name.to_owned(),
+        })
+    }
+
+    fn record(&mut self, now: Instant, before: Option<Arc<Obj>>, after: Option<Arc<Obj>>) {
+        self.history.push_back(Change {
+            rv: self.rv,
+            at: now,
+            before,
+            after,
+        });
+        self.compact_older_than(now);
+    }
+
+    fn compact_older_than(&mut self, now: Instant) {
+        while let Some(first) = self.history.front() {
+            let expired = first.at + self.window < now;
+            if !expired && self.history.len() <= MAX_HISTORY {
+                break;
+            }
+            self.compacted = first.rv;
+            self.history.pop_front();
+        }
+    }
+
+    /// Creates or replaces an object; returns the frames each open watch gets, via
+    /// [`World::frames_for_last_change`].
+    ///
+    /// # Errors
+    /// When the object has no name or the world is full.
+    pub fn put(&mut self, now: Instant, object_json: &str) -> Result<(), WorldError> {
+        let value: Value =
+            serde_json::from_str(object_json).map_err(|e| WorldError::NotJson(e.to_string()))?;
+        let key = self.key_of(object_json)?;
+        if !self.objects.contains_key(&key) && self.objects.len() >= MAX_OBJECTS {
+            return Err(WorldError::Full);
+        }
+        self.rv += 1;
+        let obj = Arc::new(self.build(value, self.rv)?);
+        let before = self.objects.insert(obj.key.clone(), Arc::clone(&obj));
+        self.record(now, before, Some(obj));
+        Ok(())
+    }
+
+    /// Deletes the object under `key`; false when there is none.
+    pub fn delete(&mut self, now: Instant, key: &str) -> bool {
+        let Some(before) = self.objects.remove(key) else {
+            return false;
+        };
+        self.rv += 1;
+        self.record(now, Some(before), None);
+        true
+    }
+
+    /// Bumps the version with no visible change (another resource type written, say).
+    pub fn bump(&mut self, now: Instant) -> u64 {
+        self.rv += 1;
+        self.record(now, None, None);
+        self.rv
+    }
+
+    /// The frames an open watch gets for the last change, after the selector.
+    #[must_use]
+    pub fn frames_for_last_change(&self) -> Option<Frame> {
+        self.history.back().and_then(|c| self.frame_for(c))
+    }
+
+    fn frame_for(&self, change: &Change) -> Option<Frame> {
+        let was = change.before.as_ref().is_some_and(|o| self.visible(o));
+        let is = change.after.as_ref().is_some_and(|o| self.visible(o));
+        match (was, is, &change.before, &change.after) {
+            (false, true, _, Some(after)) => Some(frame("ADDED", &after.json, Some(change.rv))),
+            (true, true, _, Some(after)) => Some(frame("MODIFIED", &after.json, Some(change.rv))),
+            (true, false, Some(before), _) => {
+                // The watch cache sends the previous state, stamped with the change's version.
+                let mut last = before.value.clone();
+                if let Some(meta) = last.get_mut("metadata").and_then(Value::as_object_mut) {
+                    meta.insert("resourceVersion".into(), change.rv.to_string().into());
+                }
+                Some(frame("DELETED", &last.to_string(), Some(change.rv)))
+            }
+            _ => None,
+        }
+    }
+
+    /// A bookmark at the current version.
+    #[must_use]
+    pub fn bookmark(&self) -> Frame {
+        frame(
+            "BOOKMARK",
+            &format!(
+                "{{\"kind\":\"Pod\",\"apiVersion\":\"v1\",\"metadata\":{{\"resourceVersion\":\"{}\"}},\"spec\":{{\"containers\":null}},\"status\":{{}}}}",
+                self.rv
+            ),
+            Some(self.rv),
+        )
+    }
+
+    fn down(&self, now: Instant) -> bool {
+        self.down_until.is_some_and(|until| now < until)
+    }
+
+    /// Answers a LIST at the current version.
+    pub fn list(&mut self, now: Instant) -> ListAnswer {
+        if self.down(now) {
+            return ListAnswer::Transport("connection refused (apiserver restarting)".into());
+        }
+        if let Some(status) = self.list_fail.pop_front() {
+            return match status {
+                0 => ListAnswer::Transport("connection reset (injected)".into()),
+                code => ListAnswer::Response(
+                    code,
+                    status_body(code, "InternalError", "injected LIST failure", None),
+                ),
+            };
+        }
+        let mut body = format!(
+            "{{\"kind\":\"PodList\",\"apiVersion\":\"v1\",\"metadata\":{{\"resourceVersion\":\"{}\"}},\"items\":[",
+            self.rv
+        );
+        for (i, obj) in self.visible_objects().enumerate() {
+            if i > 0 {
+                body.push(',');
+            }
+            body.push_str(&obj.json);
+        }
+        body.push_str("]}");
+        ListAnswer::Response(200, body)
+    }
+
+    /// Answers a WATCH from `cursor`.
+    pub fn watch(&mut self, now: Instant, cursor: &str) -> WatchAnswer {
+        self.compact_older_than(now);
+        if self.down(now) {
+            return WatchAnswer::Transport("connection refused (apiserver restarting)".into());
+        }
+        if self.too_large_left > 0 {
+            self.too_large_left -= 1;
+            return self.too_large(cursor);
+        }
+        if cursor.is_empty() || cursor == "0" {
+            // No version: the current state as synthetic ADDED events, in key order.
+            let frames = self
+                .visible_objects()
+                .map(|o| {
+                    let rv = o.value["metadata"]["resourceVersion"]
+                        .as_str()
+                        .and_then(|rv| rv.parse().ok());
+                    frame("ADDED", &o.json, rv)
+                })
+                .collect();
+            return WatchAnswer::Open(frames);
+        }
+        let Ok(from) = cursor.parse::<u64>() else {
+            return WatchAnswer::Status(
+                400,
+                status_body(
+                    400,
+                    "BadRequest",
+                    &format!("invalid resourceVersion {cursor:?}"),
+                    None,
+                ),
+            );
+        };
+        if self.gone_left > 0 || from < self.compacted {
+            self.gone_left = self.gone_left.saturating_sub(1);
+            let message = format!(
+                "too old resource version: {from} ({})",
+                self.compacted.max(from + 1)
+            );
+            let body = status_body(410, "Expired", &message, None);
+            return match self.gone_as {
+                GoneAs::Frame => WatchAnswer::GoneFrame(frame("ERROR", &body, None)),
+                GoneAs::Status => WatchAnswer::Status(410, body),
+            };
+        }
+        if from > self.rv {
+            return self.too_large(cursor);
+        }
+        let frames = self
+            .history
+            .iter()
+            .filter(|c| c.rv > from)
+            .filter_map(|c| self.frame_for(c))
+            .collect();
+        WatchAnswer::Open(frames)
+    }
+
+    fn too_large(&self, cursor: &str) -> WatchAnswer {
+        let message = format!("Too large resource version: {cursor}, current: {}", self.rv);
+        WatchAnswer::Status(
+            504,
+            status_body(504, "Timeout", &message, Some("ResourceVersionTooLarge")),
+        )
+    }
+
+    /// Drops all history: every cursor older than now is expired.
+    pub fn compact(&mut self) {
+        self.history.clear();
+        self.compacted = self.rv;
+    }
+
+    /// The next `count` WATCHes answer 410, and history is compacted.
+    pub fn gone_storm(&mut self, count: u32) {
+        self.compact();
+        self.gone_left = self.gone_left.saturating_add(count);
+    }
+
+    /// The next `count` WATCHes answer 504.
+    pub fn too_large_storm(&mut self, count: u32) {
+        self.too_large_left = self.too_large_left.saturating_add(count);
+    }
+
+    /// The next `count` LISTs fail with `status` (0: transport error).
+    pub fn fail_lists(&mut self, count: u32, status: u16) {
+        self.list_fail
+            .extend(std::iter::repeat_n(status, count.min(10_000) as usize));
+    }
+
+    /// Restart: the watch cache is lost and requests fail until `now + down`.
+    pub fn restart(&mut self, now: Instant, down: Duration) {
+        self.compact();
+        self.down_until = Some(now + down);
+    }
+
+    /// A frame that does not decode: with `cursor`, it names a fresh version (a no-op write);
+    /// without, it names none.
+    pub fn malformed_frame(&mut self, now: Instant, cursor: bool) -> Frame {
+        if cursor {
+            let rv = self.bump(now);
+            let line = format!(
+                "{{\"type\":\"MODIFIED\",\"object\":{{\"kind\":\"Pod\",\"apiVersion\":\"v1\",\"metadata\":{{\"name\":\"corrupt\",\"resourceVersion\":\"{rv}\",\"labels\":\"not-a-map\"}}}}}}"
+            );
+            Frame { line, rv: Some(rv) }
+        } else {
+            Frame {
+                line: "{\"type\":\"MODIFIED\",\"object\":{\"kind\":\"Pod\",\"metadata\":{\"name\":\"corrupt\",\"labels\":\"not-a-map\"}}".into(),
+                rv: None,
+            }
+        }
+    }
+
+    /// The objects for an in-process source's opening `Replace`, as JSON.
+    #[must_use]
+    pub fn snapshot(&self) -> Vec<String> {
+        self.objects.values().map(|o| o.json.clone()).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header(selector: &str) -> Header {
+        Header {
+            namespace: Some("ns".into()),
+            label_selector: Some(selector.into()),
+            ..Header::default()
+        }
+    }
+
+    fn pod(name: &str, app: &str) -> String {
+        format!(r#"{{"metadata":{{"name":"{name}","labels":{{"app":"{app}"}}}}}}"#)
+    }
+
+    fn types(frames: &[Frame]) -> Vec<String> {
+        frames
+            .iter()
+            .map(|f| {
+                let v: Value = serde_json::from_str(&f.line).unwrap();
+                format!(
+                    "{} {} {}",
+                    v["type"].as_str().unwrap(),
+                    v["object"]["metadata"]["name"].as_str().unwrap_or("-"),
+                    v["object"]["metadata"]["resourceVersion"].as_str().unwrap()
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn leaving_the_selector_is_deleted_and_entering_it_is_added() {
+        let mut w = World::new(&header("app=cell"));
+        let t = Instant::ZERO;
+        w.put(t, &pod("a", "cell")).unwrap();
+        w.put(t, &pod("a", "other")).unwrap();
+        w.put(t, &pod("a", "cell")).unwrap();
+        w.put(t, &pod("b", "other")).unwrap();
+        assert!(w.delete(t, "ns/a"));
+        let WatchAnswer::Open(frames) = w.watch(t, "1") else {
+            panic!()
+        };
+        assert_eq!(
+            types(&frames),
+            ["ADDED a 2", "DELETED a 3", "ADDED a 4", "DELETED a 6"]
+        );
+    }
+
+    #[test]
+    fn compacted_cursor_is_410_future_is_504_unset_is_synthetic_added() {
+        let mut w = World::new(&header("app=cell"));
+        w.put(Instant::ZERO, &pod("a", "cell")).unwrap();
+        let later = Instant::from_duration(Duration::from_secs(1000));
+        w.put(later, &pod("b", "cell")).unwrap();
+        assert!(
+            matches!(w.watch(later, "1"), WatchAnswer::GoneFrame(f) if f.line.contains("\"code\":410"))
+        );
+        assert!(
+            matches!(w.watch(later, "99"), WatchAnswer::Status(504, b) if b.contains("ResourceVersionTooLarge"))
+        );
+        let WatchAnswer::Open(frames) = w.watch(later, "") else {
+            panic!()
+        };
+        assert_eq!(types(&frames), ["ADDED a 2", "ADDED b 3"]);
+        let WatchAnswer::Open(frames) = w.watch(later, "2") else {
+            panic!()
+        };
+        assert_eq!(types(&frames), ["ADDED b 3"]);
+    }
+
+    #[test]
+    fn list_serves_the_current_version_and_failures_are_counted_down() {
+        let mut w = World::new(&header("app=cell"));
+        w.put(Instant::ZERO, &pod("a", "cell")).unwrap();
+        w.put(Instant::ZERO, &pod("x", "other")).unwrap();
+        w.fail_lists(1, 503);
+        assert!(matches!(
+            w.list(Instant::ZERO),
+            ListAnswer::Response(503, _)
+        ));
+        let ListAnswer::Response(200, body) = w.list(Instant::ZERO) else {
+            panic!()
+        };
+        let v: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(v["metadata"]["resourceVersion"], "3");
+        assert_eq!(v["items"].as_array().unwrap().len(), 1);
+    }
+}

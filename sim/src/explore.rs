@@ -33,6 +33,9 @@ pub struct ExploreOptions {
     pub verbose: bool,
     /// Minimize failing seeds.
     pub minimize: bool,
+    /// Extra fault records added to every seed's trace (to watch the invariants and the
+    /// minimizer fire, for example with the `lose_change` bug).
+    pub inject: Vec<Entry>,
 }
 
 impl Default for ExploreOptions {
@@ -42,6 +45,7 @@ impl Default for ExploreOptions {
             out_dir: None,
             verbose: false,
             minimize: true,
+            inject: Vec::new(),
         }
     }
 }
@@ -76,6 +80,8 @@ pub struct ExploreReport {
     pub failures: Vec<Failure>,
     /// Per-seed lines (verbose).
     pub lines: Vec<String>,
+    /// The `--fault` flags of injected faults, for the reproduction command.
+    pub inject_flags: String,
 }
 
 /// The fault profiles a seed picks from.
@@ -332,7 +338,9 @@ pub fn generate(seed: u64, long: bool) -> (Trace, &'static str) {
     )
 }
 
-fn run(trace: &Trace, long: bool) -> crate::simulate::RunReport {
+/// Runs one explore trace quietly with every invariant checked.
+#[must_use]
+pub fn run(trace: &Trace, long: bool) -> crate::simulate::RunReport {
     let opts = SimOptions {
         render: Render::Quiet,
         settle: settle(long),
@@ -414,12 +422,43 @@ pub fn minimize(trace: &Trace, invariant: &str, long: bool) -> Trace {
     }
 }
 
+/// A fault entry as the `--fault` flag that recreates it.
+fn fault_flag(entry: &Entry) -> String {
+    let at = entry
+        .at
+        .unwrap_or(Instant::ZERO)
+        .since_origin()
+        .as_secs_f64();
+    let line = entry.to_line();
+    let v: serde_json::Value = serde_json::from_str(&line).unwrap_or_default();
+    let name = v["fault"].as_str().unwrap_or("?");
+    let arg = ["count", "status", "duration_s", "by_s"]
+        .iter()
+        .find_map(|k| v.get(*k).map(ToString::to_string))
+        .or_else(|| (v["cursor"] == false).then(|| "nocursor".to_owned()));
+    match arg {
+        Some(a) => format!("{name}:{a}@{at}"),
+        None => format!("{name}@{at}"),
+    }
+}
+
 /// Runs every seed in `seeds`.
 #[must_use]
 pub fn explore(seeds: Range<u64>, opts: &ExploreOptions) -> ExploreReport {
-    let mut report = ExploreReport::default();
+    let mut report = ExploreReport {
+        inject_flags: opts
+            .inject
+            .iter()
+            .map(|e| format!(" --fault {}", fault_flag(e)))
+            .collect(),
+        ..ExploreReport::default()
+    };
     for seed in seeds {
-        let (trace, profile) = generate(seed, opts.long);
+        let (mut trace, profile) = generate(seed, opts.long);
+        if !opts.inject.is_empty() {
+            trace.entries.extend(opts.inject.iter().cloned());
+            trace.entries.sort_by_key(|e| e.at);
+        }
         let result = run(&trace, opts.long);
         report.seeds += 1;
         report.steps += result.steps;
@@ -469,15 +508,10 @@ pub fn explore(seeds: Range<u64>, opts: &ExploreOptions) -> ExploreReport {
 
 impl ExploreReport {
     /// The report as text: per-seed lines (verbose), failures with their reproduction
-    /// commands, then how often each fault path was reached.
+    /// commands, then how often each fault path was reached. `long` must match the run.
     #[must_use]
-    pub fn render(&self) -> String {
-        self.render_with(true)
-    }
-
-    /// As [`render`](Self::render); `long` picks the settle time in the printed commands.
-    #[must_use]
-    pub fn render_with(&self, short: bool) -> String {
+    pub fn render(&self, long: bool) -> String {
+        let short = !long;
         let mut out = String::new();
         for line in &self.lines {
             let _ = writeln!(out, "{line}");
@@ -490,9 +524,11 @@ impl ExploreReport {
             );
             let _ = writeln!(
                 out,
-                "  reproduce: cargo run -p reconcile-sim -- explore --seeds {}..{}",
+                "  reproduce: cargo run -p reconcile-sim -- explore --seeds {}..{}{}{}",
                 f.seed,
-                f.seed + 1
+                f.seed + 1,
+                if short { "" } else { " --long" },
+                self.inject_flags
             );
             if let Some(path) = &f.minimized {
                 let _ = writeln!(

@@ -34,7 +34,8 @@ enum Cmd {
         from: Option<Format>,
         /// Inject a fault: NAME[:ARG]@SECONDS, for example watch_drop@30, gone_storm:3@60,
         /// too_large@10, malformed_frame:nocursor@5, restart:5@20, compact@40,
-        /// list_fail:503@1, slow_reconcile:30@0, fail_reconcile:3@0, clock_jump:3600@100.
+        /// list_fail:503@1, slow_reconcile:30@0, fail_reconcile:3@0, clock_jump:3600@100,
+        /// lose_change@10 (an apiserver bug, to see the invariant checks fire).
         #[arg(long = "fault")]
         faults: Vec<String>,
         /// Seconds to keep running after the last record.
@@ -86,6 +87,9 @@ enum Cmd {
         /// Print each seed's profile and outcome.
         #[arg(long, short)]
         verbose: bool,
+        /// Add a fault to every seed (NAME[:ARG]@SECONDS, as for simulate).
+        #[arg(long = "fault")]
+        faults: Vec<String>,
     },
 }
 
@@ -157,16 +161,22 @@ fn run(cli: Cli) -> Result<bool, String> {
             long,
             out,
             verbose,
+            faults,
         } => {
             let seeds = explore::parse_seeds(&seeds)?;
+            let inject = faults
+                .iter()
+                .map(|f| trace::parse_fault_flag(f))
+                .collect::<Result<Vec<_>, _>>()?;
             let opts = ExploreOptions {
                 long,
                 out_dir: Some(out),
                 verbose,
+                inject,
                 ..ExploreOptions::default()
             };
             let report = explore::explore(seeds, &opts);
-            print!("{}", report.render());
+            print!("{}", report.render(long));
             Ok(report.failures.is_empty())
         }
     }

@@ -477,7 +477,7 @@ impl Replay<'_> {
                 let to = self.h.now() + *by;
                 self.h.set_now(to);
             }
-            Fault::Compact | Fault::ListFail { .. } => {
+            Fault::Compact | Fault::ListFail { .. } | Fault::LoseChange { .. } => {
                 self.h.note("no apiserver to act on in replay: no effect");
             }
             Fault::GoneStorm { .. } | Fault::TooLarge { .. } | Fault::MalformedFrame { .. } => {

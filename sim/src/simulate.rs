@@ -96,6 +96,8 @@ struct Sim<'a> {
     source: Option<StreamId>,
     offset: Duration,
     parents_seen: BTreeSet<String>,
+    /// Changes still to be lost (the `lose_change` fault).
+    lose: u32,
     /// When each parent's membership last changed in the world.
     membership_changed: BTreeMap<String, Instant>,
 }
@@ -124,6 +126,7 @@ pub fn simulate(
         source: None,
         offset: Duration::ZERO,
         parents_seen: BTreeSet::new(),
+        lose: 0,
         membership_changed: BTreeMap::new(),
     };
     sim.run();
@@ -391,7 +394,15 @@ impl Sim<'_> {
             }
             Action::Bookmark(stream) => {
                 if self.open.contains(&stream) {
-                    let frame = self.world.bookmark();
+                    let pending = self
+                        .agenda
+                        .values()
+                        .filter_map(|a| match a {
+                            Action::Frame(s, f) if *s == stream => f.rv,
+                            _ => None,
+                        })
+                        .min();
+                    let frame = self.world.bookmark(pending);
                     self.deliver(stream, &frame);
                     if let Some(interval) = self.trace.header.bookmark_interval {
                         self.schedule(now + interval, Action::Bookmark(stream));
@@ -470,6 +481,11 @@ impl Sim<'_> {
     /// Every open stream gets the frame for the world's last change.
     fn broadcast_last_change(&mut self) {
         let now = self.h.now();
+        if self.lose > 0 && !self.open.is_empty() {
+            self.lose -= 1;
+            self.h.count("world: change lost (injected bug)");
+            return;
+        }
         if let Some(frame) = self.world.frames_for_last_change() {
             let open: Vec<StreamId> = self.open.iter().copied().collect();
             for stream in open {
@@ -548,7 +564,9 @@ impl Sim<'_> {
                     self.world_delete(&key);
                 }
                 for item in items {
-                    self.world_put(&item);
+                    if !self.world.unchanged(&item) {
+                        self.world_put(&item);
+                    }
                 }
             }
             Record::Frame { line } => {
@@ -556,6 +574,15 @@ impl Sim<'_> {
                     return;
                 };
                 let object = v["object"].to_string();
+                if serde_json::from_str::<PodView>(&object).is_err() {
+                    // A recorded frame the controller cannot read is a wire fault, not a
+                    // state of the world; inject one with the malformed_frame fault.
+                    self.h.note(&format!(
+                        "line {}: frame object does not decode as a pod; not part of the world",
+                        entry.line
+                    ));
+                    return;
+                }
                 match v["type"].as_str() {
                     Some("ADDED" | "MODIFIED") => self.world_put(&object),
                     Some("DELETED") => {
@@ -678,6 +705,7 @@ impl Sim<'_> {
             Fault::ListFail { count, status } => self.world.fail_lists(*count, *status),
             Fault::SlowReconcile { count, duration } => self.h.slow_reconciles(*count, *duration),
             Fault::FailReconcile { count } => self.h.fail_reconciles(*count),
+            Fault::LoseChange { count } => self.lose = self.lose.saturating_add(*count),
             Fault::ClockJump { by } => {
                 self.offset += *by;
                 self.h.set_now(now + *by);

@@ -199,6 +199,13 @@ pub enum Fault {
         /// How many.
         count: u32,
     },
+    /// An apiserver bug: the next `count` changes never reach open watches (they stay in
+    /// history). No client can converge without a relist; this exists to prove the
+    /// invariant checks catch a lost event, and is never in an explore profile.
+    LoseChange {
+        /// How many changes are lost.
+        count: u32,
+    },
     /// The clock jumps forward by `by` (a suspended VM, an NTP step).
     ClockJump {
         /// How far.
@@ -223,6 +230,7 @@ impl fmt::Display for Fault {
                 write!(f, "slow-reconcile x{count} {}s", duration.as_secs_f64())
             }
             Fault::FailReconcile { count } => write!(f, "fail-reconcile x{count}"),
+            Fault::LoseChange { count } => write!(f, "lose-change x{count}"),
             Fault::ClockJump { by } => write!(f, "clock-jump {}s", by.as_secs_f64()),
         }
     }
@@ -540,6 +548,7 @@ fn parse_fault(l: &Line<'_>) -> Result<Fault, String> {
             duration: duration("duration_s", 30.0)?,
         },
         "fail_reconcile" => Fault::FailReconcile { count },
+        "lose_change" => Fault::LoseChange { count },
         "clock_jump" => Fault::ClockJump {
             by: seconds("by_s", l.by_s.ok_or("clock_jump needs \"by_s\"")?)?,
         },
@@ -885,6 +894,7 @@ fn push_fault(out: &mut String, fault: &Fault) {
         Fault::ListFail { count, .. } => ("list_fail", Some(*count)),
         Fault::SlowReconcile { count, .. } => ("slow_reconcile", Some(*count)),
         Fault::FailReconcile { count } => ("fail_reconcile", Some(*count)),
+        Fault::LoseChange { count } => ("lose_change", Some(*count)),
         Fault::ClockJump { .. } => ("clock_jump", None),
     };
     push_str(out, "fault", name);
@@ -929,7 +939,7 @@ pub fn parse_fault_flag(spec: &str) -> Result<Entry, String> {
     let mut line: Line<'_> = serde_json::from_str("{}").map_err(|e| e.to_string())?;
     line.fault = Some(name.to_owned());
     match name {
-        "gone_storm" | "too_large" | "fail_reconcile" => {
+        "gone_storm" | "too_large" | "fail_reconcile" | "lose_change" => {
             line.count = num(arg)?.map(|c| c as u32);
         }
         "list_fail" => line.status = num(arg)?.map(|c| c as u16),

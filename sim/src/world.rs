@@ -286,6 +286,37 @@ impl World {
         Ok(())
     }
 
+    /// Whether `object_json` equals the stored object apart from its resourceVersion (a
+    /// relisted, unchanged object is not a write).
+    #[must_use]
+    pub fn unchanged(&self, object_json: &str) -> bool {
+        let Ok(key) = self.key_of(object_json) else {
+            return false;
+        };
+        let Some(current) = self.objects.get(&key) else {
+            return false;
+        };
+        let Ok(mut incoming) = serde_json::from_str::<Value>(object_json) else {
+            return false;
+        };
+        let strip = |v: &mut Value| {
+            if let Some(meta) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+                meta.remove("resourceVersion");
+            }
+        };
+        let mut stored = current.value.clone();
+        strip(&mut stored);
+        strip(&mut incoming);
+        if let (Some(a), Some(b)) = (
+            stored.get_mut("metadata").and_then(Value::as_object_mut),
+            incoming.get("metadata").and_then(Value::as_object),
+        ) {
+            // Fields the world filled in (namespace, uid) count as equal when absent.
+            a.retain(|k, _| b.contains_key(k) || !matches!(k.as_str(), "namespace" | "uid"));
+        }
+        stored == incoming
+    }
+
     /// Deletes the object under `key`; false when there is none.
     pub fn delete(&mut self, now: Instant, key: &str) -> bool {
         let Some(before) = self.objects.remove(key) else {
@@ -327,16 +358,19 @@ impl World {
         }
     }
 
-    /// A bookmark at the current version.
+    /// A bookmark at the current version, or just before `pending`, the lowest version
+    /// still queued for the stream: a bookmark never runs ahead of the stream's own frames.
     #[must_use]
-    pub fn bookmark(&self) -> Frame {
+    pub fn bookmark(&self, pending: Option<u64>) -> Frame {
+        let rv = pending
+            .map_or(self.rv, |p| p.saturating_sub(1))
+            .min(self.rv);
         frame(
             "BOOKMARK",
             &format!(
-                "{{\"kind\":\"Pod\",\"apiVersion\":\"v1\",\"metadata\":{{\"resourceVersion\":\"{}\"}},\"spec\":{{\"containers\":null}},\"status\":{{}}}}",
-                self.rv
+                "{{\"kind\":\"Pod\",\"apiVersion\":\"v1\",\"metadata\":{{\"resourceVersion\":\"{rv}\"}},\"spec\":{{\"containers\":null}},\"status\":{{}}}}"
             ),
-            Some(self.rv),
+            Some(rv),
         )
     }
 

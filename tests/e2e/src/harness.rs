@@ -24,6 +24,9 @@ pub const WAIT: Duration = Duration::from_secs(60);
 /// The label that groups pods into cells (the parent key).
 pub const CELL: &str = "cell";
 
+/// Reconcile backoff of the controller under test: base and cap.
+pub const BACKOFF: (Duration, Duration) = (Duration::from_millis(200), Duration::from_secs(5));
+
 /// What a driver supplies to run the suites.
 pub trait DriverUnderTest: Sized + 'static {
     /// Short name, used in trace paths (`tokio`, `smol`).
@@ -166,7 +169,7 @@ impl<D: DriverUnderTest> Case<D> {
         })
         .concurrency(opts.concurrency)
         .retry_delay(opts.retry_delay)
-        .backoff(Duration::from_millis(200), Duration::from_secs(5))
+        .backoff(BACKOFF.0, BACKOFF.1)
         .resync(None)
         .limits(Limits {
             watch_idle_margin: Duration::from_secs(10),
@@ -319,7 +322,36 @@ impl<D: DriverUnderTest> Under<D> {
         if let Err(e) = result {
             panic!("{}: the controller ended with {e}", self.name);
         }
-        trace::write(&self.trace_path, &self.namespace, &self.opts, &self.tap);
+        self.check_replay();
+    }
+
+    /// Writes this run's trace and replays it in the simulator: the replay must not diverge
+    /// and must end with the same latest members per cell as the live reconciles.
+    fn check_replay(&self) {
+        let header = trace::header(
+            &format!("e2e {} {}", D::NAME, self.name),
+            &self.namespace,
+            &self.opts,
+        );
+        let replayed = trace::write_and_replay(&self.trace_path, header, &self.tap)
+            .unwrap_or_else(|e| panic!("{}: recorded trace: {e}", self.name));
+        let mut live = std::collections::BTreeMap::new();
+        for call in self.observed.all() {
+            live.insert(
+                call.cell.clone(),
+                call.names()
+                    .into_iter()
+                    .map(str::to_owned)
+                    .collect::<Vec<_>>(),
+            );
+        }
+        assert_eq!(
+            replayed,
+            live,
+            "{}: the replay of {} ends with other cells than the live run",
+            self.name,
+            self.trace_path.display()
+        );
     }
 }
 

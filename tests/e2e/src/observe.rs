@@ -30,9 +30,9 @@ impl Member {
     #[must_use]
     pub fn of(pod: &PodView) -> Self {
         Member {
-            name: pod.metadata.name.clone().unwrap_or_default(),
-            uid: pod.metadata.uid.clone().unwrap_or_default(),
-            phase: pod.status.phase.clone().unwrap_or_default(),
+            name: pod.metadata.name.as_deref().unwrap_or_default().to_owned(),
+            uid: pod.metadata.uid.as_deref().unwrap_or_default().to_owned(),
+            phase: pod.status.phase.as_deref().unwrap_or_default().to_owned(),
             ready: pod.status.is_running_and_ready(),
             terminating: pod.metadata.deletion_timestamp.is_some(),
             restarts: pod

@@ -1,0 +1,266 @@
+//! The driver against a scripted in-memory transport: lifecycle, stop from inside a
+//! reconcile, panics, the read-idle timeout, in-process pushes. Real time, short delays;
+//! every wait is a condition with a timeout.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_lite::StreamExt;
+use reconcile_core::KeyMapError;
+use reconcile_core::pod::PodView;
+use reconcile_tokio::engine::{
+    BodyStream, BoxFuture, Controller, Handle, Limits, Source, Transport, TransportError,
+};
+use reconcile_tokio::{Action, TokioRuntime};
+
+const LIST: &str = r#"{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"10"},"items":[
+  {"metadata":{"name":"p1","namespace":"ns","resourceVersion":"5","labels":{"cell":"a"}}},
+  {"metadata":{"name":"p2","namespace":"ns","resourceVersion":"6","labels":{"cell":"b"}}}]}"#;
+
+/// Answers every LIST with [`LIST`] and every WATCH with `watch_lines`, then keeps the
+/// stream open and silent.
+#[derive(Clone, Default)]
+struct Scripted {
+    watch_lines: Vec<String>,
+    watches: Arc<AtomicUsize>,
+}
+
+impl Transport for Scripted {
+    fn send(
+        &self,
+        request: http::Request<Vec<u8>>,
+    ) -> BoxFuture<Result<http::Response<BodyStream>, TransportError>> {
+        let watch = request.uri().query().unwrap_or("").contains("watch=true");
+        let chunks: Vec<Result<Bytes, TransportError>> = if watch {
+            self.watches.fetch_add(1, Ordering::SeqCst);
+            self.watch_lines
+                .iter()
+                .map(|l| Ok(Bytes::from(format!("{l}\n"))))
+                .collect()
+        } else {
+            vec![Ok(Bytes::from_static(LIST.as_bytes()))]
+        };
+        let body: BodyStream = if watch {
+            Box::pin(futures_lite::stream::iter(chunks).chain(futures_lite::stream::pending()))
+        } else {
+            Box::pin(futures_lite::stream::iter(chunks))
+        };
+        Box::pin(async move {
+            Ok(http::Response::builder()
+                .status(200)
+                .body(body)
+                .expect("a response"))
+        })
+    }
+}
+
+fn cell(pod: &PodView) -> Result<String, KeyMapError> {
+    pod.metadata
+        .labels
+        .get("cell")
+        .map(str::to_owned)
+        .ok_or_else(|| KeyMapError::new("no cell label"))
+}
+
+fn controller(transport: Scripted) -> Controller<PodView, String, TokioRuntime, Scripted> {
+    let source = Source::pods(transport, Some("ns")).timeout(1);
+    Controller::with_runtime(TokioRuntime, source, cell)
+        .retry_delay(Duration::from_millis(20))
+        .backoff(Duration::from_millis(10), Duration::from_millis(100))
+        .concurrency(2)
+}
+
+async fn until(what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !check() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+type Seen = Arc<Mutex<BTreeMap<String, Vec<String>>>>;
+
+fn names(members: &[Arc<PodView>]) -> Vec<String> {
+    members
+        .iter()
+        .filter_map(|p| p.metadata.name.as_deref().map(str::to_owned))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn start_returns_synced_and_reconciles_every_cell() {
+    let seen: Seen = Arc::default();
+    let running = controller(Scripted::default())
+        .start(
+            |cell: String, members: Vec<Arc<PodView>>, seen: Seen| async move {
+                seen.lock().unwrap().insert(cell, names(&members));
+                Ok::<_, String>(Action::await_change())
+            },
+            Arc::clone(&seen),
+        )
+        .await
+        .expect("synced");
+    assert!(running.handle().is_synced());
+    until("both cells reconciled", || seen.lock().unwrap().len() == 2).await;
+    assert_eq!(seen.lock().unwrap()["a"], ["p1"]);
+    running.shutdown().await.expect("a clean stop");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stop_from_inside_a_reconcile_ends_the_run() {
+    let controller = controller(Scripted::default());
+    let handle = controller.handle();
+    let run = controller.run(
+        |_cell: String, _members: Vec<Arc<PodView>>, handle: Arc<Handle<PodView>>| async move {
+            handle.stop();
+            Ok::<_, String>(Action::await_change())
+        },
+        Arc::new(handle.clone()),
+    );
+    tokio::time::timeout(Duration::from_secs(10), run)
+        .await
+        .expect("run ends after a stop from inside reconcile")
+        .expect("a clean stop");
+    assert!(handle.is_stopped());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panicking_reconcile_fails_and_is_retried() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let controller = controller(Scripted::default());
+    let handle = controller.handle();
+    let task = tokio::spawn(controller.run(
+        |cell: String, _members: Vec<Arc<PodView>>, calls: Arc<AtomicUsize>| async move {
+            if cell == "a" && calls.fetch_add(1, Ordering::SeqCst) == 0 {
+                panic!("first attempt of a panics");
+            }
+            Ok::<_, String>(Action::await_change())
+        },
+        Arc::clone(&calls),
+    ));
+    until("a retried after its panic", || {
+        calls.load(Ordering::SeqCst) >= 2
+    })
+    .await;
+    assert!(handle.stats().reconcile_errors >= 1, "{:?}", handle.stats());
+    handle.stop();
+    task.await.expect("no panic escapes").expect("a clean stop");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_watch_hits_the_read_idle_timeout_and_reopens() {
+    let transport = Scripted::default();
+    let watches = Arc::clone(&transport.watches);
+    let controller = controller(transport).limits(Limits {
+        watch_idle_margin: Duration::from_millis(100),
+        ..Limits::default()
+    });
+    let handle = controller.handle();
+    let task = tokio::spawn(controller.run(
+        |_: String, _: Vec<Arc<PodView>>, _: Arc<()>| async {
+            Ok::<_, String>(Action::await_change())
+        },
+        Arc::new(()),
+    ));
+    // timeoutSeconds=1 plus 100 ms of margin, then retry_delay: a second WATCH.
+    until("a second WATCH after the idle timeout", || {
+        watches.load(Ordering::SeqCst) >= 2
+    })
+    .await;
+    assert_eq!(handle.stats().lists, 1, "an idle timeout keeps the cursor");
+    handle.stop();
+    task.await.expect("joined").expect("a clean stop");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_frames_update_the_cell_and_bookmarks_move_the_cursor() {
+    let transport = Scripted {
+        watch_lines: vec![
+            r#"{"type":"ADDED","object":{"metadata":{"name":"p3","namespace":"ns","resourceVersion":"11","labels":{"cell":"a"}}}}"#.into(),
+            r#"{"type":"BOOKMARK","object":{"kind":"Pod","apiVersion":"v1","metadata":{"resourceVersion":"15"},"spec":{"containers":null}}}"#.into(),
+        ],
+        ..Scripted::default()
+    };
+    let seen: Seen = Arc::default();
+    let running = controller(transport)
+        .start(
+            |cell: String, members: Vec<Arc<PodView>>, seen: Seen| async move {
+                seen.lock().unwrap().insert(cell, names(&members));
+                Ok::<_, String>(Action::await_change())
+            },
+            Arc::clone(&seen),
+        )
+        .await
+        .expect("synced");
+    until("p3 joined cell a", || {
+        seen.lock().unwrap().get("a").is_some_and(|m| m.len() == 2)
+    })
+    .await;
+    let handle = running.handle().clone();
+    until("the cursor moved to the bookmark", || {
+        handle.cursor().as_deref() == Some("15")
+    })
+    .await;
+    running.shutdown().await.expect("a clean stop");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_process_pushes_reach_reconcile() {
+    let pod = |name: &str, cell: &str| -> PodView {
+        serde_json::from_str(&format!(
+            r#"{{"metadata":{{"name":"{name}","namespace":"ns","labels":{{"cell":"{cell}"}}}}}}"#
+        ))
+        .expect("a pod")
+    };
+    let controller: Controller<PodView, String, TokioRuntime, Scripted> =
+        Controller::with_runtime(TokioRuntime, Source::in_process(), cell);
+    let handle = controller.handle();
+    // Queued before the driver runs: it opens the source before reading its inbox.
+    handle.replace(vec![pod("x1", "x")]).await.expect("pushed");
+    let seen: Seen = Arc::default();
+    let task = tokio::spawn(controller.run(
+        |cell: String, members: Vec<Arc<PodView>>, seen: Seen| async move {
+            seen.lock().unwrap().insert(cell, names(&members));
+            Ok::<_, String>(Action::await_change())
+        },
+        Arc::clone(&seen),
+    ));
+    handle.synced().await.expect("synced by the replace");
+    handle.upsert(pod("x2", "x")).await.expect("pushed");
+    until("x has both pods", || {
+        seen.lock().unwrap().get("x").is_some_and(|m| m.len() == 2)
+    })
+    .await;
+    handle.stop();
+    task.await.expect("joined").expect("a clean stop");
+    assert!(
+        handle.upsert(pod("x3", "x")).await.is_err(),
+        "pushing after the end fails"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn graceful_shutdown_on_a_future() {
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let controller = controller(Scripted::default()).graceful_shutdown_on(async {
+        let _ = rx.await;
+    });
+    let run = tokio::spawn(controller.run(
+        |_: String, _: Vec<Arc<PodView>>, _: Arc<()>| async {
+            Ok::<_, String>(Action::await_change())
+        },
+        Arc::new(()),
+    ));
+    tx.send(()).expect("the signal future is alive");
+    tokio::time::timeout(Duration::from_secs(10), run)
+        .await
+        .expect("stopped by the signal")
+        .expect("joined")
+        .expect("a clean stop");
+}

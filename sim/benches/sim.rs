@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 
-use reconcile_core::Instant;
+use reconcile_core::pod::PodView;
+use reconcile_core::{Command, Instant, ListResponse, Outcome, Output, ReconcileLoop, StreamId};
 use reconcile_sim::harness::Render;
 use reconcile_sim::trace::{Entry, Header, ParentBy, Record, RecordedEnd, Trace};
 use reconcile_sim::{ReplayOptions, SimOptions, replay, simulate};
@@ -98,6 +99,54 @@ fn busy_trace() -> Trace {
     }
 }
 
+/// Drives the core directly: LIST, WATCH, every frame, every reconcile answered `Success`.
+fn bare_core(trace: &Trace, lines: &[&str]) -> u64 {
+    let config = reconcile_sim::harness::config(&trace.header).expect("valid header");
+    let mut core = ReconcileLoop::new(config, Instant::ZERO).expect("valid config");
+    let now = Instant::ZERO;
+    core.start(now).expect("new");
+    let Record::List { body, .. } = &trace.entries[0].record else {
+        unreachable!("busy_trace starts with a LIST")
+    };
+    let mut stream = None;
+    let mut reconciles = 0;
+    let mut drain = |core: &mut ReconcileLoop<PodView, String>, stream: &mut Option<StreamId>| {
+        let mut done = Vec::new();
+        loop {
+            match core.poll_output() {
+                Output::Timeout(_) => break,
+                Output::Command(Command::Watch { stream: s, .. }) => *stream = Some(s),
+                Output::Command(Command::Reconcile { ticket, .. }) => done.push(ticket),
+                Output::Command(Command::List { req, .. }) => {
+                    core.handle_list(
+                        now,
+                        req,
+                        ListResponse::Response {
+                            status: 200,
+                            body: body.as_bytes(),
+                        },
+                    );
+                }
+                _ => {}
+            }
+        }
+        for ticket in done {
+            reconciles += 1;
+            core.handle_reconciled(now, ticket, Outcome::Success);
+        }
+    };
+    drain(&mut core, &mut stream);
+    drain(&mut core, &mut stream);
+    let stream = stream.expect("watching");
+    for line in lines {
+        core.handle_watch_line(now, stream, line.as_bytes());
+        let mut s = Some(stream);
+        drain(&mut core, &mut s);
+        drain(&mut core, &mut s);
+    }
+    reconciles
+}
+
 fn benches(c: &mut Criterion) {
     let idle = idle_trace();
     let opts = SimOptions {
@@ -125,6 +174,21 @@ fn benches(c: &mut Criterion) {
     };
     let report = replay(&busy, &ropts).expect("valid header");
     assert_eq!(report.stats.frames, FRAMES as u64);
+    // The floor: the bare core fed the same frames, each reconcile answered at once.
+    let lines: Vec<&str> = busy
+        .entries
+        .iter()
+        .filter_map(|e| match &e.record {
+            Record::Frame { line } => Some(line.as_str()),
+            _ => None,
+        })
+        .collect();
+    let mut group = c.benchmark_group("core alone");
+    group.sample_size(10);
+    group.throughput(Throughput::Elements(FRAMES as u64));
+    group.bench_function("frames", |b| b.iter(|| bare_core(&busy, &lines)));
+    group.finish();
+
     let mut group = c.benchmark_group("replay");
     group.sample_size(10);
     group.throughput(Throughput::Elements(FRAMES as u64));

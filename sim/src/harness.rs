@@ -5,6 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt::Write as _;
+use std::sync::Arc;
 use std::time::Duration;
 
 use reconcile_core::pod::PodView;
@@ -122,15 +123,15 @@ pub struct Harness {
     slow: VecDeque<Duration>,
     failing: u32,
     /// Invariant bookkeeping.
-    in_flight_parents: BTreeSet<String>,
     open_streams: BTreeSet<StreamId>,
     served_rvs: BTreeSet<String>,
     retry_armed: Option<Instant>,
     stopped: bool,
     queue_bound: Option<usize>,
     check_cursors: bool,
-    /// Last dispatch per parent: when, and the member keys it saw.
-    pub last_dispatch: BTreeMap<String, (Instant, Vec<String>)>,
+    /// Last dispatch per parent: when, and the members it saw (the core's own `Arc`s, moved
+    /// out of the command, so recording them costs no copy).
+    pub last_dispatch: BTreeMap<String, (Instant, Vec<Arc<PodView>>)>,
     /// Invariants broken so far.
     pub violations: Vec<Violation>,
     /// Fault paths reached.
@@ -162,7 +163,6 @@ impl Harness {
             scripts: VecDeque::new(),
             slow: VecDeque::new(),
             failing: 0,
-            in_flight_parents: BTreeSet::new(),
             open_streams: BTreeSet::new(),
             served_rvs: BTreeSet::new(),
             retry_armed: None,
@@ -373,7 +373,6 @@ impl Harness {
         }
         self.completions.remove(&(at, ticket));
         let running = self.running.remove(&ticket)?;
-        self.in_flight_parents.remove(&running.parent);
         let outcome = running.outcome;
         let parent = running.parent;
         let text = if self.rendering() {
@@ -550,25 +549,26 @@ impl Harness {
                 members,
                 ..
             } => {
-                if !self.in_flight_parents.insert(parent.clone()) {
+                // Running reconciles are at most `concurrency`: a scan is cheaper than a set.
+                if self.running.values().any(|r| r.parent == parent) {
                     self.violation(
                         "key reconciled twice at once",
                         format!("{parent} dispatched as {ticket} while still running"),
                     );
                 }
-                let keys = members
-                    .iter()
-                    .filter_map(|m| m.key().map(|k| k.to_string()))
-                    .collect();
-                self.last_dispatch.insert(parent.clone(), (self.now, keys));
+                match self.last_dispatch.get_mut(&parent) {
+                    Some(last) => *last = (self.now, members),
+                    None => {
+                        self.last_dispatch
+                            .insert(parent.clone(), (self.now, members));
+                    }
+                }
                 let (outcome, duration) = self.outcome_for(&parent);
                 self.completions.insert((self.now + duration, ticket));
                 self.running.insert(ticket, Running { parent, outcome });
             }
             Command::CancelReconcile { ticket } => {
-                if let Some(r) = self.running.remove(&ticket) {
-                    self.in_flight_parents.remove(&r.parent);
-                }
+                self.running.remove(&ticket);
                 self.completions.retain(|(_, t)| *t != ticket);
             }
             Command::Watch {

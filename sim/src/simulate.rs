@@ -771,8 +771,15 @@ impl Sim<'_> {
                 // The core never saw this parent with members: nothing to converge.
                 continue;
             }
-            match self.h.last_dispatch.get(&parent) {
-                Some((at, seen)) if *seen == want && *at >= changed_at => {}
+            let last = self.h.last_dispatch.get(&parent).map(|(at, members)| {
+                let keys: Vec<String> = members
+                    .iter()
+                    .filter_map(|m| m.key().map(|k| k.to_string()))
+                    .collect();
+                (*at, keys)
+            });
+            match last {
+                Some((at, seen)) if seen == want && at >= changed_at => {}
                 Some((at, seen)) => {
                     let detail = format!(
                         "{parent}: last reconcile at {at} saw {seen:?}, membership is {want:?} since {changed_at}"

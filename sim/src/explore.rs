@@ -14,7 +14,7 @@ use reconcile_core::Instant;
 use crate::harness::{Render, Violation};
 use crate::rng::Rng;
 use crate::simulate::{SimOptions, simulate};
-use crate::trace::{Entry, Fault, GoneAs, Header, ParentBy, Record, Trace};
+use crate::trace::{Entry, Fault, GoneAs, Header, ParentBy, Record, ScriptedOutcome, Trace};
 
 /// Runs the minimizer may spend on one failing seed.
 pub const MAX_MINIMIZE_RUNS: usize = 2_000;
@@ -142,9 +142,15 @@ fn at(s: u64) -> Option<Instant> {
     Some(Instant::from_duration(Duration::from_secs(s)))
 }
 
+/// A pod; an empty `cell` leaves the parent label off (the pod cannot be mapped).
 fn pod(name: &str, uid: u64, cell: &str, app: &str, phase: &str) -> String {
+    let cell = if cell.is_empty() {
+        String::new()
+    } else {
+        format!(",\"cell\":\"{cell}\"")
+    };
     format!(
-        "{{\"metadata\":{{\"name\":\"{name}\",\"namespace\":\"default\",\"uid\":\"u{uid}\",\"labels\":{{\"app\":\"{app}\",\"cell\":\"{cell}\"}}}},\"status\":{{\"phase\":\"{phase}\"}}}}"
+        "{{\"metadata\":{{\"name\":\"{name}\",\"namespace\":\"default\",\"uid\":\"u{uid}\",\"labels\":{{\"app\":\"{app}\"{cell}}}}},\"status\":{{\"phase\":\"{phase}\"}}}}"
     )
 }
 
@@ -252,7 +258,7 @@ pub fn generate(seed: u64, long: bool) -> (Trace, &'static str) {
                 r
             }
             Some(mut state) => {
-                match rng.below(5) {
+                match rng.below(6) {
                     0 => {
                         let r = frame(
                             "DELETED",
@@ -264,6 +270,14 @@ pub fn generate(seed: u64, long: bool) -> (Trace, &'static str) {
                     }
                     1 | 2 => state.cell = cell(&mut rng),
                     3 => state.app = if state.app == "cell" { "other" } else { "cell" },
+                    // The parent label goes away (unmappable: evicted), or comes back.
+                    4 => {
+                        state.cell = if state.cell.is_empty() {
+                            cell(&mut rng)
+                        } else {
+                            String::new()
+                        };
+                    }
                     _ => {
                         state.phase = if state.phase == "Running" {
                             "Pending"
@@ -281,6 +295,24 @@ pub fn generate(seed: u64, long: bool) -> (Trace, &'static str) {
             }
         };
         events.push((t, record));
+    }
+    // Scripted outcomes: some reconciles ask to be requeued, some fail.
+    for _ in 0..rng.below(4) {
+        let t = rng.range(0, window);
+        let parent = Some(cell(&mut rng));
+        let outcome = if rng.chance(50) {
+            ScriptedOutcome::RequeueAfter(Duration::from_secs(rng.range(1, 120)))
+        } else {
+            ScriptedOutcome::Error("scripted failure".into())
+        };
+        events.push((
+            t,
+            Record::Reconcile {
+                parent,
+                outcome,
+                duration: Duration::ZERO,
+            },
+        ));
     }
     // Faults.
     let kinds: &[&str] = match profile {

@@ -226,6 +226,8 @@ const REQUIRED_PATHS: &[&str] = &[
     "list failed -> retry",
     "reconcile backoff",
     "clock jump",
+    "unmapped object evicted",
+    "requeue-after",
 ];
 
 #[test]

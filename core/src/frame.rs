@@ -142,12 +142,7 @@ pub enum FrameErrorKind {
 /// still tells where the stream is, so the caller can skip it and advance.
 pub fn parse_frame<O: Object>(line: &[u8]) -> Result<WatchEvent<O>, FrameError> {
     let line = line.trim_ascii();
-    // SIMD first; anything it does not accept whole (including a frame whose `object` comes
-    // before its `type`) is read again by serde_json, which also words the errors.
-    let fast: Result<FastFrame<O>, _> = match sonic_rs::from_slice(line) {
-        Ok(frame) => Ok(frame),
-        Err(_) => serde_json::from_slice(line),
-    };
+    let fast: Result<FastFrame<O>, _> = serde_json::from_slice(line);
     let frame = match fast {
         Ok(frame) => frame,
         Err(error) => return Err(explain_frame_failure(line, &error)),
@@ -251,9 +246,7 @@ pub enum ListBodyError {
 /// # Errors
 /// [`ListBodyError`] when the body is not a list or carries no resourceVersion.
 pub fn parse_list<O: Object>(body: &[u8]) -> Result<ObjectList<O>, ListBodyError> {
-    let fast = sonic_rs::from_slice::<FastList<O>>(body)
-        .or_else(|_| serde_json::from_slice::<FastList<O>>(body));
-    let (resource_version, items, skipped) = match fast {
+    let (resource_version, items, skipped) = match serde_json::from_slice::<FastList<O>>(body) {
         Ok(list) => (list.metadata.resource_version, list.items, Vec::new()),
         Err(fast_error) => {
             let list = serde_json::from_slice::<RawList<'_>>(body)

@@ -41,10 +41,14 @@ impl ObjectKey {
     /// The key of `name` in `namespace` (or cluster-scoped when `namespace` is `None` or empty).
     #[must_use]
     pub fn new(namespace: Option<&str>, name: &str) -> Self {
-        match namespace.filter(|ns| !ns.is_empty()) {
-            Some(ns) => ObjectKey(Arc::from(format!("{ns}/{name}"))),
-            None => ObjectKey(Arc::from(name)),
-        }
+        let mut buf = String::new();
+        write_key(&mut buf, namespace, name);
+        ObjectKey::from_joined(&buf)
+    }
+
+    /// The key whose joined form is `joined`.
+    pub(crate) fn from_joined(joined: &str) -> Self {
+        ObjectKey(Arc::from(joined))
     }
 
     /// The namespace part, if any.
@@ -64,6 +68,23 @@ impl ObjectKey {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+}
+
+/// Lookups by the joined `&str` form, so the store can find an object without allocating a key.
+impl std::borrow::Borrow<str> for ObjectKey {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
+/// Writes `namespace/name` (or `name`) into `buf`, the allocation-free form of [`ObjectKey::new`].
+pub(crate) fn write_key(buf: &mut String, namespace: Option<&str>, name: &str) {
+    buf.clear();
+    if let Some(ns) = namespace.filter(|ns| !ns.is_empty()) {
+        buf.push_str(ns);
+        buf.push('/');
+    }
+    buf.push_str(name);
 }
 
 impl fmt::Display for ObjectKey {

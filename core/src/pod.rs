@@ -2,9 +2,11 @@
 //!
 //! Every other field of the apiserver's Pod is skipped while parsing, which is what keeps a
 //! cached pod near 1 KB of heap instead of the tens of KB a full `k8s_openapi` Pod costs.
+//! Strings are `CompactString`s: up to 24 bytes inline, so most fields cost no allocation.
 //! `null` maps and lists read as empty (the seed's "an unset field is dropped" row); absent
 //! optional scalars read as `None`.
 
+use compact_str::CompactString;
 use serde::{Deserialize, Deserializer};
 
 use crate::object::Object;
@@ -39,15 +41,15 @@ pub struct PodView {
 #[serde(rename_all = "camelCase")]
 pub struct PodMetadata {
     /// `metadata.name`.
-    pub name: Option<String>,
+    pub name: Option<CompactString>,
     /// `metadata.namespace`: part of the store key.
-    pub namespace: Option<String>,
+    pub namespace: Option<CompactString>,
     /// `metadata.uid`: a pod recreated under the same name gets a new one.
-    pub uid: Option<String>,
+    pub uid: Option<CompactString>,
     /// `metadata.resourceVersion`: opaque, equality only.
-    pub resource_version: Option<String>,
+    pub resource_version: Option<CompactString>,
     /// `metadata.deletionTimestamp` (RFC 3339), set once a graceful deletion started.
-    pub deletion_timestamp: Option<String>,
+    pub deletion_timestamp: Option<CompactString>,
     /// `metadata.labels`.
     #[serde(default)]
     pub labels: StringMap,
@@ -61,9 +63,9 @@ pub struct PodMetadata {
 #[serde(rename_all = "camelCase")]
 pub struct PodSpec {
     /// `spec.nodeName`, once scheduled.
-    pub node_name: Option<String>,
+    pub node_name: Option<CompactString>,
     /// `spec.subdomain`.
-    pub subdomain: Option<String>,
+    pub subdomain: Option<CompactString>,
     /// `spec.nodeSelector`.
     #[serde(default)]
     pub node_selector: StringMap,
@@ -76,7 +78,7 @@ pub struct PodSpec {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 pub struct SchedulingGate {
     /// The gate's name.
-    pub name: String,
+    pub name: CompactString,
 }
 
 /// `status`: what the kubelet reports.
@@ -84,10 +86,10 @@ pub struct SchedulingGate {
 #[serde(rename_all = "camelCase")]
 pub struct PodStatus {
     /// `status.phase`: Pending, Running, Succeeded, Failed or Unknown.
-    pub phase: Option<String>,
+    pub phase: Option<CompactString>,
     /// `status.podIP`.
     #[serde(rename = "podIP")]
-    pub pod_ip: Option<String>,
+    pub pod_ip: Option<CompactString>,
     /// `status.conditions`.
     #[serde(default, deserialize_with = "null_as_default")]
     pub conditions: Box<[PodCondition]>,
@@ -118,11 +120,11 @@ impl PodStatus {
 pub struct PodCondition {
     /// `type`, for example `Ready`.
     #[serde(rename = "type")]
-    pub type_: String,
+    pub type_: CompactString,
     /// `status`: `True`, `False` or `Unknown`.
-    pub status: String,
+    pub status: CompactString,
     /// `reason`, machine-readable.
-    pub reason: Option<String>,
+    pub reason: Option<CompactString>,
 }
 
 /// One entry of `status.containerStatuses`.
@@ -130,10 +132,10 @@ pub struct PodCondition {
 #[serde(rename_all = "camelCase")]
 pub struct ContainerStatus {
     /// The container's name.
-    pub name: String,
+    pub name: CompactString,
     /// The runtime's container id, for example `containerd://…`.
     #[serde(rename = "containerID")]
-    pub container_id: Option<String>,
+    pub container_id: Option<CompactString>,
     /// Restarts so far.
     #[serde(default, deserialize_with = "null_as_default")]
     pub restart_count: i32,
@@ -159,7 +161,7 @@ pub struct ContainerState {
 #[serde(rename_all = "camelCase")]
 pub struct ContainerStateRunning {
     /// When the container (re)started, RFC 3339.
-    pub started_at: Option<String>,
+    pub started_at: Option<CompactString>,
 }
 
 /// `state.terminated`.
@@ -167,7 +169,7 @@ pub struct ContainerStateRunning {
 pub struct ContainerStateTerminated {
     /// The id of the container that exited.
     #[serde(rename = "containerID")]
-    pub container_id: Option<String>,
+    pub container_id: Option<CompactString>,
 }
 
 impl Object for PodView {

@@ -232,14 +232,14 @@ impl<O: Object> Reflector<O> {
                 return None;
             }
         };
-        let (change, rv) = match event {
+        let change = match event {
             WatchEvent::Added(o) | WatchEvent::Modified(o) => {
-                let rv = o.resource_version().map(str::to_owned);
-                (SourceEvent::Upsert(o), rv)
+                self.advance_cursor(o.resource_version());
+                SourceEvent::Upsert(o)
             }
             WatchEvent::Deleted(o) => {
-                let rv = o.resource_version().map(str::to_owned);
-                (SourceEvent::Delete(o), rv)
+                self.advance_cursor(o.resource_version());
+                SourceEvent::Delete(o)
             }
             WatchEvent::Bookmark { resource_version } => {
                 self.cursor = Some(resource_version);
@@ -251,11 +251,6 @@ impl<O: Object> Reflector<O> {
                 return None;
             }
         };
-        // parse_frame guarantees an object frame carries a resourceVersion.
-        debug_assert!(rv.is_some());
-        if rv.is_some() {
-            self.cursor = rv;
-        }
         Some(change)
     }
 
@@ -361,6 +356,21 @@ impl<O: Object> Reflector<O> {
                 reason: WatchRetryReason::ErrorFrame(status),
             }));
             self.wait(now, Next::Watch);
+        }
+    }
+
+    /// Moves the cursor to an object frame's version, reusing the cursor's buffer.
+    fn advance_cursor(&mut self, resource_version: Option<&str>) {
+        // parse_frame guarantees an object frame carries a resourceVersion.
+        debug_assert!(resource_version.is_some());
+        if let Some(rv) = resource_version {
+            match &mut self.cursor {
+                Some(cursor) => {
+                    cursor.clear();
+                    cursor.push_str(rv);
+                }
+                None => self.cursor = Some(rv.to_owned()),
+            }
         }
     }
 

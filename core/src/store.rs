@@ -4,11 +4,13 @@
 //! controller-runtime's `EnqueueRequestForOwner` folded in as `key_map`: the parent index is
 //! the only index, so membership and the keys to wake come out of one write.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::hash_map::DefaultHasher;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
+use std::hash::BuildHasherDefault;
 use std::sync::Arc;
 
-use crate::object::{Object, ObjectKey};
+use crate::object::{Object, ObjectKey, write_key};
 use crate::source::SourceEvent;
 
 /// Maps an object to the parent key its reconcile runs under (`EnqueueRequestForOwner`).
@@ -42,26 +44,28 @@ pub enum Rejected<P> {
     Unnamed,
 }
 
-struct Entry<O, P> {
-    object: Arc<O>,
-    parent: P,
-}
-
-/// Objects by key, and keys by parent.
+/// Objects by key, and objects by parent.
 ///
 /// Bounded by the number of objects the source holds: every entry is one object the
 /// apiserver (or in-process source) reported as existing and did not delete.
 pub struct Store<O, P> {
-    objects: BTreeMap<ObjectKey, Entry<O, P>>,
-    /// Invariant: every set is non-empty, and `k ∈ index[p]` ⇔ `objects[k].parent == p`.
-    index: BTreeMap<P, BTreeSet<ObjectKey>>,
+    /// Key → parent, for lookups only: it is never iterated, so its order cannot reach an
+    /// output. SipHash with fixed keys keeps it deterministic (no random seed in the core).
+    parents: HashMap<ObjectKey, P, BuildHasherDefault<DefaultHasher>>,
+    /// Parent → its members. Invariant: every inner map is non-empty, and `k ∈ index[p]`
+    /// exactly when `parents[k] == p`. Holding the `Arc`s here makes a reconcile's member
+    /// snapshot a walk of one small ordered map.
+    index: BTreeMap<P, BTreeMap<ObjectKey, Arc<O>>>,
+    /// Scratch for the joined key, so updates of known objects allocate no key.
+    key_buf: String,
 }
 
 impl<O, P> Default for Store<O, P> {
     fn default() -> Self {
         Store {
-            objects: BTreeMap::new(),
+            parents: HashMap::default(),
             index: BTreeMap::new(),
+            key_buf: String::new(),
         }
     }
 }
@@ -69,7 +73,7 @@ impl<O, P> Default for Store<O, P> {
 impl<O, P: fmt::Debug> fmt::Debug for Store<O, P> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_map()
-            .entries(self.index.iter())
+            .entries(self.index.iter().map(|(p, members)| (p, members.keys())))
             .finish()
     }
 }
@@ -78,25 +82,25 @@ impl<O: Object, P: Ord + Clone> Store<O, P> {
     /// Number of cached objects.
     #[must_use]
     pub fn len(&self) -> usize {
-        self.objects.len()
+        self.parents.len()
     }
 
     /// Whether nothing is cached.
     #[must_use]
     pub fn is_empty(&self) -> bool {
-        self.objects.is_empty()
+        self.parents.is_empty()
     }
 
     /// The cached object under `key`.
     #[must_use]
     pub fn get(&self, key: &ObjectKey) -> Option<&Arc<O>> {
-        self.objects.get(key).map(|e| &e.object)
+        self.index.get(self.parents.get(key)?)?.get(key)
     }
 
     /// The parent `key` is cached under.
     #[must_use]
     pub fn parent_of(&self, key: &ObjectKey) -> Option<&P> {
-        self.objects.get(key).map(|e| &e.parent)
+        self.parents.get(key)
     }
 
     /// The members of `parent`, in key order.
@@ -104,8 +108,7 @@ impl<O: Object, P: Ord + Clone> Store<O, P> {
         self.index
             .get(parent)
             .into_iter()
-            .flatten()
-            .filter_map(|key| self.objects.get(key).map(|e| &e.object))
+            .flat_map(BTreeMap::values)
     }
 
     /// The parents that have at least one member, in order.
@@ -113,9 +116,11 @@ impl<O: Object, P: Ord + Clone> Store<O, P> {
         self.index.keys()
     }
 
-    /// Every cached object with its parent, in key order.
-    pub fn iter(&self) -> impl ExactSizeIterator<Item = (&ObjectKey, &Arc<O>, &P)> {
-        self.objects.iter().map(|(k, e)| (k, &e.object, &e.parent))
+    /// Every cached object with its parent, by parent, then by key.
+    pub fn iter(&self) -> impl Iterator<Item = (&ObjectKey, &Arc<O>, &P)> {
+        self.index
+            .iter()
+            .flat_map(|(p, members)| members.iter().map(move |(k, o)| (k, o, p)))
     }
 
     /// Applies one source event. Parents whose membership or members changed are pushed to
@@ -128,18 +133,25 @@ impl<O: Object, P: Ord + Clone> Store<O, P> {
         rejected: &mut Vec<Rejected<P>>,
     ) {
         match event {
-            SourceEvent::Upsert(object) => match object.key() {
-                Some(key) => self.upsert(key, object, key_map, wakes, rejected),
-                None => rejected.push(Rejected::Unnamed),
-            },
+            SourceEvent::Upsert(object) => {
+                let mut key = std::mem::take(&mut self.key_buf);
+                if object_key_into(&object, &mut key) {
+                    self.upsert(&key, object, key_map, wakes, rejected);
+                } else {
+                    rejected.push(Rejected::Unnamed);
+                }
+                self.key_buf = key;
+            }
             SourceEvent::Delete(tombstone) => {
                 // The stored parent wins over the tombstone's: labels on the final state may
                 // have changed, but the parent that must notice is the one it was under.
-                if let Some(key) = tombstone.key()
+                let mut key = std::mem::take(&mut self.key_buf);
+                if object_key_into(&tombstone, &mut key)
                     && let Some(parent) = self.remove(&key)
                 {
                     wakes.push(parent);
                 }
+                self.key_buf = key;
             }
             SourceEvent::Replace(objects) => self.replace(objects, key_map, wakes, rejected),
         }
@@ -148,7 +160,7 @@ impl<O: Object, P: Ord + Clone> Store<O, P> {
 
     fn upsert(
         &mut self,
-        key: ObjectKey,
+        key: &str,
         object: O,
         key_map: &KeyMap<O, P>,
         wakes: &mut Vec<P>,
@@ -157,31 +169,39 @@ impl<O: Object, P: Ord + Clone> Store<O, P> {
         let parent = match key_map(&object) {
             Ok(parent) => parent,
             Err(error) => {
-                let evicted_from = self.remove(&key);
+                let evicted_from = self.remove(key);
                 if let Some(old) = &evicted_from {
                     wakes.push(old.clone());
                 }
                 rejected.push(Rejected::Unmapped {
-                    key,
+                    key: ObjectKey::from_joined(key),
                     error,
                     evicted_from,
                 });
                 return;
             }
         };
-        let entry = Entry {
-            object: Arc::new(object),
-            parent: parent.clone(),
-        };
-        match self.objects.insert(key.clone(), entry) {
-            Some(old) if old.parent == parent => {}
-            Some(old) => {
-                self.unindex(&key, &old.parent);
-                self.index.entry(parent.clone()).or_default().insert(key);
-                wakes.push(old.parent);
+        let object = Arc::new(object);
+        let known = self
+            .parents
+            .get_key_value(key)
+            .map(|(k, p)| (k.clone(), p.clone()));
+        match known {
+            Some((key, old)) if old == parent => {
+                if let Some(slot) = self.index.get_mut(&parent).and_then(|m| m.get_mut(&key)) {
+                    *slot = object;
+                }
+            }
+            Some((key, old)) => {
+                self.unindex(&key, &old);
+                self.parents.insert(key.clone(), parent.clone());
+                self.index_insert(&parent, key, object);
+                wakes.push(old);
             }
             None => {
-                self.index.entry(parent.clone()).or_default().insert(key);
+                let key = ObjectKey::from_joined(key);
+                self.parents.insert(key.clone(), parent.clone());
+                self.index_insert(&parent, key, object);
             }
         }
         wakes.push(parent);
@@ -196,42 +216,57 @@ impl<O: Object, P: Ord + Clone> Store<O, P> {
     ) {
         let mut incoming = BTreeMap::new();
         for object in objects {
-            match object.key() {
+            let mut key = String::new();
+            if object_key_into(&object, &mut key) {
                 // A listing that names a key twice keeps the later object, as a watch would.
-                Some(key) => {
-                    incoming.insert(key, object);
-                }
-                None => rejected.push(Rejected::Unnamed),
+                incoming.insert(key, object);
+            } else {
+                rejected.push(Rejected::Unnamed);
             }
         }
         // Deletions missed while disconnected: whatever the listing no longer has.
-        let gone: Vec<ObjectKey> = self
-            .objects
-            .keys()
-            .filter(|key| !incoming.contains_key(*key))
+        // Walked through the ordered index, never the hash map, so the order is fixed.
+        let mut gone: Vec<ObjectKey> = self
+            .index
+            .values()
+            .flat_map(BTreeMap::keys)
+            .filter(|key| !incoming.contains_key(key.as_str()))
             .cloned()
             .collect();
+        gone.sort_unstable();
         for key in gone {
-            if let Some(parent) = self.remove(&key) {
+            if let Some(parent) = self.remove(key.as_str()) {
                 wakes.push(parent);
             }
         }
         for (key, object) in incoming {
-            self.upsert(key, object, key_map, wakes, rejected);
+            self.upsert(&key, object, key_map, wakes, rejected);
         }
     }
 
     /// Removes `key`, returning the parent it was under.
-    fn remove(&mut self, key: &ObjectKey) -> Option<P> {
-        let entry = self.objects.remove(key)?;
-        self.unindex(key, &entry.parent);
-        Some(entry.parent)
+    fn remove(&mut self, key: &str) -> Option<P> {
+        let (key, parent) = self.parents.remove_entry(key)?;
+        self.unindex(&key, &parent);
+        Some(parent)
+    }
+
+    fn index_insert(&mut self, parent: &P, key: ObjectKey, object: Arc<O>) {
+        match self.index.get_mut(parent) {
+            Some(members) => {
+                members.insert(key, object);
+            }
+            None => {
+                self.index
+                    .insert(parent.clone(), BTreeMap::from([(key, object)]));
+            }
+        }
     }
 
     fn unindex(&mut self, key: &ObjectKey, parent: &P) {
-        if let Some(keys) = self.index.get_mut(parent) {
-            keys.remove(key);
-            if keys.is_empty() {
+        if let Some(members) = self.index.get_mut(parent) {
+            members.remove(key);
+            if members.is_empty() {
                 self.index.remove(parent);
             }
         }
@@ -239,10 +274,21 @@ impl<O: Object, P: Ord + Clone> Store<O, P> {
 
     fn debug_check(&self) {
         if cfg!(debug_assertions) {
-            let indexed: usize = self.index.values().map(BTreeSet::len).sum();
-            debug_assert_eq!(indexed, self.objects.len(), "parent index out of step");
-            debug_assert!(self.index.values().all(|keys| !keys.is_empty()));
+            let indexed: usize = self.index.values().map(BTreeMap::len).sum();
+            debug_assert_eq!(indexed, self.parents.len(), "parent index out of step");
+            debug_assert!(self.index.values().all(|members| !members.is_empty()));
         }
+    }
+}
+
+/// Writes `object`'s joined key into `buf`; `false` when it has no name.
+fn object_key_into<O: Object>(object: &O, buf: &mut String) -> bool {
+    match object.name().filter(|name| !name.is_empty()) {
+        Some(name) => {
+            write_key(buf, object.namespace(), name);
+            true
+        }
+        None => false,
     }
 }
 
@@ -292,7 +338,7 @@ mod tests {
         fn members(&self, cell: &str) -> Vec<String> {
             self.store
                 .members(&cell.to_owned())
-                .map(|p| p.metadata.name.clone().unwrap())
+                .map(|p| p.metadata.name.as_deref().unwrap().to_owned())
                 .collect()
         }
     }

@@ -2,15 +2,17 @@
 
 use std::fmt;
 
+use compact_str::CompactString;
 use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
 
-/// A read-only `String -> String` map stored as one sorted boxed slice.
+/// A read-only `String -> String` map stored as one sorted boxed slice of inline-capable
+/// strings (up to 24 bytes each without a heap allocation).
 ///
 /// Labels and annotations are small and read far more often than written; a `BTreeMap` node
 /// costs about 0.5 KB even for one entry, which would dominate the heap of a cached pod. A
 /// `null` or absent map reads as empty; a duplicate key keeps its last value, as JSON does.
 #[derive(Clone, Default, PartialEq, Eq, Hash)]
-pub struct StringMap(Box<[(Box<str>, Box<str>)]>);
+pub struct StringMap(Box<[(CompactString, CompactString)]>);
 
 impl StringMap {
     /// An empty map.
@@ -23,9 +25,9 @@ impl StringMap {
     #[must_use]
     pub fn get(&self, key: &str) -> Option<&str> {
         self.0
-            .binary_search_by(|(k, _)| (**k).cmp(key))
+            .binary_search_by(|(k, _)| k.as_str().cmp(key))
             .ok()
-            .map(|index| &*self.0[index].1)
+            .map(|index| self.0[index].1.as_str())
     }
 
     /// Whether `key` is present.
@@ -48,13 +50,13 @@ impl StringMap {
 
     /// Entries in key order.
     pub fn iter(&self) -> impl ExactSizeIterator<Item = (&str, &str)> {
-        self.0.iter().map(|(k, v)| (&**k, &**v))
+        self.0.iter().map(|(k, v)| (k.as_str(), v.as_str()))
     }
 
-    fn from_entries(mut entries: Vec<(Box<str>, Box<str>)>) -> Self {
+    fn from_entries(mut entries: Vec<(CompactString, CompactString)>) -> Self {
         // Stable sort keeps input order among equal keys, so the dedup below can keep the last.
         entries.sort_by(|a, b| a.0.cmp(&b.0));
-        let mut out: Vec<(Box<str>, Box<str>)> = Vec::with_capacity(entries.len());
+        let mut out: Vec<(CompactString, CompactString)> = Vec::with_capacity(entries.len());
         for (key, value) in entries {
             match out.last_mut() {
                 Some(last) if last.0 == key => last.1 = value,
@@ -65,7 +67,7 @@ impl StringMap {
     }
 }
 
-impl<K: Into<Box<str>>, V: Into<Box<str>>> FromIterator<(K, V)> for StringMap {
+impl<K: Into<CompactString>, V: Into<CompactString>> FromIterator<(K, V)> for StringMap {
     fn from_iter<I: IntoIterator<Item = (K, V)>>(iter: I) -> Self {
         StringMap::from_entries(
             iter.into_iter()
@@ -106,7 +108,7 @@ impl<'de> Deserialize<'de> for StringMap {
 
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<StringMap, A::Error> {
                 let mut entries = Vec::with_capacity(map.size_hint().unwrap_or(0).min(64));
-                while let Some((key, value)) = map.next_entry::<Box<str>, Box<str>>()? {
+                while let Some((key, value)) = map.next_entry::<CompactString, CompactString>()? {
                     entries.push((key, value));
                 }
                 Ok(StringMap::from_entries(entries))

@@ -40,8 +40,8 @@ fn pod_lists_decode_as_the_partial_view_and_as_k8s_openapi() {
         for (a, b) in view.items.iter().zip(&full.items) {
             assert_eq!(a.key(), b.key());
             assert_eq!(
-                a.status.phase,
-                b.status.as_ref().and_then(|s| s.phase.clone())
+                a.status.phase.as_deref(),
+                b.status.as_ref().and_then(|s| s.phase.as_deref())
             );
         }
     }
@@ -101,7 +101,7 @@ fn legacy_kubeclient_stream_decodes_as_the_view_and_is_skipped_with_cursor_by_k8
         .iter()
         .map(|l| match parse_frame::<PodView>(l).unwrap() {
             WatchEvent::Added(p) | WatchEvent::Modified(p) | WatchEvent::Deleted(p) => {
-                p.metadata.resource_version.unwrap()
+                p.metadata.resource_version.unwrap().to_string()
             }
             other => panic!("{other:?}"),
         })
@@ -155,7 +155,7 @@ fn loop_syncs_from_a_real_list_and_follows_real_frames() {
             Output::Command(Command::Reconcile {
                 parent, members, ..
             }) => {
-                reconciles.push((parent, members.len()));
+                reconciles.push((parent.to_string(), members.len()));
             }
             Output::Event(Event::Synced { objects }) => assert_eq!(objects, 8),
             Output::Timeout(_) => break,

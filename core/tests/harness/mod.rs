@@ -296,7 +296,7 @@ impl Scenario {
     pub fn members(&self, parent: &str) -> Vec<String> {
         self.core
             .members(&parent.to_owned())
-            .map(|p| p.metadata.name.clone().unwrap_or_default())
+            .map(|p| p.metadata.name.as_deref().unwrap_or_default().to_owned())
             .collect()
     }
 }

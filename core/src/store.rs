@@ -182,21 +182,20 @@ impl<O: Object, P: Ord + Clone> Store<O, P> {
             }
         };
         let object = Arc::new(object);
-        let known = self
-            .parents
-            .get_key_value(key)
-            .map(|(k, p)| (k.clone(), p.clone()));
-        match known {
-            Some((key, old)) if old == parent => {
-                if let Some(slot) = self.index.get_mut(&parent).and_then(|m| m.get_mut(&key)) {
+        match self.parents.get_key_value(key) {
+            Some((known, old)) if *old == parent => {
+                let known = known.clone();
+                if let Some(slot) = self.index.get_mut(&parent).and_then(|m| m.get_mut(&known)) {
                     *slot = object;
                 }
             }
-            Some((key, old)) => {
-                self.unindex(&key, &old);
-                self.parents.insert(key.clone(), parent.clone());
-                self.index_insert(&parent, key, object);
-                wakes.push(old);
+            Some((known, _)) => {
+                let known = known.clone();
+                if let Some(old) = self.parents.insert(known.clone(), parent.clone()) {
+                    self.unindex(&known, &old);
+                    wakes.push(old);
+                }
+                self.index_insert(&parent, known, object);
             }
             None => {
                 let key = ObjectKey::from_joined(key);

@@ -225,6 +225,25 @@ where
         self
     }
 
+    /// The core configuration this controller will run with.
+    #[must_use]
+    pub fn config(&self) -> &Config<O, P> {
+        &self.config
+    }
+
+    /// Writes the run to `path` as a `reconcile-sim` trace when it ends; `parent` tells the
+    /// simulator how this controller's `key_map` derives parents.
+    #[cfg(feature = "sim-trace")]
+    #[must_use]
+    pub fn record_trace(
+        self,
+        path: impl Into<std::path::PathBuf>,
+        parent: reconcile_sim::trace::ParentBy,
+    ) -> Self {
+        let header = super::sim_trace::header("recorded by reconcile-tokio", &self.config, parent);
+        self.recorder(super::sim_trace::TraceRecorder::new(path, header))
+    }
+
     /// Records every input and command (see [`Recorder`]).
     #[must_use]
     pub fn recorder(mut self, recorder: impl Recorder) -> Self {

@@ -12,6 +12,8 @@
 //! | [`controller`] | the builder, `Action`, `Source`, `Running` |
 //! | [`handle`] | stop, wait, push |
 //! | [`recorder`] | the tap for trace recording |
+//! | [`tape`] | an in-memory recorder |
+//! | `sim_trace` | the recorder writing `reconcile-sim` traces (feature `sim-trace`) |
 //! | `driver` | the choreography: drain, route, time |
 
 pub mod controller;
@@ -21,6 +23,9 @@ pub mod handle;
 pub mod lines;
 pub mod recorder;
 pub mod runtime;
+#[cfg(feature = "sim-trace")]
+pub mod sim_trace;
+pub mod tape;
 pub mod transport;
 
 pub use controller::{Action, Controller, Running, Source};
@@ -29,4 +34,5 @@ pub use error::Error;
 pub use handle::Handle;
 pub use recorder::{Record, Recorder};
 pub use runtime::{BoxFuture, Runtime, Task};
+pub use tape::{Tape, Taped};
 pub use transport::{BodyStream, Requests, Transport, TransportError};

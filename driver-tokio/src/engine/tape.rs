@@ -1,13 +1,13 @@
-//! An in-memory [`Recorder`]: every record of a controller run, owned, for assertions and
-//! for writing the run as a simulator trace afterwards.
+//! An in-memory [`Recorder`]: every record of a controller run, owned, to read while the
+//! controller runs (tests, debugging) and to write the run as a simulator trace afterwards.
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
+use super::recorder::{Record, Recorder};
 use reconcile_core::{Instant, Outcome, RequestId, StreamEnd, StreamId, Ticket};
-use reconcile_tokio::engine::{Record, Recorder};
 
-/// Records kept per run; a case makes a few thousand at most.
-const MAX_RECORDS: usize = 1_000_000;
+/// Records kept by [`Tape::default`]: an e2e case makes a few thousand.
+pub const DEFAULT_LIMIT: usize = 1_000_000;
 
 /// An owned [`Record`].
 #[derive(Debug, Clone, PartialEq)]
@@ -51,27 +51,62 @@ pub struct Frame {
     pub resource_version: String,
 }
 
-/// The shared tape; clone it to read while the controller writes.
-#[derive(Debug, Clone, Default)]
-pub struct Tap {
-    records: Arc<Mutex<Vec<(Instant, Taped)>>>,
+#[derive(Debug)]
+struct Reel {
+    records: Vec<(Instant, Taped)>,
+    limit: usize,
+    truncated: bool,
 }
 
-impl Tap {
-    fn records(&self) -> MutexGuard<'_, Vec<(Instant, Taped)>> {
-        self.records.lock().unwrap_or_else(PoisonError::into_inner)
+/// The shared tape; clone it to read while the controller writes.
+///
+/// Bounded: past its limit it keeps the prefix and marks itself truncated (a prefix of a
+/// run still replays).
+#[derive(Debug, Clone)]
+pub struct Tape {
+    reel: Arc<Mutex<Reel>>,
+}
+
+impl Default for Tape {
+    fn default() -> Self {
+        Tape::with_limit(DEFAULT_LIMIT)
+    }
+}
+
+impl Tape {
+    /// A tape that keeps at most `limit` records.
+    #[must_use]
+    pub fn with_limit(limit: usize) -> Self {
+        Tape {
+            reel: Arc::new(Mutex::new(Reel {
+                records: Vec::new(),
+                limit,
+                truncated: false,
+            })),
+        }
+    }
+
+    fn reel(&self) -> MutexGuard<'_, Reel> {
+        self.reel.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Whether records were dropped at the limit.
+    #[must_use]
+    pub fn truncated(&self) -> bool {
+        self.reel().truncated
     }
 
     /// Everything so far.
     #[must_use]
     pub fn all(&self) -> Vec<(Instant, Taped)> {
-        self.records().clone()
+        self.reel().records.clone()
     }
 
     /// Every watch line so far, decoded just enough to read its type, name and version.
     #[must_use]
     pub fn frames(&self) -> Vec<Frame> {
-        self.records()
+        self.reel()
+            .records
             .iter()
             .filter_map(|(_, r)| match r {
                 Taped::WatchLine(_, line) => Some(frame(line)),
@@ -83,7 +118,8 @@ impl Tap {
     /// How many watches ended (cleanly or not).
     #[must_use]
     pub fn watch_ends(&self) -> usize {
-        self.records()
+        self.reel()
+            .records
             .iter()
             .filter(|(_, r)| matches!(r, Taped::WatchEnd(..)))
             .count()
@@ -92,7 +128,8 @@ impl Tap {
     /// The cursor of every WATCH sent, in order.
     #[must_use]
     pub fn watch_cursors(&self) -> Vec<String> {
-        self.records()
+        self.reel()
+            .records
             .iter()
             .filter_map(|(_, r)| match r {
                 Taped::WatchRequested(_, rv) => Some(rv.clone()),
@@ -112,7 +149,7 @@ fn frame(line: &[u8]) -> Frame {
     }
 }
 
-impl Recorder for Tap {
+impl Recorder for Tape {
     fn record(&mut self, now: Instant, record: Record<'_>) {
         let taped = match record {
             Record::Start => Taped::Start,
@@ -138,9 +175,11 @@ impl Recorder for Tap {
             Record::Timeout => Taped::Timeout,
             Record::Stop => Taped::Stop,
         };
-        let mut records = self.records();
-        if records.len() < MAX_RECORDS {
-            records.push((now, taped));
+        let mut reel = self.reel();
+        if reel.records.len() < reel.limit {
+            reel.records.push((now, taped));
+        } else {
+            reel.truncated = true;
         }
     }
 }

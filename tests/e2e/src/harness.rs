@@ -9,13 +9,15 @@ use std::time::Duration;
 use reconcile_core::KeyMapError;
 use reconcile_core::pod::PodView;
 use reconcile_k8s_env::{ApiServer, Client, K8sEnv, shared_or_skip};
+use reconcile_sim::trace::ParentBy;
 use reconcile_tokio::engine::{
     Action, BoxFuture, Controller, Handle, Limits, Running, Runtime, Source, Transport,
 };
 
 use crate::observe::{Call, Member, Observed};
-use crate::tap::Tap;
 use crate::trace;
+use reconcile_tokio::engine::sim_trace::{self, TraceRecorder};
+use reconcile_tokio::engine::tape::Tape;
 
 /// Default wait for a condition: generous, because two apiservers, kwok and the tests
 /// share two cores in CI.
@@ -159,7 +161,7 @@ impl<D: DriverUnderTest> Case<D> {
             .labels(opts.selector.clone())
             .timeout(opts.timeout_seconds);
         let observed = Observed::default();
-        let tap = Tap::default();
+        let trace_path = trace::path(D::NAME, self.name, n);
         let controller = Controller::with_runtime(D::runtime(), source, |pod: &PodView| {
             pod.metadata
                 .labels
@@ -174,8 +176,15 @@ impl<D: DriverUnderTest> Case<D> {
         .limits(Limits {
             watch_idle_margin: Duration::from_secs(10),
             ..Limits::default()
-        })
-        .recorder(tap.clone());
+        });
+        let header = sim_trace::header(
+            &format!("e2e {} {}", D::NAME, self.name),
+            controller.config(),
+            ParentBy::Label(CELL.to_owned()),
+        );
+        let recorder = TraceRecorder::new(&trace_path, header.clone());
+        let tap = recorder.tape();
+        let controller = controller.recorder(recorder);
         let handle = controller.handle();
         let sink = observed.clone();
         let started = reconcile_tokio::engine::runtime::timeout(
@@ -214,8 +223,8 @@ impl<D: DriverUnderTest> Case<D> {
             handle,
             observed,
             tap,
-            opts,
-            trace_path: trace::path(D::NAME, self.name, n),
+            trace_path,
+            header,
         }
     }
 
@@ -236,9 +245,9 @@ pub struct Under<D: DriverUnderTest> {
     /// What its reconciles saw.
     pub observed: Observed,
     /// What crossed its driver boundary.
-    pub tap: Tap,
-    opts: Opts,
+    pub tap: Tape,
     trace_path: PathBuf,
+    header: reconcile_sim::trace::Header,
 }
 
 impl<D: DriverUnderTest> Under<D> {
@@ -301,7 +310,7 @@ impl<D: DriverUnderTest> Under<D> {
         &self.namespace
     }
 
-    /// Stops it, waits for the end, and writes its trace.
+    /// Stops it, waits for the end (which writes its trace), and replays the trace.
     ///
     /// # Panics
     /// When it does not stop within [`WAIT`] or ended with an error.
@@ -328,12 +337,7 @@ impl<D: DriverUnderTest> Under<D> {
     /// Writes this run's trace and replays it in the simulator: the replay must not diverge
     /// and must end with the same latest members per cell as the live reconciles.
     fn check_replay(&self) {
-        let header = trace::header(
-            &format!("e2e {} {}", D::NAME, self.name),
-            &self.namespace,
-            &self.opts,
-        );
-        let replayed = trace::write_and_replay(&self.trace_path, header, &self.tap)
+        let replayed = trace::replay(&self.trace_path)
             .unwrap_or_else(|e| panic!("{}: recorded trace: {e}", self.name));
         let mut live = std::collections::BTreeMap::new();
         for call in self.observed.all() {
@@ -357,9 +361,20 @@ impl<D: DriverUnderTest> Under<D> {
 
 impl<D: DriverUnderTest> Drop for Under<D> {
     fn drop(&mut self) {
-        // A failed case unwinds here without `shutdown`: stop the controller anyway.
+        // A failed case unwinds here without `shutdown`: stop the controller anyway, and
+        // leave its trace from the tape (the runtime may be gone before the driver writes
+        // its own), so a CI failure can be replayed.
         if self.running.is_some() {
             self.handle.stop();
+            let trace = sim_trace::to_trace(
+                &self.trace_path.display().to_string(),
+                self.header.clone(),
+                &self.tap.all(),
+            );
+            if let Some(dir) = self.trace_path.parent() {
+                let _ = std::fs::create_dir_all(dir);
+            }
+            let _ = std::fs::write(&self.trace_path, trace.to_jsonl());
         }
     }
 }

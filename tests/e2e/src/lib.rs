@@ -15,14 +15,17 @@
 //! environment's `disrupt` guard, the others `steady`. Every wait is a condition with a
 //! timeout that says what it waited for and what it saw; none is a fixed sleep.
 //!
-//! Every controller a case starts records its run (see [`trace`]); the traces land in
-//! `target/e2e-traces/<driver>/<case>.jsonl`.
+//! Every controller a case starts records its run with the engine's `TraceRecorder`; the
+//! traces land in `target/e2e-traces/<driver>/<case>.jsonl`, and each is replayed in
+//! `reconcile-sim` when its controller stops (see [`trace`]).
 
 pub mod harness;
 pub mod observe;
 pub mod suite;
-pub mod tap;
 pub mod trace;
+
+/// The in-memory recorder the cases read (from the engine).
+pub use reconcile_tokio::engine::tape as tap;
 
 pub use harness::{Case, DriverUnderTest, Opts, Under, run_case};
 

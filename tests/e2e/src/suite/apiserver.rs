@@ -58,7 +58,7 @@ pub async fn an_abandoned_watch_closes_and_a_later_one_opens<D: DriverUnderTest>
             let opened = tap
                 .all()
                 .iter()
-                .any(|(_, r)| matches!(r, crate::tap::Taped::WatchOpened(_)));
+                .any(|(_, r)| matches!(r, reconcile_tokio::engine::tape::Taped::WatchOpened(_)));
             if opened {
                 Ok(())
             } else {
@@ -328,11 +328,22 @@ pub async fn a_compacted_cursor_is_expired_and_the_loop_relists<D: DriverUnderTe
         ..Opts::default()
     };
     let under = case.start(&ns, opts).await;
-    under.wait_cell("a", &["p1"]).await;
-    // A write outside the selector moves etcd's head past the cursor without a frame for
-    // us, so after compaction the cursor is strictly older than what is left.
+    // Once kwok has run p1 nothing writes it again, so the cursor stays where it is.
+    under
+        .wait_cell_where("a", "p1 running", |m| m.len() == 1 && m[0].ready)
+        .await;
+    // Two writes outside the selector move etcd's head two past the cursor without a frame
+    // for us: a WATCH from the cursor starts one past it, which must be below the
+    // compacted revision to be refused.
     create(&case, &ns, &pod_manifest("unselected", &[("app", "other")]));
-    case.env
+    patch(
+        &case,
+        &ns,
+        "unselected",
+        &json!({"metadata": {"labels": {"touched": "yes"}}}),
+    );
+    let revision = case
+        .env
         .compact_etcd()
         .unwrap_or_else(|e| panic!("compact: {e}"));
     let handle = under.handle.clone();
@@ -342,7 +353,10 @@ pub async fn a_compacted_cursor_is_expired_and_the_loop_relists<D: DriverUnderTe
             if stats.relists >= 1 && stats.lists >= 2 {
                 Ok(())
             } else {
-                Err(format!("{stats:?}"))
+                Err(format!(
+                    "cursor {:?}, compacted at {revision}, {stats:?}",
+                    handle.cursor()
+                ))
             }
         })
         .await;

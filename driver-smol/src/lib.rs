@@ -1,0 +1,96 @@
+//! # reconcile-smol
+//!
+//! Runs the [`reconcile_core`] state machine on smol, with no tokio runtime, reactor or
+//! timer anywhere in the process: the same controller, builder and handle as
+//! `reconcile-tokio`, on smol's executor and `async-io`'s timers.
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use reconcile_core::{KeyMapError, pod::PodView};
+//! use reconcile_smol::{Action, Controller, ControllerExt, SmolTransport, Source};
+//!
+//! # fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! smol::block_on(async {
+//!     let transport = SmolTransport::infer().await?;
+//!     let source = Source::pods(transport, Some("default")).labels("cell");
+//!     let controller = Controller::new(source, |pod: &PodView| {
+//!         pod.metadata.labels.get("cell").map(str::to_owned).ok_or_else(|| KeyMapError::new("no cell label"))
+//!     })
+//!     .concurrency(4)
+//!     .shutdown_on_signal();
+//!     controller
+//!         .run(
+//!             |cell: String, members: Vec<Arc<PodView>>, _ctx: Arc<()>| async move {
+//!                 println!("{cell}: {} pods", members.len());
+//!                 Ok::<_, std::convert::Infallible>(Action::await_change())
+//!             },
+//!             Arc::new(()),
+//!         )
+//!         .await?;
+//!     Ok(())
+//! })
+//! # }
+//! ```
+//!
+//! The choreography (draining the core, routing LIST / WATCH responses, timers,
+//! concurrent reconciles, the handle, recording) is `reconcile-tokio`'s runtime-agnostic
+//! [`engine`]; this crate supplies only the smol pair:
+//!
+//! | module | what |
+//! |---|---|
+//! | [`runtime`] | [`SmolRuntime`]: `smol::spawn`, `async-io` timers, the clock; [`shutdown_signal`] via `async-signal` |
+//! | [`transport`] | [`SmolTransport`]: kube's config, auth and TLS pieces on hyper over smol sockets |
+//!
+//! `tokio` stays in the dependency tree as a library (hyper and kube use `tokio::sync`),
+//! but nothing here starts a tokio runtime, and users whose kubeconfig needs a token
+//! refresh on tokio (exec plugins) get [`ClientError::RefreshingAuth`] up front; see
+//! [`transport`].
+
+pub mod runtime;
+pub mod transport;
+
+/// The smol this driver runs on (for `smol::block_on` and friends without a second
+/// dependency line).
+pub use smol;
+
+pub use reconcile_tokio::engine;
+pub use reconcile_tokio::engine::{
+    Action, Error, Handle, Limits, Record, Recorder, Running, Source,
+};
+pub use runtime::{SmolRuntime, SmolTask, shutdown_signal};
+pub use transport::{ClientError, SmolTransport, TransportOptions};
+
+/// The controller on smol with a [`SmolTransport`].
+pub type Controller<O, P> = engine::Controller<O, P, SmolRuntime, SmolTransport>;
+
+/// Extra constructors of the smol [`Controller`] (an extension trait, since the
+/// controller type lives in the engine crate).
+pub trait ControllerExt<O, P>: Sized {
+    /// A controller over `source` on smol's global executor; see
+    /// [`engine::Controller::with_runtime`] for the defaults.
+    fn new(
+        source: Source<SmolTransport>,
+        key_map: impl Fn(&O) -> Result<P, reconcile_core::KeyMapError> + Send + Sync + 'static,
+    ) -> Self;
+
+    /// Stops gracefully on SIGINT or SIGTERM.
+    #[must_use]
+    fn shutdown_on_signal(self) -> Self;
+}
+
+impl<O, P> ControllerExt<O, P> for Controller<O, P>
+where
+    O: reconcile_core::Object + Send + Sync,
+    P: Ord + Clone + std::fmt::Display + std::fmt::Debug + Send + Sync + 'static,
+{
+    fn new(
+        source: Source<SmolTransport>,
+        key_map: impl Fn(&O) -> Result<P, reconcile_core::KeyMapError> + Send + Sync + 'static,
+    ) -> Self {
+        engine::Controller::with_runtime(SmolRuntime, source, key_map)
+    }
+
+    fn shutdown_on_signal(self) -> Self {
+        self.graceful_shutdown_on(shutdown_signal())
+    }
+}

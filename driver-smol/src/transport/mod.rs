@@ -1,0 +1,532 @@
+//! [`SmolTransport`]: the engine's [`Transport`] built from kube's own parts, with no
+//! tokio runtime.
+//!
+//! `kube::Client` cannot be built without a tokio runtime (tower's `Buffer` calls
+//! `tokio::spawn`), so the stack is assembled here from the pieces kube exports:
+//!
+//! | layer | from |
+//! |---|---|
+//! | cluster URL prepended to the path | [`ConfigExt::base_uri_layer`] |
+//! | `Authorization` (basic, bearer, token file) | [`ConfigExt::auth_layer`] |
+//! | impersonation and extra headers | [`ConfigExt::extra_headers_layer`] |
+//! | pooled HTTP/1.1 client | hyper-util, executor and timer on smol ([`smol_hyper`]) |
+//! | TCP and TLS | smol's `TcpStream`, `futures-rustls` with [`ConfigExt::rustls_client_config`] |
+//!
+//! What the stock kube stack adds is put back on smol timers: a connect timeout (TCP plus
+//! TLS handshake), a read-idle timeout on watch bodies (`timeoutSeconds` plus a margin)
+//! and on other bodies when `read_timeout` is configured, and bounded retries of GETs
+//! (connection failures, and 429 / 503 / 504 with `Retry-After` honoured up to a cap).
+//!
+//! # Exec auth
+//! kube refreshes an exec-plugin token (and a `gcp` auth-provider token) with
+//! `tokio::task::spawn_blocking`, which panics outside a tokio runtime. This transport
+//! does **not** run one, so it refuses such users up front with
+//! [`ClientError::RefreshingAuth`] instead of failing later when the token nears expiry.
+//! Static tokens, token files (re-read by kube synchronously, as in-cluster service
+//! accounts use), basic auth and client certificates all work.
+
+mod connect;
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_lite::StreamExt;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use kube::client::ConfigExt;
+use reconcile_tokio::engine::{BodyStream, BoxFuture, Transport, TransportError};
+use tower::util::BoxCloneSyncService;
+use tower::{BoxError, ServiceBuilder, ServiceExt};
+
+pub use connect::ConnectError;
+use connect::{Connector, SmolExecutor};
+
+/// A transport could not be built from the configuration.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// Neither a kubeconfig nor an in-cluster environment was usable.
+    #[error("cannot infer a kube config (kubeconfig, then in-cluster): {0}")]
+    Infer(#[source] kube::config::InferConfigError),
+    /// The kubeconfig file could not be read or parsed.
+    #[error("cannot read kubeconfig {}: {source}", .path.display())]
+    ReadKubeconfig {
+        /// The file.
+        path: PathBuf,
+        /// What went wrong.
+        source: kube::config::KubeconfigError,
+    },
+    /// The kubeconfig was read but names no usable cluster, user or context.
+    #[error("kubeconfig {}: {source}", .path.display())]
+    Kubeconfig {
+        /// The file.
+        path: PathBuf,
+        /// What went wrong.
+        source: kube::config::KubeconfigError,
+    },
+    /// The user's credentials need a token refresh that kube runs on tokio.
+    #[error(
+        "the kubeconfig user authenticates with {kind}, whose token kube refreshes with \
+         tokio::task::spawn_blocking; reconcile-smol runs no tokio runtime, so it does not \
+         support it. Use a bearer token, a tokenFile, basic auth or client certificates \
+         (or the reconcile-tokio driver)"
+    )]
+    RefreshingAuth {
+        /// `an exec plugin` or `the gcp auth provider`.
+        kind: &'static str,
+    },
+    /// The configuration asks for an HTTP or SOCKS proxy, which this transport lacks.
+    #[error("proxy {0} is configured, but reconcile-smol connects directly only")]
+    Proxy(String),
+    /// The cluster URL cannot be used.
+    #[error("cluster URL {url}: {reason}")]
+    ClusterUrl {
+        /// The URL.
+        url: String,
+        /// Why.
+        reason: &'static str,
+    },
+    /// `tls-server-name` is not a valid DNS name or IP address.
+    #[error("tls-server-name {0:?} is not a valid server name")]
+    ServerName(String),
+    /// kube could not build the TLS config or an auth / header layer.
+    #[error("{what}: {source}")]
+    Kube {
+        /// Which part.
+        what: &'static str,
+        /// kube's error.
+        source: kube::Error,
+    },
+}
+
+/// Timeouts and retries of a [`SmolTransport`] (the parts the stock kube stack has).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TransportOptions {
+    /// Limit on TCP connect plus TLS handshake (kube's `connect_timeout`, 30 s by default).
+    pub connect_timeout: Duration,
+    /// Limit on the response head and on each body chunk of non-watch requests (kube's
+    /// `read_timeout`; `None`, kube's default, leaves it to the caller).
+    pub read_timeout: Option<Duration>,
+    /// Added to a watch's `timeoutSeconds` to get its read-idle timeout.
+    pub watch_idle_margin: Duration,
+    /// Retries of a GET after a connection failure or a 429 / 503 / 504.
+    pub retries: u32,
+    /// First retry delay, doubling up to [`retry_cap`](TransportOptions::retry_cap).
+    pub retry_base: Duration,
+    /// Longest retry delay, also the cap on a server's `Retry-After`.
+    pub retry_cap: Duration,
+}
+
+impl Default for TransportOptions {
+    fn default() -> Self {
+        TransportOptions {
+            connect_timeout: Duration::from_secs(30),
+            read_timeout: None,
+            watch_idle_margin: Duration::from_secs(10),
+            retries: 3,
+            retry_base: Duration::from_millis(100),
+            retry_cap: Duration::from_secs(5),
+        }
+    }
+}
+
+type Service = BoxCloneSyncService<http::Request<Full<Bytes>>, http::Response<Incoming>, BoxError>;
+
+/// The engine's HTTP stack on smol, bound to one cluster.
+#[derive(Clone)]
+pub struct SmolTransport {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    service: Service,
+    options: TransportOptions,
+    cluster_url: http::Uri,
+    default_namespace: String,
+}
+
+impl std::fmt::Debug for SmolTransport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SmolTransport")
+            .field("cluster_url", &self.inner.cluster_url)
+            .field("default_namespace", &self.inner.default_namespace)
+            .field("options", &self.inner.options)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SmolTransport {
+    /// A transport from `kube::Config::infer` (kubeconfig, then in-cluster).
+    ///
+    /// # Errors
+    /// No usable configuration, or see [`SmolTransport::from_config`].
+    pub async fn infer() -> Result<Self, ClientError> {
+        let config = kube::Config::infer().await.map_err(ClientError::Infer)?;
+        Self::from_config(config)
+    }
+
+    /// A transport for the current context of the kubeconfig at `path`.
+    ///
+    /// # Errors
+    /// The file cannot be read or names no usable context, or see
+    /// [`SmolTransport::from_config`].
+    pub async fn from_kubeconfig(path: &Path) -> Result<Self, ClientError> {
+        let kubeconfig = kube::config::Kubeconfig::read_from(path).map_err(|source| {
+            ClientError::ReadKubeconfig {
+                path: path.to_owned(),
+                source,
+            }
+        })?;
+        let config = kube::Config::from_custom_kubeconfig(
+            kubeconfig,
+            &kube::config::KubeConfigOptions::default(),
+        )
+        .await
+        .map_err(|source| ClientError::Kubeconfig {
+            path: path.to_owned(),
+            source,
+        })?;
+        Self::from_config(config)
+    }
+
+    /// A transport for `config`, with its connect and read timeouts and default retries.
+    ///
+    /// # Errors
+    /// See [`SmolTransport::with_options`].
+    pub fn from_config(config: kube::Config) -> Result<Self, ClientError> {
+        let options = TransportOptions {
+            connect_timeout: config
+                .connect_timeout
+                .unwrap_or(TransportOptions::default().connect_timeout),
+            read_timeout: config.read_timeout,
+            ..TransportOptions::default()
+        };
+        Self::with_options(config, options)
+    }
+
+    /// A transport for `config` with explicit timeouts and retries.
+    ///
+    /// # Errors
+    /// [`ClientError::RefreshingAuth`] for exec-plugin or `gcp` users (see the module docs),
+    /// [`ClientError::Proxy`] when a proxy is configured, [`ClientError::ClusterUrl`] for a
+    /// URL that is neither `http` nor `https`, or kube refusing the TLS or auth settings.
+    pub fn with_options(
+        config: kube::Config,
+        options: TransportOptions,
+    ) -> Result<Self, ClientError> {
+        if config.auth_info.exec.is_some() {
+            return Err(ClientError::RefreshingAuth {
+                kind: "an exec plugin",
+            });
+        }
+        if config
+            .auth_info
+            .auth_provider
+            .as_ref()
+            .is_some_and(|p| p.name == "gcp")
+        {
+            return Err(ClientError::RefreshingAuth {
+                kind: "the gcp auth provider",
+            });
+        }
+        if let Some(proxy) = &config.proxy_url {
+            return Err(ClientError::Proxy(proxy.to_string()));
+        }
+        let url = config.cluster_url.clone();
+        let tls = match url.scheme_str() {
+            Some("https") => Some(Arc::new(config.rustls_client_config().map_err(
+                |source| ClientError::Kube {
+                    what: "TLS configuration",
+                    source,
+                },
+            )?)),
+            Some("http") => None,
+            _ => {
+                return Err(ClientError::ClusterUrl {
+                    url: url.to_string(),
+                    reason: "the scheme must be http or https",
+                });
+            }
+        };
+        let server_name = config
+            .tls_server_name
+            .as_ref()
+            .map(|name| {
+                futures_rustls::pki_types::ServerName::try_from(name.clone())
+                    .map_err(|_| ClientError::ServerName(name.clone()))
+            })
+            .transpose()?;
+        let connector = Connector::new(tls, server_name, options.connect_timeout);
+        let client = hyper_util::client::legacy::Client::builder(SmolExecutor)
+            .timer(smol_hyper::rt::SmolTimer::new())
+            .pool_timer(smol_hyper::rt::SmolTimer::new())
+            .pool_idle_timeout(Duration::from_secs(90))
+            .build::<_, Full<Bytes>>(connector);
+        let auth = config.auth_layer().map_err(|source| ClientError::Kube {
+            what: "auth configuration",
+            source,
+        })?;
+        let headers = config
+            .extra_headers_layer()
+            .map_err(|source| ClientError::Kube {
+                what: "extra headers",
+                source,
+            })?;
+        // The order of kube's own client: base URI, auth, extra headers, then HTTP. The
+        // refreshing auth filter fails with `BoxError`, so the client's errors are boxed
+        // below it for the two auth branches to agree.
+        let stack = ServiceBuilder::new()
+            .layer(config.base_uri_layer())
+            .option_layer(auth)
+            .layer(headers)
+            .service(client.map_err(BoxError::from));
+        Ok(SmolTransport {
+            inner: Arc::new(Inner {
+                service: BoxCloneSyncService::new(stack),
+                options,
+                cluster_url: url,
+                default_namespace: config.default_namespace,
+            }),
+        })
+    }
+
+    /// The namespace of the kubeconfig context (or the service account's).
+    #[must_use]
+    pub fn default_namespace(&self) -> &str {
+        &self.inner.default_namespace
+    }
+
+    /// The cluster URL requests go to.
+    #[must_use]
+    pub fn cluster_url(&self) -> &http::Uri {
+        &self.inner.cluster_url
+    }
+
+    /// The timeouts and retries in force.
+    #[must_use]
+    pub fn options(&self) -> &TransportOptions {
+        &self.inner.options
+    }
+}
+
+impl Transport for SmolTransport {
+    fn send(
+        &self,
+        request: http::Request<Vec<u8>>,
+    ) -> BoxFuture<Result<http::Response<BodyStream>, TransportError>> {
+        let inner = Arc::clone(&self.inner);
+        Box::pin(async move { inner.send(request).await })
+    }
+}
+
+impl Inner {
+    async fn send(
+        &self,
+        request: http::Request<Vec<u8>>,
+    ) -> Result<http::Response<BodyStream>, TransportError> {
+        let (parts, body) = request.into_parts();
+        let body = Bytes::from(body);
+        let what = format!("{} {}", parts.method, parts.uri);
+        let idle = read_idle(&parts.uri, &self.options);
+        let retries = if parts.method == http::Method::GET || parts.method == http::Method::HEAD {
+            self.options.retries
+        } else {
+            0
+        };
+        let mut attempt = 0;
+        loop {
+            let mut request = http::Request::new(Full::new(body.clone()));
+            *request.method_mut() = parts.method.clone();
+            *request.uri_mut() = parts.uri.clone();
+            *request.version_mut() = parts.version;
+            *request.headers_mut() = parts.headers.clone();
+            let call = self.service.clone().oneshot(request);
+            let result = match idle {
+                Some(limit) => with_timeout(limit, call).await.unwrap_or_else(|| {
+                    Err(format!("no response head within {}s", limit.as_secs()).into())
+                }),
+                None => call.await,
+            };
+            let delay = self.retry_delay(attempt);
+            match result {
+                Ok(response) if attempt < retries && is_retryable_status(response.status()) => {
+                    let delay = retry_after(&response)
+                        .map_or(delay, |server| server.min(self.options.retry_cap));
+                    tracing::debug!(
+                        request = %what,
+                        status = response.status().as_u16(),
+                        attempt,
+                        delay_ms = delay.as_millis() as u64,
+                        "retrying"
+                    );
+                    drop(response);
+                    smol::Timer::after(delay).await;
+                }
+                Ok(response) => {
+                    return Ok(response.map(|body| body_stream(body, idle, what)));
+                }
+                Err(error) if attempt < retries => {
+                    tracing::debug!(
+                        request = %what,
+                        error = %chain(&*error),
+                        attempt,
+                        delay_ms = delay.as_millis() as u64,
+                        "retrying"
+                    );
+                    smol::Timer::after(delay).await;
+                }
+                Err(error) => {
+                    return Err(TransportError::new(format!("{what}: {}", chain(&*error))));
+                }
+            }
+            attempt += 1;
+        }
+    }
+
+    fn retry_delay(&self, attempt: u32) -> Duration {
+        self.options
+            .retry_base
+            .saturating_mul(1 << attempt.min(16))
+            .min(self.options.retry_cap)
+    }
+}
+
+/// The read-idle limit of a request: `timeoutSeconds` plus the margin for a watch,
+/// `read_timeout` for anything else.
+fn read_idle(uri: &http::Uri, options: &TransportOptions) -> Option<Duration> {
+    let query = uri.query().unwrap_or("");
+    let mut watch = false;
+    let mut timeout_seconds = None;
+    for pair in query.split('&') {
+        match pair.split_once('=') {
+            Some(("watch", v)) => watch = v == "true" || v == "1",
+            Some(("timeoutSeconds", v)) => timeout_seconds = v.parse::<u64>().ok(),
+            _ => {}
+        }
+    }
+    if watch {
+        // A watch without timeoutSeconds may stay open for the apiserver's own limit
+        // (up to 30 minutes by default); only the margin is ours then.
+        let base = Duration::from_secs(timeout_seconds.unwrap_or(30 * 60));
+        Some(base + options.watch_idle_margin)
+    } else {
+        options.read_timeout
+    }
+}
+
+fn is_retryable_status(status: http::StatusCode) -> bool {
+    matches!(
+        status,
+        http::StatusCode::TOO_MANY_REQUESTS
+            | http::StatusCode::SERVICE_UNAVAILABLE
+            | http::StatusCode::GATEWAY_TIMEOUT
+    )
+}
+
+/// `Retry-After` in seconds (the HTTP-date form is ignored: the backoff applies).
+fn retry_after<B>(response: &http::Response<B>) -> Option<Duration> {
+    let value = response.headers().get(http::header::RETRY_AFTER)?;
+    let seconds = value.to_str().ok()?.trim().parse::<u64>().ok()?;
+    Some(Duration::from_secs(seconds))
+}
+
+/// Runs `future` for at most `limit` on a smol timer: `None` when time ran out.
+async fn with_timeout<T>(limit: Duration, future: impl Future<Output = T>) -> Option<T> {
+    futures_lite::future::or(async { Some(future.await) }, async {
+        smol::Timer::after(limit).await;
+        None
+    })
+    .await
+}
+
+/// The body as the engine's chunk stream, each chunk within `idle`; the stream ends after
+/// the first error.
+fn body_stream(body: Incoming, idle: Option<Duration>, what: String) -> BodyStream {
+    struct State {
+        body: Incoming,
+        idle: Option<Duration>,
+        what: String,
+        done: bool,
+    }
+    let state = State {
+        body,
+        idle,
+        what,
+        done: false,
+    };
+    let stream = futures_lite::stream::unfold(state, |mut state| async move {
+        if state.done {
+            return None;
+        }
+        loop {
+            let frame = match state.idle {
+                Some(limit) => match with_timeout(limit, state.body.frame()).await {
+                    Some(frame) => frame,
+                    None => {
+                        state.done = true;
+                        let message = format!(
+                            "{}: read-idle timeout, no data for {}s",
+                            state.what,
+                            limit.as_secs()
+                        );
+                        return Some((Err(TransportError::new(message)), state));
+                    }
+                },
+                None => state.body.frame().await,
+            };
+            match frame {
+                None => return None,
+                Some(Ok(frame)) => {
+                    // Trailers carry nothing the engine reads; skip them.
+                    if let Ok(data) = frame.into_data() {
+                        return Some((Ok(data), state));
+                    }
+                }
+                Some(Err(error)) => {
+                    state.done = true;
+                    let message = format!("{}: body: {}", state.what, chain(&error));
+                    return Some((Err(TransportError::new(message)), state));
+                }
+            }
+        }
+    });
+    Box::pin(stream.boxed())
+}
+
+/// An error with its sources, `outer: inner: innermost`, so a log line says where it broke.
+fn chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(e) = source {
+        let s = e.to_string();
+        if !text.contains(&s) {
+            text.push_str(": ");
+            text.push_str(&s);
+        }
+        source = e.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn watch_idle_is_timeout_seconds_plus_margin() {
+        let options = TransportOptions::default();
+        let uri: http::Uri = "/api/v1/pods?watch=true&timeoutSeconds=7&resourceVersion=1"
+            .parse()
+            .unwrap();
+        assert_eq!(read_idle(&uri, &options), Some(Duration::from_secs(17)));
+        let list: http::Uri = "/api/v1/pods?labelSelector=a".parse().unwrap();
+        assert_eq!(read_idle(&list, &options), None);
+        let with_read = TransportOptions {
+            read_timeout: Some(Duration::from_secs(3)),
+            ..options
+        };
+        assert_eq!(read_idle(&list, &with_read), Some(Duration::from_secs(3)));
+    }
+}

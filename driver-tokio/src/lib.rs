@@ -42,7 +42,7 @@
 //! - reconciles as tasks, at most the core's concurrency, each in a `reconcile` span with
 //!   its key and attempt; a panicking reconcile counts as failed;
 //! - the core's deadlines on the runtime's timers, with the clock as the judge;
-//! - a [`Handle`](engine::Handle) that stops from anywhere and pushes in-process events.
+//! - a [`Handle`] that stops from anywhere and pushes in-process events.
 
 pub mod engine;
 #[cfg(feature = "tokio")]

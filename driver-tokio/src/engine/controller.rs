@@ -1,7 +1,7 @@
 //! The builder users see: source, `key_map`, concurrency, resync, retry delays; then
 //! [`Controller::run`] or [`Controller::start`].
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
@@ -374,7 +374,7 @@ where
             tasks: BTreeMap::new(),
             open_source: None,
             running: BTreeMap::new(),
-            watched_since_list: BTreeSet::new(),
+            watched_since_list: false,
         };
         Ok((driver, signals))
     }

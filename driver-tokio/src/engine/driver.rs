@@ -8,7 +8,7 @@
 //!    `handle_timeout` — the clock decides, not which future won the race (quinn's rule), so
 //!    a timer that fired late or a message that beat it cannot lose a wakeup.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
@@ -100,8 +100,8 @@ pub(crate) struct Driver<O, P, R: Runtime, T> {
     pub(crate) open_source: Option<StreamId>,
     /// Parents of running reconciles, for the recorder (keys are rendered once).
     pub(crate) running: BTreeMap<Ticket, String>,
-    /// Streams that have been opened after a LIST: a later WATCH is a reopen.
-    pub(crate) watched_since_list: BTreeSet<StreamId>,
+    /// A WATCH was sent since the last LIST: the next one is a reopen.
+    pub(crate) watched_since_list: bool,
 }
 
 impl<O, P, R, T> Driver<O, P, R, T>
@@ -332,7 +332,7 @@ where
     }
 
     fn list(&mut self, req: RequestId, params: &WatchParams) {
-        self.watched_since_list.clear();
+        self.watched_since_list = false;
         let now = self.core.now();
         self.record(now, Record::ListRequested { req });
         let Some(remote) = &self.remote else {
@@ -384,12 +384,12 @@ where
             ));
             return;
         };
-        if self.watched_since_list.is_empty() {
+        if !self.watched_since_list {
             tracing::info!(%stream, resource_version, timeout_seconds, "watch open");
         } else {
             tracing::info!(%stream, resource_version, timeout_seconds, "watch reopen");
         }
-        self.watched_since_list.insert(stream);
+        self.watched_since_list = true;
         let request = remote
             .requests
             .watch(params, resource_version, timeout_seconds, bookmarks);

@@ -492,7 +492,7 @@ fn body_stream(body: Incoming, idle: Option<Duration>, what: String) -> BodyStre
             }
         }
     });
-    Box::pin(stream.boxed())
+    stream.boxed()
 }
 
 /// An error with its sources, `outer: inner: innermost`, so a log line says where it broke.

@@ -137,6 +137,11 @@ impl Runtime for Probed {
 /// The names of this process's threads that start with `tokio-` (Linux: `comm` holds the
 /// first 15 bytes of the name, enough for tokio's `tokio-runtime-worker`).
 fn tokio_threads() -> Vec<String> {
+    threads_named("tokio-")
+}
+
+/// The names of this process's threads that start with `prefix`.
+fn threads_named(prefix: &str) -> Vec<String> {
     let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
         return Vec::new();
     };
@@ -144,7 +149,7 @@ fn tokio_threads() -> Vec<String> {
         .filter_map(Result::ok)
         .filter_map(|task| std::fs::read_to_string(task.path().join("comm")).ok())
         .map(|name| name.trim_end().to_owned())
-        .filter(|name| name.starts_with("tokio-"))
+        .filter(|name| name.starts_with(prefix))
         .collect()
 }
 
@@ -271,6 +276,15 @@ fn no_tokio_runtime_in_reconcile_the_driver_or_any_thread() {
             assert!(
                 tokio::runtime::Handle::try_current().is_err(),
                 "the case body itself runs in a tokio runtime context"
+            );
+            // The scan is not vacuous: it sees the sampler's own thread, and smol's.
+            assert!(
+                !threads_named("no-tokio-sampl").is_empty(),
+                "the thread scan does not see the sampler thread"
+            );
+            assert!(
+                !threads_named("smol-").is_empty(),
+                "the thread scan does not see smol's executor thread"
             );
             assert_never_tokio("in the head-on case");
         },

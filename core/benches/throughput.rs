@@ -37,7 +37,14 @@ fn main() {
     if std::env::args().any(|a| a == "--list") {
         return; // `cargo test --benches` probes with --list
     }
-    let (templates, body, pool, pods, frames, runs) = workload();
+    let workload::Workload {
+        templates,
+        body,
+        pool,
+        pods,
+        frames,
+        runs,
+    } = workload();
     match std::env::var("BENCH_ONLY").as_deref() {
         Ok("parse") => {
             // The core's frame parser alone against the bare decode, interleaved.

@@ -17,7 +17,8 @@ fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
     }
-    let (_, body, pool, _, frames, runs) = workload::workload();
+    let w = workload::workload();
+    let (body, pool, frames, runs) = (w.body, w.pool, w.frames, w.runs);
     println!("allocator: mimalloc");
     workload::compare(&body, &pool, frames, runs);
 }

@@ -230,8 +230,24 @@ pub fn compare(body: &[u8], pool: &[Vec<u8>], frames: usize, runs: usize) {
     );
 }
 
+/// The generated inputs and sizes of one bench run.
+pub struct Workload {
+    /// The captured pods the others are cloned from.
+    pub templates: Vec<Value>,
+    /// The initial LIST body.
+    pub body: Vec<u8>,
+    /// Distinct watch frames, cycled.
+    pub pool: Vec<Vec<u8>>,
+    /// Pods in the LIST.
+    pub pods: usize,
+    /// Frames per run.
+    pub frames: usize,
+    /// Runs to take the median of.
+    pub runs: usize,
+}
+
 /// Builds the workload from the environment (`BENCH_PODS`, `BENCH_FRAMES`, `BENCH_RUNS`).
-pub fn workload() -> (Vec<Value>, Vec<u8>, Vec<Vec<u8>>, usize, usize, usize) {
+pub fn workload() -> Workload {
     let pods = env_usize("BENCH_PODS", 100_000);
     let frames = env_usize("BENCH_FRAMES", 1_000_000);
     let runs = env_usize("BENCH_RUNS", 3);
@@ -243,5 +259,12 @@ pub fn workload() -> (Vec<Value>, Vec<u8>, Vec<Vec<u8>>, usize, usize, usize) {
         "workload: {pods} pods / {PARENTS} parents, LIST {:.0} MB, {frames} frames (avg {avg_frame} B), median of {runs}",
         body.len() as f64 / 1e6
     );
-    (templates, body, pool, pods, frames, runs)
+    Workload {
+        templates,
+        body,
+        pool,
+        pods,
+        frames,
+        runs,
+    }
 }

@@ -350,9 +350,19 @@ impl<D: DriverUnderTest> Under<D> {
             );
         }
         assert_eq!(
-            replayed,
+            replayed.latest,
             live,
             "{}: the replay of {} ends with other cells than the live run",
+            self.name,
+            self.trace_path.display()
+        );
+        // Every recorded frame and LIST answer is fed once, so these must match exactly.
+        let stats = self.handle.stats();
+        let pick = |s: reconcile_core::Stats| (s.frames, s.frames_skipped, s.lists, s.relists);
+        assert_eq!(
+            pick(replayed.stats),
+            pick(stats),
+            "{}: (frames, skipped, lists, relists) of the replay of {} differ from the live run",
             self.name,
             self.trace_path.display()
         );

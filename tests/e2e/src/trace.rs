@@ -55,12 +55,20 @@ pub fn latest_members(rendering: &str) -> BTreeMap<String, Vec<String>> {
     latest
 }
 
-/// Reads the trace at `path` and replays it; returns the replay's latest members per
-/// parent.
+/// What a replay ended with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Replayed {
+    /// The member names of the latest reconcile of each parent.
+    pub latest: BTreeMap<String, Vec<String>>,
+    /// The simulator core's counters.
+    pub stats: reconcile_core::Stats,
+}
+
+/// Reads the trace at `path` and replays it.
 ///
 /// # Errors
 /// The file cannot be read or parsed, or the replay reported a divergence or violation.
-pub fn replay(path: &Path) -> Result<BTreeMap<String, Vec<String>>, String> {
+pub fn replay(path: &Path) -> Result<Replayed, String> {
     let name = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|e| format!("read {name}: {e}"))?;
     let trace = Trace::parse(&name, &text).map_err(|e| e.to_string())?;
@@ -72,7 +80,10 @@ pub fn replay(path: &Path) -> Result<BTreeMap<String, Vec<String>>, String> {
             report.violations, report.output
         ));
     }
-    Ok(latest_members(&report.output))
+    Ok(Replayed {
+        latest: latest_members(&report.output),
+        stats: report.stats,
+    })
 }
 
 #[cfg(test)]

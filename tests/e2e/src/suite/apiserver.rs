@@ -399,6 +399,9 @@ pub async fn a_deletion_missed_while_disconnected_is_synthesized<D: DriverUnderT
         })
         .await;
     delete_now(&case, &ns, "gone");
+    // A second write past the cursor: a WATCH from the cursor starts one past it, and only
+    // a start below the compacted revision is refused (else the DELETED is still served).
+    create(&case, &ns, &pod_manifest("unselected", &[("app", "other")]));
     case.env
         .compact_etcd()
         .unwrap_or_else(|e| panic!("compact: {e}"));

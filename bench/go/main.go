@@ -1,0 +1,200 @@
+// Command peer is the client-go side of the reconcile-loop benchmarks (bench/run.sh).
+//
+// It is what a Go user would write: a shared informer factory scoped to one namespace and
+// label selector, a pod informer with an index by the `cell` label, and a rate-limited
+// workqueue of cell keys drained by one worker (controller-runtime's default
+// MaxConcurrentReconciles). Every setting is client-go's default (no resync, default
+// rate limiter, default QPS, JSON, the WatchListClient feature as shipped).
+//
+// It prints one JSON line: sync time, the wall time the sentinel pod's final state was
+// reconciled, peak RSS, CPU seconds and the heap growth over the sync.
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/workqueue"
+)
+
+type report struct {
+	Peer        string  `json:"peer"`
+	Pods        int     `json:"pods"`
+	SyncSeconds float64 `json:"sync_seconds"`
+	DoneUnixNs  int64   `json:"done_unix_ns"`
+	Reconciles  int64   `json:"reconciles"`
+	HeapBytes   int64   `json:"heap_bytes"`
+	RssPeakKB   int64   `json:"rss_peak_kb"`
+	CPUSeconds  float64 `json:"cpu_seconds"`
+	Error       string  `json:"error,omitempty"`
+}
+
+func fail(r *report, err string) {
+	r.Error = err
+	out, _ := json.Marshal(r)
+	fmt.Println(string(out))
+	os.Exit(1)
+}
+
+func main() {
+	server := flag.String("server", "", "replay server URL (http://127.0.0.1:port)")
+	kubeconfig := flag.String("kubeconfig", "", "kubeconfig of a real apiserver")
+	namespace := flag.String("namespace", "bench", "namespace")
+	selector := flag.String("selector", "cell", "label selector")
+	mode := flag.String("mode", "sync", "sync | throughput")
+	deadline := flag.Duration("deadline", 300*time.Second, "give up after this long")
+	flag.Parse()
+	r := &report{Peer: "client-go"}
+	var reconciles atomic.Int64
+
+	var cfg *rest.Config
+	var err error
+	if *kubeconfig != "" {
+		cfg, err = clientcmd.BuildConfigFromFlags("", *kubeconfig)
+		if err != nil {
+			fail(r, err.Error())
+		}
+	} else {
+		cfg = &rest.Config{Host: *server}
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		fail(r, err.Error())
+	}
+
+	runtime.GC()
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
+
+	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0,
+		informers.WithNamespace(*namespace),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = *selector }))
+	pods := factory.Core().V1().Pods()
+	informer := pods.Informer()
+	if err := informer.AddIndexers(cache.Indexers{"cell": func(obj any) ([]string, error) {
+		pod, ok := obj.(*corev1.Pod)
+		if !ok {
+			return nil, nil
+		}
+		return []string{pod.Labels["cell"]}, nil
+	}}); err != nil {
+		fail(r, err.Error())
+	}
+	queue := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())
+	enqueue := func(obj any) {
+		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = tomb.Obj
+		}
+		if pod, ok := obj.(*corev1.Pod); ok {
+			queue.Add(pod.Labels["cell"])
+		}
+	}
+	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    enqueue,
+		UpdateFunc: func(_, obj any) { enqueue(obj) },
+		DeleteFunc: enqueue,
+	}); err != nil {
+		fail(r, err.Error())
+	}
+
+	stop := make(chan struct{})
+	start := time.Now()
+	factory.Start(stop)
+	// cache.WaitForCacheSync polls every 100 ms; poll every millisecond for a fair clock.
+	for !informer.HasSynced() {
+		if time.Since(start) > *deadline {
+			fail(r, "not synced before the deadline")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	r.SyncSeconds = time.Since(start).Seconds()
+
+	done := make(chan struct{})
+	indexer := informer.GetIndexer()
+	go func() {
+		for {
+			key, quit := queue.Get()
+			if quit {
+				return
+			}
+			reconciles.Add(1)
+			members, _ := indexer.ByIndex("cell", key)
+			if key == "sentinel" {
+				for _, m := range members {
+					if pod, ok := m.(*corev1.Pod); ok && pod.Annotations["bench/phase"] == "end" {
+						r.DoneUnixNs = time.Now().UnixNano()
+						close(done)
+						return
+					}
+				}
+			}
+			queue.Forget(key)
+			queue.Done(key)
+		}
+	}()
+
+	if *mode == "throughput" {
+		select {
+		case <-done:
+		case <-time.After(*deadline - time.Since(start)):
+			fail(r, "the sentinel's final state never reached a reconcile")
+		}
+	} else {
+		// Heap growth over the sync, after a second to settle (as the Rust peers do);
+		// only here, so no forced GC lands inside a throughput measurement.
+		time.Sleep(time.Second)
+		runtime.GC()
+		var after runtime.MemStats
+		runtime.ReadMemStats(&after)
+		r.HeapBytes = int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	}
+	r.Pods = len(informer.GetStore().ListKeys())
+	r.Reconciles = reconciles.Load()
+	r.RssPeakKB, r.CPUSeconds = procStats()
+	out, _ := json.Marshal(r)
+	fmt.Println(string(out))
+	os.Exit(0)
+}
+
+// procStats reads the peak RSS (VmHWM, KiB) and user+system CPU seconds from /proc, as the
+// Rust peers do.
+func procStats() (int64, float64) {
+	var rss int64
+	if status, err := os.ReadFile("/proc/self/status"); err == nil {
+		for _, line := range strings.Split(string(status), "\n") {
+			if strings.HasPrefix(line, "VmHWM:") {
+				f := strings.Fields(line)
+				if len(f) >= 2 {
+					rss, _ = strconv.ParseInt(f[1], 10, 64)
+				}
+			}
+		}
+	}
+	var cpu float64
+	if stat, err := os.ReadFile("/proc/self/stat"); err == nil {
+		s := string(stat)
+		if i := strings.LastIndex(s, ")"); i >= 0 {
+			f := strings.Fields(s[i+1:])
+			if len(f) > 12 {
+				u, _ := strconv.ParseFloat(f[11], 64)
+				k, _ := strconv.ParseFloat(f[12], 64)
+				cpu = (u + k) / 100
+			}
+		}
+	}
+	return rss, cpu
+}

@@ -1,0 +1,159 @@
+//! The command line shared by `reconcile-bench` and `reconcile-bench-heap`.
+//!
+//! ```text
+//! reconcile-bench all [--quick] [--runs N] [--frames N] [--no-real] [--out PATH]
+//! reconcile-bench peer bare|core|tokio|kube (--server URL | --kubeconfig PATH)
+//!                 [--namespace NS] [--mode sync|throughput] [--deadline SECS]
+//! reconcile-bench serve [--pods N] [--frames N] [--seconds S]
+//! ```
+//!
+//! `serve` runs the replay server alone for a manual look (printing its URL, then the
+//! requests it served), for at most `--seconds` (default 60).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::BenchError;
+use crate::orchestrate::{self, Binaries, Settings};
+use crate::peers::{self, HeapProbe, PeerArgs, PeerKind, Target};
+
+/// Runs the command line; returns the process exit code.
+#[must_use]
+pub fn main(heap: Option<HeapProbe>) -> i32 {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        Some("peer") => peer(&args[1..], heap),
+        Some("serve") => match serve(&args[1..]) {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("reconcile-bench: {e}");
+                1
+            }
+        },
+        Some("all") => match all(&args[1..]) {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("reconcile-bench: {e}");
+                1
+            }
+        },
+        // `cargo test --benches` probes bench targets with `--list`.
+        Some("--list") => 0,
+        _ => {
+            eprintln!(
+                "usage: reconcile-bench all [--quick] [--runs N] [--frames N] [--no-real] [--out PATH]"
+            );
+            eprintln!(
+                "       reconcile-bench peer bare|core|tokio|kube (--server URL | --kubeconfig PATH) [--namespace NS] [--mode sync|throughput] [--deadline SECS]"
+            );
+            2
+        }
+    }
+}
+
+fn value<'a>(args: &'a [String], name: &str) -> Option<&'a str> {
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .map(String::as_str)
+}
+
+fn peer(args: &[String], heap: Option<HeapProbe>) -> i32 {
+    let kind = args.first().and_then(|k| PeerKind::parse(k));
+    let target = match (value(args, "--server"), value(args, "--kubeconfig")) {
+        (Some(url), _) => Some(Target::Replay(url.to_owned())),
+        (None, Some(path)) => Some(Target::Kubeconfig(PathBuf::from(path))),
+        (None, None) => None,
+    };
+    let (Some(kind), Some(target)) = (kind, target) else {
+        eprintln!("peer: need a peer name and --server or --kubeconfig");
+        return 2;
+    };
+    let args = PeerArgs {
+        kind,
+        target,
+        namespace: value(args, "--namespace")
+            .unwrap_or(crate::workload::NAMESPACE)
+            .to_owned(),
+        throughput: value(args, "--mode") == Some("throughput"),
+        deadline: Duration::from_secs(
+            value(args, "--deadline")
+                .and_then(|d| d.parse().ok())
+                .unwrap_or(300),
+        ),
+    };
+    let report = peers::run(&args, heap);
+    let failed = report.error.is_some();
+    println!("{}", serde_json::to_string(&report).unwrap_or_default());
+    i32::from(failed)
+}
+
+fn serve(args: &[String]) -> Result<(), BenchError> {
+    let number = |name: &str, default: usize| {
+        value(args, name)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default)
+    };
+    let templates = crate::workload::templates()?;
+    let frames = number("--frames", 0);
+    let workload = std::sync::Arc::new(crate::workload::Workload::new(
+        &templates,
+        number("--pods", 1000),
+        frames.max(1),
+        5_000,
+    ));
+    let mode = if frames > 0 {
+        crate::replay::Mode::Throughput
+    } else {
+        crate::replay::Mode::Sync
+    };
+    let server = crate::replay::ReplayServer::start(workload, mode)?;
+    println!("{}", server.url());
+    let seconds = number("--seconds", 60) as u64;
+    let mut seen = std::collections::BTreeMap::new();
+    for _ in 0..seconds * 10 {
+        std::thread::sleep(Duration::from_millis(100));
+        let now = server.requests();
+        if now != seen {
+            eprintln!("requests: {now:?}");
+            seen = now;
+        }
+    }
+    Ok(())
+}
+
+fn all(args: &[String]) -> Result<(), BenchError> {
+    let mut settings = if args.iter().any(|a| a == "--quick") {
+        Settings::quick()
+    } else {
+        Settings::full()
+    };
+    if let Some(runs) = value(args, "--runs").and_then(|r| r.parse().ok()) {
+        settings.runs = runs;
+    }
+    if let Some(frames) = value(args, "--frames").and_then(|r| r.parse().ok()) {
+        settings.frames = frames;
+    }
+    if args.iter().any(|a| a == "--no-real") {
+        settings.real_sizes.clear();
+    }
+    let out = value(args, "--out").map_or_else(
+        || {
+            PathBuf::from(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../docs/benchmarks.md"
+            ))
+        },
+        PathBuf::from,
+    );
+    let exe = std::env::current_exe()?;
+    let bins = Binaries::locate(&exe)?;
+    let results = orchestrate::run_all(&bins, &settings)?;
+    let command = std::iter::once("bash bench/run.sh".to_owned())
+        .chain(args.iter().filter(|a| *a != "--out").cloned())
+        .collect::<Vec<_>>()
+        .join(" ");
+    crate::doc::write(&out, &results, &command)?;
+    eprintln!("reconcile-bench: wrote {}", out.display());
+    Ok(())
+}

@@ -1,0 +1,602 @@
+//! Runs every peer on every input, several times, and collects the medians.
+//!
+//! Order: the peers take turns inside each repetition, so a burst of load from other work
+//! on the machine spreads over all of them instead of landing on one.
+
+use std::collections::BTreeMap;
+use std::io::Read as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use serde_json::Value;
+
+use crate::BenchError;
+use crate::peers::PeerReport;
+use crate::replay::{Mode, ReplayServer};
+use crate::workload::{self, NAMESPACE, Workload};
+
+/// How much to run.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Repetitions of every measurement (medians are taken over them).
+    pub runs: usize,
+    /// Pod counts for time to sync on the replay server.
+    pub sync_sizes: Vec<usize>,
+    /// Pod count for throughput and heap per pod.
+    pub throughput_pods: usize,
+    /// Frames per throughput run.
+    pub frames: usize,
+    /// Pod counts for time to sync on the real apiserver (empty: skip it).
+    pub real_sizes: Vec<usize>,
+    /// Longest the real-cluster pod creation may take, all sizes together.
+    pub create_budget: Duration,
+    /// Longest one peer run may take.
+    pub deadline: Duration,
+}
+
+impl Settings {
+    /// The full figures: 5 runs; 1k, 10k, 50k pods; 10k pods and 50k frames.
+    #[must_use]
+    pub fn full() -> Self {
+        Settings {
+            runs: 5,
+            sync_sizes: vec![1_000, 10_000, 50_000],
+            throughput_pods: 10_000,
+            frames: 50_000,
+            real_sizes: vec![1_000, 10_000, 50_000],
+            create_budget: Duration::from_secs(900),
+            deadline: Duration::from_secs(300),
+        }
+    }
+
+    /// A quick look (one run, small sizes): checks the harness, not the figures.
+    #[must_use]
+    pub fn quick() -> Self {
+        Settings {
+            runs: 1,
+            sync_sizes: vec![1_000],
+            throughput_pods: 1_000,
+            frames: 5_000,
+            real_sizes: vec![300],
+            create_budget: Duration::from_secs(120),
+            deadline: Duration::from_secs(120),
+        }
+    }
+}
+
+/// The peers in table order.
+pub const PEERS: [&str; 5] = ["bare", "core", "tokio", "kube", "client-go"];
+
+/// Where the peer binaries are.
+#[derive(Debug, Clone)]
+pub struct Binaries {
+    /// The uninstrumented Rust peers (`reconcile-bench`).
+    pub rust: PathBuf,
+    /// The same peers with a counting allocator (`reconcile-bench-heap`).
+    pub rust_heap: PathBuf,
+    /// The client-go peer.
+    pub go: PathBuf,
+}
+
+impl Binaries {
+    /// The Rust binaries next to `exe`, and the Go peer built by `bench/go/build.sh`.
+    ///
+    /// # Errors
+    /// The Go build failed or a binary is missing.
+    pub fn locate(exe: &Path) -> Result<Self, BenchError> {
+        let dir = exe
+            .parent()
+            .ok_or_else(|| BenchError::Input(format!("{}: no parent", exe.display())))?;
+        let rust = dir.join("reconcile-bench");
+        let rust_heap = dir.join("reconcile-bench-heap");
+        for bin in [&rust, &rust_heap] {
+            if !bin.exists() {
+                return Err(BenchError::Input(format!(
+                    "{} is missing: cargo build --release -p reconcile-bench --bins",
+                    bin.display()
+                )));
+            }
+        }
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/go/build.sh");
+        let out = Command::new("bash")
+            .arg(script)
+            .stderr(Stdio::inherit())
+            .output()?;
+        if !out.status.success() {
+            return Err(BenchError::Input(format!(
+                "{script} failed ({})",
+                out.status
+            )));
+        }
+        let go = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .last()
+            .unwrap_or_default()
+            .trim()
+            .to_owned();
+        Ok(Binaries {
+            rust,
+            rust_heap,
+            go: PathBuf::from(go),
+        })
+    }
+}
+
+/// Where a peer connects, as command-line arguments.
+#[derive(Debug, Clone)]
+enum Conn {
+    Server(String),
+    Kubeconfig(PathBuf),
+}
+
+/// Runs one peer process and parses its report. Bounded by `deadline` plus 30 s, after
+/// which the child is killed.
+fn spawn_peer(
+    bins: &Binaries,
+    peer: &str,
+    heap: bool,
+    conn: &Conn,
+    namespace: &str,
+    throughput: bool,
+    deadline: Duration,
+) -> PeerReport {
+    let mode = if throughput { "throughput" } else { "sync" };
+    let mut cmd = if peer == "client-go" {
+        let mut c = Command::new(&bins.go);
+        match conn {
+            Conn::Server(url) => c.args(["-server", url]),
+            Conn::Kubeconfig(path) => c.arg("-kubeconfig").arg(path),
+        };
+        c.args(["-namespace", namespace, "-mode", mode])
+            .arg(format!("-deadline={}s", deadline.as_secs()));
+        c
+    } else {
+        let mut c = Command::new(if heap { &bins.rust_heap } else { &bins.rust });
+        c.args(["peer", peer]);
+        match conn {
+            Conn::Server(url) => c.args(["--server", url]),
+            Conn::Kubeconfig(path) => c.arg("--kubeconfig").arg(path),
+        };
+        c.args(["--namespace", namespace, "--mode", mode])
+            .args(["--deadline", &deadline.as_secs().to_string()]);
+        c
+    };
+    let failed = |error: String| PeerReport {
+        peer: peer.to_owned(),
+        error: Some(error),
+        ..PeerReport::default()
+    };
+    let mut child = match cmd.stdout(Stdio::piped()).stderr(Stdio::null()).spawn() {
+        Ok(child) => child,
+        Err(e) => return failed(format!("spawn: {e}")),
+    };
+    let limit = Instant::now() + deadline + Duration::from_secs(30);
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break Some(status),
+            Ok(None) if Instant::now() < limit => std::thread::sleep(Duration::from_millis(10)),
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+        }
+    };
+    let mut out = String::new();
+    if let Some(mut stdout) = child.stdout.take() {
+        let _ = stdout.read_to_string(&mut out);
+    }
+    let line = out.lines().rev().find(|l| l.starts_with('{'));
+    match (status, line) {
+        (None, _) => failed("killed after its deadline".into()),
+        (Some(_), Some(line)) => serde_json::from_str(line)
+            .unwrap_or_else(|e| failed(format!("bad report {line:?}: {e}"))),
+        (Some(status), None) => failed(format!("no report ({status})")),
+    }
+}
+
+/// One measured number per repetition, by peer and input.
+#[derive(Debug, Clone, Default)]
+pub struct Results {
+    /// `sync[(source, pods, peer)]`: seconds to first sync.
+    pub sync: BTreeMap<(String, usize, String), Vec<f64>>,
+    /// Frames per second through to reconcile dispatch, by peer.
+    pub throughput: BTreeMap<String, Vec<f64>>,
+    /// Heap bytes per cached pod, by peer.
+    pub heap_per_pod: BTreeMap<String, Vec<f64>>,
+    /// Peak RSS in MiB, by (scenario, peer).
+    pub rss_mib: BTreeMap<(String, String), Vec<f64>>,
+    /// CPU seconds, by (scenario, peer).
+    pub cpu_seconds: BTreeMap<(String, String), Vec<f64>>,
+    /// Reconciles per throughput run, by peer.
+    pub reconciles: BTreeMap<String, Vec<f64>>,
+    /// Requests each peer made to the replay server (from its last throughput run).
+    pub requests: BTreeMap<String, BTreeMap<String, usize>>,
+    /// Failures, as `peer, input: error`.
+    pub failures: Vec<String>,
+    /// Notes about the run (machine load, object sizes, real-cluster creation).
+    pub notes: Vec<String>,
+    /// The settings used.
+    pub settings: Option<Settings>,
+}
+
+fn push<K: Ord>(map: &mut BTreeMap<K, Vec<f64>>, key: K, value: f64) {
+    map.entry(key).or_default().push(value);
+}
+
+/// The 1-, 5- and 15-minute load averages.
+#[must_use]
+pub fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "unknown".into())
+}
+
+fn log(message: &str) {
+    eprintln!(
+        "[bench {:>8.1}s] {message}",
+        started().elapsed().as_secs_f64()
+    );
+}
+
+fn started() -> Instant {
+    static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    *START.get_or_init(Instant::now)
+}
+
+/// Runs everything in `settings`.
+///
+/// # Errors
+/// The trace is unusable. Peer failures are recorded in [`Results::failures`] instead.
+pub fn run_all(bins: &Binaries, settings: &Settings) -> Result<Results, BenchError> {
+    started();
+    let mut results = Results {
+        settings: Some(settings.clone()),
+        ..Results::default()
+    };
+    results.notes.push(format!(
+        "load average (1, 5, 15 min) at start: {}",
+        loadavg()
+    ));
+    let templates = workload::templates()?;
+    throughput(bins, settings, &templates, &mut results)?;
+    replay_sync(bins, settings, &templates, &mut results);
+    if !settings.real_sizes.is_empty()
+        && let Err(e) = real_sync(bins, settings, &templates, &mut results)
+    {
+        results.failures.push(format!("real apiserver: {e}"));
+    }
+    results
+        .notes
+        .push(format!("load average (1, 5, 15 min) at end: {}", loadavg()));
+    Ok(results)
+}
+
+fn record_failure(results: &mut Results, report: &PeerReport, what: &str) -> bool {
+    match &report.error {
+        Some(e) => {
+            log(&format!("{} {what}: FAILED {e}", report.peer));
+            results
+                .failures
+                .push(format!("{}, {what}: {e}", report.peer));
+            true
+        }
+        None => false,
+    }
+}
+
+fn throughput(
+    bins: &Binaries,
+    settings: &Settings,
+    templates: &[Value],
+    results: &mut Results,
+) -> Result<(), BenchError> {
+    let pods = settings.throughput_pods;
+    let workload = Arc::new(Workload::new(templates, pods, settings.frames, 5_000));
+    let avg_frame = workload.pool.iter().map(Vec::len).sum::<usize>() / workload.pool.len().max(1);
+    results.notes.push(format!(
+        "replay workload: {pods} pods + the sentinel, {:.0} B per pod in the LIST; {} frames of {avg_frame} B on average",
+        workload.average_item_bytes(),
+        workload.frames
+    ));
+    let scenario = format!("throughput, {pods} pods + {} frames", settings.frames);
+    for run in 0..settings.runs {
+        for peer in ["core", "tokio", "kube", "client-go"] {
+            let server = ReplayServer::start(Arc::clone(&workload), Mode::Throughput)?;
+            let report = spawn_peer(
+                bins,
+                peer,
+                false,
+                &Conn::Server(server.url()),
+                NAMESPACE,
+                true,
+                settings.deadline,
+            );
+            if record_failure(results, &report, &scenario) {
+                continue;
+            }
+            let Some(first) = server.first_frame() else {
+                results
+                    .failures
+                    .push(format!("{peer}, {scenario}: no frame was ever sent"));
+                continue;
+            };
+            let first_ns = first
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as i64);
+            let seconds = (report.done_unix_ns - first_ns) as f64 / 1e9;
+            let rate = settings.frames as f64 / seconds.max(1e-9);
+            log(&format!(
+                "run {run} {peer}: {rate:.0} frames/s, {} reconciles, {:.1} CPU s, {} MiB",
+                report.reconciles,
+                report.cpu_seconds,
+                report.rss_peak_kb / 1024
+            ));
+            push(&mut results.throughput, peer.to_owned(), rate);
+            push(
+                &mut results.reconciles,
+                peer.to_owned(),
+                report.reconciles as f64,
+            );
+            push(
+                &mut results.rss_mib,
+                (scenario.clone(), peer.to_owned()),
+                report.rss_peak_kb as f64 / 1024.0,
+            );
+            push(
+                &mut results.cpu_seconds,
+                (scenario.clone(), peer.to_owned()),
+                report.cpu_seconds,
+            );
+            results.requests.insert(peer.to_owned(), server.requests());
+        }
+        // Heap per cached pod: the instrumented Rust binary; Go reads its own MemStats.
+        for peer in ["core", "tokio", "kube", "client-go"] {
+            let server = ReplayServer::start(Arc::clone(&workload), Mode::Sync)?;
+            let report = spawn_peer(
+                bins,
+                peer,
+                true,
+                &Conn::Server(server.url()),
+                NAMESPACE,
+                false,
+                settings.deadline,
+            );
+            if record_failure(results, &report, "heap") {
+                continue;
+            }
+            let per_pod = report.heap_bytes as f64 / (pods + 1) as f64;
+            log(&format!("run {run} {peer}: heap {per_pod:.0} B per pod"));
+            push(&mut results.heap_per_pod, peer.to_owned(), per_pod);
+        }
+    }
+    Ok(())
+}
+
+fn replay_sync(bins: &Binaries, settings: &Settings, templates: &[Value], results: &mut Results) {
+    for &pods in &settings.sync_sizes {
+        let workload = Arc::new(Workload::new(templates, pods, 1, 1));
+        let scenario = format!("sync, replay, {pods} pods");
+        for run in 0..settings.runs {
+            for peer in PEERS {
+                let server = match ReplayServer::start(Arc::clone(&workload), Mode::Sync) {
+                    Ok(s) => s,
+                    Err(e) => {
+                        results.failures.push(format!("replay server: {e}"));
+                        return;
+                    }
+                };
+                let report = spawn_peer(
+                    bins,
+                    peer,
+                    false,
+                    &Conn::Server(server.url()),
+                    NAMESPACE,
+                    false,
+                    settings.deadline,
+                );
+                if record_failure(results, &report, &scenario) {
+                    continue;
+                }
+                log(&format!(
+                    "run {run} {peer} {scenario}: {:.3} s, {} MiB",
+                    report.sync_seconds,
+                    report.rss_peak_kb / 1024
+                ));
+                push(
+                    &mut results.sync,
+                    ("replay".into(), pods, peer.to_owned()),
+                    report.sync_seconds,
+                );
+                push(
+                    &mut results.rss_mib,
+                    (scenario.clone(), peer.to_owned()),
+                    report.rss_peak_kb as f64 / 1024.0,
+                );
+                push(
+                    &mut results.cpu_seconds,
+                    (scenario.clone(), peer.to_owned()),
+                    report.cpu_seconds,
+                );
+                if pods == *settings.sync_sizes.last().unwrap_or(&0) {
+                    results
+                        .requests
+                        .entry(format!("{peer} (sync)"))
+                        .or_insert_with(|| server.requests());
+                }
+            }
+        }
+    }
+}
+
+/// A real-shaped pod for the real apiserver: the template's spec without what ties it to
+/// a node, a service account or a priority class (none of them exist there); no status.
+fn real_pod(templates: &[Value], i: usize) -> Value {
+    let mut pod = workload::pod(templates, i, 0);
+    let spec = &mut pod["spec"];
+    if let Some(spec) = spec.as_object_mut() {
+        for field in [
+            "nodeName",
+            "serviceAccountName",
+            "serviceAccount",
+            "priorityClassName",
+            "priority",
+            "preemptionPolicy",
+        ] {
+            spec.remove(field);
+        }
+    }
+    let meta = pod["metadata"].take();
+    serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {
+            "name": meta["name"], "labels": meta["labels"], "annotations": meta["annotations"],
+        },
+        "spec": pod["spec"],
+    })
+}
+
+fn real_sync(
+    bins: &Binaries,
+    settings: &Settings,
+    templates: &[Value],
+    results: &mut Results,
+) -> Result<(), BenchError> {
+    use reconcile_k8s_env::{ApiServer, K8sEnv};
+    log("provisioning the real apiserver (tests/k8s-env)");
+    let env = K8sEnv::shared().map_err(|e| BenchError::Cluster(e.to_string()))?;
+    let client = env.client(ApiServer::Cached).clone();
+    let kubeconfig = env.kubeconfig_path(ApiServer::Cached).to_path_buf();
+    let namespace = env
+        .unique_namespace("bench")
+        .map_err(|e| BenchError::Cluster(e.to_string()))?;
+    let budget_end = Instant::now() + settings.create_budget;
+    let mut created = 0usize;
+    let sentinel = {
+        let mut pod = real_pod(templates, 0);
+        pod["metadata"]["name"] = Value::from(workload::SENTINEL);
+        pod["metadata"]["labels"]["cell"] = Value::from(workload::SENTINEL);
+        pod
+    };
+    create_pods(&client, &namespace, vec![sentinel], budget_end)?;
+    for &pods in &settings.real_sizes {
+        let began = Instant::now();
+        let batch: Vec<Value> = (created..pods).map(|i| real_pod(templates, i)).collect();
+        created += create_pods(&client, &namespace, batch, budget_end)?;
+        log(&format!(
+            "real apiserver: {created} pods created ({:.0} s for this step)",
+            began.elapsed().as_secs_f64()
+        ));
+        if created < pods {
+            results.notes.push(format!(
+                "real apiserver: only {created} of {pods} pods were created within the creation budget; larger sizes skipped"
+            ));
+            break;
+        }
+        let scenario = format!("sync, apiserver, {pods} pods");
+        for run in 0..settings.runs {
+            for peer in PEERS {
+                let report = spawn_peer(
+                    bins,
+                    peer,
+                    false,
+                    &Conn::Kubeconfig(kubeconfig.clone()),
+                    &namespace,
+                    false,
+                    settings.deadline,
+                );
+                if record_failure(results, &report, &scenario) {
+                    continue;
+                }
+                log(&format!(
+                    "run {run} {peer} {scenario}: {:.3} s ({} pods)",
+                    report.sync_seconds, report.pods
+                ));
+                push(
+                    &mut results.sync,
+                    ("apiserver".into(), pods, peer.to_owned()),
+                    report.sync_seconds,
+                );
+                push(
+                    &mut results.rss_mib,
+                    (scenario.clone(), peer.to_owned()),
+                    report.rss_peak_kb as f64 / 1024.0,
+                );
+                push(
+                    &mut results.cpu_seconds,
+                    (scenario.clone(), peer.to_owned()),
+                    report.cpu_seconds,
+                );
+            }
+        }
+    }
+    if let Ok(list) = client.list_pods(&namespace, Some("cell")) {
+        let bytes = list.to_string().len();
+        let n = list["items"].as_array().map_or(0, Vec::len);
+        results.notes.push(format!(
+            "real apiserver: {n} pods, {:.0} B per pod in the LIST (no status: nothing runs them; the template's spec and labels)",
+            bytes as f64 / n.max(1) as f64
+        ));
+    }
+    Ok(())
+}
+
+/// Creates `pods` with 8 threads; returns how many were created before `until`.
+fn create_pods(
+    client: &reconcile_k8s_env::Client,
+    namespace: &str,
+    pods: Vec<Value>,
+    until: Instant,
+) -> Result<usize, BenchError> {
+    let total = pods.len();
+    let queue = std::sync::Mutex::new(pods);
+    let created = std::sync::atomic::AtomicUsize::new(0);
+    let error = std::sync::Mutex::new(None::<String>);
+    std::thread::scope(|scope| {
+        for _ in 0..8 {
+            scope.spawn(|| {
+                while Instant::now() < until {
+                    let next = queue.lock().ok().and_then(|mut q| q.pop());
+                    let Some(pod) = next else { return };
+                    let mut last = None;
+                    for _ in 0..5 {
+                        match client.create_pod(namespace, &pod) {
+                            Ok(_) => {
+                                last = None;
+                                break;
+                            }
+                            Err(e) if e.http_status() == Some(409) => {
+                                last = None;
+                                break;
+                            }
+                            Err(e) => {
+                                last = Some(e.to_string());
+                                std::thread::sleep(Duration::from_millis(500));
+                            }
+                        }
+                    }
+                    match last {
+                        None => {
+                            created.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        }
+                        Some(e) => {
+                            if let Ok(mut slot) = error.lock() {
+                                slot.get_or_insert(e);
+                            }
+                            return;
+                        }
+                    }
+                }
+            });
+        }
+    });
+    let created = created.into_inner();
+    match error.into_inner().ok().flatten() {
+        Some(e) if created < total => Err(BenchError::Cluster(format!(
+            "creating pods in {namespace}: {e}"
+        ))),
+        _ => Ok(created),
+    }
+}

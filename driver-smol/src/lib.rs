@@ -42,9 +42,9 @@
 //! | [`transport`] | [`SmolTransport`]: kube's config, auth and TLS pieces on hyper over smol sockets |
 //!
 //! `tokio` stays in the dependency tree as a library (hyper and kube use `tokio::sync`),
-//! but nothing here starts a tokio runtime, and users whose kubeconfig needs a token
-//! refresh on tokio (exec plugins) get [`ClientError::RefreshingAuth`] up front; see
-//! [`transport`].
+//! but nothing here starts a tokio runtime. Where kube would refresh a token on tokio,
+//! exec plugins run on smol's blocking pool instead, and the `gcp` auth provider is
+//! refused up front with [`ClientError::RefreshingAuth`]; see [`transport`].
 
 pub mod runtime;
 pub mod transport;
@@ -58,7 +58,7 @@ pub use reconcile_tokio::engine::{
     Action, Error, Handle, Limits, Record, Recorder, Running, Source,
 };
 pub use runtime::{SmolRuntime, SmolTask, shutdown_signal};
-pub use transport::{ClientError, SmolTransport, TransportOptions};
+pub use transport::{ClientError, ExecError, SmolTransport, TransportOptions};
 
 /// The controller on smol with a [`SmolTransport`].
 pub type Controller<O, P> = engine::Controller<O, P, SmolRuntime, SmolTransport>;

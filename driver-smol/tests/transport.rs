@@ -1,7 +1,8 @@
 //! `SmolTransport` and the smol controller against a scripted HTTP/1.1 server on loopback:
-//! base URI and auth from kube's layers, retries, the read-idle and connect timeouts, the
-//! exec-auth refusal, and a whole controller run (sync, watch event, reconcile, stop from
-//! inside the reconcile). No tokio runtime anywhere; every wait is bounded.
+//! base URI and auth from kube's layers, retries, the read-idle and connect timeouts, exec
+//! plugins on smol's blocking pool, the gcp refusal, and a whole controller run (sync,
+//! watch event, reconcile, stop from inside the reconcile). No tokio runtime anywhere;
+//! every wait is bounded.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -309,15 +310,121 @@ fn a_tls_handshake_that_never_answers_hits_the_connect_timeout() {
     });
 }
 
-#[test]
-fn an_exec_plugin_user_is_refused_with_a_clear_error() {
-    let mut config = config("https://127.0.0.1:6443");
+/// Writes an exec plugin script that counts its runs in `dir/runs`, saves its
+/// `KUBERNETES_EXEC_INFO` to `dir/info`, and prints a token `t<run>` expiring in
+/// `expires_in` seconds (or fails when `expires_in` is `None`).
+fn plugin(name: &str, expires_in: Option<i64>) -> (std::path::PathBuf, kube::Config) {
+    let dir = std::env::temp_dir().join(format!("reconcile-smol-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let script = dir.join("plugin.sh");
+    let body = match expires_in {
+        Some(secs) => {
+            let at = jiff::Timestamp::now()
+                .checked_add(jiff::SignedDuration::from_secs(secs))
+                .unwrap();
+            format!(
+                "n=$(($(cat \"$D/runs\" 2>/dev/null || echo 0) + 1)); echo $n > \"$D/runs\"\n\
+                 printf '%s' \"$KUBERNETES_EXEC_INFO\" > \"$D/info\"\n\
+                 echo '{{\"kind\":\"ExecCredential\",\"status\":{{\"token\":\"t'$n'\",\"expirationTimestamp\":\"{at}\"}}}}'\n"
+            )
+        }
+        None => "echo 'no credentials for you' >&2; exit 3\n".to_owned(),
+    };
+    std::fs::write(&script, format!("#!/bin/sh\nD={}\n{body}", dir.display())).unwrap();
+    let mut config = config("http://127.0.0.1:1");
     config.auth_info = serde_json::from_value(serde_json::json!({
         "exec": {
             "apiVersion": "client.authentication.k8s.io/v1",
-            "command": "get-token",
+            "command": "/bin/sh",
+            "args": [script.display().to_string()],
             "interactiveMode": "Never"
         }
+    }))
+    .unwrap();
+    (dir, config)
+}
+
+fn runs(dir: &std::path::Path) -> u32 {
+    std::fs::read_to_string(dir.join("runs"))
+        .map(|s| s.trim().parse().unwrap())
+        .unwrap_or(0)
+}
+
+#[test]
+fn an_exec_plugin_runs_on_smol_and_its_token_is_cached_until_near_expiry() {
+    smol::block_on(async {
+        let server = serve(Arc::new(|_, _| Reply::Full(200, vec![], "{}".into()))).await;
+
+        // An hour of validity: one run serves every request.
+        let (dir, mut config) = plugin("long", Some(3600));
+        config.cluster_url = server.url.parse().unwrap();
+        let transport = SmolTransport::from_config(config).unwrap();
+        assert_eq!(runs(&dir), 0, "nothing runs before the first request");
+        for _ in 0..3 {
+            transport.send(get("/api/v1/pods")).await.unwrap();
+        }
+        assert_eq!(runs(&dir), 1);
+        let info = std::fs::read_to_string(dir.join("info")).unwrap();
+        assert!(
+            info.contains(r#""kind":"ExecCredential""#) && info.contains(r#""interactive":false"#),
+            "{info}"
+        );
+
+        // Thirty seconds of validity is inside the refresh margin: every request re-runs it.
+        let (short, mut config) = plugin("short", Some(30));
+        config.cluster_url = server.url.parse().unwrap();
+        let transport = SmolTransport::from_config(config).unwrap();
+        transport.send(get("/api/v1/pods")).await.unwrap();
+        transport.send(get("/api/v1/pods")).await.unwrap();
+        assert_eq!(runs(&short), 2);
+
+        let tokens: Vec<Option<String>> = server
+            .seen()
+            .iter()
+            .map(|s| s.header("authorization").map(str::to_owned))
+            .collect();
+        let t = |s: &str| Some(s.to_owned());
+        assert_eq!(
+            tokens,
+            vec![
+                t("Bearer t1"),
+                t("Bearer t1"),
+                t("Bearer t1"),
+                t("Bearer t1"),
+                t("Bearer t2")
+            ]
+        );
+        let _ = std::fs::remove_dir_all(dir);
+        let _ = std::fs::remove_dir_all(short);
+    });
+}
+
+#[test]
+fn a_failing_exec_plugin_fails_the_request_with_its_stderr() {
+    smol::block_on(async {
+        let server = serve(Arc::new(|_, _| Reply::Full(200, vec![], "{}".into()))).await;
+        let (dir, mut config) = plugin("failing", None);
+        config.cluster_url = server.url.parse().unwrap();
+        let transport = SmolTransport::from_config(config).unwrap();
+        let Err(error) = transport.send(get("/api/v1/pods")).await else {
+            panic!("a request without credentials went out");
+        };
+        let text = error.to_string();
+        assert!(
+            text.contains("exec auth") && text.contains("no credentials for you"),
+            "{text}"
+        );
+        assert!(server.seen().is_empty(), "nothing reached the server");
+        let _ = std::fs::remove_dir_all(dir);
+    });
+}
+
+#[test]
+fn a_gcp_auth_provider_user_is_refused_with_a_clear_error() {
+    let mut config = config("https://127.0.0.1:6443");
+    config.auth_info = serde_json::from_value(serde_json::json!({
+        "auth-provider": { "name": "gcp", "config": {} }
     }))
     .unwrap();
     let error = SmolTransport::from_config(config).unwrap_err();
@@ -326,10 +433,7 @@ fn an_exec_plugin_user_is_refused_with_a_clear_error() {
         "{error}"
     );
     let text = error.to_string();
-    assert!(
-        text.contains("exec plugin") && text.contains("tokio"),
-        "{text}"
-    );
+    assert!(text.contains("gcp") && text.contains("tokio"), "{text}");
 }
 
 const LIST: &str = r#"{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"10"},"items":[

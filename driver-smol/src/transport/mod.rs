@@ -19,13 +19,17 @@
 //!
 //! # Exec auth
 //! kube refreshes an exec-plugin token (and a `gcp` auth-provider token) with
-//! `tokio::task::spawn_blocking`, which panics outside a tokio runtime. This transport
-//! does **not** run one, so it refuses such users up front with
-//! [`ClientError::RefreshingAuth`] instead of failing later when the token nears expiry.
-//! Static tokens, token files (re-read by kube synchronously, as in-cluster service
-//! accounts use), basic auth and client certificates all work.
+//! `tokio::task::spawn_blocking`, which panics outside a tokio runtime. So for an `exec`
+//! user this transport does not use kube's auth layer: it runs the plugin itself on
+//! smol's blocking pool and re-runs it when the token nears expiry (see the `exec`
+//! module: JSON output only; an [`ExecError`] fails the request with the plugin's
+//! command and stderr). The `gcp` auth provider has no such path and is refused up front
+//! with [`ClientError::RefreshingAuth`]. Static tokens, token files (re-read by kube
+//! synchronously, as in-cluster service accounts use), basic auth and client
+//! certificates use kube's layer unchanged.
 
 mod connect;
+mod exec;
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -43,6 +47,8 @@ use tower::{BoxError, ServiceBuilder, ServiceExt};
 
 pub use connect::ConnectError;
 use connect::{Connector, SmolExecutor};
+use exec::ExecAuth;
+pub use exec::ExecError;
 
 /// A transport could not be built from the configuration.
 #[derive(Debug, thiserror::Error)]
@@ -66,15 +72,16 @@ pub enum ClientError {
         /// What went wrong.
         source: kube::config::KubeconfigError,
     },
-    /// The user's credentials need a token refresh that kube runs on tokio.
+    /// The user's credentials need a token refresh that kube runs on tokio and that this
+    /// transport does not reimplement (the `gcp` auth provider).
     #[error(
         "the kubeconfig user authenticates with {kind}, whose token kube refreshes with \
          tokio::task::spawn_blocking; reconcile-smol runs no tokio runtime, so it does not \
-         support it. Use a bearer token, a tokenFile, basic auth or client certificates \
-         (or the reconcile-tokio driver)"
+         support it. Use an exec plugin (gke-gcloud-auth-plugin), a bearer token, a \
+         tokenFile, basic auth or client certificates (or the reconcile-tokio driver)"
     )]
     RefreshingAuth {
-        /// `an exec plugin` or `the gcp auth provider`.
+        /// `the gcp auth provider`.
         kind: &'static str,
     },
     /// The configuration asks for an HTTP or SOCKS proxy, which this transport lacks.
@@ -142,6 +149,8 @@ pub struct SmolTransport {
 
 struct Inner {
     service: Service,
+    /// For an `exec` user: the plugin, run here instead of in kube's (tokio) auth layer.
+    exec_auth: Option<ExecAuth>,
     options: TransportOptions,
     cluster_url: http::Uri,
     default_namespace: String,
@@ -209,18 +218,13 @@ impl SmolTransport {
     /// A transport for `config` with explicit timeouts and retries.
     ///
     /// # Errors
-    /// [`ClientError::RefreshingAuth`] for exec-plugin or `gcp` users (see the module docs),
+    /// [`ClientError::RefreshingAuth`] for `gcp` auth-provider users (see the module docs),
     /// [`ClientError::Proxy`] when a proxy is configured, [`ClientError::ClusterUrl`] for a
     /// URL that is neither `http` nor `https`, or kube refusing the TLS or auth settings.
     pub fn with_options(
         config: kube::Config,
         options: TransportOptions,
     ) -> Result<Self, ClientError> {
-        if config.auth_info.exec.is_some() {
-            return Err(ClientError::RefreshingAuth {
-                kind: "an exec plugin",
-            });
-        }
         if config
             .auth_info
             .auth_provider
@@ -264,10 +268,17 @@ impl SmolTransport {
             .pool_timer(smol_hyper::rt::SmolTimer::new())
             .pool_idle_timeout(Duration::from_secs(90))
             .build::<_, Full<Bytes>>(connector);
-        let auth = config.auth_layer().map_err(|source| ClientError::Kube {
-            what: "auth configuration",
-            source,
-        })?;
+        // An exec user's token is fetched by `ExecAuth` on smol's blocking pool; kube's
+        // layer would run the plugin here and refresh it later on tokio.
+        let exec_auth = config.auth_info.exec.clone().map(ExecAuth::new);
+        let auth = if exec_auth.is_some() {
+            None
+        } else {
+            config.auth_layer().map_err(|source| ClientError::Kube {
+                what: "auth configuration",
+                source,
+            })?
+        };
         let headers = config
             .extra_headers_layer()
             .map_err(|source| ClientError::Kube {
@@ -285,6 +296,7 @@ impl SmolTransport {
         Ok(SmolTransport {
             inner: Arc::new(Inner {
                 service: BoxCloneSyncService::new(stack),
+                exec_auth,
                 options,
                 cluster_url: url,
                 default_namespace: config.default_namespace,
@@ -342,6 +354,17 @@ impl Inner {
             *request.uri_mut() = parts.uri.clone();
             *request.version_mut() = parts.version;
             *request.headers_mut() = parts.headers.clone();
+            if let Some(exec) = &self.exec_auth {
+                let header = exec
+                    .header()
+                    .await
+                    .map_err(|e| TransportError::new(format!("{what}: {e}")))?;
+                if let Some(value) = header {
+                    request
+                        .headers_mut()
+                        .insert(http::header::AUTHORIZATION, value);
+                }
+            }
             let call = self.service.clone().oneshot(request);
             let result = match idle {
                 Some(limit) => with_timeout(limit, call).await.unwrap_or_else(|| {

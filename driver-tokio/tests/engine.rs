@@ -154,6 +154,29 @@ async fn a_panicking_reconcile_fails_and_is_retried() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reconcile_function_that_panics_before_its_future_is_retried() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let controller = controller(Scripted::default()).concurrency(1);
+    let handle = controller.handle();
+    let task = tokio::spawn(controller.run(
+        |cell: String, _members: Vec<Arc<PodView>>, calls: Arc<AtomicUsize>| {
+            if cell == "a" && calls.fetch_add(1, Ordering::SeqCst) == 0 {
+                panic!("the function itself panics");
+            }
+            async { Ok::<_, String>(Action::await_change()) }
+        },
+        Arc::clone(&calls),
+    ));
+    until("a retried after its panic", || {
+        calls.load(Ordering::SeqCst) >= 2
+    })
+    .await;
+    assert!(!handle.is_stopped(), "the driver survived");
+    handle.stop();
+    task.await.expect("no panic escapes").expect("a clean stop");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_silent_watch_hits_the_read_idle_timeout_and_reopens() {
     let transport = Scripted::default();
     let watches = Arc::clone(&transport.watches);

@@ -7,6 +7,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_lite::FutureExt;
 use reconcile_core::{Config, KeyMapError, Object, Outcome, ReconcileLoop, WatchParams};
 
 use super::driver::{Driver, Limits, ReconcileFn, Remote};
@@ -286,7 +287,15 @@ where
                 return Err(error);
             }
         };
-        let result = driver.run().await;
+        let shared = Arc::clone(&driver.shared);
+        // A bug in the driver must still end every wait on a handle, not hang it.
+        let result = std::panic::AssertUnwindSafe(driver.run())
+            .catch_unwind()
+            .await
+            .unwrap_or_else(|_| {
+                shared.finish(Err(Error::Panicked));
+                Err(Error::Panicked)
+            });
         for task in signals {
             task.abort();
         }
@@ -340,13 +349,20 @@ where
             Err(e) => return Err((self.shared, e.into())),
         };
         let reconcile: ReconcileFn<O, P> = Arc::new(move |parent, members| {
-            let future = reconcile(parent, members, Arc::clone(&ctx));
-            Box::pin(async move {
-                match future.await {
-                    Ok(action) => action.into_outcome(),
-                    Err(error) => Outcome::Error(error.to_string()),
-                }
-            })
+            // The user's function may panic before it returns a future; that must fail
+            // this run only, not the driver task that called it.
+            let called = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                reconcile(parent, members, Arc::clone(&ctx))
+            }));
+            match called {
+                Ok(future) => Box::pin(async move {
+                    match future.await {
+                        Ok(action) => action.into_outcome(),
+                        Err(error) => Outcome::Error(error.to_string()),
+                    }
+                }),
+                Err(_) => Box::pin(async { Outcome::Error("reconcile panicked".into()) }),
+            }
         });
         let signals = self
             .shutdown_on

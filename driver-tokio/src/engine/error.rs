@@ -14,6 +14,10 @@ pub enum Error {
     /// `start` was awaited but the controller stopped before its first sync.
     #[error("the controller stopped before its first sync")]
     StoppedBeforeSync,
+    /// The driver task panicked (a bug in the driver, never in reconcile: a reconcile's
+    /// panic only fails that run).
+    #[error("the driver task panicked")]
+    Panicked,
     /// The controller has stopped; nothing can be pushed to it any more.
     #[error("the controller is not running")]
     NotRunning,

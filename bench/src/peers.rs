@@ -159,18 +159,43 @@ fn failed(kind: PeerKind, error: String) -> PeerReport {
     }
 }
 
-async fn run_async(args: &PeerArgs, heap: Option<HeapProbe>) -> Result<PeerReport, BenchError> {
-    let baseline = heap.map(|probe| probe());
+/// Heap growth since the peer began, when the binary counts it.
+#[derive(Debug, Clone, Copy)]
+struct Heap {
+    probe: Option<HeapProbe>,
+    baseline: i64,
+}
+
+impl Heap {
+    fn measuring(self) -> bool {
+        self.probe.is_some()
+    }
+
+    /// Lets the heap settle (initial reconciles, freed buffers), then reads the growth.
+    /// Called while the cache is still alive.
+    async fn settle_and_read(self) -> i64 {
+        match self.probe {
+            Some(probe) => {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                probe() - self.baseline
+            }
+            None => 0,
+        }
+    }
+}
+
+async fn run_async(args: &PeerArgs, probe: Option<HeapProbe>) -> Result<PeerReport, BenchError> {
+    let heap = Heap {
+        probe,
+        baseline: probe.map_or(0, |p| p()),
+    };
     let client = client(&args.target).await?;
     let mut report = match args.kind {
         PeerKind::Bare => bare(client, args).await?,
-        PeerKind::Core => core(client, args, heap.is_some()).await?,
-        PeerKind::Tokio => tokio_driver(client, args, heap.is_some()).await?,
-        PeerKind::Kube => kube_runtime(client, args, heap.is_some()).await?,
+        PeerKind::Core => core(client, args, heap).await?,
+        PeerKind::Tokio => tokio_driver(client, args, heap).await?,
+        PeerKind::Kube => kube_runtime(client, args, heap).await?,
     };
-    if let (Some(probe), Some(base)) = (heap, baseline) {
-        report.heap_bytes = probe() - base;
-    }
     report.peer = args.kind.name().into();
     Ok(report)
 }
@@ -220,13 +245,6 @@ fn by_cell(pod: &PodView) -> Result<String, KeyMapError> {
         .ok_or_else(|| KeyMapError::new("no cell label"))
 }
 
-/// Lets the heap settle (initial reconciles, freed buffers) before it is read.
-async fn settle(measuring_heap: bool) {
-    if measuring_heap {
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    }
-}
-
 async fn bare(client: kube::Client, args: &PeerArgs) -> Result<PeerReport, BenchError> {
     let transport = KubeTransport::new(client);
     let params = WatchParams::namespaced(&args.namespace).labels(SELECTOR);
@@ -248,11 +266,7 @@ async fn bare(client: kube::Client, args: &PeerArgs) -> Result<PeerReport, Bench
 
 /// The core with the thinnest possible driver: one task does the I/O and completes every
 /// reconcile inline, so what is left is the core's own cost plus HTTP.
-async fn core(
-    client: kube::Client,
-    args: &PeerArgs,
-    measuring_heap: bool,
-) -> Result<PeerReport, BenchError> {
+async fn core(client: kube::Client, args: &PeerArgs, heap: Heap) -> Result<PeerReport, BenchError> {
     let transport = KubeTransport::new(client);
     let requests = Requests::new(collection(&args.namespace));
     let config = Config::kubernetes(
@@ -314,7 +328,7 @@ async fn core(
             report.sync_seconds = origin.elapsed().as_secs_f64();
             report.pods = core.store().len();
             if !args.throughput {
-                settle(measuring_heap).await;
+                report.heap_bytes = heap.settle_and_read().await;
                 return Ok(report);
             }
         }
@@ -414,7 +428,7 @@ impl Signal {
 async fn tokio_driver(
     client: kube::Client,
     args: &PeerArgs,
-    measuring_heap: bool,
+    heap: Heap,
 ) -> Result<PeerReport, BenchError> {
     let source = Source::pods(KubeTransport::new(client), Some(&args.namespace)).labels(SELECTOR);
     let controller = reconcile_tokio::Controller::new(source, by_cell);
@@ -436,8 +450,8 @@ async fn tokio_driver(
     };
     if args.throughput {
         signal.notify.notified().await;
-    } else {
-        settle(measuring_heap).await;
+    } else if heap.measuring() {
+        report.heap_bytes = heap.settle_and_read().await;
     }
     report.done_unix_ns = signal.done_unix_ns.load(Ordering::SeqCst);
     report.reconciles = signal.reconciles.load(Ordering::Relaxed);
@@ -458,7 +472,7 @@ fn kube_final_sentinel(pod: &Pod) -> bool {
 async fn kube_runtime(
     client: kube::Client,
     args: &PeerArgs,
-    measuring_heap: bool,
+    heap: Heap,
 ) -> Result<PeerReport, BenchError> {
     use kube::runtime::controller::{Action as KubeAction, Controller};
     use kube::runtime::watcher;
@@ -500,8 +514,8 @@ async fn kube_runtime(
     };
     if args.throughput {
         signal.notify.notified().await;
-    } else {
-        settle(measuring_heap).await;
+    } else if heap.measuring() {
+        report.heap_bytes = heap.settle_and_read().await;
     }
     report.pods = store.state().len();
     report.done_unix_ns = signal.done_unix_ns.load(Ordering::SeqCst);

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use reconcile_core::KeyMapError;
 use reconcile_core::pod::PodView;
-use reconcile_smol::{Action, Controller, ControllerExt, SmolTransport, Source};
+use reconcile_smol::{Action, Controller, SmolTransport, Source};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     tracing_subscriber::fmt()

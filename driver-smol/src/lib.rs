@@ -2,12 +2,13 @@
 //!
 //! Runs the [`reconcile_core`] state machine on smol, with no tokio runtime, reactor or
 //! timer anywhere in the process: the same controller, builder and handle as
-//! `reconcile-tokio`, on smol's executor and `async-io`'s timers.
+//! `reconcile-tokio` (both are `reconcile-engine`'s), on smol's executor and `async-io`'s
+//! timers.
 //!
 //! ```no_run
 //! use std::sync::Arc;
 //! use reconcile_core::{KeyMapError, pod::PodView};
-//! use reconcile_smol::{Action, Controller, ControllerExt, SmolTransport, Source};
+//! use reconcile_smol::{Action, Controller, SmolTransport, Source};
 //!
 //! # fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! smol::block_on(async {
@@ -33,8 +34,8 @@
 //! ```
 //!
 //! The choreography (draining the core, routing LIST / WATCH responses, timers,
-//! concurrent reconciles, the handle, recording) is `reconcile-tokio`'s runtime-agnostic
-//! [`engine`]; this crate supplies only the smol pair:
+//! concurrent reconciles, the handle, recording) is the runtime-agnostic [`engine`]
+//! (the `reconcile-engine` crate, re-exported); this crate supplies only the smol pair:
 //!
 //! | module | what |
 //! |---|---|
@@ -53,18 +54,20 @@ pub mod transport;
 /// dependency line).
 pub use smol;
 
-pub use reconcile_tokio::engine;
-pub use reconcile_tokio::engine::{
-    Action, Error, Handle, Limits, Record, Recorder, Running, Source,
-};
+pub use engine::{Action, Error, Handle, Limits, Record, Recorder, Running, Source};
+pub use reconcile_engine as engine;
 pub use runtime::{SmolRuntime, SmolTask, shutdown_signal};
 pub use transport::{ClientError, ExecError, SmolTransport, TransportOptions};
 
-/// The controller on smol with a [`SmolTransport`].
+/// The controller on smol with a [`SmolTransport`]:
+/// [`Controller::new`](engine::Controller::new) runs it on smol's global executor, and
+/// [`shutdown_on_signal`](engine::Controller::shutdown_on_signal) stops it on SIGINT or
+/// SIGTERM.
 pub type Controller<O, P> = engine::Controller<O, P, SmolRuntime, SmolTransport>;
 
-/// Extra constructors of the smol [`Controller`] (an extension trait, since the
-/// controller type lives in the engine crate).
+/// Extra constructors of the smol [`Controller`], kept for code that imports it: the
+/// inherent [`engine::Controller::new`] and [`engine::Controller::shutdown_on_signal`] do
+/// the same, so the import is no longer needed.
 pub trait ControllerExt<O, P>: Sized {
     /// A controller over `source` on smol's global executor; see
     /// [`engine::Controller::with_runtime`] for the defaults.

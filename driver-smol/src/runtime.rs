@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 
-use reconcile_tokio::engine::{BoxFuture, Runtime, Task};
+use reconcile_engine::{BoxFuture, Runtime, ShutdownSignal, Task};
 
 /// smol's global executor and `async-io`'s reactor and timers.
 ///
@@ -28,6 +28,12 @@ impl Runtime for SmolRuntime {
 
     fn now(&self) -> Instant {
         Instant::now()
+    }
+}
+
+impl ShutdownSignal for SmolRuntime {
+    fn shutdown_signal(&self) -> BoxFuture<()> {
+        Box::pin(shutdown_signal())
     }
 }
 
@@ -95,12 +101,9 @@ mod tests {
                 flag.store(true, Ordering::SeqCst);
                 let _ = tx.send(()).await;
             })));
-            let got = reconcile_tokio::engine::runtime::timeout(
-                &runtime,
-                Duration::from_secs(10),
-                rx.recv(),
-            )
-            .await;
+            let got =
+                reconcile_engine::runtime::timeout(&runtime, Duration::from_secs(10), rx.recv())
+                    .await;
             assert!(matches!(got, Some(Ok(()))), "detached task did not finish");
             assert!(ran.load(Ordering::SeqCst));
 

@@ -101,3 +101,12 @@ fn in_process_pushes_reach_reconcile_and_a_future_stops_it() {
         );
     });
 }
+
+#[test]
+fn controller_ext_still_builds_what_the_inherent_constructor_builds() {
+    let by_ext =
+        <Controller<PodView, String> as ControllerExt<_, _>>::new(Source::in_process(), cell);
+    let by_ext = ControllerExt::shutdown_on_signal(by_ext);
+    let inherent = Controller::new(Source::in_process(), cell).shutdown_on_signal();
+    assert_eq!(format!("{by_ext:?}"), format!("{inherent:?}"));
+}

@@ -13,7 +13,7 @@ use reconcile_core::KeyMapError;
 use reconcile_core::pod::PodView;
 use reconcile_smol::engine::Transport;
 use reconcile_smol::{
-    Action, ClientError, Controller, ControllerExt, SmolTransport, Source, TransportOptions, smol,
+    Action, ClientError, Controller, SmolTransport, Source, TransportOptions, smol,
 };
 use smol::net::{TcpListener, TcpStream};
 

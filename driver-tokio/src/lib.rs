@@ -29,11 +29,10 @@
 //! # }
 //! ```
 //!
-//! The choreography lives in [`engine`], which knows no runtime: it is built on futures-lite
-//! against a small [`engine::Runtime`] trait (spawn, sleep, clock) and an
-//! [`engine::Transport`] trait (send a request, stream the body). This crate supplies the
-//! tokio pair ([`TokioRuntime`], [`KubeTransport`]); with `default-features = false` it is
-//! the engine alone, for other runtimes.
+//! The choreography lives in [`engine`] (the `reconcile-engine` crate, re-exported), which
+//! knows no runtime: it is built on futures-lite against a small [`engine::Runtime`] trait
+//! (spawn, sleep, clock) and an [`engine::Transport`] trait (send a request, stream the
+//! body). This crate supplies the tokio pair ([`TokioRuntime`], [`KubeTransport`]).
 //!
 //! What the driver adds to the core:
 //! - LIST / WATCH URLs from kube-core's `Request` (label selector, `timeoutSeconds`,
@@ -44,40 +43,17 @@
 //! - the core's deadlines on the runtime's timers, with the clock as the judge;
 //! - a [`Handle`] that stops from anywhere and pushes in-process events.
 
-pub mod engine;
-#[cfg(feature = "tokio")]
+pub use reconcile_engine as engine;
+
 mod kube_transport;
-#[cfg(feature = "tokio")]
 mod tokio_runtime;
 
 pub use engine::{Action, Error, Handle, Limits, Record, Recorder, Running, Source};
-#[cfg(feature = "tokio")]
 pub use kube_transport::KubeTransport;
-#[cfg(feature = "tokio")]
 pub use tokio_runtime::{TokioRuntime, TokioTask, shutdown_signal};
 
-/// The controller on tokio with a `kube::Client`.
-#[cfg(feature = "tokio")]
+/// The controller on tokio with a `kube::Client`: [`Controller::new`](engine::Controller::new)
+/// runs it on the ambient tokio runtime, and
+/// [`shutdown_on_signal`](engine::Controller::shutdown_on_signal) stops it on SIGINT or
+/// SIGTERM.
 pub type Controller<O, P> = engine::Controller<O, P, TokioRuntime, KubeTransport>;
-
-#[cfg(feature = "tokio")]
-impl<O, P> engine::Controller<O, P, TokioRuntime, KubeTransport>
-where
-    O: reconcile_core::Object + Send + Sync,
-    P: Ord + Clone + std::fmt::Display + std::fmt::Debug + Send + Sync + 'static,
-{
-    /// A controller over `source` on the ambient tokio runtime; see
-    /// [`engine::Controller::with_runtime`] for the defaults.
-    pub fn new(
-        source: Source<KubeTransport>,
-        key_map: impl Fn(&O) -> Result<P, reconcile_core::KeyMapError> + Send + Sync + 'static,
-    ) -> Self {
-        Self::with_runtime(TokioRuntime, source, key_map)
-    }
-
-    /// Stops gracefully on SIGINT or SIGTERM.
-    #[must_use]
-    pub fn shutdown_on_signal(self) -> Self {
-        self.graceful_shutdown_on(shutdown_signal())
-    }
-}

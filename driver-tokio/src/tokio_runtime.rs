@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 
-use crate::engine::{BoxFuture, Runtime, Task};
+use crate::engine::{BoxFuture, Runtime, ShutdownSignal, Task};
 
 /// The ambient tokio runtime.
 ///
@@ -26,6 +26,12 @@ impl Runtime for TokioRuntime {
 
     fn now(&self) -> Instant {
         tokio::time::Instant::now().into_std()
+    }
+}
+
+impl ShutdownSignal for TokioRuntime {
+    fn shutdown_signal(&self) -> BoxFuture<()> {
+        Box::pin(shutdown_signal())
     }
 }
 

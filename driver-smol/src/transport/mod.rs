@@ -41,7 +41,7 @@ use futures_lite::StreamExt;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use kube::client::ConfigExt;
-use reconcile_tokio::engine::{BodyStream, BoxFuture, Transport, TransportError};
+use reconcile_engine::{BodyStream, BoxFuture, Transport, TransportError};
 use tower::util::BoxCloneSyncService;
 use tower::{BoxError, ServiceBuilder, ServiceExt};
 

@@ -8,16 +8,16 @@ use std::time::Duration;
 
 use reconcile_core::KeyMapError;
 use reconcile_core::pod::PodView;
-use reconcile_k8s_env::{ApiServer, Client, K8sEnv, shared_or_skip};
-use reconcile_sim::trace::ParentBy;
-use reconcile_tokio::engine::{
+use reconcile_engine::{
     Action, BoxFuture, Controller, Handle, Limits, Running, Runtime, Source, Transport,
 };
+use reconcile_k8s_env::{ApiServer, Client, K8sEnv, shared_or_skip};
+use reconcile_sim::trace::ParentBy;
 
 use crate::observe::{Call, Member, Observed};
 use crate::trace;
-use reconcile_tokio::engine::sim_trace::{self, TraceRecorder};
-use reconcile_tokio::engine::tape::Tape;
+use reconcile_engine::sim_trace::{self, TraceRecorder};
+use reconcile_engine::tape::Tape;
 
 /// Default wait for a condition: generous, because two apiservers, kwok and the tests
 /// share two cores in CI.
@@ -187,7 +187,7 @@ impl<D: DriverUnderTest> Case<D> {
         let controller = controller.recorder(recorder);
         let handle = controller.handle();
         let sink = observed.clone();
-        let started = reconcile_tokio::engine::runtime::timeout(
+        let started = reconcile_engine::runtime::timeout(
             &self.runtime,
             WAIT,
             controller.start(
@@ -318,16 +318,15 @@ impl<D: DriverUnderTest> Under<D> {
         let Some(running) = self.running.take() else {
             return;
         };
-        let result =
-            reconcile_tokio::engine::runtime::timeout(&self.runtime, WAIT, running.shutdown())
-                .await
-                .unwrap_or_else(|| {
-                    panic!(
-                        "{}: the controller did not stop within {}s",
-                        self.name,
-                        WAIT.as_secs()
-                    )
-                });
+        let result = reconcile_engine::runtime::timeout(&self.runtime, WAIT, running.shutdown())
+            .await
+            .unwrap_or_else(|| {
+                panic!(
+                    "{}: the controller did not stop within {}s",
+                    self.name,
+                    WAIT.as_secs()
+                )
+            });
         if let Err(e) = result {
             panic!("{}: the controller ended with {e}", self.name);
         }

@@ -2,7 +2,7 @@
 //!
 //! The seed's two e2e layers, written once and generic over the driver: every case is an
 //! `async fn(Case<D>)` where `D:` [`DriverUnderTest`] names a runtime and an HTTP transport
-//! for the runtime-agnostic engine of `reconcile-tokio`. A driver crate instantiates the
+//! for the runtime-agnostic engine (`reconcile-engine`). A driver crate instantiates the
 //! whole suite with one macro line per layer:
 //!
 //! ```ignore
@@ -25,7 +25,7 @@ pub mod suite;
 pub mod trace;
 
 /// The in-memory recorder the cases read (from the engine).
-pub use reconcile_tokio::engine::tape as tap;
+pub use reconcile_engine::tape as tap;
 
 pub use harness::{Case, DriverUnderTest, Opts, Under, run_case};
 

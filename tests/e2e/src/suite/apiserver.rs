@@ -58,7 +58,7 @@ pub async fn an_abandoned_watch_closes_and_a_later_one_opens<D: DriverUnderTest>
             let opened = tap
                 .all()
                 .iter()
-                .any(|(_, r)| matches!(r, reconcile_tokio::engine::tape::Taped::WatchOpened(_)));
+                .any(|(_, r)| matches!(r, reconcile_engine::tape::Taped::WatchOpened(_)));
             if opened {
                 Ok(())
             } else {

@@ -1,7 +1,9 @@
 //! What the engine needs from an async runtime: spawn, sleep, a clock (quinn's `Runtime`).
 //!
 //! One small trait, and one file per runtime beside the driver that uses it, so the engine
-//! itself never names tokio or smol.
+//! itself never names tokio or smol. A runtime that can also wait for SIGINT / SIGTERM
+//! implements [`ShutdownSignal`], which gives its controllers
+//! [`Controller::shutdown_on_signal`](crate::Controller::shutdown_on_signal).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -23,6 +25,12 @@ pub trait Runtime: Clone + Send + Sync + 'static {
 
     /// The runtime's monotonic clock: the one [`Runtime::sleep_until`] measures against.
     fn now(&self) -> Instant;
+}
+
+/// A runtime's way to wait for the process to be asked to stop.
+pub trait ShutdownSignal: Runtime {
+    /// Completes on SIGINT (Ctrl-C) or SIGTERM.
+    fn shutdown_signal(&self) -> BoxFuture<()>;
 }
 
 /// A handle to a spawned task.

@@ -14,7 +14,7 @@ use super::driver::{Driver, Limits, ReconcileFn, Remote};
 use super::error::Error;
 use super::handle::{Handle, Shared};
 use super::recorder::Recorder;
-use super::runtime::{BoxFuture, Runtime, Task};
+use super::runtime::{BoxFuture, Runtime, ShutdownSignal, Task};
 use super::transport::{Requests, Transport};
 
 /// What a reconcile asks for next (kube-runtime's `Action`).
@@ -184,6 +184,28 @@ where
         }
     }
 
+    /// A controller over `source` on the runtime's default value (the ambient tokio
+    /// runtime, smol's global executor); see [`Controller::with_runtime`] for the defaults.
+    pub fn new(
+        source: Source<T>,
+        key_map: impl Fn(&O) -> Result<P, KeyMapError> + Send + Sync + 'static,
+    ) -> Self
+    where
+        R: Default,
+    {
+        Self::with_runtime(R::default(), source, key_map)
+    }
+
+    /// Stops gracefully on SIGINT or SIGTERM, as the runtime's [`ShutdownSignal`] sees them.
+    #[must_use]
+    pub fn shutdown_on_signal(self) -> Self
+    where
+        R: ShutdownSignal,
+    {
+        let signal = self.runtime.shutdown_signal();
+        self.graceful_shutdown_on(signal)
+    }
+
     /// Reconciles at most `n` keys at once (default 1); one key never runs twice at once.
     #[must_use]
     pub fn concurrency(mut self, n: usize) -> Self {
@@ -241,7 +263,8 @@ where
         path: impl Into<std::path::PathBuf>,
         parent: reconcile_sim::trace::ParentBy,
     ) -> Self {
-        let header = super::sim_trace::header("recorded by reconcile-tokio", &self.config, parent);
+        let description = format!("recorded by reconcile-engine on {}", runtime_name::<R>());
+        let header = super::sim_trace::header(&description, &self.config, parent);
         self.recorder(super::sim_trace::TraceRecorder::new(path, header))
     }
 
@@ -445,5 +468,33 @@ impl<O, R: Runtime> Running<O, R> {
         if let Some(task) = self.task.take() {
             task.abort();
         }
+    }
+}
+
+/// The runtime's type name without its module path (`TokioRuntime`, `SmolRuntime`), for
+/// trace headers.
+#[cfg(feature = "sim-trace")]
+fn runtime_name<R>() -> &'static str {
+    let full = std::any::type_name::<R>();
+    let outer = full.split('<').next().unwrap_or(full);
+    outer.rsplit("::").next().unwrap_or(outer)
+}
+
+#[cfg(all(test, feature = "sim-trace"))]
+mod tests {
+    use super::runtime_name;
+
+    mod deep {
+        #[derive(Debug)]
+        pub struct SomeRuntime<T>(pub T);
+    }
+
+    #[test]
+    fn the_trace_header_names_the_runtime_type_without_its_path() {
+        assert_eq!(
+            runtime_name::<deep::SomeRuntime<std::time::Instant>>(),
+            "SomeRuntime"
+        );
+        assert_eq!(runtime_name::<u8>(), "u8");
     }
 }

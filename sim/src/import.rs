@@ -23,7 +23,8 @@ use reconcile_core::Instant;
 use crate::trace::{Entry, FORMAT_KEY, Header, ParentBy, Record, RecordedEnd, Trace};
 
 /// A capture format.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 pub enum Format {
     /// This crate's JSON Lines trace.
     Trace,

@@ -16,6 +16,9 @@
 //!
 //! Every run is a pure function of its trace, its options and its seed: no clock is read, no
 //! hash order reaches the output, and two runs give byte-identical output.
+//!
+//! The `reconcile-sim` command line (and clap with it) is the default `cli` feature; with
+//! `default-features = false` the crate is the library and the trace format alone.
 
 pub mod describe;
 pub mod explore;

@@ -4,7 +4,7 @@
 //! Runs against any cluster from a kubeconfig (or in-cluster), with no tokio runtime:
 //!
 //! ```text
-//! cargo run -p reconcile-smol --example cell-pool -- [--namespace NS] [--label KEY]
+//! cargo run -p reconcile-smol --example cell-pool-smol -- [--namespace NS] [--label KEY]
 //! ```
 //!
 //! Stops on Ctrl-C or SIGTERM.

@@ -152,6 +152,7 @@ fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>) {
 struct Request {
     path: String,
     query: BTreeMap<String, String>,
+    close: bool,
 }
 
 impl Request {
@@ -167,6 +168,7 @@ fn read_request(reader: &mut BufReader<TcpStream>) -> std::io::Result<Option<Req
         return Ok(None);
     }
     let target = line.split_whitespace().nth(1).unwrap_or("/").to_owned();
+    let mut close = false;
     loop {
         let mut header = String::new();
         let n = reader.read_line(&mut header)?;
@@ -174,6 +176,7 @@ fn read_request(reader: &mut BufReader<TcpStream>) -> std::io::Result<Option<Req
         if n == 0 || header == "\r\n" || header == "\n" || head > MAX_HEAD {
             break;
         }
+        close |= header.to_ascii_lowercase().starts_with("connection: close");
     }
     if std::env::var_os("REPLAY_DEBUG").is_some() {
         eprintln!("{:?} {target}", SystemTime::now());
@@ -187,6 +190,7 @@ fn read_request(reader: &mut BufReader<TcpStream>) -> std::io::Result<Option<Req
     Ok(Some(Request {
         path: path.to_owned(),
         query,
+        close,
     }))
 }
 
@@ -214,6 +218,9 @@ fn serve(stream: TcpStream, shared: &Shared) -> std::io::Result<()> {
             return watch(&mut out, &req, shared);
         }
         list(&mut out, &req, shared)?;
+        if req.close {
+            return Ok(());
+        }
     }
     Ok(())
 }
@@ -321,4 +328,44 @@ fn watch(out: &mut impl Write, req: &Request, shared: &Shared) -> std::io::Resul
     }
     out.write_all(b"0\r\n\r\n")?;
     out.flush()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Read as _, Write as _};
+
+    use super::*;
+
+    fn get(server: &ReplayServer, query: &str) -> String {
+        let mut stream = TcpStream::connect(server.addr).unwrap();
+        write!(
+            stream,
+            "GET /api/v1/namespaces/{NAMESPACE}/pods?{query} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut response = String::new();
+        stream.read_to_string(&mut response).unwrap();
+        response
+    }
+
+    #[test]
+    fn list_pages_by_limit_and_continue_and_serves_whole_at_version_zero() {
+        let templates = crate::workload::templates().unwrap();
+        let workload = Arc::new(Workload::new(&templates, 4, 1, 1));
+        let server = ReplayServer::start(workload, Mode::Sync).unwrap();
+        let first = get(&server, "limit=2");
+        assert!(first.contains(r#""continue":"2""#), "{}", &first[..200]);
+        let last = get(&server, "limit=2&continue=4");
+        assert!(last.contains(r#""continue":"""#));
+        let whole = get(&server, "limit=2&resourceVersion=0");
+        assert_eq!(
+            whole.matches(r#""namespace":"bench""#).count(),
+            5,
+            "four pods and the sentinel"
+        );
+        assert_eq!(
+            server.requests(),
+            BTreeMap::from([("list".into(), 1), ("list-page".into(), 2)])
+        );
+    }
 }

@@ -435,7 +435,7 @@ const FINDINGS_HEADER: &str = r#"
   needs to be (`read_body` ends with `to_vec()`), which is why peak RSS at 50k pods is about
   twice the body size for every Rust peer that reads it that way.
 - **Noise.** The machine had two cores shared with other engineers' builds (see the load
-  averages below); the spreads show it, most in the short runs (reconcile-tokio's throughput
+  averages under "This run", above); the spreads show it, most in the short runs (reconcile-tokio's throughput
   runs last about one second each).
 - The tables above are regenerated on every run and are the source of truth; this section is
   not, so check it against them.

@@ -30,7 +30,9 @@ static GLOBAL: &StatsAlloc<std::alloc::System> = &INSTRUMENTED_SYSTEM;
 
 fn net_bytes(region: &Region<'_, std::alloc::System>) -> i64 {
     let c = region.change();
-    c.bytes_allocated as i64 - c.bytes_deallocated as i64 + c.bytes_reallocated as i64
+    // stats_alloc already counts a realloc's growth in `bytes_allocated` (and its shrink in
+    // `bytes_deallocated`), so `bytes_reallocated` must not be added again.
+    c.bytes_allocated as i64 - c.bytes_deallocated as i64
 }
 
 fn main() {

@@ -11,6 +11,7 @@
 
 use std::fmt;
 use std::marker::PhantomData;
+use std::sync::Arc;
 
 use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
@@ -141,8 +142,40 @@ pub enum FrameErrorKind {
 /// A [`FrameError`] naming what is wrong; its `resource_version` is set whenever the frame
 /// still tells where the stream is, so the caller can skip it and advance.
 pub fn parse_frame<O: Object>(line: &[u8]) -> Result<WatchEvent<O>, FrameError> {
+    parse_frame_held::<O, O>(line)
+}
+
+/// How a decoded object is held: by value, or moved once into an `Arc` straight from the
+/// decoder, so that the reflector and the store pass 8 bytes around instead of the whole view.
+pub(crate) trait Hold<O>: Sized {
+    fn hold(object: O) -> Self;
+    fn held(&self) -> &O;
+}
+
+impl<O> Hold<O> for O {
+    fn hold(object: O) -> O {
+        object
+    }
+    fn held(&self) -> &O {
+        self
+    }
+}
+
+impl<O> Hold<O> for Arc<O> {
+    fn hold(object: O) -> Arc<O> {
+        Arc::new(object)
+    }
+    fn held(&self) -> &O {
+        self
+    }
+}
+
+/// [`parse_frame`], with the object held as `H`.
+pub(crate) fn parse_frame_held<O: Object, H: Hold<O>>(
+    line: &[u8],
+) -> Result<WatchEvent<H>, FrameError> {
     let line = line.trim_ascii();
-    let fast: Result<FastFrame<O>, _> = serde_json::from_slice(line);
+    let fast: Result<FastFrame<O, H>, _> = serde_json::from_slice(line);
     let frame = match fast {
         Ok(frame) => frame,
         Err(error) => return Err(explain_frame_failure(line, &error)),
@@ -174,7 +207,7 @@ pub fn parse_frame<O: Object>(line: &[u8]) -> Result<WatchEvent<O>, FrameError> 
         Payload::Error(status) => WatchEvent::Error(status),
     };
     if let WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o) = &event
-        && o.resource_version().is_none_or(str::is_empty)
+        && o.held().resource_version().is_none_or(str::is_empty)
     {
         return Err(fail(FrameErrorKind::NoResourceVersion, None));
     }
@@ -331,24 +364,25 @@ impl<'de> Deserialize<'de> for EventType {
     }
 }
 
-enum Payload<O> {
-    Object(O),
+enum Payload<H> {
+    Object(H),
     Bookmark(Option<String>),
     Error(Status),
 }
 
-struct FastFrame<O> {
+struct FastFrame<O, H> {
     event_type: Option<EventType>,
-    payload: Option<Payload<O>>,
+    payload: Option<Payload<H>>,
+    object: PhantomData<fn() -> O>,
 }
 
-impl<'de, O: Object> Deserialize<'de> for FastFrame<O> {
+impl<'de, O: Object, H: Hold<O>> Deserialize<'de> for FastFrame<O, H> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         d.deserialize_map(FrameVisitor(PhantomData))
     }
 }
 
-struct FrameVisitor<O>(PhantomData<O>);
+struct FrameVisitor<O, H>(PhantomData<fn() -> (O, H)>);
 
 #[derive(Deserialize)]
 #[serde(field_identifier, rename_all = "lowercase")]
@@ -359,14 +393,14 @@ enum FrameField {
     Other,
 }
 
-impl<'de, O: Object> Visitor<'de> for FrameVisitor<O> {
-    type Value = FastFrame<O>;
+impl<'de, O: Object, H: Hold<O>> Visitor<'de> for FrameVisitor<O, H> {
+    type Value = FastFrame<O, H>;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("a watch event object")
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<FastFrame<O>, A::Error> {
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<FastFrame<O, H>, A::Error> {
         let mut event_type = None;
         let mut payload = None;
         // The apiserver writes `type` first; if a producer did not, hold the object's bytes.
@@ -375,7 +409,7 @@ impl<'de, O: Object> Visitor<'de> for FrameVisitor<O> {
             match field {
                 FrameField::Type => event_type = Some(map.next_value::<EventType>()?),
                 FrameField::Object => match event_type {
-                    Some(t) => payload = Some(map.next_value_seed(PayloadSeed::<O>::new(t))?),
+                    Some(t) => payload = Some(map.next_value_seed(PayloadSeed::<O, H>::new(t))?),
                     None => early_object = Some(map.next_value::<&'de RawValue>()?),
                 },
                 FrameField::Other => {
@@ -386,7 +420,7 @@ impl<'de, O: Object> Visitor<'de> for FrameVisitor<O> {
         if let (Some(raw), Some(t), None) = (early_object, event_type, payload.as_ref()) {
             let mut de = serde_json::Deserializer::from_str(raw.get());
             payload = Some(
-                PayloadSeed::<O>::new(t)
+                PayloadSeed::<O, H>::new(t)
                     .deserialize(&mut de)
                     .map_err(de::Error::custom)?,
             );
@@ -394,16 +428,17 @@ impl<'de, O: Object> Visitor<'de> for FrameVisitor<O> {
         Ok(FastFrame {
             event_type,
             payload,
+            object: PhantomData,
         })
     }
 }
 
-struct PayloadSeed<O> {
+struct PayloadSeed<O, H> {
     event_type: EventType,
-    object: PhantomData<O>,
+    object: PhantomData<fn() -> (O, H)>,
 }
 
-impl<O> PayloadSeed<O> {
+impl<O, H> PayloadSeed<O, H> {
     fn new(event_type: EventType) -> Self {
         PayloadSeed {
             event_type,
@@ -412,13 +447,13 @@ impl<O> PayloadSeed<O> {
     }
 }
 
-impl<'de, O: Object> DeserializeSeed<'de> for PayloadSeed<O> {
-    type Value = Payload<O>;
+impl<'de, O: Object, H: Hold<O>> DeserializeSeed<'de> for PayloadSeed<O, H> {
+    type Value = Payload<H>;
 
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Payload<O>, D::Error> {
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Payload<H>, D::Error> {
         Ok(match self.event_type {
             EventType::Added | EventType::Modified | EventType::Deleted => {
-                Payload::Object(O::deserialize(d)?)
+                Payload::Object(H::hold(O::deserialize(d)?))
             }
             EventType::Bookmark => Payload::Bookmark(
                 LenientObject::deserialize(d)?

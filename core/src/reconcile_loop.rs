@@ -12,7 +12,7 @@ use crate::output::{Command, Deadline, Event, Outbox, Output, RequestId, StreamI
 use crate::queue::WorkQueue;
 use crate::reflector::{ListResponse, MintIds, Reflector, StreamEnd};
 use crate::retry::RetryScheduler;
-use crate::source::{InProcessSource, SourceEvent};
+use crate::source::{Change, InProcessSource, SourceEvent};
 use crate::store::{KeyMap, Rejected, Store};
 use crate::time::Instant;
 
@@ -338,7 +338,7 @@ impl<O: Object, P: Ord + Clone> ReconcileLoop<O, P> {
             return self.stale("source event");
         };
         let change = source.handle_event(now, stream, event, &mut self.out);
-        self.after_source(change);
+        self.after_source(change.map(Change::from));
     }
 
     /// The in-process source's `stream` ended, with an error or without.
@@ -534,9 +534,9 @@ impl<O: Object, P: Ord + Clone> ReconcileLoop<O, P> {
 
     /// Applies a store write from the source, then wakes, then dispatches: the store is
     /// always updated before any key is queued.
-    fn after_source(&mut self, change: Option<SourceEvent<O>>) {
+    fn after_source(&mut self, change: Option<Change<O>>) {
         if let Some(change) = change {
-            let replace = matches!(change, SourceEvent::Replace(_));
+            let replace = matches!(change, Change::Replace(_));
             self.store
                 .apply(change, &self.key_map, &mut self.wakes, &mut self.rejected);
             for rejected in self.rejected.drain(..) {

@@ -22,7 +22,7 @@ use crate::output::{
     Command, Deadline, Event, ListFailure, Outbox, Output, RelistReason, RequestId, StreamId, Wake,
     WatchRetryReason,
 };
-use crate::source::SourceEvent;
+use crate::source::Change;
 use crate::time::Instant;
 
 /// A watch that ends within this long without a frame is treated as failed (Go's rule).
@@ -142,7 +142,7 @@ impl<O: Object> Reflector<O> {
         response: ListResponse<'_>,
         ids: &mut impl MintIds,
         out: &mut Outbox<O, P>,
-    ) -> Option<SourceEvent<O>> {
+    ) -> Option<Change<O>> {
         if !matches!(self.phase, Phase::Listing { req: current } if current == req) {
             out.push_back(Output::Event(Event::Stale {
                 input: "list response",
@@ -158,7 +158,7 @@ impl<O: Object> Reflector<O> {
                     }
                     self.cursor = Some(list.resource_version);
                     self.watch(now, ids, out);
-                    return Some(SourceEvent::Replace(list.items));
+                    return Some(Change::Replace(list.items));
                 }
                 Err(e) => ListFailure::Body(e),
             },
@@ -195,7 +195,7 @@ impl<O: Object> Reflector<O> {
         stream: StreamId,
         line: &[u8],
         out: &mut Outbox<O, P>,
-    ) -> Option<SourceEvent<O>> {
+    ) -> Option<Change<O>> {
         let Phase::Watching {
             stream: current,
             frames,
@@ -218,7 +218,7 @@ impl<O: Object> Reflector<O> {
         }
         *frames += 1;
         self.counters.frames += 1;
-        let event = match frame::parse_frame::<O>(line) {
+        let event = match frame::parse_frame_held::<O, Arc<O>>(line) {
             Ok(event) => event,
             Err(error) => {
                 if let Some(rv) = &error.resource_version {
@@ -235,11 +235,11 @@ impl<O: Object> Reflector<O> {
         let change = match event {
             WatchEvent::Added(o) | WatchEvent::Modified(o) => {
                 self.advance_cursor(o.resource_version());
-                SourceEvent::Upsert(o)
+                Change::Upsert(o)
             }
             WatchEvent::Deleted(o) => {
                 self.advance_cursor(o.resource_version());
-                SourceEvent::Delete(o)
+                Change::Delete(o)
             }
             WatchEvent::Bookmark { resource_version } => {
                 self.cursor = Some(resource_version);

@@ -4,6 +4,7 @@
 //! ([`SourceEvent`]), so the reflector and in-process sources (the seed's Ray backends) feed
 //! one store the same way.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::output::{Command, Deadline, Event, Outbox, Output, StreamId, Wake};
@@ -18,6 +19,25 @@ pub enum SourceEvent<O> {
     Delete(O),
     /// The whole world: everything not in it is deleted.
     Replace(Vec<O>),
+}
+
+/// A store write inside the core, with objects already shared: the reflector moves each
+/// decoded object into its `Arc` once, and nothing copies it afterwards.
+#[derive(Debug)]
+pub(crate) enum Change<O> {
+    Upsert(Arc<O>),
+    Delete(Arc<O>),
+    Replace(Vec<O>),
+}
+
+impl<O> From<SourceEvent<O>> for Change<O> {
+    fn from(event: SourceEvent<O>) -> Self {
+        match event {
+            SourceEvent::Upsert(o) => Change::Upsert(Arc::new(o)),
+            SourceEvent::Delete(o) => Change::Delete(Arc::new(o)),
+            SourceEvent::Replace(objects) => Change::Replace(objects),
+        }
+    }
 }
 
 #[derive(Debug)]

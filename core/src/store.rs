@@ -11,6 +11,8 @@ use std::hash::BuildHasherDefault;
 use std::sync::Arc;
 
 use crate::object::{Object, ObjectKey, write_key};
+use crate::source::Change;
+#[cfg(test)]
 use crate::source::SourceEvent;
 
 /// Maps an object to the parent key its reconcile runs under (`EnqueueRequestForOwner`).
@@ -127,33 +129,33 @@ impl<O: Object, P: Ord + Clone> Store<O, P> {
     /// `wakes` (possibly more than once); objects the store refuses go to `rejected`.
     pub(crate) fn apply(
         &mut self,
-        event: SourceEvent<O>,
+        change: Change<O>,
         key_map: &KeyMap<O, P>,
         wakes: &mut Vec<P>,
         rejected: &mut Vec<Rejected<P>>,
     ) {
-        match event {
-            SourceEvent::Upsert(object) => {
+        match change {
+            Change::Upsert(object) => {
                 let mut key = std::mem::take(&mut self.key_buf);
-                if object_key_into(&object, &mut key) {
+                if object_key_into(&*object, &mut key) {
                     self.upsert(&key, object, key_map, wakes, rejected);
                 } else {
                     rejected.push(Rejected::Unnamed);
                 }
                 self.key_buf = key;
             }
-            SourceEvent::Delete(tombstone) => {
+            Change::Delete(tombstone) => {
                 // The stored parent wins over the tombstone's: labels on the final state may
                 // have changed, but the parent that must notice is the one it was under.
                 let mut key = std::mem::take(&mut self.key_buf);
-                if object_key_into(&tombstone, &mut key)
+                if object_key_into(&*tombstone, &mut key)
                     && let Some(parent) = self.remove(&key)
                 {
                     wakes.push(parent);
                 }
                 self.key_buf = key;
             }
-            SourceEvent::Replace(objects) => self.replace(objects, key_map, wakes, rejected),
+            Change::Replace(objects) => self.replace(objects, key_map, wakes, rejected),
         }
         self.debug_check();
     }
@@ -161,7 +163,7 @@ impl<O: Object, P: Ord + Clone> Store<O, P> {
     fn upsert(
         &mut self,
         key: &str,
-        object: O,
+        object: Arc<O>,
         key_map: &KeyMap<O, P>,
         wakes: &mut Vec<P>,
         rejected: &mut Vec<Rejected<P>>,
@@ -181,7 +183,6 @@ impl<O: Object, P: Ord + Clone> Store<O, P> {
                 return;
             }
         };
-        let object = Arc::new(object);
         match self.parents.get_key_value(key) {
             Some((known, old)) if *old == parent => {
                 let known = known.clone();
@@ -239,7 +240,7 @@ impl<O: Object, P: Ord + Clone> Store<O, P> {
             }
         }
         for (key, object) in incoming {
-            self.upsert(&key, object, key_map, wakes, rejected);
+            self.upsert(&key, Arc::new(object), key_map, wakes, rejected);
         }
     }
 
@@ -330,7 +331,7 @@ mod tests {
         fn apply(&mut self, event: SourceEvent<PodView>) -> (Vec<String>, Vec<Rejected<String>>) {
             let (mut wakes, mut rejected) = (Vec::new(), Vec::new());
             self.store
-                .apply(event, &self.key_map, &mut wakes, &mut rejected);
+                .apply(event.into(), &self.key_map, &mut wakes, &mut rejected);
             (wakes, rejected)
         }
 

@@ -1,7 +1,5 @@
 //! [`Transport`] over `kube::Client`: kubeconfig or in-cluster config, TLS and auth from kube.
 
-use std::error::Error as _;
-
 use futures_lite::StreamExt;
 use http_body_util::BodyExt;
 
@@ -34,7 +32,10 @@ impl KubeTransport {
     /// No usable configuration, or the client could not be built.
     pub async fn infer() -> Result<Self, TransportError> {
         let client = kube::Client::try_default().await.map_err(|e| {
-            TransportError::new(format!("cannot build a kube client: {}", chain(&e)))
+            TransportError::new(format!(
+                "cannot build a kube client: {}",
+                TransportError::chain(&e)
+            ))
         })?;
         Ok(KubeTransport::new(client))
     }
@@ -62,29 +63,14 @@ impl Transport for KubeTransport {
             let response = client
                 .send(request.map(kube::client::Body::from))
                 .await
-                .map_err(|e| TransportError::new(chain(&e)))?;
+                .map_err(|e| TransportError::chain(&e))?;
             Ok(response.map(|body| {
                 let stream: BodyStream = Box::pin(
                     body.into_data_stream()
-                        .map(|chunk| chunk.map_err(|e| TransportError::new(chain(&e)))),
+                        .map(|chunk| chunk.map_err(|e| TransportError::chain(&e))),
                 );
                 stream
             }))
         })
     }
-}
-
-/// An error with its sources, `outer: inner: innermost`, so a log line says where it broke.
-fn chain(error: &kube::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(e) = source {
-        let s = e.to_string();
-        if !text.contains(&s) {
-            text.push_str(": ");
-            text.push_str(&s);
-        }
-        source = e.source();
-    }
-    text
 }

@@ -26,6 +26,22 @@ impl TransportError {
     pub fn new(message: impl Into<String>) -> Self {
         TransportError(message.into())
     }
+
+    /// An error worded from `error` and its sources, `outer: inner: innermost`, so a log line
+    /// says where the HTTP stack broke. A source already quoted by its parent is not repeated.
+    pub fn chain(error: &(dyn std::error::Error + 'static)) -> Self {
+        let mut text = error.to_string();
+        let mut source = error.source();
+        while let Some(e) = source {
+            let s = e.to_string();
+            if !text.contains(&s) {
+                text.push_str(": ");
+                text.push_str(&s);
+            }
+            source = e.source();
+        }
+        TransportError(text)
+    }
 }
 
 /// An HTTP stack bound to one cluster (base URL, TLS, auth already applied).

@@ -393,7 +393,7 @@ impl Inner {
                 Err(error) if attempt < retries => {
                     tracing::debug!(
                         request = %what,
-                        error = %chain(&*error),
+                        error = %TransportError::chain(&*error),
                         attempt,
                         delay_ms = delay.as_millis() as u64,
                         "retrying"
@@ -401,7 +401,10 @@ impl Inner {
                     smol::Timer::after(delay).await;
                 }
                 Err(error) => {
-                    return Err(TransportError::new(format!("{what}: {}", chain(&*error))));
+                    return Err(TransportError::new(format!(
+                        "{what}: {}",
+                        TransportError::chain(&*error)
+                    )));
                 }
             }
             attempt += 1;
@@ -509,28 +512,14 @@ fn body_stream(body: Incoming, idle: Option<Duration>, what: String) -> BodyStre
                 }
                 Some(Err(error)) => {
                     state.done = true;
-                    let message = format!("{}: body: {}", state.what, chain(&error));
+                    let message =
+                        format!("{}: body: {}", state.what, TransportError::chain(&error));
                     return Some((Err(TransportError::new(message)), state));
                 }
             }
         }
     });
     stream.boxed()
-}
-
-/// An error with its sources, `outer: inner: innermost`, so a log line says where it broke.
-fn chain(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(e) = source {
-        let s = e.to_string();
-        if !text.contains(&s) {
-            text.push_str(": ");
-            text.push_str(&s);
-        }
-        source = e.source();
-    }
-    text
 }
 
 #[cfg(test)]

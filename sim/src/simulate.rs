@@ -641,22 +641,23 @@ impl Sim<'_> {
         }
     }
 
+    /// Ends each of `open` with a transport error, as a dropped connection would.
+    fn cut_streams(&mut self, now: Instant, open: Vec<StreamId>, error: &str, label: &'static str) {
+        for s in open {
+            self.schedule(
+                now,
+                Action::End(s, StreamEnd::TransportError(error.into()), label),
+            );
+        }
+    }
+
     fn fault(&mut self, fault: &Fault) {
         let now = self.h.now();
         self.h.note(&format!("fault: {fault}"));
         let open: Vec<StreamId> = self.open.iter().copied().collect();
         match fault {
             Fault::WatchDrop => {
-                for s in open {
-                    self.schedule(
-                        now,
-                        Action::End(
-                            s,
-                            StreamEnd::TransportError("connection reset (injected)".into()),
-                            "drop",
-                        ),
-                    );
-                }
+                self.cut_streams(now, open, "connection reset (injected)", "drop");
             }
             Fault::GoneStorm { count } => {
                 self.world.gone_storm(*count);
@@ -671,16 +672,7 @@ impl Sim<'_> {
             }
             Fault::TooLarge { count } => {
                 self.world.too_large_storm(*count);
-                for s in open {
-                    self.schedule(
-                        now,
-                        Action::End(
-                            s,
-                            StreamEnd::TransportError("connection reset (injected)".into()),
-                            "drop",
-                        ),
-                    );
-                }
+                self.cut_streams(now, open, "connection reset (injected)", "drop");
             }
             Fault::MalformedFrame { cursor } => {
                 let frame = self.world.malformed_frame(now, *cursor);
@@ -690,16 +682,7 @@ impl Sim<'_> {
             }
             Fault::Restart { down } => {
                 self.world.restart(now, *down);
-                for s in open {
-                    self.schedule(
-                        now,
-                        Action::End(
-                            s,
-                            StreamEnd::TransportError("apiserver restarted".into()),
-                            "restart",
-                        ),
-                    );
-                }
+                self.cut_streams(now, open, "apiserver restarted", "restart");
             }
             Fault::Compact => self.world.compact(),
             Fault::ListFail { count, status } => self.world.fail_lists(*count, *status),

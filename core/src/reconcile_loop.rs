@@ -500,6 +500,10 @@ impl<O: Object, P: Ord + Clone> ReconcileLoop<O, P> {
             stats.lists = r.lists;
             stats.watches = r.watches;
             stats.relists = r.relists;
+            stats.stale_inputs += r.stale_inputs;
+        }
+        if let Source::InProcess(source) = &self.source {
+            stats.stale_inputs += source.stale_inputs;
         }
         stats
     }

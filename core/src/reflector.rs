@@ -90,6 +90,7 @@ pub(crate) struct Counters {
     pub(crate) lists: u64,
     pub(crate) watches: u64,
     pub(crate) relists: u64,
+    pub(crate) stale_inputs: u64,
 }
 
 /// Allocates request and stream ids for the reflector.
@@ -144,6 +145,7 @@ impl<O: Object> Reflector<O> {
         out: &mut Outbox<O, P>,
     ) -> Option<Change<O>> {
         if !matches!(self.phase, Phase::Listing { req: current } if current == req) {
+            self.counters.stale_inputs += 1;
             out.push_back(Output::Event(Event::Stale {
                 input: "list response",
             }));
@@ -183,9 +185,12 @@ impl<O: Object> Reflector<O> {
                 since,
                 ..
             } if *current == stream => *since = now,
-            _ => out.push_back(Output::Event(Event::Stale {
-                input: "watch opened",
-            })),
+            _ => {
+                self.counters.stale_inputs += 1;
+                out.push_back(Output::Event(Event::Stale {
+                    input: "watch opened",
+                }));
+            }
         }
     }
 
@@ -202,12 +207,14 @@ impl<O: Object> Reflector<O> {
             ..
         } = &mut self.phase
         else {
+            self.counters.stale_inputs += 1;
             out.push_back(Output::Event(Event::Stale {
                 input: "watch frame",
             }));
             return None;
         };
         if *current != stream {
+            self.counters.stale_inputs += 1;
             out.push_back(Output::Event(Event::Stale {
                 input: "watch frame",
             }));
@@ -268,10 +275,12 @@ impl<O: Object> Reflector<O> {
             frames,
         } = self.phase
         else {
+            self.counters.stale_inputs += 1;
             out.push_back(Output::Event(Event::Stale { input: "watch end" }));
             return;
         };
         if current != stream {
+            self.counters.stale_inputs += 1;
             out.push_back(Output::Event(Event::Stale { input: "watch end" }));
             return;
         }

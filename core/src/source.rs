@@ -54,6 +54,8 @@ enum Phase {
 pub(crate) struct InProcessSource {
     retry_delay: Duration,
     phase: Phase,
+    /// Inputs for a stream that is no longer open.
+    pub(crate) stale_inputs: u64,
 }
 
 impl InProcessSource {
@@ -61,6 +63,7 @@ impl InProcessSource {
         InProcessSource {
             retry_delay,
             phase: Phase::Idle,
+            stale_inputs: 0,
         }
     }
 
@@ -85,12 +88,14 @@ impl InProcessSource {
             replaced,
         } = &mut self.phase
         else {
+            self.stale_inputs += 1;
             out.push_back(Output::Event(Event::Stale {
                 input: "source event",
             }));
             return None;
         };
         if *current != stream {
+            self.stale_inputs += 1;
             out.push_back(Output::Event(Event::Stale {
                 input: "source event",
             }));
@@ -124,9 +129,12 @@ impl InProcessSource {
                     at: now + self.retry_delay,
                 };
             }
-            _ => out.push_back(Output::Event(Event::Stale {
-                input: "source end",
-            })),
+            _ => {
+                self.stale_inputs += 1;
+                out.push_back(Output::Event(Event::Stale {
+                    input: "source end",
+                }));
+            }
         }
     }
 

@@ -607,12 +607,32 @@ impl K8sEnv {
     /// # Errors
     /// [`Error::Unsupported`] on a reused cluster; start failures.
     pub fn restart_apiserver(&self, which: ApiServer) -> Result<()> {
+        self.restart_apiserver_after(which, || Ok(()))
+    }
+
+    /// Like [`K8sEnv::restart_apiserver`], but runs `while_down` between the
+    /// kill and the start: writes made there (through the other apiserver or
+    /// etcd) happen while no watch on `which` can be open, so a client of
+    /// `which` can only learn of them by relisting or re-watching. The server
+    /// is started again even when `while_down` fails.
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] on a reused cluster; start failures; then the
+    /// error of `while_down`.
+    pub fn restart_apiserver_after(
+        &self,
+        which: ApiServer,
+        while_down: impl FnOnce() -> Result<()>,
+    ) -> Result<()> {
         let procs = self.procs("restart_apiserver")?;
         let mut proc = procs.apiservers[which.index()]
             .lock()
             .unwrap_or_else(|e| e.into_inner());
+        proc.kill();
+        let during = while_down();
         proc.restart()?;
-        wait_apiserver(&mut proc, &self.server(which)?.client)
+        wait_apiserver(&mut proc, &self.server(which)?.client)?;
+        during
     }
 
     /// Compacts etcd to its current head revision (physically), through

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use reconcile_engine::tape::Taped;
 use reconcile_k8s_env::{ApiServer, pod_manifest};
 use serde_json::{Value, json};
 
@@ -386,10 +387,19 @@ pub async fn a_deletion_missed_while_disconnected_is_synthesized<D: DriverUnderT
     under.wait_cell("a", &["gone", "stays"]).await;
     let tap = under.tap.clone();
     let ends_before = tap.watch_ends();
-    // Killing the apiserver breaks the watch; the driver waits out its retry delay.
+    // Killing the apiserver breaks the watch. The writes happen while it is down, so no
+    // watch of the driver can carry them, however soon it retries.
+    let api = case.api();
     case.env
-        .restart_apiserver(ApiServer::Uncached)
-        .unwrap_or_else(|e| panic!("restart: {e}"));
+        .restart_apiserver_after(ApiServer::Uncached, || {
+            api.delete_pod(&ns, "gone", Some(0))?;
+            // A second write past the cursor: a WATCH from the cursor starts one past it,
+            // and only a start below the compacted revision is refused (else the DELETED
+            // is still served).
+            api.create_pod(&ns, &pod_manifest("unselected", &[("app", "other")]))?;
+            case.env.compact_etcd().map(drop)
+        })
+        .unwrap_or_else(|e| panic!("restart with writes while down: {e}"));
     under
         .eventually("the watch broke with the restart", || {
             let ends = tap.watch_ends();
@@ -400,19 +410,20 @@ pub async fn a_deletion_missed_while_disconnected_is_synthesized<D: DriverUnderT
             }
         })
         .await;
-    delete_now(&case, &ns, "gone");
-    // A second write past the cursor: a WATCH from the cursor starts one past it, and only
-    // a start below the compacted revision is refused (else the DELETED is still served).
-    create(&case, &ns, &pod_manifest("unselected", &[("app", "other")]));
-    case.env
-        .compact_etcd()
-        .unwrap_or_else(|e| panic!("compact: {e}"));
     // The retry delay, then a 410, then the relist's own retry delay.
     under
         .wait_cell_for(Duration::from_secs(150), "a", &["stays"])
         .await;
     let stats = under.handle.stats();
-    assert!(stats.relists >= 1, "the deletion came by relist: {stats:?}");
+    let streams: Vec<_> = tap
+        .all()
+        .into_iter()
+        .filter(|(_, r)| !matches!(r, Taped::WatchLine(..)))
+        .collect();
+    assert!(
+        stats.relists >= 1,
+        "the deletion came by relist: {stats:?}\nstreams: {streams:?}"
+    );
     let deleted_frames = tap
         .frames()
         .into_iter()

@@ -63,6 +63,12 @@ impl ObjectKey {
         self.0.split_once('/').map_or(&self.0, |(_, name)| name)
     }
 
+    /// Whether `self` and `other` are clones of one key (a pointer comparison). Equal keys
+    /// made separately are not.
+    pub(crate) fn same_allocation(&self, other: &ObjectKey) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+
     /// The joined form, `namespace/name`.
     #[must_use]
     pub fn as_str(&self) -> &str {

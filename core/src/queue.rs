@@ -1,7 +1,13 @@
 //! The work queue: insertion-ordered dedup of parent keys, with client-go's dirty/processing
 //! protocol so that a key is never handed out twice at once.
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::hash_map::DefaultHasher;
+use std::collections::{HashSet, VecDeque};
+use std::hash::{BuildHasherDefault, Hash};
+
+/// SipHash with fixed keys: deterministic (no random seed in the core). The sets are only
+/// probed, never iterated, so their order cannot reach an output; `queue` holds the order.
+type KeySet<K> = HashSet<K, BuildHasherDefault<DefaultHasher>>;
 
 /// Keys waiting for a reconcile, and keys being reconciled.
 ///
@@ -15,27 +21,26 @@ use std::collections::{BTreeSet, VecDeque};
 pub struct WorkQueue<K> {
     queue: VecDeque<K>,
     /// Keys that need a reconcile: those in `queue`, plus processing keys re-added meanwhile.
-    dirty: BTreeSet<K>,
-    processing: BTreeSet<K>,
+    dirty: KeySet<K>,
+    processing: KeySet<K>,
 }
 
 impl<K> Default for WorkQueue<K> {
     fn default() -> Self {
         WorkQueue {
             queue: VecDeque::new(),
-            dirty: BTreeSet::new(),
-            processing: BTreeSet::new(),
+            dirty: KeySet::default(),
+            processing: KeySet::default(),
         }
     }
 }
 
-impl<K: Ord + Clone> WorkQueue<K> {
+impl<K: Eq + Hash + Clone> WorkQueue<K> {
     /// Asks for a reconcile of `key`. Returns whether it was newly queued.
     pub fn add(&mut self, key: K) -> bool {
-        if self.dirty.contains(&key) {
+        if !self.dirty.insert(key.clone()) {
             return false;
         }
-        self.dirty.insert(key.clone());
         if self.processing.contains(&key) {
             return false;
         }

@@ -176,7 +176,7 @@ impl<O, P: fmt::Debug> fmt::Debug for ReconcileLoop<O, P> {
     }
 }
 
-impl<O: Object, P: Ord + Clone> ReconcileLoop<O, P> {
+impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
     /// Builds a loop; nothing happens until [`start`](Self::start).
     ///
     /// # Errors

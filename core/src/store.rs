@@ -5,9 +5,9 @@
 //! the only index, so membership and the keys to wake come out of one write.
 
 use std::collections::hash_map::DefaultHasher;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
-use std::hash::BuildHasherDefault;
+use std::hash::{BuildHasherDefault, Hash};
 use std::sync::Arc;
 
 use crate::object::{Object, ObjectKey, write_key};
@@ -46,18 +46,30 @@ pub enum Rejected<P> {
     Unnamed,
 }
 
+/// SipHash with fixed keys: deterministic (no random seed in the core).
+type FixedHasher = BuildHasherDefault<DefaultHasher>;
+
+/// Parents with at most this many members are searched by pointer, not by key.
+const SCAN_MEMBERS_MAX: usize = 32;
+
 /// Objects by key, and objects by parent.
 ///
 /// Bounded by the number of objects the source holds: every entry is one object the
 /// apiserver (or in-process source) reported as existing and did not delete.
+///
+/// An update that keeps its parent (almost every MODIFIED) is two hash lookups and a scan
+/// of one small node: in a large cache every B-tree level and every key compared is a cache
+/// miss, so ordered walks are kept off that path. The hash maps are never iterated, so their
+/// order cannot reach an output; `order` and the member maps give every ordered walk.
 pub struct Store<O, P> {
-    /// Key → parent, for lookups only: it is never iterated, so its order cannot reach an
-    /// output. SipHash with fixed keys keeps it deterministic (no random seed in the core).
-    parents: HashMap<ObjectKey, P, BuildHasherDefault<DefaultHasher>>,
-    /// Parent → its members. Invariant: every inner map is non-empty, and `k ∈ index[p]`
-    /// exactly when `parents[k] == p`. Holding the `Arc`s here makes a reconcile's member
-    /// snapshot a walk of one small ordered map.
-    index: BTreeMap<P, BTreeMap<ObjectKey, Arc<O>>>,
+    /// Key → parent.
+    parents: HashMap<ObjectKey, P, FixedHasher>,
+    /// Parent → its members, in key order. Invariant: every member map is non-empty, and
+    /// `k ∈ index[p]` exactly when `parents[k] == p`. Holding the `Arc`s here makes a
+    /// reconcile's member snapshot a walk of one small ordered map.
+    index: HashMap<P, BTreeMap<ObjectKey, Arc<O>>, FixedHasher>,
+    /// The keys of `index`, in order.
+    order: BTreeSet<P>,
     /// Scratch for the joined key, so updates of known objects allocate no key.
     key_buf: String,
 }
@@ -66,21 +78,26 @@ impl<O, P> Default for Store<O, P> {
     fn default() -> Self {
         Store {
             parents: HashMap::default(),
-            index: BTreeMap::new(),
+            index: HashMap::default(),
+            order: BTreeSet::new(),
             key_buf: String::new(),
         }
     }
 }
 
-impl<O, P: fmt::Debug> fmt::Debug for Store<O, P> {
+impl<O, P: fmt::Debug + Ord + Hash> fmt::Debug for Store<O, P> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_map()
-            .entries(self.index.iter().map(|(p, members)| (p, members.keys())))
+            .entries(
+                self.order
+                    .iter()
+                    .filter_map(|p| Some((p, self.index.get(p)?.keys()))),
+            )
             .finish()
     }
 }
 
-impl<O: Object, P: Ord + Clone> Store<O, P> {
+impl<O: Object, P: Ord + Hash + Clone> Store<O, P> {
     /// Number of cached objects.
     #[must_use]
     pub fn len(&self) -> usize {
@@ -115,14 +132,17 @@ impl<O: Object, P: Ord + Clone> Store<O, P> {
 
     /// The parents that have at least one member, in order.
     pub fn parents(&self) -> impl ExactSizeIterator<Item = &P> {
-        self.index.keys()
+        self.order.iter()
     }
 
     /// Every cached object with its parent, by parent, then by key.
     pub fn iter(&self) -> impl Iterator<Item = (&ObjectKey, &Arc<O>, &P)> {
-        self.index
-            .iter()
-            .flat_map(|(p, members)| members.iter().map(move |(k, o)| (k, o, p)))
+        self.order.iter().flat_map(move |p| {
+            self.index
+                .get(p)
+                .into_iter()
+                .flat_map(move |members| members.iter().map(move |(k, o)| (k, o, p)))
+        })
     }
 
     /// Applies one source event. Parents whose membership or members changed are pushed to
@@ -185,8 +205,11 @@ impl<O: Object, P: Ord + Clone> Store<O, P> {
         };
         match self.parents.get_key_value(key) {
             Some((known, old)) if *old == parent => {
-                let known = known.clone();
-                if let Some(slot) = self.index.get_mut(&parent).and_then(|m| m.get_mut(&known)) {
+                if let Some(slot) = self
+                    .index
+                    .get_mut(&parent)
+                    .and_then(|members| member_slot(members, known))
+                {
                     *slot = object;
                 }
             }
@@ -227,8 +250,9 @@ impl<O: Object, P: Ord + Clone> Store<O, P> {
         // Deletions missed while disconnected: whatever the listing no longer has.
         // Walked through the ordered index, never the hash map, so the order is fixed.
         let mut gone: Vec<ObjectKey> = self
-            .index
-            .values()
+            .order
+            .iter()
+            .filter_map(|p| self.index.get(p))
             .flat_map(BTreeMap::keys)
             .filter(|key| !incoming.contains_key(key.as_str()))
             .cloned()
@@ -259,6 +283,7 @@ impl<O: Object, P: Ord + Clone> Store<O, P> {
             None => {
                 self.index
                     .insert(parent.clone(), BTreeMap::from([(key, object)]));
+                self.order.insert(parent.clone());
             }
         }
     }
@@ -268,6 +293,7 @@ impl<O: Object, P: Ord + Clone> Store<O, P> {
             members.remove(key);
             if members.is_empty() {
                 self.index.remove(parent);
+                self.order.remove(parent);
             }
         }
     }
@@ -277,7 +303,28 @@ impl<O: Object, P: Ord + Clone> Store<O, P> {
             let indexed: usize = self.index.values().map(BTreeMap::len).sum();
             debug_assert_eq!(indexed, self.parents.len(), "parent index out of step");
             debug_assert!(self.index.values().all(|members| !members.is_empty()));
+            debug_assert_eq!(
+                self.order.len(),
+                self.index.len(),
+                "parent order out of step"
+            );
         }
+    }
+}
+
+/// The slot of `key` among `members`. `key` is the key map's own copy, which shares its
+/// allocation with the member map's: a small parent is scanned comparing pointers, reading no
+/// key bytes; a large one is searched by key.
+fn member_slot<'a, O>(
+    members: &'a mut BTreeMap<ObjectKey, Arc<O>>,
+    key: &ObjectKey,
+) -> Option<&'a mut Arc<O>> {
+    let scanned = (members.len() <= SCAN_MEMBERS_MAX)
+        .then(|| members.keys().position(|k| k.same_allocation(key)))
+        .flatten();
+    match scanned {
+        Some(position) => members.values_mut().nth(position),
+        None => members.get_mut(key),
     }
 }
 

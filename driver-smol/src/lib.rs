@@ -84,7 +84,7 @@ pub trait ControllerExt<O, P>: Sized {
 impl<O, P> ControllerExt<O, P> for Controller<O, P>
 where
     O: reconcile_core::Object + Send + Sync,
-    P: Ord + Clone + std::fmt::Display + std::fmt::Debug + Send + Sync + 'static,
+    P: Ord + std::hash::Hash + Clone + std::fmt::Display + std::fmt::Debug + Send + Sync + 'static,
 {
     fn new(
         source: Source<SmolTransport>,

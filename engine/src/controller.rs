@@ -146,7 +146,7 @@ impl<O, P, R: Runtime, T> fmt::Debug for Controller<O, P, R, T> {
 impl<O, P, R, T> Controller<O, P, R, T>
 where
     O: Object + Send + Sync,
-    P: Ord + Clone + fmt::Display + fmt::Debug + Send + Sync + 'static,
+    P: Ord + std::hash::Hash + Clone + fmt::Display + fmt::Debug + Send + Sync + 'static,
     R: Runtime,
     T: Transport,
 {

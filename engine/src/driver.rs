@@ -107,7 +107,7 @@ pub(crate) struct Driver<O, P, R: Runtime, T> {
 impl<O, P, R, T> Driver<O, P, R, T>
 where
     O: Object + Send + Sync,
-    P: Ord + Clone + fmt::Display + fmt::Debug + Send + Sync + 'static,
+    P: Ord + std::hash::Hash + Clone + fmt::Display + fmt::Debug + Send + Sync + 'static,
     R: Runtime,
     T: Transport,
 {

@@ -80,7 +80,8 @@ struct Procs {
 ///   [`K8sEnv::kubeconfig_path`], [`K8sEnv::server_url`], [`K8sEnv::token`],
 ///   [`K8sEnv::ca_pem`], [`K8sEnv::etcd_url`], [`K8sEnv::dir`],
 ///   [`K8sEnv::pids`], [`K8sEnv::can_restart`].
-/// - Disruptions: [`K8sEnv::restart_apiserver`], [`K8sEnv::compact_etcd`];
+/// - Disruptions: [`K8sEnv::restart_apiserver`], [`K8sEnv::restart_apiserver_after`],
+///   [`K8sEnv::compact_etcd`];
 ///   hold [`K8sEnv::disrupt`] around them and [`K8sEnv::steady`] elsewhere.
 /// - Objects: [`K8sEnv::unique_namespace`]; everything else is on [`Client`]
 ///   (pods, namespaces, label-selected lists, raw watches) and

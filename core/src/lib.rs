@@ -37,6 +37,7 @@
 
 pub mod config;
 pub mod frame;
+mod hashing;
 pub mod object;
 pub mod output;
 pub mod pod;

@@ -1,13 +1,14 @@
 //! The work queue: insertion-ordered dedup of parent keys, with client-go's dirty/processing
 //! protocol so that a key is never handed out twice at once.
 
-use std::collections::hash_map::DefaultHasher;
 use std::collections::{HashSet, VecDeque};
-use std::hash::{BuildHasherDefault, Hash};
+use std::hash::Hash;
 
-/// SipHash with fixed keys: deterministic (no random seed in the core). The sets are only
-/// probed, never iterated, so their order cannot reach an output; `queue` holds the order.
-type KeySet<K> = HashSet<K, BuildHasherDefault<DefaultHasher>>;
+use crate::hashing::FixedState;
+
+/// The sets are only probed, never iterated, so their order cannot reach an output; `queue`
+/// holds the order.
+type KeySet<K> = HashSet<K, FixedState>;
 
 /// Keys waiting for a reconcile, and keys being reconciled.
 ///

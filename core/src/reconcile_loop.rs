@@ -585,7 +585,7 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
             );
             let ticket = Ticket(self.ids.bump());
             let attempt = self.retry.failures(&parent).saturating_add(1);
-            let members = self.store.members(&parent).cloned().collect();
+            let members = self.store.snapshot(&parent);
             self.in_flight.insert(ticket, parent.clone());
             self.stats.reconciles += 1;
             self.out.push_back(Output::Command(Command::Reconcile {

@@ -4,12 +4,12 @@
 //! controller-runtime's `EnqueueRequestForOwner` folded in as `key_map`: the parent index is
 //! the only index, so membership and the keys to wake come out of one write.
 
-use std::collections::hash_map::DefaultHasher;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
-use std::hash::{BuildHasherDefault, Hash};
+use std::hash::Hash;
 use std::sync::Arc;
 
+use crate::hashing::FixedState;
 use crate::object::{Object, ObjectKey, write_key};
 use crate::source::Change;
 #[cfg(test)]
@@ -46,9 +46,6 @@ pub enum Rejected<P> {
     Unnamed,
 }
 
-/// SipHash with fixed keys: deterministic (no random seed in the core).
-type FixedHasher = BuildHasherDefault<DefaultHasher>;
-
 /// Parents with at most this many members are searched by pointer, not by key.
 const SCAN_MEMBERS_MAX: usize = 32;
 
@@ -63,11 +60,11 @@ const SCAN_MEMBERS_MAX: usize = 32;
 /// order cannot reach an output; `order` and the member maps give every ordered walk.
 pub struct Store<O, P> {
     /// Key → parent.
-    parents: HashMap<ObjectKey, P, FixedHasher>,
+    parents: HashMap<ObjectKey, P, FixedState>,
     /// Parent → its members, in key order. Invariant: every member map is non-empty, and
     /// `k ∈ index[p]` exactly when `parents[k] == p`. Holding the `Arc`s here makes a
     /// reconcile's member snapshot a walk of one small ordered map.
-    index: HashMap<P, BTreeMap<ObjectKey, Arc<O>>, FixedHasher>,
+    index: HashMap<P, BTreeMap<ObjectKey, Arc<O>>, FixedState>,
     /// The keys of `index`, in order.
     order: BTreeSet<P>,
     /// Scratch for the joined key, so updates of known objects allocate no key.
@@ -128,6 +125,15 @@ impl<O: Object, P: Ord + Hash + Clone> Store<O, P> {
             .get(parent)
             .into_iter()
             .flat_map(BTreeMap::values)
+    }
+
+    /// The members of `parent`, in key order, as one exactly sized snapshot.
+    #[must_use]
+    pub fn snapshot(&self, parent: &P) -> Vec<Arc<O>> {
+        self.index
+            .get(parent)
+            .map(|members| members.values().cloned().collect())
+            .unwrap_or_default()
     }
 
     /// The parents that have at least one member, in order.

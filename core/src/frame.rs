@@ -175,7 +175,12 @@ pub(crate) fn parse_frame_held<O: Object, H: Hold<O>>(
     line: &[u8],
 ) -> Result<WatchEvent<H>, FrameError> {
     let line = line.trim_ascii();
-    let fast: Result<FastFrame<O, H>, _> = serde_json::from_slice(line);
+    // Validating UTF-8 once for the whole line lets serde_json skip it string by string.
+    // Invalid UTF-8 takes the byte path, whose error names the position.
+    let fast: Result<FastFrame<O, H>, _> = match std::str::from_utf8(line) {
+        Ok(text) => serde_json::from_str(text),
+        Err(_) => serde_json::from_slice(line),
+    };
     let frame = match fast {
         Ok(frame) => frame,
         Err(error) => return Err(explain_frame_failure(line, &error)),

@@ -177,7 +177,7 @@ pub(crate) fn parse_frame_held<O: Object, H: Hold<O>>(
     let line = line.trim_ascii();
     // Validating UTF-8 once for the whole line lets serde_json skip it string by string.
     // Invalid UTF-8 takes the byte path, whose error names the position.
-    let fast: Result<FastFrame<O, H>, _> = match std::str::from_utf8(line) {
+    let fast: Result<FastFrame<O, H>, _> = match simdutf8::basic::from_utf8(line) {
         Ok(text) => serde_json::from_str(text),
         Err(_) => serde_json::from_slice(line),
     };

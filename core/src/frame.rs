@@ -572,6 +572,21 @@ mod tests {
     }
 
     #[test]
+    fn invalid_utf8_is_an_error_that_keeps_the_cursor() {
+        // In a field the view reads, and in one it skips: the byte path rejects the first
+        // with its position, and a skipped one is still never accepted as a `str`.
+        let read = b"{\"type\":\"MODIFIED\",\"object\":{\"metadata\":{\"name\":\"a\xff\",\"resourceVersion\":\"7\"}}}";
+        let error = parse_frame::<PodView>(read).unwrap_err();
+        assert_eq!(error.resource_version.as_deref(), Some("7"), "{error}");
+        assert!(error.to_string().contains("line 1"), "{error}");
+        let skipped = b"{\"type\":\"MODIFIED\",\"object\":{\"metadata\":{\"name\":\"a\",\"resourceVersion\":\"8\"},\"x\":\"\xff\"}}";
+        let event = parse_frame::<PodView>(skipped).unwrap();
+        assert!(
+            matches!(event, WatchEvent::Modified(p) if p.metadata.name.as_deref() == Some("a"))
+        );
+    }
+
+    #[test]
     fn object_before_type_still_decodes() {
         let ev =
             frame(r#"{"object":{"metadata":{"name":"a","resourceVersion":"7"}},"type":"DELETED"}"#)

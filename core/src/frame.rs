@@ -175,12 +175,7 @@ pub(crate) fn parse_frame_held<O: Object, H: Hold<O>>(
     line: &[u8],
 ) -> Result<WatchEvent<H>, FrameError> {
     let line = line.trim_ascii();
-    // Validating UTF-8 once for the whole line lets serde_json skip it string by string.
-    // Invalid UTF-8 takes the byte path, whose error names the position.
-    let fast: Result<FastFrame<O, H>, _> = match simdutf8::basic::from_utf8(line) {
-        Ok(text) => serde_json::from_str(text),
-        Err(_) => serde_json::from_slice(line),
-    };
+    let fast: Result<FastFrame<O, H>, _> = from_json(line);
     let frame = match fast {
         Ok(frame) => frame,
         Err(error) => return Err(explain_frame_failure(line, &error)),
@@ -276,6 +271,16 @@ pub enum ListBodyError {
     NoResourceVersion,
 }
 
+/// Decodes JSON from bytes. The UTF-8 is validated once, whole, with SIMD, so that serde_json
+/// reads a `str` and skips validating string by string; invalid UTF-8 takes serde_json's
+/// byte path, whose error (and what it accepts) is unchanged.
+fn from_json<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> serde_json::Result<T> {
+    match simdutf8::basic::from_utf8(bytes) {
+        Ok(text) => serde_json::from_str(text),
+        Err(_) => serde_json::from_slice(bytes),
+    }
+}
+
 /// Parses a LIST response body (`{"metadata":{"resourceVersion":…},"items":[…]}`).
 ///
 /// An item that does not decode is skipped and reported in [`ObjectList::skipped`], so that
@@ -284,7 +289,7 @@ pub enum ListBodyError {
 /// # Errors
 /// [`ListBodyError`] when the body is not a list or carries no resourceVersion.
 pub fn parse_list<O: Object>(body: &[u8]) -> Result<ObjectList<O>, ListBodyError> {
-    let (resource_version, items, skipped) = match serde_json::from_slice::<FastList<O>>(body) {
+    let (resource_version, items, skipped) = match from_json::<FastList<O>>(body) {
         Ok(list) => (list.metadata.resource_version, list.items, Vec::new()),
         Err(fast_error) => {
             let list = serde_json::from_slice::<RawList<'_>>(body)

@@ -64,6 +64,38 @@ fn main() {
             }
             return;
         }
+        Ok("list") => {
+            // The LIST decoder, whole and in 16 KiB chunks, against serde_json over the body.
+            #[derive(serde::Deserialize)]
+            struct BareList {
+                items: Vec<PodView>,
+            }
+            let mb = body.len() as f64 / 1e6;
+            for _ in 0..runs {
+                let start = WallClock::now();
+                let n = serde_json::from_slice::<BareList>(&body)
+                    .unwrap()
+                    .items
+                    .len();
+                let bare = mb / start.elapsed().as_secs_f64();
+                let start = WallClock::now();
+                black_box(parse_list::<PodView>(&body).unwrap());
+                let whole = mb / start.elapsed().as_secs_f64();
+                let start = WallClock::now();
+                let mut decoder = reconcile_core::list_decoder::ListDecoder::<PodView>::new();
+                for chunk in body.chunks(16 * 1024) {
+                    decoder.push(chunk).unwrap();
+                }
+                black_box(decoder.finish().unwrap());
+                let chunked = mb / start.elapsed().as_secs_f64();
+                println!(
+                    "{n} pods: bare from_slice {bare:.0} MB/s, parse_list {whole:.0} MB/s ({:.2}x), 16 KiB chunks {chunked:.0} MB/s ({:.2}x)",
+                    whole / bare,
+                    chunked / bare
+                );
+            }
+            return;
+        }
         Ok("core") => {
             // For profiling the loop alone: `BENCH_ONLY=core perf record -D <ms> …`.
             let t = core_run(&body, &pool, frames, Reconciles::Busy);

@@ -17,6 +17,7 @@ use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
+use crate::list_decoder::ListDecoder;
 use crate::object::Object;
 
 /// One decoded watch frame.
@@ -274,7 +275,7 @@ pub enum ListBodyError {
 /// Decodes JSON from bytes. The UTF-8 is validated once, whole, with SIMD, so that serde_json
 /// reads a `str` and skips validating string by string; invalid UTF-8 takes serde_json's
 /// byte path, whose error (and what it accepts) is unchanged.
-fn from_json<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> serde_json::Result<T> {
+pub(crate) fn from_json<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> serde_json::Result<T> {
     match simdutf8::basic::from_utf8(bytes) {
         Ok(text) => serde_json::from_str(text),
         Err(_) => serde_json::from_slice(bytes),
@@ -289,33 +290,10 @@ fn from_json<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> serde_json::Result<T> {
 /// # Errors
 /// [`ListBodyError`] when the body is not a list or carries no resourceVersion.
 pub fn parse_list<O: Object>(body: &[u8]) -> Result<ObjectList<O>, ListBodyError> {
-    let (resource_version, items, skipped) = match from_json::<FastList<O>>(body) {
-        Ok(list) => (list.metadata.resource_version, list.items, Vec::new()),
-        Err(fast_error) => {
-            let list = serde_json::from_slice::<RawList<'_>>(body)
-                .map_err(|_| ListBodyError::Malformed(fast_error.to_string()))?;
-            let mut items = Vec::with_capacity(list.items.len());
-            let mut skipped = Vec::new();
-            for (index, raw) in list.items.into_iter().enumerate() {
-                match serde_json::from_str::<O>(raw.get()) {
-                    Ok(item) => items.push(item),
-                    Err(e) => skipped.push(ItemError {
-                        index,
-                        message: e.to_string(),
-                    }),
-                }
-            }
-            (list.metadata.resource_version, items, skipped)
-        }
-    };
-    let resource_version = resource_version
-        .filter(|rv| !rv.is_empty())
-        .ok_or(ListBodyError::NoResourceVersion)?;
-    Ok(ObjectList {
-        resource_version,
-        items,
-        skipped,
-    })
+    // One implementation for whole bodies and streamed ones, so both accept the same bodies.
+    let mut decoder = ListDecoder::new();
+    decoder.push(body)?;
+    decoder.finish()
 }
 
 /// Reads a `Status` from an error response body; `None` when the body is not one.
@@ -526,33 +504,6 @@ impl RawStatus {
                 .collect(),
         }
     }
-}
-
-#[derive(Deserialize)]
-#[serde(bound = "O: Object")]
-struct FastList<O> {
-    #[serde(default)]
-    metadata: ListMeta,
-    #[serde(default, deserialize_with = "null_as_empty")]
-    items: Vec<O>,
-}
-
-#[derive(Deserialize)]
-struct RawList<'a> {
-    #[serde(default)]
-    metadata: ListMeta,
-    #[serde(borrow, default)]
-    items: Vec<&'a RawValue>,
-}
-
-#[derive(Deserialize, Default)]
-struct ListMeta {
-    #[serde(rename = "resourceVersion")]
-    resource_version: Option<String>,
-}
-
-fn null_as_empty<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Vec<T>, D::Error> {
-    Ok(Option::<Vec<T>>::deserialize(d)?.unwrap_or_default())
 }
 
 #[cfg(test)]

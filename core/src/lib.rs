@@ -28,6 +28,7 @@
 //! |---|---|---|
 //! | [`object`], [`pod`] | what a cached object is; the partial Pod view | core/v1 types |
 //! | [`frame`] | watch frame, LIST body and `Status` parsing | `watch.Event` decoding |
+//! | [`list_decoder`] | a LIST body decoded while it streams in | (a streaming list's overlap) |
 //! | [`reflector`] | cursor, LIST / WATCH, relist | `cache.Reflector` |
 //! | [`source`] | store writes as values; in-process sources | `Store` write methods |
 //! | [`store`] | cache with a parent index | `cache.Store`, `DeltaFIFO.Replace` |
@@ -38,6 +39,7 @@
 pub mod config;
 pub mod frame;
 mod hashing;
+pub mod list_decoder;
 pub mod object;
 pub mod output;
 pub mod pod;

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::config::{Config, ConfigError, SourceConfig};
+use crate::frame::{ListBodyError, ObjectList};
 use crate::object::Object;
 use crate::output::{Command, Deadline, Event, Outbox, Output, RequestId, StreamId, Ticket, Wake};
 use crate::queue::WorkQueue;
@@ -55,6 +56,8 @@ pub enum LifecycleError {
 pub enum Input<'a, O> {
     /// See [`ReconcileLoop::handle_list`].
     List(RequestId, ListResponse<'a>),
+    /// See [`ReconcileLoop::handle_list_decoded`].
+    ListDecoded(RequestId, Result<ObjectList<O>, ListBodyError>),
     /// See [`ReconcileLoop::handle_watch_opened`].
     WatchOpened(StreamId),
     /// See [`ReconcileLoop::handle_watch_line`].
@@ -271,6 +274,7 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
     pub fn handle_input(&mut self, now: Instant, input: Input<'_, O>) {
         match input {
             Input::List(req, response) => self.handle_list(now, req, response),
+            Input::ListDecoded(req, list) => self.handle_list_decoded(now, req, list),
             Input::WatchOpened(stream) => self.handle_watch_opened(now, stream),
             Input::WatchLine(stream, line) => self.handle_watch_line(now, stream, line),
             Input::WatchEnd(stream, end) => self.handle_watch_end(now, stream, end),
@@ -290,6 +294,26 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
             return self.stale("list response");
         };
         let change = reflector.handle_list(now, req, response, &mut self.ids, &mut self.out);
+        self.after_source(change);
+    }
+
+    /// The `200` response to [`Command::List`] `req`, decoded by the driver while the body
+    /// streamed in with a [`crate::list_decoder::ListDecoder`], so that the parse overlaps the
+    /// transfer. Equivalent to [`ReconcileLoop::handle_list`] with the whole body: the same
+    /// decoder reads both.
+    pub fn handle_list_decoded(
+        &mut self,
+        now: Instant,
+        req: RequestId,
+        list: Result<ObjectList<O>, ListBodyError>,
+    ) {
+        let now = self.advance(now);
+        let (Lifecycle::Running, Source::Kubernetes(reflector)) =
+            (self.lifecycle, &mut self.source)
+        else {
+            return self.stale("list response");
+        };
+        let change = reflector.handle_list_decoded(now, req, list, &mut self.ids, &mut self.out);
         self.after_source(change);
     }
 

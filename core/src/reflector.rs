@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::config::WatchParams;
-use crate::frame::{self, Status, WatchEvent};
+use crate::frame::{self, ListBodyError, ObjectList, Status, WatchEvent};
 use crate::object::Object;
 use crate::output::{
     Command, Deadline, Event, ListFailure, Outbox, Output, RelistReason, RequestId, StreamId, Wake,
@@ -153,24 +153,70 @@ impl<O: Object> Reflector<O> {
         }
         let error = match response {
             ListResponse::TransportError(e) => ListFailure::Transport(e.to_owned()),
-            ListResponse::Response { status: 200, body } => match frame::parse_list::<O>(body) {
-                Ok(list) => {
-                    for error in list.skipped {
-                        out.push_back(Output::Event(Event::ListItemSkipped { req, error }));
-                    }
-                    self.cursor = Some(list.resource_version);
-                    self.watch(now, ids, out);
-                    return Some(Change::Replace(list.items));
-                }
-                Err(e) => ListFailure::Body(e),
-            },
+            ListResponse::Response { status: 200, body } => {
+                return self.listed(now, req, frame::parse_list::<O>(body), ids, out);
+            }
             ListResponse::Response { status, body } => {
                 ListFailure::Status(status, frame::parse_status(body))
             }
         };
+        self.list_failed(now, req, error, out);
+        None
+    }
+
+    /// A `200` LIST body that the driver decoded while it streamed in (see
+    /// [`crate::list_decoder::ListDecoder`]).
+    pub(crate) fn handle_list_decoded<P>(
+        &mut self,
+        now: Instant,
+        req: RequestId,
+        list: Result<ObjectList<O>, ListBodyError>,
+        ids: &mut impl MintIds,
+        out: &mut Outbox<O, P>,
+    ) -> Option<Change<O>> {
+        if !matches!(self.phase, Phase::Listing { req: current } if current == req) {
+            self.counters.stale_inputs += 1;
+            out.push_back(Output::Event(Event::Stale {
+                input: "list response",
+            }));
+            return None;
+        }
+        self.listed(now, req, list, ids, out)
+    }
+
+    fn listed<P>(
+        &mut self,
+        now: Instant,
+        req: RequestId,
+        list: Result<ObjectList<O>, ListBodyError>,
+        ids: &mut impl MintIds,
+        out: &mut Outbox<O, P>,
+    ) -> Option<Change<O>> {
+        match list {
+            Ok(list) => {
+                for error in list.skipped {
+                    out.push_back(Output::Event(Event::ListItemSkipped { req, error }));
+                }
+                self.cursor = Some(list.resource_version);
+                self.watch(now, ids, out);
+                Some(Change::Replace(list.items))
+            }
+            Err(e) => {
+                self.list_failed(now, req, ListFailure::Body(e), out);
+                None
+            }
+        }
+    }
+
+    fn list_failed<P>(
+        &mut self,
+        now: Instant,
+        req: RequestId,
+        error: ListFailure,
+        out: &mut Outbox<O, P>,
+    ) {
         out.push_back(Output::Event(Event::ListFailed { req, error }));
         self.wait(now, Next::List);
-        None
     }
 
     pub(crate) fn handle_watch_opened<P>(

@@ -170,3 +170,83 @@ fn every_watch_carries_a_cursor_from_a_list_or_a_frame() {
         s.log
     );
 }
+
+/// Every output until the deadline, rendered.
+fn drain(core: &mut ReconcileLoop<reconcile_core::pod::PodView, String>) -> Vec<String> {
+    let mut outputs = Vec::new();
+    loop {
+        match core.poll_output() {
+            Output::Command(c) => outputs.push(format!("{c}")),
+            Output::Event(e) => outputs.push(format!("{e}")),
+            Output::Timeout(deadline) => {
+                outputs.push(format!("timeout {deadline:?}"));
+                return outputs;
+            }
+        }
+    }
+}
+
+#[test]
+fn a_list_decoded_while_streaming_acts_as_the_whole_body() {
+    use reconcile_core::list_decoder::ListDecoder;
+    let body = harness::list_body(
+        4,
+        &[
+            pod("a", Some("c1"), 1),
+            pod("b", Some("c2"), 2),
+            pod("c", Some("c1"), 3),
+        ],
+    );
+    // The same loop, fed the whole body or the driver's streamed decode, and then a body
+    // that is not a list each way.
+    let run = |streamed: bool, body: &[u8]| {
+        let mut core = ReconcileLoop::new(kube_config().concurrency(3), Instant::ZERO).unwrap();
+        core.start(Instant::ZERO).unwrap();
+        let Output::Command(Command::List { req, .. }) = core.poll_output() else {
+            panic!()
+        };
+        if streamed {
+            let mut decoder = ListDecoder::new();
+            let pushed = body.chunks(3).try_for_each(|chunk| decoder.push(chunk));
+            let list = pushed.and_then(|()| decoder.finish());
+            core.handle_list_decoded(Instant::ZERO, req, list);
+        } else {
+            core.handle_list(
+                Instant::ZERO,
+                req,
+                ListResponse::Response { status: 200, body },
+            );
+        }
+        let outputs = drain(&mut core);
+        (outputs, core.store().len(), core.is_synced())
+    };
+    let whole = run(false, body.as_bytes());
+    assert_eq!(whole.1, 3);
+    assert!(whole.2);
+    assert_eq!(run(true, body.as_bytes()), whole);
+    let broken = run(false, b"{\"items\":[1,");
+    assert!(
+        broken.0.iter().any(|o| o.contains("list-failed")),
+        "{broken:?}"
+    );
+    assert_eq!(run(true, b"{\"items\":[1,"), broken);
+}
+
+#[test]
+fn a_decoded_list_for_a_dead_request_is_stale() {
+    let mut core = ReconcileLoop::new(kube_config(), Instant::ZERO).unwrap();
+    core.start(Instant::ZERO).unwrap();
+    let Output::Command(Command::List { req, .. }) = core.poll_output() else {
+        panic!()
+    };
+    core.handle_list(Instant::ZERO, req, ListResponse::TransportError("reset"));
+    drain(&mut core);
+    core.handle_list_decoded(
+        Instant::ZERO,
+        req,
+        reconcile_core::frame::parse_list(harness::list_body(1, &[]).as_bytes()),
+    );
+    let outputs = drain(&mut core);
+    assert!(outputs[0].contains("stale"), "{outputs:?}");
+    assert!(!core.is_synced());
+}

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use k8s_openapi::api::core::v1::Pod;
 use reconcile_core::frame::{WatchEvent, parse_frame, parse_list};
+use reconcile_core::list_decoder::ListDecoder;
 use reconcile_core::pod::PodView;
 use reconcile_core::{
     Command, Config, Event, Instant, KeyMapError, ListResponse, Object, Output, ReconcileLoop,
@@ -43,6 +44,29 @@ fn pod_lists_decode_as_the_partial_view_and_as_k8s_openapi() {
                 a.status.phase.as_deref(),
                 b.status.as_ref().and_then(|s| s.phase.as_deref())
             );
+        }
+    }
+}
+
+#[test]
+fn real_pod_lists_decode_the_same_in_any_chunking() {
+    for path in [
+        "k8s-openapi/v1-36_pod-list.body.json",
+        "k8s-openapi/v1-20_pod-list.body.json",
+    ] {
+        let body = real(path);
+        let whole = parse_list::<Pod>(&body).unwrap();
+        // Odd sizes put chunk edges inside strings, escapes and numbers.
+        for chunk in [1, 2, 7, 61, 1021, 16 * 1024] {
+            let mut decoder = ListDecoder::<Pod>::new();
+            for piece in body.chunks(chunk) {
+                decoder.push(piece).unwrap();
+            }
+            assert_eq!(decoder.bytes(), body.len() as u64);
+            let streamed = decoder.finish().unwrap();
+            assert_eq!(streamed.resource_version, whole.resource_version, "{path}");
+            assert_eq!(streamed.items, whole.items, "{path} in chunks of {chunk}");
+            assert!(streamed.skipped.is_empty());
         }
     }
 }

@@ -1,0 +1,757 @@
+//! Incremental LIST body decoding: items are decoded while the body is still arriving.
+//!
+//! A LIST of 10k pods is tens of megabytes that the apiserver writes over half a second or
+//! more. Reading it whole and parsing it afterwards adds the whole parse to the time to
+//! first sync, and holds the body and the decoded objects in memory at once. [`ListDecoder`]
+//! takes the body in chunks as they come off the socket and decodes each item as soon as its
+//! last byte is in, so the parse overlaps the transfer and only the bytes of the item that
+//! straddles a chunk edge are ever copied. client-go gets the same overlap from a streaming
+//! list (`sendInitialEvents`).
+//!
+//! serde_json reads every value and says where it ended, so the bytes are read once; the
+//! decoder itself only walks the few bytes between values (`,`, `:`, whitespace, member
+//! names). [`crate::frame::parse_list`] is this decoder fed one chunk, so a whole body and a
+//! streamed one are accepted and rejected alike.
+//!
+//! ```
+//! use reconcile_core::list_decoder::ListDecoder;
+//! use reconcile_core::pod::PodView;
+//!
+//! let body = br#"{"kind":"PodList","metadata":{"resourceVersion":"7"},"items":[{"metadata":{"name":"a","namespace":"ns"}}]}"#;
+//! let mut decoder = ListDecoder::<PodView>::new();
+//! for chunk in body.chunks(5) {
+//!     decoder.push(chunk).unwrap();
+//! }
+//! let list = decoder.finish().unwrap();
+//! assert_eq!(list.resource_version, "7");
+//! assert_eq!(list.items.len(), 1);
+//! ```
+
+use serde::Deserialize;
+use serde::de::IgnoredAny;
+use serde_json::error::Category;
+use serde_json::value::RawValue;
+
+use crate::frame::{ItemError, ListBodyError, ObjectList};
+use crate::object::Object;
+
+/// Where the decoder is in the body's outer structure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// Before the root `{`.
+    Start,
+    /// Expecting a member's name; `first` also accepts the root's `}`.
+    Key { first: bool },
+    /// After a name, expecting `:`.
+    Colon,
+    /// After `:`, expecting the value.
+    Value,
+    /// At a member value other than the `items` array.
+    InMember,
+    /// Expecting an item; `first` also accepts the array's `]`.
+    Item { first: bool },
+    /// At an item.
+    InItem,
+    /// After an item, expecting `,` or `]`.
+    AfterItem,
+    /// After a member, expecting `,` or `}`.
+    AfterMember,
+    /// After the root `}`: only whitespace may follow.
+    Done,
+    /// An error was returned; every later call returns it again.
+    Failed,
+}
+
+/// What reading one value from the bytes at hand gave.
+enum Read {
+    /// The value ended this many bytes in.
+    Complete(usize),
+    /// The value goes on past the bytes at hand.
+    Incomplete,
+}
+
+fn is_whitespace(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | b'\r')
+}
+
+/// The members of the list other than `items`.
+#[derive(Deserialize)]
+struct Header {
+    #[serde(default)]
+    metadata: HeaderMeta,
+}
+
+#[derive(Deserialize, Default)]
+struct HeaderMeta {
+    #[serde(rename = "resourceVersion")]
+    resource_version: Option<String>,
+}
+
+/// Decodes a LIST response body (`{"metadata":{"resourceVersion":…},"items":[…]}`) pushed in
+/// chunks of any size.
+///
+/// An item that is valid JSON but does not decode as `O` is skipped and reported in
+/// [`ObjectList::skipped`], so that one bad object does not stall the whole listing; a body
+/// that is not JSON, or not a list, is a [`ListBodyError`]. Memory is the decoded items plus
+/// the one value that straddles a chunk edge (the caller bounds the body's length).
+#[derive(Debug)]
+pub struct ListDecoder<O> {
+    state: State,
+    /// Body bytes pushed so far: error positions are given in these.
+    offset: u64,
+    /// The start of a value (or member name) that the chunks so far did not complete.
+    pending: Vec<u8>,
+    /// Where `pending` starts in the body.
+    pending_at: u64,
+    /// `pending`'s length when it was last tried: it is tried again once it has doubled (or
+    /// at a name's closing quote), so that a value split over many small chunks is still
+    /// read a bounded number of times.
+    tried: usize,
+    /// The member name being read, its raw bytes (escapes undecoded).
+    key: Vec<u8>,
+    key_escaped: bool,
+    key_has_escape: bool,
+    /// The member at hand is `items` written as something other than an array (only `null`
+    /// is accepted).
+    items_literal: bool,
+    items_seen: bool,
+    /// `{` and the members other than `items`, comma-separated; closed and read at the end.
+    header: Vec<u8>,
+    items: Vec<O>,
+    skipped: Vec<ItemError>,
+    error: Option<ListBodyError>,
+}
+
+impl<O: Object> Default for ListDecoder<O> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<O: Object> ListDecoder<O> {
+    /// A decoder at the start of a body.
+    #[must_use]
+    pub fn new() -> Self {
+        ListDecoder {
+            state: State::Start,
+            offset: 0,
+            pending: Vec::new(),
+            pending_at: 0,
+            tried: 0,
+            key: Vec::new(),
+            key_escaped: false,
+            key_has_escape: false,
+            items_literal: false,
+            items_seen: false,
+            header: Vec::from(*b"{"),
+            items: Vec::new(),
+            skipped: Vec::new(),
+            error: None,
+        }
+    }
+
+    /// Body bytes pushed so far.
+    #[must_use]
+    pub fn bytes(&self) -> u64 {
+        self.offset
+    }
+
+    /// Items decoded so far.
+    #[must_use]
+    pub fn items(&self) -> usize {
+        self.items.len()
+    }
+
+    /// Takes the next chunk of the body and decodes every item it completes.
+    ///
+    /// # Errors
+    /// The body is not a JSON list; the error stays, and [`ListDecoder::finish`] returns it.
+    pub fn push(&mut self, chunk: &[u8]) -> Result<(), ListBodyError> {
+        if let Some(error) = &self.error {
+            return Err(error.clone());
+        }
+        let at = self.offset;
+        self.offset += chunk.len() as u64;
+        let result = if self.pending.is_empty() {
+            self.consume(chunk, at)
+        } else {
+            self.pending.extend_from_slice(chunk);
+            if self.pending.len() < self.tried.saturating_mul(2) {
+                Ok(())
+            } else {
+                let pending = std::mem::take(&mut self.pending);
+                let pending_at = self.pending_at;
+                self.consume(&pending, pending_at)
+            }
+        };
+        result.inspect_err(|error| {
+            self.state = State::Failed;
+            self.pending = Vec::new();
+            self.error = Some(error.clone());
+        })
+    }
+
+    /// Ends the body.
+    ///
+    /// # Errors
+    /// The body was not a complete JSON list, or carried no `metadata.resourceVersion`.
+    pub fn finish(mut self) -> Result<ObjectList<O>, ListBodyError> {
+        if let Some(error) = self.error {
+            return Err(error);
+        }
+        if !self.pending.is_empty() {
+            // Held back until it doubled: read what is there, so that an error in it is
+            // reported as itself rather than as a cut-short body.
+            self.tried = 0;
+            let pending = std::mem::take(&mut self.pending);
+            self.consume(&pending, self.pending_at)?;
+        }
+        if self.state != State::Done || !self.pending.is_empty() {
+            return Err(malformed(self.offset, "the body ends before the list does"));
+        }
+        self.header.push(b'}');
+        let header = serde_json::from_slice::<Header>(&self.header)
+            .map_err(|e| ListBodyError::Malformed(format!("list metadata: {e}")))?;
+        let resource_version = header
+            .metadata
+            .resource_version
+            .filter(|rv| !rv.is_empty())
+            .ok_or(ListBodyError::NoResourceVersion)?;
+        Ok(ObjectList {
+            resource_version,
+            items: self.items,
+            skipped: self.skipped,
+        })
+    }
+
+    /// Reads `bytes`, which start `base` bytes into the body; whatever the bytes leave
+    /// unfinished is kept in `pending`.
+    fn consume(&mut self, bytes: &[u8], base: u64) -> Result<(), ListBodyError> {
+        // Validated once for all the values in it, so that serde_json reads `str` and skips
+        // its per-string check. A character cut by the chunk edge ends the valid prefix; an
+        // invalid byte sends the values from it on to serde_json's byte path, whose error
+        // (and what it accepts) is the same as a whole-body parse's.
+        let (text, invalid) = match simdutf8::compat::from_utf8(bytes) {
+            Ok(text) => (text, false),
+            Err(e) => {
+                let valid = &bytes[..e.valid_up_to()];
+                // Cannot fail: `valid_up_to` ends the longest valid prefix.
+                let text = std::str::from_utf8(valid).unwrap_or_default();
+                (text, e.error_len().is_some())
+            }
+        };
+        let mut i = 0;
+        while i < bytes.len() {
+            match self.state {
+                State::Key { .. } if !self.key.is_empty() || self.key_escaped => {
+                    i += self.key_bytes(&bytes[i..]);
+                }
+                State::InMember | State::InItem => {
+                    let read = if invalid {
+                        self.value(Source::Bytes(&bytes[i..]), base + i as u64)?
+                    } else if i < text.len() {
+                        self.value(Source::Text(&text[i..]), base + i as u64)?
+                    } else {
+                        Read::Incomplete
+                    };
+                    match read {
+                        Read::Complete(n) => i += n,
+                        Read::Incomplete => {
+                            self.pending.extend_from_slice(&bytes[i..]);
+                            self.pending_at = base + i as u64;
+                            self.tried = bytes.len() - i;
+                            return Ok(());
+                        }
+                    }
+                }
+                State::Failed => return Err(malformed(base + i as u64, "decoding after an error")),
+                _ => {
+                    let byte = bytes[i];
+                    if !is_whitespace(byte) {
+                        self.structural(byte, base + i as u64)?;
+                    }
+                    // A value's first byte belongs to the value: it is read, not skipped.
+                    if !matches!(self.state, State::InMember | State::InItem) {
+                        i += 1;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// One non-whitespace byte outside names and values.
+    fn structural(&mut self, byte: u8, at: u64) -> Result<(), ListBodyError> {
+        self.state = match (self.state, byte) {
+            (State::Start, b'{') => State::Key { first: true },
+            (State::Start, _) => return Err(malformed(at, "expected `{` (a list object)")),
+            (State::Key { first }, b'"') => {
+                self.key.clear();
+                // An opening quote marks the name as started even while it is empty.
+                self.key.push(b'"');
+                self.key_escaped = false;
+                self.key_has_escape = false;
+                State::Key { first }
+            }
+            (State::Key { first: true }, b'}') => State::Done,
+            (State::Key { .. }, _) => return Err(malformed(at, "expected a member name")),
+            (State::Colon, b':') => State::Value,
+            (State::Colon, _) => return Err(malformed(at, "expected `:`")),
+            (State::Value, _) => self.member_value(byte, at)?,
+            (State::Item { .. }, b',' | b':' | b'}') | (State::Item { first: false }, b']') => {
+                return Err(malformed(at, "expected an item"));
+            }
+            (State::Item { first: true }, b']') => State::AfterMember,
+            (State::Item { .. }, _) => State::InItem,
+            (State::AfterItem, b',') => State::Item { first: false },
+            (State::AfterItem, b']') => State::AfterMember,
+            (State::AfterItem, _) => {
+                return Err(malformed(at, "expected `,` or `]` after an item"));
+            }
+            (State::AfterMember, b',') => State::Key { first: false },
+            (State::AfterMember, b'}') => State::Done,
+            (State::AfterMember, _) => {
+                return Err(malformed(at, "expected `,` or `}` after a member"));
+            }
+            (State::Done, _) => return Err(malformed(at, "trailing characters after the list")),
+            (State::InMember | State::InItem | State::Failed, _) => {
+                return Err(malformed(at, "decoder state"));
+            }
+        };
+        Ok(())
+    }
+
+    /// Name bytes up to the closing quote (the name includes its opening quote); returns how
+    /// many of `bytes` were consumed.
+    fn key_bytes(&mut self, bytes: &[u8]) -> usize {
+        for (i, &b) in bytes.iter().enumerate() {
+            if self.key_escaped {
+                self.key_escaped = false;
+            } else if b == b'\\' {
+                self.key_escaped = true;
+                self.key_has_escape = true;
+            } else if b == b'"' {
+                self.key.extend_from_slice(&bytes[..=i]);
+                self.state = State::Colon;
+                return i + 1;
+            }
+        }
+        self.key.extend_from_slice(bytes);
+        bytes.len()
+    }
+
+    /// The first byte of a member's value; the name is in `key`, quotes included.
+    fn member_value(&mut self, byte: u8, at: u64) -> Result<State, ListBodyError> {
+        let is_items = if self.key_has_escape {
+            serde_json::from_slice::<String>(&self.key)
+                .map_err(|e| malformed(at, &format!("member name: {e}")))?
+                == "items"
+        } else {
+            self.key == b"\"items\""
+        };
+        self.items_literal = false;
+        if is_items {
+            if self.items_seen {
+                return Err(malformed(at, "duplicate member `items`"));
+            }
+            self.items_seen = true;
+            if byte == b'[' {
+                self.key.clear();
+                return Ok(State::Item { first: true });
+            }
+            self.items_literal = true;
+        } else {
+            if self.header.len() > 1 {
+                self.header.push(b',');
+            }
+            self.header.extend_from_slice(&self.key);
+            self.header.push(b':');
+        }
+        self.key.clear();
+        Ok(State::InMember)
+    }
+
+    /// Reads the value at the start of `source` (`at` in the body).
+    fn value(&mut self, source: Source<'_>, at: u64) -> Result<Read, ListBodyError> {
+        if self.state == State::InItem {
+            let index = self.items.len() + self.skipped.len();
+            let read = match source.read::<O>() {
+                Ok(Some((item, n))) => {
+                    self.items.push(item);
+                    Read::Complete(n)
+                }
+                Ok(None) => Read::Incomplete,
+                Err(e) if e.classify() == Category::Data => match source.read::<&RawValue>() {
+                    // Valid JSON that is not an `O`: skipped, as one bad object must not
+                    // stall the listing.
+                    Ok(Some((_, n))) => {
+                        self.skipped.push(ItemError {
+                            index,
+                            message: e.to_string(),
+                        });
+                        Read::Complete(n)
+                    }
+                    Ok(None) => Read::Incomplete,
+                    Err(e) => return Err(malformed(at, &format!("items[{index}]: {e}"))),
+                },
+                Err(e) => return Err(malformed(at, &format!("items[{index}]: {e}"))),
+            };
+            if matches!(read, Read::Complete(_)) {
+                self.state = State::AfterItem;
+            }
+            return Ok(read);
+        }
+        // Skipped, not kept: serde_json skips a value without checking the UTF-8 of its
+        // strings, as a whole-body parse skips the members it has no field for.
+        let n = match source.read::<IgnoredAny>() {
+            Ok(Some((_, n))) => n,
+            Ok(None) => return Ok(Read::Incomplete),
+            Err(e) => return Err(malformed(at, &format!("list member: {e}"))),
+        };
+        let raw = source.bytes(n);
+        if self.items_literal {
+            if raw != b"null" {
+                return Err(malformed(at, "`items` is not an array"));
+            }
+        } else {
+            self.header.extend_from_slice(raw);
+        }
+        self.state = State::AfterMember;
+        Ok(Read::Complete(n))
+    }
+}
+
+/// The bytes a value is read from: validated text, or bytes with invalid UTF-8 in them.
+#[derive(Clone, Copy)]
+enum Source<'a> {
+    Text(&'a str),
+    Bytes(&'a [u8]),
+}
+
+impl<'a> Source<'a> {
+    /// The first `n` bytes.
+    fn bytes(self, n: usize) -> &'a [u8] {
+        match self {
+            Source::Text(text) => &text.as_bytes()[..n],
+            Source::Bytes(bytes) => &bytes[..n],
+        }
+    }
+
+    /// Reads one value of type `T` from the start; `None` when the bytes end inside it.
+    fn read<T: Deserialize<'a>>(self) -> serde_json::Result<Option<(T, usize)>> {
+        let (result, n, len, number) = match self {
+            Source::Text(text) => {
+                let mut stream = serde_json::Deserializer::from_str(text).into_iter::<T>();
+                let result = stream.next();
+                (
+                    result,
+                    stream.byte_offset(),
+                    text.len(),
+                    starts_number(text.as_bytes()),
+                )
+            }
+            Source::Bytes(bytes) => {
+                let mut stream = serde_json::Deserializer::from_slice(bytes).into_iter::<T>();
+                let result = stream.next();
+                (
+                    result,
+                    stream.byte_offset(),
+                    bytes.len(),
+                    starts_number(bytes),
+                )
+            }
+        };
+        match result {
+            // A number that runs to the end of the bytes may go on in the next chunk.
+            Some(Ok(_)) if number && n == len => Ok(None),
+            Some(Ok(value)) => Ok(Some((value, n))),
+            Some(Err(e)) if e.classify() == Category::Eof => Ok(None),
+            Some(Err(e)) => Err(e),
+            None => Ok(None),
+        }
+    }
+}
+
+fn starts_number(bytes: &[u8]) -> bool {
+    matches!(bytes.first(), Some(b'-' | b'0'..=b'9'))
+}
+
+fn malformed(at: u64, what: &str) -> ListBodyError {
+    ListBodyError::Malformed(format!("{what} at byte {at}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+    use serde::Deserializer;
+    use serde_json::value::RawValue;
+
+    use super::*;
+    use crate::pod::PodView;
+
+    #[derive(Deserialize)]
+    struct FastList {
+        #[serde(default)]
+        metadata: HeaderMeta,
+        #[serde(default, deserialize_with = "null_as_empty")]
+        items: Vec<PodView>,
+    }
+
+    fn null_as_empty<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<PodView>, D::Error> {
+        Ok(Option::<Vec<PodView>>::deserialize(d)?.unwrap_or_default())
+    }
+
+    /// The whole-body parser this decoder replaced: serde_json over the whole list, then item
+    /// by item when one item does not decode. The decoder must agree with it on every body.
+    fn reference(body: &[u8]) -> Result<ObjectList<PodView>, ListBodyError> {
+        #[derive(Deserialize)]
+        struct RawList<'a> {
+            #[serde(default)]
+            metadata: HeaderMeta,
+            #[serde(borrow, default)]
+            items: Vec<&'a RawValue>,
+        }
+        let (resource_version, items, skipped) = match serde_json::from_slice::<FastList>(body) {
+            Ok(list) => (list.metadata.resource_version, list.items, Vec::new()),
+            Err(fast_error) => {
+                let list = serde_json::from_slice::<RawList<'_>>(body)
+                    .map_err(|_| ListBodyError::Malformed(fast_error.to_string()))?;
+                let mut items = Vec::new();
+                let mut skipped = Vec::new();
+                for (index, raw) in list.items.into_iter().enumerate() {
+                    match serde_json::from_str::<PodView>(raw.get()) {
+                        Ok(item) => items.push(item),
+                        Err(e) => skipped.push(ItemError {
+                            index,
+                            message: e.to_string(),
+                        }),
+                    }
+                }
+                (list.metadata.resource_version, items, skipped)
+            }
+        };
+        let resource_version = resource_version
+            .filter(|rv| !rv.is_empty())
+            .ok_or(ListBodyError::NoResourceVersion)?;
+        Ok(ObjectList {
+            resource_version,
+            items,
+            skipped,
+        })
+    }
+
+    fn decode(body: &[u8], chunk: usize) -> Result<ObjectList<PodView>, ListBodyError> {
+        let mut decoder = ListDecoder::<PodView>::new();
+        for piece in body.chunks(chunk.max(1)) {
+            decoder.push(piece)?;
+        }
+        decoder.finish()
+    }
+
+    /// What both parsers must agree on: the items and skips, or that the body failed (the
+    /// messages differ: the decoder gives body offsets, the reference serde's line:column).
+    fn outline(result: &Result<ObjectList<PodView>, ListBodyError>) -> String {
+        match result {
+            Ok(list) => format!(
+                "ok rv={} items={:?} skipped={:?}",
+                list.resource_version,
+                list.items
+                    .iter()
+                    .map(|p| p.metadata.name.as_deref().unwrap_or("-"))
+                    .collect::<Vec<_>>(),
+                list.skipped.iter().map(|s| s.index).collect::<Vec<_>>(),
+            ),
+            Err(ListBodyError::NoResourceVersion) => "no resourceVersion".into(),
+            Err(ListBodyError::Malformed(_)) => "malformed".into(),
+        }
+    }
+
+    fn pod(name: &str) -> String {
+        format!(
+            r#"{{"metadata":{{"name":"{name}","namespace":"ns","labels":{{"cell":"c\"}}]{{"}},"resourceVersion":"1"}},"spec":{{"nodeName":"n"}},"status":{{"phase":"Running"}}}}"#
+        )
+    }
+
+    #[test]
+    fn every_chunk_size_decodes_the_same_list() {
+        let body = format!(
+            "{{\"kind\":\"PodList\",\"apiVersion\":\"v1\",\"metadata\":{{\"resourceVersion\":\"42\",\"continue\":\"\"}},\"items\":[{},{} , {}\n]}}\n",
+            pod("a"),
+            pod("b\\u0062"),
+            pod("c")
+        );
+        let whole = outline(&decode(body.as_bytes(), body.len()));
+        assert_eq!(whole, r#"ok rv=42 items=["a", "bb", "c"] skipped=[]"#);
+        for chunk in 1..body.len() {
+            assert_eq!(
+                outline(&decode(body.as_bytes(), chunk)),
+                whole,
+                "chunk {chunk}"
+            );
+        }
+    }
+
+    #[test]
+    fn metadata_after_items_and_escaped_member_names_are_read() {
+        let body = format!(
+            r#"{{"\u0069tems":[{}],"meta\u0064ata":{{"resourceVersion":"9"}}}}"#,
+            pod("a")
+        );
+        let list = decode(body.as_bytes(), 3).unwrap();
+        assert_eq!(list.resource_version, "9");
+        assert_eq!(list.items.len(), 1);
+    }
+
+    #[test]
+    fn an_item_that_does_not_decode_is_skipped_with_its_index() {
+        let body = format!(
+            r#"{{"metadata":{{"resourceVersion":"5"}},"items":[{},{{"metadata":7}},"text",{}]}}"#,
+            pod("a"),
+            pod("d")
+        );
+        let list = decode(body.as_bytes(), 7).unwrap();
+        assert_eq!(list.items.len(), 2);
+        let indices: Vec<usize> = list.skipped.iter().map(|s| s.index).collect();
+        assert_eq!(indices, [1, 2]);
+        assert!(
+            list.skipped[0].message.contains("invalid type"),
+            "{:?}",
+            list.skipped
+        );
+    }
+
+    #[test]
+    fn bad_bodies_say_what_and_where() {
+        let cases: [(&str, &str); 10] = [
+            ("", "ends before the list does at byte 0"),
+            ("[1]", "expected `{` (a list object) at byte 0"),
+            (r#"{"items":[{"a":}]}"#, "items[0]: expected value"),
+            (
+                r#"{"items":[{}}"#,
+                "expected `,` or `]` after an item at byte 12",
+            ),
+            (r#"{"items":[{},]}"#, "expected an item at byte 13"),
+            (r#"{"items":{}}"#, "`items` is not an array at byte 9"),
+            (r#"{"items":[],"items":[]}"#, "duplicate member `items`"),
+            (
+                r#"{"metadata":{"resourceVersion":"1"}} x"#,
+                "trailing characters after the list at byte 37",
+            ),
+            (
+                r#"{"metadata":{"resourceVersion":1},"items":[]}"#,
+                "list metadata: invalid type",
+            ),
+            (
+                r#"{"metadata":{"resourceVersion":"1"},"items":[{"metadata":{"name":"a"}}"#,
+                "ends before the list does",
+            ),
+        ];
+        for (body, expected) in cases {
+            match decode(body.as_bytes(), 4) {
+                Err(ListBodyError::Malformed(message)) => {
+                    assert!(message.contains(expected), "{body}: {message}");
+                }
+                other => panic!("{body}: {other:?}"),
+            }
+        }
+        assert_eq!(
+            decode(br#"{"metadata":{},"items":null}"#, 2).unwrap_err(),
+            ListBodyError::NoResourceVersion
+        );
+        let empty = decode(br#"{"metadata":{"resourceVersion":"3"},"items":null}"#, 2).unwrap();
+        assert!(empty.items.is_empty());
+    }
+
+    #[test]
+    fn an_error_stays() {
+        let mut decoder = ListDecoder::<PodView>::new();
+        let first = decoder.push(b"[").unwrap_err();
+        assert_eq!(decoder.push(b"{}").unwrap_err(), first);
+        assert_eq!(decoder.finish().unwrap_err(), first);
+    }
+
+    /// A body assembled from fragments that are mostly right, so that the cases are near the
+    /// edges: whitespace, escapes, nesting, literals, bad items, truncation.
+    fn body_strategy() -> impl Strategy<Value = String> {
+        let item = prop_oneof![
+            4 => "[a-z]{1,3}".prop_map(|n| pod(&n)),
+            1 => Just(r#"{"metadata":{"name":"x","namespace":"n","labels":{"k\\\"}":"v]"}}}"#.to_owned()),
+            1 => Just(r#"{"metadata":5}"#.to_owned()),
+            1 => Just(r#"{"metadata":{"name":"é日本\u00e9","namespace":"ñ"}}"#.to_owned()),
+            1 => Just("null".to_owned()),
+            1 => Just("12".to_owned()),
+            1 => Just(r#""s\"]""#.to_owned()),
+            1 => Just(r#"{"a":[1,{"b":"}"}]}"#.to_owned()),
+            1 => Just(r#"{"a":}"#.to_owned()),
+            1 => Just("tru".to_owned()),
+            1 => Just(r#"{"a":[1}]"#.to_owned()),
+        ];
+        let ws = prop_oneof![Just(""), Just(" "), Just("\n\t"), Just("\r\n ")];
+        (
+            proptest::collection::vec((item, ws.clone()), 0..5),
+            ws,
+            prop_oneof![
+                Just(r#""metadata":{"resourceVersion":"77"}"#),
+                Just(r#""metadata":{"resourceVersion":""}"#),
+                Just(r#""metadata":{}"#),
+                Just(r#""kind":"PodList""#),
+                Just(r#""metadata":[]"#),
+            ],
+            any::<bool>(),
+            0usize..4,
+        )
+            .prop_map(|(items, ws, member, metadata_first, tail)| {
+                let items: Vec<String> = items
+                    .into_iter()
+                    .map(|(item, ws)| format!("{ws}{item}{ws}"))
+                    .collect();
+                let items = format!(r#""items":[{}]"#, items.join(","));
+                let members = if metadata_first {
+                    format!("{member},{ws}{items}")
+                } else {
+                    format!("{items}{ws},{member}")
+                };
+                let tail = ["", " ", "}", "x"][tail];
+                format!("{ws}{{{members}}}{tail}")
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        #[test]
+        fn agrees_with_the_whole_body_parser(body in body_strategy(), chunk in 1usize..64, cut in 0usize..100) {
+            let expected = outline(&reference(body.as_bytes()));
+            prop_assert_eq!(&outline(&decode(body.as_bytes(), chunk)), &expected, "{}", body);
+            // A good body cut short never decodes as a list.
+            let cut = body.len() * cut / 100;
+            if expected.starts_with("ok") && cut < body.trim_end().len() {
+                let truncated = outline(&decode(&body.as_bytes()[..cut], chunk));
+                prop_assert!(!truncated.starts_with("ok"), "{}", &body[..cut]);
+            }
+        }
+
+        #[test]
+        fn agrees_on_invalid_utf8(body in body_strategy(), chunk in 1usize..64, at in 0usize..1000, byte in 0x80u8..=0xff) {
+            let mut bytes = body.into_bytes();
+            if !bytes.is_empty() {
+                let at = at % bytes.len();
+                bytes[at] = byte;
+            }
+            let ours = outline(&decode(&bytes, chunk));
+            let theirs = outline(&reference(&bytes));
+            // The reference skips unknown fields without checking their UTF-8 when every
+            // item decodes, but rejects them on its item-by-item fallback. The decoder always
+            // skips them unchecked: it may accept a body that the fallback refused.
+            let fast_path = serde_json::from_slice::<FastList>(&bytes).is_ok();
+            if fast_path || theirs != "malformed" {
+                prop_assert_eq!(ours, theirs);
+            }
+        }
+
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..256), chunk in 1usize..16) {
+            let _ = decode(&bytes, chunk);
+        }
+    }
+}

@@ -392,9 +392,9 @@ impl<O: Object> ListDecoder<O> {
                         Read::Complete(n)
                     }
                     Ok(None) => Read::Incomplete,
-                    Err(e) => return Err(malformed(at, &format!("items[{index}]: {e}"))),
+                    Err(e) => return Err(source.error(at, &format!("items[{index}]"), &e)),
                 },
-                Err(e) => return Err(malformed(at, &format!("items[{index}]: {e}"))),
+                Err(e) => return Err(source.error(at, &format!("items[{index}]"), &e)),
             };
             if matches!(read, Read::Complete(_)) {
                 self.state = State::AfterItem;
@@ -406,7 +406,7 @@ impl<O: Object> ListDecoder<O> {
         let n = match source.read::<IgnoredAny>() {
             Ok(Some((_, n))) => n,
             Ok(None) => return Ok(Read::Incomplete),
-            Err(e) => return Err(malformed(at, &format!("list member: {e}"))),
+            Err(e) => return Err(source.error(at, "list member", &e)),
         };
         let raw = source.bytes(n);
         if self.items_literal {
@@ -429,6 +429,28 @@ enum Source<'a> {
 }
 
 impl<'a> Source<'a> {
+    /// serde_json's error in a value that starts `at` bytes into the body, placed in the body:
+    /// its line and column count from the value's start, which says nothing to a reader.
+    fn error(self, at: u64, what: &str, e: &serde_json::Error) -> ListBodyError {
+        let bytes = match self {
+            Source::Text(text) => text.as_bytes(),
+            Source::Bytes(bytes) => bytes,
+        };
+        let line_start = bytes
+            .iter()
+            .enumerate()
+            .filter(|&(_, &b)| b == b'\n')
+            .nth(e.line().saturating_sub(2))
+            .map_or(0, |(i, _)| i + 1);
+        let line_start = if e.line() <= 1 { 0 } else { line_start };
+        let offset = line_start + e.column().saturating_sub(1);
+        let text = e.to_string();
+        let message = text
+            .rsplit_once(" at line ")
+            .map_or(text.as_str(), |(m, _)| m);
+        malformed(at + offset as u64, &format!("{what}: {message}"))
+    }
+
     /// The first `n` bytes.
     fn bytes(self, n: usize) -> &'a [u8] {
         match self {
@@ -622,7 +644,11 @@ mod tests {
 
     #[test]
     fn bad_bodies_say_what_and_where() {
-        let cases: [(&str, &str); 10] = [
+        let cases: [(&str, &str); 11] = [
+            (
+                "{\"items\":[\n{\"a\":\n}]}",
+                "items[0]: expected value at byte 17",
+            ),
             ("", "ends before the list does at byte 0"),
             ("[1]", "expected `{` (a list object) at byte 0"),
             (r#"{"items":[{"a":}]}"#, "items[0]: expected value"),

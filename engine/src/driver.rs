@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures_lite::{FutureExt, StreamExt};
+use reconcile_core::list_decoder::ListDecoder;
 use reconcile_core::{
     Command, Deadline, Event, Instant, Lifecycle, ListResponse, Object, Outcome, Output,
     ReconcileLoop, RequestId, StreamEnd, StreamId, Ticket, WatchParams,
@@ -23,7 +24,7 @@ use reconcile_core::{
 use tracing::Instrument;
 
 use super::error::Error;
-use super::handle::{Msg, Shared};
+use super::handle::{Listed, Msg, Shared};
 use super::lines::LineSplitter;
 use super::recorder::{Record, Recorder};
 use super::runtime::{BoxFuture, Runtime, Task, timeout};
@@ -219,27 +220,40 @@ where
         match msg {
             Msg::List(req, result) => {
                 self.tasks.remove(&TaskKey::List(req));
-                match &result {
-                    Ok((status, body)) => {
+                match result {
+                    Ok(Listed::Decoded { list, body }) => {
+                        if let Some(body) = &body {
+                            self.record(
+                                now,
+                                Record::ListResponse {
+                                    req,
+                                    status: 200,
+                                    body,
+                                },
+                            );
+                        }
+                        self.core.handle_list_decoded(now, req, list);
+                    }
+                    Ok(Listed::Status { status, body }) => {
                         self.record(
                             now,
                             Record::ListResponse {
                                 req,
-                                status: *status,
-                                body,
+                                status,
+                                body: &body,
                             },
                         );
                         let response = ListResponse::Response {
-                            status: *status,
-                            body,
+                            status,
+                            body: &body,
                         };
                         self.core.handle_list(now, req, response);
                     }
                     Err(error) => {
                         tracing::warn!(%req, %error, "list failed to get a response");
-                        self.record(now, Record::ListError { req, error });
+                        self.record(now, Record::ListError { req, error: &error });
                         self.core
-                            .handle_list(now, req, ListResponse::TransportError(error));
+                            .handle_list(now, req, ListResponse::TransportError(&error));
                     }
                 }
             }
@@ -349,9 +363,10 @@ where
         let runtime = self.runtime.clone();
         let inbox = self.shared.inbox().clone();
         let limits = self.limits;
+        let keep_body = self.recorder.is_some();
         let task = self.runtime.spawn(Box::pin(async move {
             let result = match request {
-                Ok(request) => list(&runtime, &transport, request, limits)
+                Ok(request) => list(&runtime, &transport, request, limits, keep_body)
                     .await
                     .map_err(|e| e.0),
                 Err(e) => Err(format!("cannot build the LIST request: {e}")),
@@ -471,19 +486,64 @@ where
     }
 }
 
-async fn list<R: Runtime, T: Transport>(
+/// Sends a LIST and reads its answer. A `200` body is decoded chunk by chunk as it arrives
+/// (on this task, off the driver's), so the parse overlaps the transfer; `keep_body` also
+/// keeps the raw bytes, for a recorder.
+async fn list<R: Runtime, T: Transport, O: Object>(
     runtime: &R,
     transport: &T,
     request: http::Request<Vec<u8>>,
     limits: Limits,
-) -> Result<(u16, Vec<u8>), TransportError> {
+    keep_body: bool,
+) -> Result<Listed<O>, TransportError> {
     let response = timeout(runtime, limits.list_idle, transport.send(request))
         .await
         .ok_or_else(|| TransportError::new("LIST got no response head in time"))??;
     let status = response.status().as_u16();
     let mut body = response.into_body();
-    let body = read_body(runtime, &mut body, limits.list_idle, limits.max_list_body).await?;
-    Ok((status, body))
+    if status != 200 {
+        let body = read_body(runtime, &mut body, limits.list_idle, limits.max_list_body).await?;
+        return Ok(Listed::Status { status, body });
+    }
+    let mut decoder = ListDecoder::<O>::new();
+    let mut kept = keep_body.then(Vec::new);
+    let mut failed = None;
+    loop {
+        match timeout(runtime, limits.list_idle, body.next()).await {
+            None => {
+                return Err(TransportError::new(format!(
+                    "no data for {}s while reading a LIST body",
+                    limits.list_idle.as_secs()
+                )));
+            }
+            Some(None) => break,
+            Some(Some(Err(e))) => return Err(e),
+            Some(Some(Ok(chunk))) => {
+                let size = decoder.bytes() + chunk.len() as u64;
+                if size > limits.max_list_body as u64 {
+                    return Err(TransportError::new(format!(
+                        "response body exceeds {} bytes",
+                        limits.max_list_body
+                    )));
+                }
+                if let Some(kept) = &mut kept {
+                    kept.extend_from_slice(&chunk);
+                }
+                // After a decode error the body is still read to its end (it is bounded),
+                // so that the connection stays reusable; the error is the answer.
+                if failed.is_none()
+                    && let Err(e) = decoder.push(&chunk)
+                {
+                    failed = Some(e);
+                }
+            }
+        }
+    }
+    let list = match failed {
+        Some(e) => Err(e),
+        None => decoder.finish(),
+    };
+    Ok(Listed::Decoded { list, body: kept })
 }
 
 async fn watch<R: Runtime, T: Transport, O>(

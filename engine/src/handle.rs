@@ -11,8 +11,8 @@ use super::error::Error;
 /// One message into the driver task.
 #[derive(Debug)]
 pub(crate) enum Msg<O> {
-    /// A LIST answered (status, body) or failed.
-    List(reconcile_core::RequestId, Result<(u16, Vec<u8>), String>),
+    /// A LIST answered or failed.
+    List(reconcile_core::RequestId, Result<Listed<O>, String>),
     /// A WATCH answered 200.
     WatchOpened(reconcile_core::StreamId),
     /// One raw line of a WATCH body.
@@ -25,6 +25,19 @@ pub(crate) enum Msg<O> {
     Source(SourceEvent<O>),
     /// The in-process source ended, with an error or without.
     SourceEnd(Option<String>),
+}
+
+/// A LIST's answer, as the LIST task read it.
+#[derive(Debug)]
+pub(crate) enum Listed<O> {
+    /// `200`: the body, decoded while it streamed in. The raw body is kept only for a
+    /// recorder.
+    Decoded {
+        list: Result<reconcile_core::frame::ObjectList<O>, reconcile_core::frame::ListBodyError>,
+        body: Option<Vec<u8>>,
+    },
+    /// Any other status, with its body (usually a `Status`).
+    Status { status: u16, body: Vec<u8> },
 }
 
 #[derive(Debug, Default)]

@@ -2,6 +2,7 @@
 //!
 //! ```text
 //! reconcile-bench all [--quick] [--runs N] [--frames N] [--no-real] [--out PATH]
+//!                     [--real-sizes N,N] [--only throughput,replay,real]
 //! reconcile-bench peer bare|core|tokio|kube (--server URL | --kubeconfig PATH)
 //!                 [--namespace NS] [--mode sync|throughput] [--deadline SECS]
 //! reconcile-bench serve [--pods N] [--frames N] [--seconds S]
@@ -14,7 +15,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::BenchError;
-use crate::orchestrate::{self, Binaries, Settings};
+use crate::orchestrate::{self, Binaries, Section, Settings};
 use crate::peers::{self, HeapProbe, PeerArgs, PeerKind, Target};
 
 /// Runs the command line; returns the process exit code.
@@ -41,7 +42,7 @@ pub fn main(heap: Option<HeapProbe>) -> i32 {
         Some("--list") => 0,
         _ => {
             eprintln!(
-                "usage: reconcile-bench all [--quick] [--runs N] [--frames N] [--no-real] [--out PATH]"
+                "usage: reconcile-bench all [--quick] [--runs N] [--frames N] [--no-real] [--out PATH] [--real-sizes N,N] [--only throughput,replay,real]"
             );
             eprintln!(
                 "       reconcile-bench peer bare|core|tokio|kube (--server URL | --kubeconfig PATH) [--namespace NS] [--mode sync|throughput] [--deadline SECS]"
@@ -136,6 +137,25 @@ fn all(args: &[String]) -> Result<(), BenchError> {
     }
     if args.iter().any(|a| a == "--no-real") {
         settings.real_sizes.clear();
+    }
+    if let Some(sizes) = value(args, "--real-sizes") {
+        settings.real_sizes = sizes
+            .split(',')
+            .map(|s| {
+                s.trim()
+                    .parse()
+                    .map_err(|_| BenchError::Input(format!("--real-sizes: {s:?} is not a count")))
+            })
+            .collect::<Result<_, _>>()?;
+    }
+    if let Some(only) = value(args, "--only") {
+        settings.sections = only
+            .split(',')
+            .map(|s| {
+                Section::parse(s.trim())
+                    .ok_or_else(|| BenchError::Input(format!("--only: no section {s:?}")))
+            })
+            .collect::<Result<_, _>>()?;
     }
     let out = value(args, "--out").map_or_else(
         || {

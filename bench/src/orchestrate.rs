@@ -34,6 +34,35 @@ pub struct Settings {
     pub create_budget: Duration,
     /// Longest one peer run may take.
     pub deadline: Duration,
+    /// Which parts to run (all by default); a partial run is for a look, not for the doc.
+    pub sections: Vec<Section>,
+}
+
+/// One part of the harness.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Section {
+    /// Steady-state frames/s and heap per pod, on the replay server.
+    Throughput,
+    /// Time to first sync on the replay server.
+    Replay,
+    /// Time to first sync on the real kube-apiserver.
+    Real,
+}
+
+impl Section {
+    /// All sections, in the order they run.
+    pub const ALL: [Section; 3] = [Section::Throughput, Section::Replay, Section::Real];
+
+    /// Parses `throughput`, `replay` or `real`.
+    #[must_use]
+    pub fn parse(name: &str) -> Option<Self> {
+        match name {
+            "throughput" => Some(Section::Throughput),
+            "replay" => Some(Section::Replay),
+            "real" => Some(Section::Real),
+            _ => None,
+        }
+    }
 }
 
 impl Settings {
@@ -48,6 +77,7 @@ impl Settings {
             real_sizes: vec![1_000, 10_000, 50_000],
             create_budget: Duration::from_secs(900),
             deadline: Duration::from_secs(300),
+            sections: Section::ALL.to_vec(),
         }
     }
 
@@ -62,12 +92,21 @@ impl Settings {
             real_sizes: vec![300],
             create_budget: Duration::from_secs(120),
             deadline: Duration::from_secs(120),
+            sections: Section::ALL.to_vec(),
         }
     }
 }
 
 /// The peers in table order.
 pub const PEERS: [&str; 5] = ["bare", "core", "tokio", "kube", "client-go"];
+
+/// The peers in the order of run `run`: each run starts one peer later, so that no peer
+/// always follows the same one (a LIST leaves garbage that the apiserver may collect
+/// during the next peer's).
+fn rotated(run: usize) -> impl Iterator<Item = &'static str> {
+    let start = run % PEERS.len();
+    PEERS[start..].iter().chain(&PEERS[..start]).copied()
+}
 
 /// Where the peer binaries are.
 #[derive(Debug, Clone)]
@@ -263,9 +302,15 @@ pub fn run_all(bins: &Binaries, settings: &Settings) -> Result<Results, BenchErr
         loadavg()
     ));
     let templates = workload::templates()?;
-    throughput(bins, settings, &templates, &mut results)?;
-    replay_sync(bins, settings, &templates, &mut results);
-    if !settings.real_sizes.is_empty()
+    let runs = |section| settings.sections.contains(&section);
+    if runs(Section::Throughput) {
+        throughput(bins, settings, &templates, &mut results)?;
+    }
+    if runs(Section::Replay) {
+        replay_sync(bins, settings, &templates, &mut results);
+    }
+    if runs(Section::Real)
+        && !settings.real_sizes.is_empty()
         && let Err(e) = real_sync(bins, settings, &templates, &mut results)
     {
         results.failures.push(format!("real apiserver: {e}"));
@@ -401,7 +446,7 @@ fn replay_sync(bins: &Binaries, settings: &Settings, templates: &[Value], result
         let workload = Arc::new(Workload::new(templates, pods, 1, 1));
         let scenario = format!("sync, replay, {pods} pods");
         for run in 0..settings.runs {
-            for peer in PEERS {
+            for peer in rotated(run) {
                 let server = match ReplayServer::start(Arc::clone(&workload), Mode::Sync) {
                     Ok(s) => s,
                     Err(e) => {
@@ -533,7 +578,7 @@ fn real_sync(
         }
         let scenario = format!("sync, apiserver, {pods} pods");
         for run in 0..settings.runs {
-            for peer in PEERS {
+            for peer in rotated(run) {
                 let report = spawn_peer(
                     bins,
                     peer,

@@ -20,6 +20,7 @@ use std::time::{Duration, Instant as WallClock, SystemTime};
 
 use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::Pod;
+use reconcile_core::list_decoder::ListDecoder;
 use reconcile_core::pod::PodView;
 use reconcile_core::{
     Command, Config, Instant, KeyMapError, ListResponse, Outcome, Output, ReconcileLoop, StreamEnd,
@@ -342,16 +343,30 @@ async fn core(client: kube::Client, args: &PeerArgs, heap: Heap) -> Result<PeerR
             let response = transport.send(request).await?;
             let status = response.status().as_u16();
             let mut body = response.into_body();
-            let bytes =
-                read_body(&TokioRuntime, &mut body, Duration::from_secs(120), 4 << 30).await?;
-            core.handle_list(
-                now(),
-                req,
-                ListResponse::Response {
-                    status,
-                    body: &bytes,
-                },
-            );
+            if status != 200 {
+                let bytes =
+                    read_body(&TokioRuntime, &mut body, Duration::from_secs(120), 1 << 20).await?;
+                core.handle_list(
+                    now(),
+                    req,
+                    ListResponse::Response {
+                        status,
+                        body: &bytes,
+                    },
+                );
+                continue;
+            }
+            // Decoded as it streams in, as the drivers do.
+            let mut decoder = ListDecoder::<PodView>::new();
+            let mut list = Ok(());
+            while let Some(chunk) = body.next().await {
+                let chunk = chunk?;
+                if list.is_ok() {
+                    list = decoder.push(&chunk);
+                }
+            }
+            let list = list.and_then(|()| decoder.finish());
+            core.handle_list_decoded(now(), req, list);
             continue;
         }
         if let Some((stream, params, rv, timeout, bookmarks)) = open {

@@ -26,6 +26,10 @@ const LIST: &str = r#"{"kind":"PodList","apiVersion":"v1","metadata":{"resourceV
 struct Scripted {
     watch_lines: Vec<String>,
     watches: Arc<AtomicUsize>,
+    /// Sends the LIST body in chunks of this many bytes (0: whole).
+    list_chunk: usize,
+    /// Answers LIST with this body instead of [`LIST`].
+    list_body: Option<&'static str>,
 }
 
 impl Transport for Scripted {
@@ -41,7 +45,14 @@ impl Transport for Scripted {
                 .map(|l| Ok(Bytes::from(format!("{l}\n"))))
                 .collect()
         } else {
-            vec![Ok(Bytes::from_static(LIST.as_bytes()))]
+            let body = self.list_body.unwrap_or(LIST).as_bytes();
+            body.chunks(if self.list_chunk == 0 {
+                body.len().max(1)
+            } else {
+                self.list_chunk
+            })
+            .map(|c| Ok(Bytes::copy_from_slice(c)))
+            .collect()
         };
         let body: BodyStream = if watch {
             Box::pin(futures_lite::stream::iter(chunks).chain(futures_lite::stream::pending()))
@@ -110,6 +121,73 @@ async fn start_returns_synced_and_reconciles_every_cell() {
     until("both cells reconciled", || seen.lock().unwrap().len() == 2).await;
     assert_eq!(seen.lock().unwrap()["a"], ["p1"]);
     running.shutdown().await.expect("a clean stop");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_list_body_in_small_chunks_is_decoded_as_it_arrives() {
+    // 7 bytes at a time: every chunk edge falls inside a name, a string or a number.
+    let transport = Scripted {
+        list_chunk: 7,
+        ..Scripted::default()
+    };
+    let seen: Seen = Arc::default();
+    let running = controller(transport)
+        .start(
+            |cell: String, members: Vec<Arc<PodView>>, seen: Seen| async move {
+                seen.lock().unwrap().insert(cell, names(&members));
+                Ok::<_, String>(Action::await_change())
+            },
+            Arc::clone(&seen),
+        )
+        .await
+        .expect("synced");
+    until("both cells reconciled", || seen.lock().unwrap().len() == 2).await;
+    assert_eq!(seen.lock().unwrap()["b"], ["p2"]);
+    assert_eq!(running.handle().cursor().as_deref(), Some("10"));
+    running.shutdown().await.expect("a clean stop");
+}
+
+/// Runs a controller until it has sent `lists` LISTs, and checks that it never synced.
+async fn lists_without_syncing(
+    controller: Controller<PodView, String, TokioRuntime, Scripted>,
+    lists: u64,
+) {
+    let handle = controller.handle();
+    let task = tokio::spawn(controller.run(
+        |_: String, _: Vec<Arc<PodView>>, _: Arc<()>| async {
+            Ok::<_, String>(Action::await_change())
+        },
+        Arc::new(()),
+    ));
+    until("the LIST retried", || handle.stats().lists >= lists).await;
+    assert!(!handle.is_synced());
+    handle.stop();
+    task.await.expect("joined").expect("a clean stop");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_list_body_over_the_limit_fails_the_list_and_it_is_retried() {
+    let transport = Scripted {
+        list_chunk: 16,
+        ..Scripted::default()
+    };
+    let controller = controller(transport).limits(Limits {
+        max_list_body: 100,
+        ..Limits::default()
+    });
+    lists_without_syncing(controller, 3).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_list_body_broken_midway_fails_the_list_and_it_is_retried() {
+    let transport = Scripted {
+        list_chunk: 5,
+        list_body: Some(
+            r#"{"metadata":{"resourceVersion":"3"},"items":[{"metadata":{"name":"x"}},{"metadata":}]}"#,
+        ),
+        ..Scripted::default()
+    };
+    lists_without_syncing(controller(transport), 3).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

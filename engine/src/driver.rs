@@ -508,6 +508,7 @@ async fn list<R: Runtime, T: Transport, O: Object>(
     let mut decoder = ListDecoder::<O>::new();
     let mut kept = keep_body.then(Vec::new);
     let mut failed = None;
+    let mut size = 0usize;
     loop {
         match timeout(runtime, limits.list_idle, body.next()).await {
             None => {
@@ -519,8 +520,8 @@ async fn list<R: Runtime, T: Transport, O: Object>(
             Some(None) => break,
             Some(Some(Err(e))) => return Err(e),
             Some(Some(Ok(chunk))) => {
-                let size = decoder.bytes() + chunk.len() as u64;
-                if size > limits.max_list_body as u64 {
+                size = size.saturating_add(chunk.len());
+                if size > limits.max_list_body {
                     return Err(TransportError::new(format!(
                         "response body exceeds {} bytes",
                         limits.max_list_body

@@ -330,9 +330,21 @@ impl Sim<'_> {
                     },
                     ListAnswer::Transport(e) => ListResponse::TransportError(e),
                 };
+                // A driver streams a 200 body through the core's `ListDecoder`: half the
+                // bodies (by length, so that no draw moves the seeded run) take that path, in
+                // chunks whose size also follows the length, and must act as the whole body.
+                let streamed = match response {
+                    ListResponse::Response { status: 200, body } if body.len() % 2 == 0 => {
+                        Some(decode_in_chunks(body, 1 + body.len() % 997))
+                    }
+                    _ => None,
+                };
                 let io = self.h.step(
                     || describe::list(req, &response),
-                    |core, now| core.handle_list(now, req, response),
+                    |core, now| match streamed {
+                        Some(list) => core.handle_list_decoded(now, req, list),
+                        None => core.handle_list(now, req, response),
+                    },
                 );
                 self.handle_io(io);
             }
@@ -780,4 +792,15 @@ impl Sim<'_> {
 
 fn key(pod: &PodView) -> String {
     pod.key().map_or_else(|| "?".into(), |k| k.to_string())
+}
+
+/// Decodes `body` as a driver does while it streams in, `chunk` bytes at a time.
+fn decode_in_chunks(
+    body: &[u8],
+    chunk: usize,
+) -> Result<reconcile_core::frame::ObjectList<PodView>, reconcile_core::frame::ListBodyError> {
+    let mut decoder = reconcile_core::list_decoder::ListDecoder::new();
+    body.chunks(chunk.max(1))
+        .try_for_each(|piece| decoder.push(piece))?;
+    decoder.finish()
 }

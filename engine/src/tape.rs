@@ -115,6 +115,16 @@ impl Tape {
             .collect()
     }
 
+    /// How many watches were answered 200 and started streaming.
+    #[must_use]
+    pub fn watches_opened(&self) -> usize {
+        self.reel()
+            .records
+            .iter()
+            .filter(|(_, r)| matches!(r, Taped::WatchOpened(..)))
+            .count()
+    }
+
     /// How many watches ended (cleanly or not).
     #[must_use]
     pub fn watch_ends(&self) -> usize {

@@ -386,6 +386,15 @@ pub async fn a_deletion_missed_while_disconnected_is_synthesized<D: DriverUnderT
     let under = case.start(&ns, opts).await;
     under.wait_cell("a", &["gone", "stays"]).await;
     let tap = under.tap.clone();
+    // The kill must break an open stream. A WATCH still waiting for its answer would be
+    // retried by the transport, reach the restarted apiserver, and end by the core's own
+    // close on a 410 ERROR frame, which is no stream end.
+    under
+        .eventually("the watch is open", || match tap.watches_opened() {
+            0 => Err("no watch answered yet".into()),
+            _ => Ok(()),
+        })
+        .await;
     let ends_before = tap.watch_ends();
     // Killing the apiserver breaks the watch. The writes happen while it is down, so no
     // watch of the driver can carry them, however soon it retries.

@@ -392,6 +392,7 @@ pub fn run(trace: &Trace, long: bool) -> crate::simulate::RunReport {
             }],
             paths: BTreeMap::new(),
             stats: reconcile_core::Stats::default(),
+            cursor: None,
             steps: 0,
             end: Instant::ZERO,
         },

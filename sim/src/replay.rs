@@ -73,6 +73,7 @@ pub fn replay(
     Ok(RunReport {
         output: h.output().to_owned(),
         stats: h.core().stats(),
+        cursor: h.core().cursor().map(str::to_owned),
         steps: h.steps(),
         end: h.now(),
         violations: h.violations,

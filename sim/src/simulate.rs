@@ -63,6 +63,8 @@ pub struct RunReport {
     pub paths: PathCounts,
     /// The core's counters at the end.
     pub stats: reconcile_core::Stats,
+    /// The core's cursor at the end: where its next WATCH would start.
+    pub cursor: Option<String>,
     /// Steps taken.
     pub steps: u64,
     /// Simulated time at the end.
@@ -134,6 +136,7 @@ pub fn simulate(
     Ok(RunReport {
         output: h.output().to_owned(),
         stats: h.core().stats(),
+        cursor: h.core().cursor().map(str::to_owned),
         steps: h.steps(),
         end: h.now(),
         violations: h.violations,

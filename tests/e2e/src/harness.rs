@@ -334,7 +334,8 @@ impl<D: DriverUnderTest> Under<D> {
     }
 
     /// Writes this run's trace and replays it in the simulator: the replay must not diverge
-    /// and must end with the same latest members per cell as the live reconciles.
+    /// and must end with the same latest members per cell as the live reconciles, the same
+    /// counters and the same cursor.
     fn check_replay(&self) {
         let replayed = trace::replay(&self.trace_path)
             .unwrap_or_else(|e| panic!("{}: recorded trace: {e}", self.name));
@@ -362,6 +363,13 @@ impl<D: DriverUnderTest> Under<D> {
             pick(replayed.stats),
             pick(stats),
             "{}: (frames, skipped, lists, relists) of the replay of {} differ from the live run",
+            self.name,
+            self.trace_path.display()
+        );
+        assert_eq!(
+            replayed.cursor,
+            self.handle.cursor(),
+            "{}: the replay of {} ends at another cursor than the live run",
             self.name,
             self.trace_path.display()
         );

@@ -17,7 +17,8 @@
 //!
 //! Every controller a case starts records its run with the engine's `TraceRecorder`; the
 //! traces land in `target/e2e-traces/<driver>/<case>.jsonl`, and each is replayed in
-//! `reconcile-sim` when its controller stops (see [`trace`]).
+//! `reconcile-sim` when its controller stops (see [`trace`]): the replay must not diverge,
+//! and must end with the live run's latest members per cell, counters and cursor.
 
 pub mod harness;
 pub mod observe;

@@ -62,6 +62,8 @@ pub struct Replayed {
     pub latest: BTreeMap<String, Vec<String>>,
     /// The simulator core's counters.
     pub stats: reconcile_core::Stats,
+    /// The simulator core's cursor at the end.
+    pub cursor: Option<String>,
 }
 
 /// Reads the trace at `path` and replays it.
@@ -83,6 +85,7 @@ pub fn replay(path: &Path) -> Result<Replayed, String> {
     Ok(Replayed {
         latest: latest_members(&report.output),
         stats: report.stats,
+        cursor: report.cursor,
     })
 }
 

@@ -42,7 +42,7 @@ fn main() {
     let workload::Workload {
         templates,
         body,
-        pool,
+        mut pool,
         pods,
         frames,
         runs,
@@ -51,10 +51,10 @@ fn main() {
         Ok("parse") => {
             // The core's frame parser alone against the bare decode, interleaved.
             for _ in 0..runs {
-                let bare = frames as f64 / bare_run(&pool, frames).as_secs_f64();
+                let bare = frames as f64 / bare_run(&mut pool, frames).as_secs_f64();
                 let start = WallClock::now();
                 for n in 0..frames {
-                    black_box(parse_frame::<PodView>(&pool[n % pool.len()]).unwrap());
+                    black_box(parse_frame::<PodView>(pool.frame(n)).unwrap());
                 }
                 let parse = frames as f64 / start.elapsed().as_secs_f64();
                 println!(
@@ -98,14 +98,14 @@ fn main() {
         }
         Ok("core") => {
             // For profiling the loop alone: `BENCH_ONLY=core perf record -D <ms> …`.
-            let t = core_run(&body, &pool, frames, Reconciles::Busy);
+            let t = core_run(&body, &mut pool, frames, Reconciles::Busy);
             println!("core: {:.0} frames/s", frames as f64 / t.as_secs_f64());
             return;
         }
         _ => {}
     }
     println!("allocator: the system allocator (glibc), instrumented");
-    compare(&body, &pool, frames, runs);
+    compare(&body, &mut pool, frames, runs);
 
     // Heap per cached pod: the loop's whole state after the initial LIST, over the pod count.
     let region = Region::new(GLOBAL);

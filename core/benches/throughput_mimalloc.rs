@@ -18,7 +18,7 @@ fn main() {
         return;
     }
     let w = workload::workload();
-    let (body, pool, frames, runs) = (w.body, w.pool, w.frames, w.runs);
+    let (body, mut pool, frames, runs) = (w.body, w.pool, w.frames, w.runs);
     println!("allocator: mimalloc");
-    workload::compare(&body, &pool, frames, runs);
+    workload::compare(&body, &mut pool, frames, runs);
 }

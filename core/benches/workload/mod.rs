@@ -57,8 +57,43 @@ pub fn list_body(templates: &[Value], pods: usize) -> Vec<u8> {
     serde_json::to_vec(&list).unwrap()
 }
 
-/// A pool of distinct frames, replayed in a cycle to reach the frame count.
-pub fn frame_pool(templates: &[Value], pods: usize, size: usize) -> Vec<Vec<u8>> {
+/// Width of the resourceVersion stamped into every frame as it is used.
+const RV_WIDTH: usize = 12;
+
+/// Distinct frames, replayed in a cycle to reach the frame count. Each use stamps a fresh
+/// resourceVersion into the frame (in place, the same cost for every variant), as the
+/// apiserver gives every event its own: a cycled frame must not come back at the version
+/// the cache already holds, which the store would take as no change.
+pub struct FramePool {
+    frames: Vec<Vec<u8>>,
+    /// Where each frame's resourceVersion digits start.
+    rv_at: Vec<usize>,
+}
+
+impl FramePool {
+    /// Frame `n` of a run, stamped with a version of its own within the run (and past
+    /// every version in the LIST, which are at most the pod count).
+    pub fn frame(&mut self, n: usize) -> &[u8] {
+        let i = n % self.frames.len();
+        let frame = &mut self.frames[i];
+        let mut rv = 1_000_000_000 + n as u64;
+        for b in frame[self.rv_at[i]..self.rv_at[i] + RV_WIDTH]
+            .iter_mut()
+            .rev()
+        {
+            *b = b'0' + (rv % 10) as u8;
+            rv /= 10;
+        }
+        frame
+    }
+
+    /// Average frame size.
+    pub fn average_bytes(&self) -> usize {
+        self.frames.iter().map(Vec::len).sum::<usize>() / self.frames.len().max(1)
+    }
+}
+
+pub fn frame_pool(templates: &[Value], pods: usize, size: usize) -> FramePool {
     let mut rng = 0x9e37_79b9_7f4a_7c15_u64;
     let mut next = || {
         rng ^= rng << 13;
@@ -66,28 +101,36 @@ pub fn frame_pool(templates: &[Value], pods: usize, size: usize) -> Vec<Vec<u8>>
         rng ^= rng << 17;
         rng
     };
-    (0..size)
-        .map(|n| {
-            let rv = (pods + n + 1) as u64;
-            let pick = next() % 100;
-            let i = (next() as usize) % pods;
-            // The apiserver writes `type` before `object`; a `json!` map would sort them.
-            let (kind, object) = match pick {
-                0..90 => ("MODIFIED", pod_json(templates, i, rv)),
-                90..94 => ("ADDED", pod_json(templates, i, rv)),
-                94..98 => ("DELETED", pod_json(templates, i, rv)),
-                _ => (
-                    "BOOKMARK",
-                    serde_json::json!({
-                    "kind": "Pod", "apiVersion": "v1",
-                    "metadata": {"resourceVersion": rv.to_string()},
-                    "spec": {"containers": null}, "status": {}}),
-                ),
-            };
-            let frame = format!(r#"{{"type":"{kind}","object":{object}}}"#);
-            frame.into_bytes()
-        })
-        .collect()
+    let placeholder = "9".repeat(RV_WIDTH);
+    let mut pool = FramePool {
+        frames: Vec::with_capacity(size),
+        rv_at: Vec::with_capacity(size),
+    };
+    for _ in 0..size {
+        let pick = next() % 100;
+        let i = (next() as usize) % pods;
+        let mut object = match pick {
+            0..98 => pod_json(templates, i, 0),
+            _ => serde_json::json!({
+                "kind": "Pod", "apiVersion": "v1",
+                "metadata": {},
+                "spec": {"containers": null}, "status": {}}),
+        };
+        object["metadata"]["resourceVersion"] = Value::from(placeholder.clone());
+        // The apiserver writes `type` before `object`; a `json!` map would sort them.
+        let kind = match pick {
+            0..90 => "MODIFIED",
+            90..94 => "ADDED",
+            94..98 => "DELETED",
+            _ => "BOOKMARK",
+        };
+        let frame = format!(r#"{{"type":"{kind}","object":{object}}}"#);
+        let field = format!(r#""resourceVersion":"{placeholder}""#);
+        let at = frame.find(&field).expect("the stamped field") + field.len() - RV_WIDTH - 1;
+        pool.frames.push(frame.into_bytes());
+        pool.rv_at.push(at);
+    }
+    pool
 }
 
 pub fn by_cell(pod: &PodView) -> Result<Key, KeyMapError> {
@@ -153,13 +196,13 @@ pub enum Reconciles {
     Instant,
 }
 
-pub fn core_run(body: &[u8], pool: &[Vec<u8>], frames: usize, mode: Reconciles) -> Duration {
+pub fn core_run(body: &[u8], pool: &mut FramePool, frames: usize, mode: Reconciles) -> Duration {
     let (mut core, stream) = synced_core(body);
     let mut running = Vec::new();
     let start = WallClock::now();
     for n in 0..frames {
         let now = Instant::from_nanos(n as u64);
-        core.handle_watch_line(now, stream, &pool[n % pool.len()]);
+        core.handle_watch_line(now, stream, pool.frame(n));
         match mode {
             Reconciles::Instant => {
                 drain(&mut core, now, true, &mut running);
@@ -189,10 +232,10 @@ pub struct BareFrame {
     _object: PodView,
 }
 
-pub fn bare_run(pool: &[Vec<u8>], frames: usize) -> Duration {
+pub fn bare_run(pool: &mut FramePool, frames: usize) -> Duration {
     let start = WallClock::now();
     for n in 0..frames {
-        let frame: BareFrame = serde_json::from_slice(&pool[n % pool.len()]).unwrap();
+        let frame: BareFrame = serde_json::from_slice(pool.frame(n)).unwrap();
         black_box(frame);
     }
     start.elapsed()
@@ -205,7 +248,7 @@ pub fn median(mut v: Vec<f64>) -> f64 {
 
 /// Throughput of the bare decode and of the core in both reconcile modes, interleaved per run
 /// so that a change of load on the machine hits every variant alike. Prints the medians.
-pub fn compare(body: &[u8], pool: &[Vec<u8>], frames: usize, runs: usize) {
+pub fn compare(body: &[u8], pool: &mut FramePool, frames: usize, runs: usize) {
     let (mut bare, mut busy, mut instant) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..runs {
         bare.push(frames as f64 / bare_run(pool, frames).as_secs_f64());
@@ -236,8 +279,8 @@ pub struct Workload {
     pub templates: Vec<Value>,
     /// The initial LIST body.
     pub body: Vec<u8>,
-    /// Distinct watch frames, cycled.
-    pub pool: Vec<Vec<u8>>,
+    /// Distinct watch frames, cycled, each use at a fresh version.
+    pub pool: FramePool,
     /// Pods in the LIST.
     pub pods: usize,
     /// Frames per run.
@@ -254,7 +297,7 @@ pub fn workload() -> Workload {
     let templates = templates();
     let body = list_body(&templates, pods);
     let pool = frame_pool(&templates, pods, 20_000.min(frames.max(1)));
-    let avg_frame = pool.iter().map(Vec::len).sum::<usize>() / pool.len();
+    let avg_frame = pool.average_bytes();
     println!(
         "workload: {pods} pods / {PARENTS} parents, LIST {:.0} MB, {frames} frames (avg {avg_frame} B), median of {runs}",
         body.len() as f64 / 1e6

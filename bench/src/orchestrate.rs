@@ -342,7 +342,7 @@ fn throughput(
 ) -> Result<(), BenchError> {
     let pods = settings.throughput_pods;
     let workload = Arc::new(Workload::new(templates, pods, settings.frames, 5_000));
-    let avg_frame = workload.pool.iter().map(Vec::len).sum::<usize>() / workload.pool.len().max(1);
+    let avg_frame = workload.average_frame_bytes();
     results.notes.push(format!(
         "replay workload: {pods} pods + the sentinel, {:.0} B per pod in the LIST; {} frames of {avg_frame} B on average",
         workload.average_item_bytes(),

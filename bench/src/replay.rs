@@ -312,8 +312,10 @@ fn watch(out: &mut impl Write, req: &Request, shared: &Shared) -> std::io::Resul
         && !shared.frames_claimed.swap(true, Ordering::SeqCst)
     {
         shared.state().first_frame = Some(SystemTime::now());
+        let mut frame = Vec::new();
         for n in 0..workload.frames {
-            chunk(out, workload.frame_at(n))?;
+            workload.frame_into(n, &mut frame);
+            chunk(out, &frame)?;
         }
         out.flush()?;
     }

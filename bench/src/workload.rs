@@ -103,6 +103,9 @@ pub fn bookmark(rv: u64, initial_events_end: bool) -> Vec<u8> {
     .into_bytes()
 }
 
+/// Width of the resourceVersion stamped into every served frame.
+const RV_WIDTH: usize = 12;
+
 /// Everything a replay serves for one run.
 #[derive(Debug, Clone)]
 pub struct Workload {
@@ -110,8 +113,11 @@ pub struct Workload {
     pub items: Vec<Vec<u8>>,
     /// The LIST's `metadata.resourceVersion`.
     pub list_rv: u64,
-    /// A pool of distinct frames, cycled to reach `frames`.
+    /// A pool of distinct frames, cycled to reach `frames`; each is served with a version of
+    /// its own, stamped at `rv_at`.
     pub pool: Vec<Vec<u8>>,
+    /// Where each pool frame's resourceVersion digits start.
+    rv_at: Vec<usize>,
     /// How many frames follow the LIST (the sentinel's last frame included).
     pub frames: usize,
     /// The sentinel's last frame.
@@ -136,20 +142,25 @@ impl Workload {
             rng ^= rng << 17;
             rng
         };
+        // A placeholder of the stamped width, overwritten for every frame served.
+        let placeholder = 10u64.pow(RV_WIDTH as u32) - 1;
+        let field = format!(r#""resourceVersion":"{placeholder}""#);
         let size = pool.min(frames.saturating_sub(1)).max(1);
-        let pool = (0..size)
-            .map(|n| {
-                let rv = list_rv + n as u64 + 1;
+        let (pool, rv_at) = (0..size)
+            .map(|_| {
                 let pick = next() % 100;
                 let i = (next() as usize) % pods;
-                match pick {
-                    0..90 => frame("MODIFIED", &pod(templates, i, rv)),
-                    90..94 => frame("ADDED", &pod(templates, i, rv)),
-                    94..98 => frame("DELETED", &pod(templates, i, rv)),
-                    _ => bookmark(rv, false),
-                }
+                let frame = match pick {
+                    0..90 => frame("MODIFIED", &pod(templates, i, placeholder)),
+                    90..94 => frame("ADDED", &pod(templates, i, placeholder)),
+                    94..98 => frame("DELETED", &pod(templates, i, placeholder)),
+                    _ => bookmark(placeholder, false),
+                };
+                let at =
+                    find(&frame, field.as_bytes()).map_or(0, |at| at + field.len() - RV_WIDTH - 1);
+                (frame, at)
             })
-            .collect();
+            .unzip();
         let last = frame(
             "MODIFIED",
             &sentinel(templates, "end", list_rv + frames as u64 + 1),
@@ -158,18 +169,29 @@ impl Workload {
             items,
             list_rv,
             pool,
+            rv_at,
             frames: frames.max(1),
             last,
         }
     }
 
-    /// Frame `n` of the run (`n < frames`); the last one is the sentinel's.
-    #[must_use]
-    pub fn frame_at(&self, n: usize) -> &[u8] {
+    /// Frame `n` of the run (`n < frames`) into `buf`; the last one is the sentinel's. A
+    /// cycled frame is stamped with resourceVersion `list_rv + 1 + n` (zero-padded), as the
+    /// apiserver gives every event a version of its own: served twice at one version, a frame
+    /// would be no change to a cache that already holds it.
+    pub fn frame_into(&self, n: usize, buf: &mut Vec<u8>) {
+        buf.clear();
         if n + 1 >= self.frames {
-            &self.last
-        } else {
-            &self.pool[n % self.pool.len()]
+            buf.extend_from_slice(&self.last);
+            return;
+        }
+        let i = n % self.pool.len();
+        buf.extend_from_slice(&self.pool[i]);
+        let mut rv = self.list_rv + 1 + n as u64;
+        let at = self.rv_at[i];
+        for b in buf[at..at + RV_WIDTH].iter_mut().rev() {
+            *b = b'0' + (rv % 10) as u8;
+            rv /= 10;
         }
     }
 
@@ -178,6 +200,16 @@ impl Workload {
     pub fn average_item_bytes(&self) -> usize {
         self.items.iter().map(Vec::len).sum::<usize>() / self.items.len().max(1)
     }
+
+    /// Bytes of a served frame, on average over the pool.
+    #[must_use]
+    pub fn average_frame_bytes(&self) -> usize {
+        self.pool.iter().map(Vec::len).sum::<usize>() / self.pool.len().max(1)
+    }
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
 }
 
 #[cfg(test)]
@@ -190,10 +222,20 @@ mod tests {
         let w = Workload::new(&templates, 20, 10, 4);
         assert_eq!(w.items.len(), 21);
         assert!(w.average_item_bytes() > 4000, "real-shaped pods");
+        let mut buf = Vec::new();
+        let mut versions = std::collections::BTreeSet::new();
         for n in 0..w.frames {
-            assert!(w.frame_at(n).starts_with(br#"{"type":""#));
+            w.frame_into(n, &mut buf);
+            assert!(buf.starts_with(br#"{"type":""#));
+            let frame: Value = serde_json::from_slice(&buf).unwrap();
+            let rv = frame["object"]["metadata"]["resourceVersion"]
+                .as_str()
+                .unwrap()
+                .to_owned();
+            assert!(versions.insert(rv), "every frame has a version of its own");
         }
-        let last: Value = serde_json::from_slice(w.frame_at(9)).unwrap();
+        w.frame_into(9, &mut buf);
+        let last: Value = serde_json::from_slice(&buf).unwrap();
         assert_eq!(last["object"]["kind"], "Pod");
         let mark: Value = serde_json::from_slice(&bookmark(7, true)).unwrap();
         assert_eq!(mark["object"]["metadata"]["resourceVersion"], "7");

@@ -144,11 +144,7 @@ impl<O: Object> Reflector<O> {
         ids: &mut impl MintIds,
         out: &mut Outbox<O, P>,
     ) -> Option<Change<O>> {
-        if !matches!(self.phase, Phase::Listing { req: current } if current == req) {
-            self.counters.stale_inputs += 1;
-            out.push_back(Output::Event(Event::Stale {
-                input: "list response",
-            }));
+        if !self.is_current_list(req, out) {
             return None;
         }
         let error = match response {
@@ -174,14 +170,22 @@ impl<O: Object> Reflector<O> {
         ids: &mut impl MintIds,
         out: &mut Outbox<O, P>,
     ) -> Option<Change<O>> {
-        if !matches!(self.phase, Phase::Listing { req: current } if current == req) {
-            self.counters.stale_inputs += 1;
-            out.push_back(Output::Event(Event::Stale {
-                input: "list response",
-            }));
+        if !self.is_current_list(req, out) {
             return None;
         }
         self.listed(now, req, list, ids, out)
+    }
+
+    /// Whether `req` is the LIST in flight; an answer to any other is reported stale.
+    fn is_current_list<P>(&mut self, req: RequestId, out: &mut Outbox<O, P>) -> bool {
+        if matches!(self.phase, Phase::Listing { req: current } if current == req) {
+            return true;
+        }
+        self.counters.stale_inputs += 1;
+        out.push_back(Output::Event(Event::Stale {
+            input: "list response",
+        }));
+        false
     }
 
     fn listed<P>(

@@ -104,10 +104,12 @@ fn names(members: &[Arc<PodView>]) -> Vec<String> {
         .collect()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn start_returns_synced_and_reconciles_every_cell() {
+/// Starts a controller on `transport` whose reconciles record each cell's members.
+async fn start_recording(
+    transport: Scripted,
+) -> (reconcile_tokio::Running<PodView, TokioRuntime>, Seen) {
     let seen: Seen = Arc::default();
-    let running = controller(Scripted::default())
+    let running = controller(transport)
         .start(
             |cell: String, members: Vec<Arc<PodView>>, seen: Seen| async move {
                 seen.lock().unwrap().insert(cell, names(&members));
@@ -117,6 +119,12 @@ async fn start_returns_synced_and_reconciles_every_cell() {
         )
         .await
         .expect("synced");
+    (running, seen)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn start_returns_synced_and_reconciles_every_cell() {
+    let (running, seen) = start_recording(Scripted::default()).await;
     assert!(running.handle().is_synced());
     until("both cells reconciled", || seen.lock().unwrap().len() == 2).await;
     assert_eq!(seen.lock().unwrap()["a"], ["p1"]);
@@ -130,17 +138,7 @@ async fn a_list_body_in_small_chunks_is_decoded_as_it_arrives() {
         list_chunk: 7,
         ..Scripted::default()
     };
-    let seen: Seen = Arc::default();
-    let running = controller(transport)
-        .start(
-            |cell: String, members: Vec<Arc<PodView>>, seen: Seen| async move {
-                seen.lock().unwrap().insert(cell, names(&members));
-                Ok::<_, String>(Action::await_change())
-            },
-            Arc::clone(&seen),
-        )
-        .await
-        .expect("synced");
+    let (running, seen) = start_recording(transport).await;
     until("both cells reconciled", || seen.lock().unwrap().len() == 2).await;
     assert_eq!(seen.lock().unwrap()["b"], ["p2"]);
     assert_eq!(running.handle().cursor().as_deref(), Some("10"));
@@ -288,17 +286,7 @@ async fn watch_frames_update_the_cell_and_bookmarks_move_the_cursor() {
         ],
         ..Scripted::default()
     };
-    let seen: Seen = Arc::default();
-    let running = controller(transport)
-        .start(
-            |cell: String, members: Vec<Arc<PodView>>, seen: Seen| async move {
-                seen.lock().unwrap().insert(cell, names(&members));
-                Ok::<_, String>(Action::await_change())
-            },
-            Arc::clone(&seen),
-        )
-        .await
-        .expect("synced");
+    let (running, seen) = start_recording(transport).await;
     until("p3 joined cell a", || {
         seen.lock().unwrap().get("a").is_some_and(|m| m.len() == 2)
     })

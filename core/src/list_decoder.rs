@@ -432,17 +432,16 @@ impl<'a> Source<'a> {
     /// serde_json's error in a value that starts `at` bytes into the body, placed in the body:
     /// its line and column count from the value's start, which says nothing to a reader.
     fn error(self, at: u64, what: &str, e: &serde_json::Error) -> ListBodyError {
-        let bytes = match self {
-            Source::Text(text) => text.as_bytes(),
-            Source::Bytes(bytes) => bytes,
+        let line_start = match e.line() {
+            0 | 1 => 0,
+            line => self
+                .as_bytes()
+                .iter()
+                .enumerate()
+                .filter(|&(_, &b)| b == b'\n')
+                .nth(line - 2)
+                .map_or(0, |(i, _)| i + 1),
         };
-        let line_start = bytes
-            .iter()
-            .enumerate()
-            .filter(|&(_, &b)| b == b'\n')
-            .nth(e.line().saturating_sub(2))
-            .map_or(0, |(i, _)| i + 1);
-        let line_start = if e.line() <= 1 { 0 } else { line_start };
         let offset = line_start + e.column().saturating_sub(1);
         let text = e.to_string();
         let message = text
@@ -451,51 +450,41 @@ impl<'a> Source<'a> {
         malformed(at + offset as u64, &format!("{what}: {message}"))
     }
 
+    fn as_bytes(self) -> &'a [u8] {
+        match self {
+            Source::Text(text) => text.as_bytes(),
+            Source::Bytes(bytes) => bytes,
+        }
+    }
+
     /// The first `n` bytes.
     fn bytes(self, n: usize) -> &'a [u8] {
-        match self {
-            Source::Text(text) => &text.as_bytes()[..n],
-            Source::Bytes(bytes) => &bytes[..n],
-        }
+        &self.as_bytes()[..n]
     }
 
     /// Reads one value of type `T` from the start; `None` when the bytes end inside it.
     fn read<T: Deserialize<'a>>(self) -> serde_json::Result<Option<(T, usize)>> {
-        let (result, n, len, number) = match self {
+        let (result, n) = match self {
             Source::Text(text) => {
                 let mut stream = serde_json::Deserializer::from_str(text).into_iter::<T>();
-                let result = stream.next();
-                (
-                    result,
-                    stream.byte_offset(),
-                    text.len(),
-                    starts_number(text.as_bytes()),
-                )
+                (stream.next(), stream.byte_offset())
             }
             Source::Bytes(bytes) => {
                 let mut stream = serde_json::Deserializer::from_slice(bytes).into_iter::<T>();
-                let result = stream.next();
-                (
-                    result,
-                    stream.byte_offset(),
-                    bytes.len(),
-                    starts_number(bytes),
-                )
+                (stream.next(), stream.byte_offset())
             }
         };
+        let bytes = self.as_bytes();
+        let number = matches!(bytes.first(), Some(b'-' | b'0'..=b'9'));
         match result {
             // A number that runs to the end of the bytes may go on in the next chunk.
-            Some(Ok(_)) if number && n == len => Ok(None),
+            Some(Ok(_)) if number && n == bytes.len() => Ok(None),
             Some(Ok(value)) => Ok(Some((value, n))),
             Some(Err(e)) if e.classify() == Category::Eof => Ok(None),
             Some(Err(e)) => Err(e),
             None => Ok(None),
         }
     }
-}
-
-fn starts_number(bytes: &[u8]) -> bool {
-    matches!(bytes.first(), Some(b'-' | b'0'..=b'9'))
 }
 
 fn malformed(at: u64, what: &str) -> ListBodyError {

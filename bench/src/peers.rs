@@ -28,7 +28,7 @@ use reconcile_core::{
 };
 use reconcile_tokio::engine::Transport as _;
 use reconcile_tokio::engine::lines::LineSplitter;
-use reconcile_tokio::engine::transport::{BodyStream, Requests, read_body};
+use reconcile_tokio::engine::transport::{BodyStream, Requests, for_each_chunk, read_body};
 use reconcile_tokio::{Action, KubeTransport, Source, TokioRuntime};
 use serde::{Deserialize, Serialize};
 
@@ -359,12 +359,19 @@ async fn core(client: kube::Client, args: &PeerArgs, heap: Heap) -> Result<PeerR
             // Decoded as it streams in, as the drivers do.
             let mut decoder = ListDecoder::<PodView>::new();
             let mut list = Ok(());
-            while let Some(chunk) = body.next().await {
-                let chunk = chunk?;
+            let read = |chunk: bytes::Bytes| {
                 if list.is_ok() {
                     list = decoder.push(&chunk);
                 }
-            }
+            };
+            for_each_chunk(
+                &TokioRuntime,
+                &mut body,
+                Duration::from_secs(120),
+                4 << 30,
+                read,
+            )
+            .await?;
             let list = list.and_then(|()| decoder.finish());
             core.handle_list_decoded(now(), req, list);
             continue;

@@ -28,7 +28,9 @@ use super::handle::{Listed, Msg, Shared};
 use super::lines::LineSplitter;
 use super::recorder::{Record, Recorder};
 use super::runtime::{BoxFuture, Runtime, Task, timeout};
-use super::transport::{BodyStream, Requests, Transport, TransportError, read_body};
+use super::transport::{
+    BodyStream, Requests, Transport, TransportError, for_each_chunk, read_body,
+};
 
 /// A reconcile with its context bound: key and members in, outcome out.
 pub(crate) type ReconcileFn<O, P> =
@@ -508,38 +510,25 @@ async fn list<R: Runtime, T: Transport, O: Object>(
     let mut decoder = ListDecoder::<O>::new();
     let mut kept = keep_body.then(Vec::new);
     let mut failed = None;
-    let mut size = 0usize;
-    loop {
-        match timeout(runtime, limits.list_idle, body.next()).await {
-            None => {
-                return Err(TransportError::new(format!(
-                    "no data for {}s while reading a LIST body",
-                    limits.list_idle.as_secs()
-                )));
+    for_each_chunk(
+        runtime,
+        &mut body,
+        limits.list_idle,
+        limits.max_list_body,
+        |chunk| {
+            if let Some(kept) = &mut kept {
+                kept.extend_from_slice(&chunk);
             }
-            Some(None) => break,
-            Some(Some(Err(e))) => return Err(e),
-            Some(Some(Ok(chunk))) => {
-                size = size.saturating_add(chunk.len());
-                if size > limits.max_list_body {
-                    return Err(TransportError::new(format!(
-                        "response body exceeds {} bytes",
-                        limits.max_list_body
-                    )));
-                }
-                if let Some(kept) = &mut kept {
-                    kept.extend_from_slice(&chunk);
-                }
-                // After a decode error the body is still read to its end (it is bounded),
-                // so that the connection stays reusable; the error is the answer.
-                if failed.is_none()
-                    && let Err(e) = decoder.push(&chunk)
-                {
-                    failed = Some(e);
-                }
+            // After a decode error the body is still read to its end (it is bounded), so that
+            // the connection stays reusable; the error is the answer.
+            if failed.is_none()
+                && let Err(e) = decoder.push(&chunk)
+            {
+                failed = Some(e);
             }
-        }
-    }
+        },
+    )
+    .await?;
     let list = match failed {
         Some(e) => Err(e),
         None => decoder.finish(),

@@ -29,7 +29,7 @@ pub const PODS_PER_CELL: usize = 10;
 pub fn templates() -> Result<Vec<Value>, BenchError> {
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../../shared/traces/real/k8s-openapi/v1-36_pod-list.body.json"
+        "/../testdata/real/k8s-openapi/v1-36_pod-list.body.json"
     );
     let body = std::fs::read(path).map_err(|e| BenchError::Input(format!("{path}: {e}")))?;
     let list: Value =

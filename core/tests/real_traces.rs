@@ -1,5 +1,5 @@
 //! The parsers and the loop against real captured apiserver traffic
-//! (`../shared/traces/real/`, read-only).
+//! (`testdata/real/` at the repository root; a missing file fails the test).
 
 use std::path::PathBuf;
 
@@ -13,7 +13,7 @@ use reconcile_core::{
 };
 
 fn real(path: &str) -> Vec<u8> {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/traces/real");
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../testdata/real");
     std::fs::read(root.join(path)).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 

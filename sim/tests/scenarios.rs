@@ -67,12 +67,13 @@ fn scenario_traces() {
 
 fn real_dir() -> PathBuf {
     std::env::var_os("RECONCILE_SIM_REAL_TRACES").map_or_else(
-        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/traces/real"),
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/real"),
         PathBuf::from,
     )
 }
 
-/// Every capture under `shared/traces/real`, sorted; documentation files are not captures.
+/// Every capture under `testdata/real/` (at the repository root), sorted; documentation files
+/// are not captures. A missing folder fails the test.
 fn real_captures() -> Vec<PathBuf> {
     let mut files = Vec::new();
     let mut dirs = vec![real_dir()];

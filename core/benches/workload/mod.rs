@@ -27,7 +27,7 @@ pub fn env_usize(name: &str, default: usize) -> usize {
 pub fn templates() -> Vec<Value> {
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../../shared/traces/real/k8s-openapi/v1-36_pod-list.body.json"
+        "/../testdata/real/k8s-openapi/v1-36_pod-list.body.json"
     );
     let body = std::fs::read(path).expect("the captured v1.36 pod list");
     let list: Value = serde_json::from_slice(&body).unwrap();

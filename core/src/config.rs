@@ -1,11 +1,10 @@
 //! Configuration of a loop, with the seed's defaults, validated once at construction.
 
 use std::fmt;
-use std::sync::Arc;
 use std::time::Duration;
 
+use crate::key_map::KeyMap;
 use crate::retry::Backoff;
-use crate::store::{KeyMap, KeyMapError};
 
 /// The largest `concurrency` accepted: far above any useful number of parallel reconciles,
 /// low enough that a typo cannot ask for millions of in-flight tasks.
@@ -117,7 +116,7 @@ impl<O, P> Clone for Config<O, P> {
     fn clone(&self) -> Self {
         Config {
             source: self.source.clone(),
-            key_map: Arc::clone(&self.key_map),
+            key_map: self.key_map.clone(),
             concurrency: self.concurrency,
             resync: self.resync,
             backoff: self.backoff,
@@ -142,18 +141,13 @@ impl<O, P> fmt::Debug for Config<O, P> {
 
 impl<O, P> Config<O, P> {
     /// A loop over the apiserver's LIST and WATCH, with the seed's defaults.
-    pub fn kubernetes(
-        params: WatchParams,
-        key_map: impl Fn(&O) -> Result<P, KeyMapError> + Send + Sync + 'static,
-    ) -> Self {
-        Config::new(SourceConfig::Kubernetes(params), Arc::new(key_map))
+    pub fn kubernetes(params: WatchParams, key_map: impl Into<KeyMap<O, P>>) -> Self {
+        Config::new(SourceConfig::Kubernetes(params), key_map.into())
     }
 
     /// A loop fed in-process, with the seed's defaults.
-    pub fn in_process(
-        key_map: impl Fn(&O) -> Result<P, KeyMapError> + Send + Sync + 'static,
-    ) -> Self {
-        Config::new(SourceConfig::InProcess, Arc::new(key_map))
+    pub fn in_process(key_map: impl Into<KeyMap<O, P>>) -> Self {
+        Config::new(SourceConfig::InProcess, key_map.into())
     }
 
     fn new(source: SourceConfig, key_map: KeyMap<O, P>) -> Self {

@@ -17,7 +17,6 @@ use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
-use crate::list_decoder::ListDecoder;
 use crate::object::Object;
 
 /// One decoded watch frame.
@@ -241,37 +240,6 @@ fn explain_frame_failure(line: &[u8], error: &serde_json::Error) -> FrameError {
     }
 }
 
-/// A LIST response body: the version it was built at, and its items.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ObjectList<O> {
-    /// `metadata.resourceVersion`: where the following WATCH starts.
-    pub resource_version: String,
-    /// The items that decoded, in the order the apiserver sent them.
-    pub items: Vec<O>,
-    /// The items that did not decode; they are left out of the listing.
-    pub skipped: Vec<ItemError>,
-}
-
-/// A LIST item that did not decode.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ItemError {
-    /// Position in `items`.
-    pub index: usize,
-    /// Why it did not decode.
-    pub message: String,
-}
-
-/// A LIST body that cannot be used at all.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ListBodyError {
-    /// Not a JSON list object.
-    #[error("LIST body is not a list: {0}")]
-    Malformed(String),
-    /// No `metadata.resourceVersion`, so there is no cursor to watch from.
-    #[error("LIST body has no metadata.resourceVersion")]
-    NoResourceVersion,
-}
-
 /// Decodes JSON from bytes. The UTF-8 is validated once, whole, with SIMD, so that serde_json
 /// reads a `str` and skips validating string by string; invalid UTF-8 takes serde_json's
 /// byte path, whose error (and what it accepts) is unchanged.
@@ -280,20 +248,6 @@ pub(crate) fn from_json<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> serde_json::
         Ok(text) => serde_json::from_str(text),
         Err(_) => serde_json::from_slice(bytes),
     }
-}
-
-/// Parses a LIST response body (`{"metadata":{"resourceVersion":…},"items":[…]}`).
-///
-/// An item that does not decode is skipped and reported in [`ObjectList::skipped`], so that
-/// one bad object does not stall the whole listing.
-///
-/// # Errors
-/// [`ListBodyError`] when the body is not a list or carries no resourceVersion.
-pub fn parse_list<O: Object>(body: &[u8]) -> Result<ObjectList<O>, ListBodyError> {
-    // One implementation for whole bodies and streamed ones, so both accept the same bodies.
-    let mut decoder = ListDecoder::new();
-    decoder.push(body)?;
-    decoder.finish()
 }
 
 /// Reads a `Status` from an error response body; `None` when the body is not one.
@@ -632,32 +586,5 @@ mod tests {
         assert_eq!(no_rv.kind, FrameErrorKind::NoResourceVersion);
         let bm = frame(r#"{"type":"BOOKMARK","object":{"metadata":{}}}"#).unwrap_err();
         assert_eq!(bm.kind, FrameErrorKind::NoResourceVersion);
-    }
-
-    #[test]
-    fn list_skips_items_that_do_not_decode() {
-        let list: ObjectList<PodView> = parse_list(
-            br#"{"kind":"PodList","metadata":{"resourceVersion":"12"},"items":[{"metadata":{"name":"a"}},{"metadata":{"name":1}},{"metadata":{"name":"c"}}]}"#,
-        )
-        .unwrap();
-        assert_eq!(list.resource_version, "12");
-        assert_eq!(list.items.len(), 2);
-        assert_eq!(list.skipped.len(), 1);
-        assert_eq!(list.skipped[0].index, 1);
-    }
-
-    #[test]
-    fn list_without_version_or_shape_is_an_error() {
-        assert_eq!(
-            parse_list::<PodView>(br#"{"metadata":{},"items":[]}"#).unwrap_err(),
-            ListBodyError::NoResourceVersion
-        );
-        assert!(matches!(
-            parse_list::<PodView>(b"nope"),
-            Err(ListBodyError::Malformed(_))
-        ));
-        let empty =
-            parse_list::<PodView>(br#"{"metadata":{"resourceVersion":"5"},"items":null}"#).unwrap();
-        assert!(empty.items.is_empty());
     }
 }

@@ -1,4 +1,5 @@
-//! Incremental LIST body decoding: items are decoded while the body is still arriving.
+//! LIST bodies: the decoded list, and its decoder, which reads items while the body is still
+//! arriving.
 //!
 //! A LIST of 10k pods is tens of megabytes that the apiserver writes over half a second or
 //! more. Reading it whole and parsing it afterwards adds the whole parse to the time to
@@ -10,11 +11,11 @@
 //!
 //! serde_json reads every value and says where it ended, so the bytes are read once; the
 //! decoder itself only walks the few bytes between values (`,`, `:`, whitespace, member
-//! names). [`crate::frame::parse_list`] is this decoder fed one chunk, so a whole body and a
+//! names). [`parse_list`] is this decoder fed one chunk, so a whole body and a
 //! streamed one are accepted and rejected alike.
 //!
 //! ```
-//! use reconcile_core::list_decoder::ListDecoder;
+//! use reconcile_core::list::ListDecoder;
 //! use reconcile_core::pod::PodView;
 //!
 //! let body = br#"{"kind":"PodList","metadata":{"resourceVersion":"7"},"items":[{"metadata":{"name":"a","namespace":"ns"}}]}"#;
@@ -32,8 +33,52 @@ use serde::de::IgnoredAny;
 use serde_json::error::Category;
 use serde_json::value::RawValue;
 
-use crate::frame::{ItemError, ListBodyError, ObjectList};
 use crate::object::Object;
+
+/// A LIST response body: the version it was built at, and its items.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ObjectList<O> {
+    /// `metadata.resourceVersion`: where the following WATCH starts.
+    pub resource_version: String,
+    /// The items that decoded, in the order the apiserver sent them.
+    pub items: Vec<O>,
+    /// The items that did not decode; they are left out of the listing.
+    pub skipped: Vec<ItemError>,
+}
+
+/// A LIST item that did not decode.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ItemError {
+    /// Position in `items`.
+    pub index: usize,
+    /// Why it did not decode.
+    pub message: String,
+}
+
+/// A LIST body that cannot be used at all.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ListBodyError {
+    /// Not a JSON list object.
+    #[error("LIST body is not a list: {0}")]
+    Malformed(String),
+    /// No `metadata.resourceVersion`, so there is no cursor to watch from.
+    #[error("LIST body has no metadata.resourceVersion")]
+    NoResourceVersion,
+}
+
+/// Parses a LIST response body (`{"metadata":{"resourceVersion":…},"items":[…]}`).
+///
+/// An item that does not decode is skipped and reported in [`ObjectList::skipped`], so that
+/// one bad object does not stall the whole listing.
+///
+/// # Errors
+/// [`ListBodyError`] when the body is not a list or carries no resourceVersion.
+pub fn parse_list<O: Object>(body: &[u8]) -> Result<ObjectList<O>, ListBodyError> {
+    // One implementation for whole bodies and streamed ones, so both accept the same bodies.
+    let mut decoder = ListDecoder::new();
+    decoder.push(body)?;
+    decoder.finish()
+}
 
 /// Where the decoder is in the body's outer structure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -768,5 +813,32 @@ mod tests {
         fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..256), chunk in 1usize..16) {
             let _ = decode(&bytes, chunk);
         }
+    }
+
+    #[test]
+    fn list_skips_items_that_do_not_decode() {
+        let list: ObjectList<PodView> = parse_list(
+            br#"{"kind":"PodList","metadata":{"resourceVersion":"12"},"items":[{"metadata":{"name":"a"}},{"metadata":{"name":1}},{"metadata":{"name":"c"}}]}"#,
+        )
+        .unwrap();
+        assert_eq!(list.resource_version, "12");
+        assert_eq!(list.items.len(), 2);
+        assert_eq!(list.skipped.len(), 1);
+        assert_eq!(list.skipped[0].index, 1);
+    }
+
+    #[test]
+    fn list_without_version_or_shape_is_an_error() {
+        assert_eq!(
+            parse_list::<PodView>(br#"{"metadata":{},"items":[]}"#).unwrap_err(),
+            ListBodyError::NoResourceVersion
+        );
+        assert!(matches!(
+            parse_list::<PodView>(b"nope"),
+            Err(ListBodyError::Malformed(_))
+        ));
+        let empty =
+            parse_list::<PodView>(br#"{"metadata":{"resourceVersion":"5"},"items":null}"#).unwrap();
+        assert!(empty.items.is_empty());
     }
 }

@@ -21,6 +21,9 @@ pub trait Object: DeserializeOwned + 'static {
     /// `metadata.resourceVersion`: opaque, compared for equality only.
     fn resource_version(&self) -> Option<&str>;
 
+    /// The value of the label `key` in `metadata.labels`, if set.
+    fn label(&self, key: &str) -> Option<&str>;
+
     /// The store key, `namespace/name`; `None` when the object has no name.
     #[must_use]
     fn key(&self) -> Option<ObjectKey> {
@@ -122,6 +125,14 @@ where
 
     fn resource_version(&self) -> Option<&str> {
         self.metadata().resource_version.as_deref()
+    }
+
+    fn label(&self, key: &str) -> Option<&str> {
+        self.metadata()
+            .labels
+            .as_ref()?
+            .get(key)
+            .map(String::as_str)
     }
 }
 

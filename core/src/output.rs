@@ -7,9 +7,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::config::WatchParams;
-use crate::frame::{FrameError, ItemError, ListBodyError, Status};
+use crate::frame::{FrameError, Status};
+use crate::key_map::KeyMapError;
+use crate::list::{ItemError, ListBodyError};
 use crate::object::{Object, ObjectKey};
-use crate::store::KeyMapError;
 use crate::time::Instant;
 
 macro_rules! id_type {
@@ -58,6 +59,7 @@ id_type!(
 
 /// One thing for the driver to do.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub enum Command<O, P> {
     /// Send a LIST (no `resourceVersion`: a consistent read of the current state).
     List {
@@ -121,6 +123,7 @@ pub enum Command<O, P> {
 
 /// Something the driver may log or count; no action is required.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum Event<P> {
     /// The first whole-world listing reached the store; reconciles may run from now on.
     Synced {

@@ -184,6 +184,10 @@ impl Object for PodView {
     fn resource_version(&self) -> Option<&str> {
         self.metadata.resource_version.as_deref()
     }
+
+    fn label(&self, key: &str) -> Option<&str> {
+        self.metadata.labels.get(key)
+    }
 }
 
 #[cfg(test)]

@@ -76,22 +76,10 @@ impl<K: Eq + Hash + Clone> WorkQueue<K> {
         self.queue.len()
     }
 
-    /// Whether no key is waiting.
-    #[must_use]
-    pub fn is_empty(&self) -> bool {
-        self.queue.is_empty()
-    }
-
     /// Keys handed out and not yet done.
     #[must_use]
     pub fn processing(&self) -> usize {
         self.processing.len()
-    }
-
-    /// Whether `key` waits for a reconcile (queued, or dirty while processing).
-    #[must_use]
-    pub fn is_pending(&self, key: &K) -> bool {
-        self.dirty.contains(key)
     }
 
     /// Drops every waiting key (on stop).

@@ -6,15 +6,17 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
+
 use crate::config::{Config, ConfigError, SourceConfig};
-use crate::frame::{ListBodyError, ObjectList};
+use crate::key_map::KeyMap;
 use crate::object::Object;
 use crate::output::{Command, Deadline, Event, Outbox, Output, RequestId, StreamId, Ticket, Wake};
 use crate::queue::WorkQueue;
 use crate::reflector::{ListResponse, MintIds, Reflector, StreamEnd};
 use crate::retry::RetryScheduler;
 use crate::source::{Change, InProcessSource, SourceEvent};
-use crate::store::{KeyMap, Rejected, Store};
+use crate::store::{Rejected, Store};
 use crate::time::Instant;
 
 /// How a reconcile run ended.
@@ -40,38 +42,103 @@ pub enum Lifecycle {
     Stopped,
 }
 
-/// A lifecycle call out of order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum LifecycleError {
-    /// `start` on a loop that already started (or stopped).
-    #[error("the loop was already started")]
-    AlreadyStarted,
-    /// `stop` before `start`.
-    #[error("stop before start")]
-    NotStarted,
+/// Everything a driver feeds the loop: one owned value per input, for
+/// [`ReconcileLoop::handle_input`]. The same type is what a recorder keeps and what a trace
+/// replays, so a recorded run is fed back exactly as it was first fed.
+///
+/// | input | answers |
+/// |---|---|
+/// | [`Start`](Input::Start) | (nothing: the first input) |
+/// | [`List`](Input::List) | [`Command::List`] |
+/// | [`WatchOpened`](Input::WatchOpened), [`WatchLine`](Input::WatchLine), [`WatchEnd`](Input::WatchEnd) | [`Command::Watch`] |
+/// | [`SourceEvent`](Input::SourceEvent), [`SourceEnd`](Input::SourceEnd) | [`Command::OpenSource`] |
+/// | [`Reconciled`](Input::Reconciled) | [`Command::Reconcile`] |
+/// | [`Timeout`](Input::Timeout) | [`Output::Timeout`] (the deadline passed) |
+/// | [`Stop`](Input::Stop) | (nothing: the last input) |
+///
+/// [`Command::CancelList`], [`Command::CloseWatch`], [`Command::CloseSource`] and
+/// [`Command::CancelReconcile`] need no answer: anything that still arrives for what they
+/// closed is ignored as stale.
+#[derive(Debug, Clone)]
+pub enum Input<O> {
+    /// Start: the first LIST (or the in-process source) is requested. Ignored as stale
+    /// unless the loop is new.
+    Start,
+    /// The answer to [`Command::List`] `req`.
+    List {
+        /// The request answered.
+        req: RequestId,
+        /// What came back.
+        response: ListResponse<O>,
+    },
+    /// The WATCH `stream` was answered with 200 and is streaming (optional; it marks when the
+    /// stream really started, for the short-watch rule).
+    WatchOpened {
+        /// The stream.
+        stream: StreamId,
+    },
+    /// One line of WATCH `stream`: a JSON watch event, raw, with or without its newline.
+    WatchLine {
+        /// The stream.
+        stream: StreamId,
+        /// The line, exactly as received.
+        line: Bytes,
+    },
+    /// WATCH `stream` ended.
+    WatchEnd {
+        /// The stream.
+        stream: StreamId,
+        /// How.
+        end: StreamEnd,
+    },
+    /// An event from the in-process source's `stream`.
+    SourceEvent {
+        /// The stream.
+        stream: StreamId,
+        /// The store write.
+        event: SourceEvent<O>,
+    },
+    /// The in-process source's `stream` ended, with an error or without.
+    SourceEnd {
+        /// The stream.
+        stream: StreamId,
+        /// The error it ended with.
+        error: Option<String>,
+    },
+    /// The outcome of [`Command::Reconcile`] `ticket`.
+    Reconciled {
+        /// The run.
+        ticket: Ticket,
+        /// How it ended.
+        outcome: Outcome,
+    },
+    /// A deadline may have passed: fires every timer that is due. An early or spurious one
+    /// does nothing.
+    Timeout,
+    /// Stop: closes the open LIST / WATCH / source and cancels running reconciles. Nothing
+    /// but those closes is emitted afterwards, and every later input is ignored. Stopping
+    /// twice is a no-op; it may come while a reconcile runs, or as its outcome. Ignored as
+    /// stale before [`Input::Start`].
+    Stop,
 }
 
-/// One input, for drivers and simulators that prefer a single entry point.
-#[derive(Debug)]
-pub enum Input<'a, O> {
-    /// See [`ReconcileLoop::handle_list`].
-    List(RequestId, ListResponse<'a>),
-    /// See [`ReconcileLoop::handle_list_decoded`].
-    ListDecoded(RequestId, Result<ObjectList<O>, ListBodyError>),
-    /// See [`ReconcileLoop::handle_watch_opened`].
-    WatchOpened(StreamId),
-    /// See [`ReconcileLoop::handle_watch_line`].
-    WatchLine(StreamId, &'a [u8]),
-    /// See [`ReconcileLoop::handle_watch_end`].
-    WatchEnd(StreamId, StreamEnd),
-    /// See [`ReconcileLoop::handle_source_event`].
-    SourceEvent(StreamId, SourceEvent<O>),
-    /// See [`ReconcileLoop::handle_source_end`].
-    SourceEnd(StreamId, Option<String>),
-    /// See [`ReconcileLoop::handle_reconciled`].
-    Reconciled(Ticket, Outcome),
-    /// See [`ReconcileLoop::handle_timeout`].
-    Timeout,
+impl<O> Input<O> {
+    /// A short name of the input's kind, for logs and stale reports.
+    #[must_use]
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Input::Start => "start",
+            Input::List { .. } => "list response",
+            Input::WatchOpened { .. } => "watch opened",
+            Input::WatchLine { .. } => "watch frame",
+            Input::WatchEnd { .. } => "watch end",
+            Input::SourceEvent { .. } => "source event",
+            Input::SourceEnd { .. } => "source end",
+            Input::Reconciled { .. } => "reconcile outcome",
+            Input::Timeout => "timeout",
+            Input::Stop => "stop",
+        }
+    }
 }
 
 /// Counters of what the loop has seen, for tests, simulators and metrics.
@@ -129,18 +196,26 @@ enum Source<O> {
 /// A level-triggered reconcile loop as a pure state machine.
 ///
 /// # The contract
-/// - **Inputs** (`handle_*`, [`start`](Self::start), [`stop`](Self::stop)) each carry `now`.
-///   The core never reads a clock; time never goes backwards inside it (an earlier `now` is
-///   clamped to the latest seen), and inputs at the same instant may come in any order.
-/// - **Outputs**: after every input, call [`poll_output`](Self::poll_output) until it returns
-///   [`Output::Timeout`]; then sleep until that deadline or the next input. Commands are
-///   never queued behind the timeout, so a driver that drains first cannot miss a wakeup.
-/// - **Ids**: the core mints every [`RequestId`], [`StreamId`] and [`Ticket`]. Input naming
-///   one that is no longer live (a frame from a closed stream, a second outcome for one
-///   ticket) is ignored and reported as [`Event::Stale`].
-/// - **Timers**: [`handle_timeout`](Self::handle_timeout) fires whatever is due in a fixed
-///   order (reflector, in-process source, per-key retries by deadline, resync); an early or
-///   spurious call is a no-op.
+/// - **Inputs**: every input is an [`Input`] fed with [`handle_input`](Self::handle_input),
+///   stamped with `now`. The core never reads a clock; time never goes backwards inside it
+///   (an earlier `now` is clamped to the latest seen), and inputs at the same instant may
+///   come in any order. The table on [`Input`] says which input answers which command.
+/// - **Outputs**: after feeding, call [`poll_output`](Self::poll_output) until it returns
+///   [`Output::Timeout`]. Only then sleep, until that deadline or the next input, and feed
+///   [`Input::Timeout`] once the deadline has passed. Commands are never queued behind the
+///   timeout, so a driver that drains first cannot miss a wakeup.
+/// - **Coalescing**: inputs only record what changed; reconciles are decided when the driver
+///   drains. All inputs fed between two drains wake each parent at most once, the parents
+///   woken together are dispatched in ascending key order, and each reconcile's members are
+///   read at that drain, so it sees every input before it. A driver that feeds everything it
+///   has read before draining gets the most coalescing.
+/// - **Ids**: the core mints every [`RequestId`], [`StreamId`] and [`Ticket`]. An input
+///   naming one that is no longer live (a frame from a closed stream, a second outcome for
+///   one ticket), or a lifecycle input out of order, is ignored and reported as
+///   [`Event::Stale`].
+/// - **Timers**: [`Input::Timeout`] fires whatever is due in a fixed order (reflector,
+///   in-process source, per-key retries, resync); an early or spurious one is a no-op. The
+///   first resync comes one full period after the first sync.
 /// - **Reads**: [`members`](Self::members) and [`store`](Self::store) show the cache, which
 ///   is always updated before the keys it wakes are queued.
 ///
@@ -163,7 +238,10 @@ pub struct ReconcileLoop<O, P> {
     out: Outbox<O, P>,
     ids: Ids,
     stats: Stats,
+    /// Parents woken since the last drain; sorted, deduplicated and queued at the next one.
     wakes: Vec<P>,
+    /// Something since the last drain may let a reconcile start (a wake, a freed slot).
+    dispatch_due: bool,
     rejected: Vec<Rejected<P>>,
 }
 
@@ -211,21 +289,57 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
             ids: Ids::default(),
             stats: Stats::default(),
             wakes: Vec::new(),
+            dispatch_due: false,
             rejected: Vec::new(),
         })
     }
 
-    // ----- lifecycle -----
+    // ----- inputs -----
 
-    /// Starts: the first LIST (or the in-process source) is requested.
-    ///
-    /// # Errors
-    /// [`LifecycleError::AlreadyStarted`] unless the loop is new.
-    pub fn start(&mut self, now: Instant) -> Result<(), LifecycleError> {
+    /// Feeds one input at `now`. Drain [`poll_output`](Self::poll_output) afterwards (or
+    /// after a batch of inputs) until it returns [`Output::Timeout`].
+    pub fn handle_input(&mut self, now: Instant, input: Input<O>) {
         let now = self.advance(now);
-        if self.lifecycle != Lifecycle::New {
-            return Err(LifecycleError::AlreadyStarted);
+        let kind = input.kind();
+        match (self.lifecycle, input) {
+            (Lifecycle::New, Input::Start) => self.start(),
+            (Lifecycle::Running, Input::Stop) => self.stop(),
+            (Lifecycle::Stopped, Input::Stop) => {}
+            (Lifecycle::Running, Input::Timeout) => self.handle_timeout(now),
+            (_, Input::Timeout) => {}
+            (Lifecycle::Running, Input::Reconciled { ticket, outcome }) => {
+                self.handle_reconciled(now, ticket, outcome);
+            }
+            (Lifecycle::Running, input) => match (&mut self.source, input) {
+                (Source::Kubernetes(reflector), Input::List { req, response }) => {
+                    let change =
+                        reflector.handle_list(now, req, response, &mut self.ids, &mut self.out);
+                    self.after_source(now, change);
+                }
+                (Source::Kubernetes(reflector), Input::WatchOpened { stream }) => {
+                    reflector.handle_watch_opened(now, stream, &mut self.out);
+                }
+                (Source::Kubernetes(reflector), Input::WatchLine { stream, line }) => {
+                    let change = reflector.handle_watch_line(now, stream, &line, &mut self.out);
+                    self.after_source(now, change);
+                }
+                (Source::Kubernetes(reflector), Input::WatchEnd { stream, end }) => {
+                    reflector.handle_watch_end(now, stream, end, &mut self.ids, &mut self.out);
+                }
+                (Source::InProcess(source), Input::SourceEvent { stream, event }) => {
+                    let change = source.handle_event(now, stream, event, &mut self.out);
+                    self.after_source(now, change.map(Change::from));
+                }
+                (Source::InProcess(source), Input::SourceEnd { stream, error }) => {
+                    source.handle_end(now, stream, error, &mut self.out);
+                }
+                _ => self.stale(kind),
+            },
+            _ => self.stale(kind),
         }
+    }
+
+    fn start(&mut self) {
         self.lifecycle = Lifecycle::Running;
         match &mut self.source {
             Source::Kubernetes(reflector) => reflector.start(&mut self.ids, &mut self.out),
@@ -234,23 +348,9 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
                 source.start(stream, &mut self.out);
             }
         }
-        self.resync_at = self.resync.map(|period| now + period);
-        Ok(())
     }
 
-    /// Stops: closes the open LIST / WATCH / source and cancels running reconciles. Nothing
-    /// but those closes is emitted afterwards, and every later input is ignored. Stopping
-    /// twice is a no-op; this may be called while a reconcile runs, or as its outcome.
-    ///
-    /// # Errors
-    /// [`LifecycleError::NotStarted`] before [`start`](Self::start).
-    pub fn stop(&mut self, now: Instant) -> Result<(), LifecycleError> {
-        self.advance(now);
-        match self.lifecycle {
-            Lifecycle::New => return Err(LifecycleError::NotStarted),
-            Lifecycle::Stopped => return Ok(()),
-            Lifecycle::Running => {}
-        }
+    fn stop(&mut self) {
         self.lifecycle = Lifecycle::Stopped;
         // Commands not yet polled would act after the stop; only events may stay.
         self.out.retain(|o| matches!(o, Output::Event(_)));
@@ -264,128 +364,17 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
         }
         self.queue.clear();
         self.retry.clear();
+        self.wakes.clear();
+        self.dispatch_due = false;
         self.resync_at = None;
-        Ok(())
     }
 
-    // ----- inputs -----
-
-    /// Feeds any input; the same as calling the matching `handle_*` method.
-    pub fn handle_input(&mut self, now: Instant, input: Input<'_, O>) {
-        match input {
-            Input::List(req, response) => self.handle_list(now, req, response),
-            Input::ListDecoded(req, list) => self.handle_list_decoded(now, req, list),
-            Input::WatchOpened(stream) => self.handle_watch_opened(now, stream),
-            Input::WatchLine(stream, line) => self.handle_watch_line(now, stream, line),
-            Input::WatchEnd(stream, end) => self.handle_watch_end(now, stream, end),
-            Input::SourceEvent(stream, event) => self.handle_source_event(now, stream, event),
-            Input::SourceEnd(stream, error) => self.handle_source_end(now, stream, error),
-            Input::Reconciled(ticket, outcome) => self.handle_reconciled(now, ticket, outcome),
-            Input::Timeout => self.handle_timeout(now),
-        }
-    }
-
-    /// The response to [`Command::List`] `req`.
-    pub fn handle_list(&mut self, now: Instant, req: RequestId, response: ListResponse<'_>) {
-        let now = self.advance(now);
-        let (Lifecycle::Running, Source::Kubernetes(reflector)) =
-            (self.lifecycle, &mut self.source)
-        else {
-            return self.stale("list response");
-        };
-        let change = reflector.handle_list(now, req, response, &mut self.ids, &mut self.out);
-        self.after_source(change);
-    }
-
-    /// The `200` response to [`Command::List`] `req`, decoded by the driver while the body
-    /// streamed in with a [`crate::list_decoder::ListDecoder`], so that the parse overlaps the
-    /// transfer. Equivalent to [`ReconcileLoop::handle_list`] with the whole body: the same
-    /// decoder reads both.
-    pub fn handle_list_decoded(
-        &mut self,
-        now: Instant,
-        req: RequestId,
-        list: Result<ObjectList<O>, ListBodyError>,
-    ) {
-        let now = self.advance(now);
-        let (Lifecycle::Running, Source::Kubernetes(reflector)) =
-            (self.lifecycle, &mut self.source)
-        else {
-            return self.stale("list response");
-        };
-        let change = reflector.handle_list_decoded(now, req, list, &mut self.ids, &mut self.out);
-        self.after_source(change);
-    }
-
-    /// The WATCH `stream` was answered with 200 and is streaming (optional; it marks when the
-    /// stream really started for the short-watch rule).
-    pub fn handle_watch_opened(&mut self, now: Instant, stream: StreamId) {
-        let now = self.advance(now);
-        let (Lifecycle::Running, Source::Kubernetes(reflector)) =
-            (self.lifecycle, &mut self.source)
-        else {
-            return self.stale("watch opened");
-        };
-        reflector.handle_watch_opened(now, stream, &mut self.out);
-        self.after_source(None);
-    }
-
-    /// One line of WATCH `stream`: a JSON watch event, raw, with or without its newline.
-    pub fn handle_watch_line(&mut self, now: Instant, stream: StreamId, line: &[u8]) {
-        let now = self.advance(now);
-        let (Lifecycle::Running, Source::Kubernetes(reflector)) =
-            (self.lifecycle, &mut self.source)
-        else {
-            return self.stale("watch frame");
-        };
-        let change = reflector.handle_watch_line(now, stream, line, &mut self.out);
-        self.after_source(change);
-    }
-
-    /// WATCH `stream` ended.
-    pub fn handle_watch_end(&mut self, now: Instant, stream: StreamId, end: StreamEnd) {
-        let now = self.advance(now);
-        let (Lifecycle::Running, Source::Kubernetes(reflector)) =
-            (self.lifecycle, &mut self.source)
-        else {
-            return self.stale("watch end");
-        };
-        reflector.handle_watch_end(now, stream, end, &mut self.ids, &mut self.out);
-        self.after_source(None);
-    }
-
-    /// An event from the in-process source's `stream`.
-    pub fn handle_source_event(&mut self, now: Instant, stream: StreamId, event: SourceEvent<O>) {
-        let now = self.advance(now);
-        let (Lifecycle::Running, Source::InProcess(source)) = (self.lifecycle, &mut self.source)
-        else {
-            return self.stale("source event");
-        };
-        let change = source.handle_event(now, stream, event, &mut self.out);
-        self.after_source(change.map(Change::from));
-    }
-
-    /// The in-process source's `stream` ended, with an error or without.
-    pub fn handle_source_end(&mut self, now: Instant, stream: StreamId, error: Option<String>) {
-        let now = self.advance(now);
-        let (Lifecycle::Running, Source::InProcess(source)) = (self.lifecycle, &mut self.source)
-        else {
-            return self.stale("source end");
-        };
-        source.handle_end(now, stream, error, &mut self.out);
-        self.after_source(None);
-    }
-
-    /// The outcome of [`Command::Reconcile`] `ticket`.
-    pub fn handle_reconciled(&mut self, now: Instant, ticket: Ticket, outcome: Outcome) {
-        let now = self.advance(now);
-        if self.lifecycle != Lifecycle::Running {
-            return self.stale("reconcile outcome");
-        }
+    fn handle_reconciled(&mut self, now: Instant, ticket: Ticket, outcome: Outcome) {
         let Some(parent) = self.in_flight.remove(&ticket) else {
             return self.stale("reconcile outcome");
         };
         self.queue.done(&parent);
+        self.dispatch_due = true;
         match outcome {
             Outcome::Success => self.retry.succeeded(&parent),
             Outcome::RequeueAfter(delay) => {
@@ -403,15 +392,9 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
                 });
             }
         }
-        self.dispatch();
     }
 
-    /// Fires every timer that is due; an early or spurious call does nothing.
-    pub fn handle_timeout(&mut self, now: Instant) {
-        let now = self.advance(now);
-        if self.lifecycle != Lifecycle::Running {
-            return;
-        }
+    fn handle_timeout(&mut self, now: Instant) {
         match &mut self.source {
             Source::Kubernetes(reflector) => {
                 reflector.handle_timeout(now, &mut self.ids, &mut self.out);
@@ -422,27 +405,32 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
             }
         }
         while let Some(parent) = self.retry.pop_due(now) {
-            self.queue.add(parent);
+            self.wake(parent);
         }
         if let Some(at) = self.resync_at
             && at <= now
         {
             self.resync_at = self.resync.map(|period| now + period);
             self.stats.resyncs += 1;
-            let mut parents = 0;
-            for parent in self.store.parents() {
-                self.queue.add(parent.clone());
-                parents += 1;
-            }
+            let parents = self.store.parents().len();
+            self.wakes.extend(self.store.parents().cloned());
+            self.dispatch_due = true;
             self.event(Event::Resync { parents });
         }
-        self.dispatch();
     }
 
     // ----- outputs -----
 
     /// The next output. Call until it returns [`Output::Timeout`].
+    ///
+    /// The first call after a batch of inputs decides what to dispatch: every parent woken
+    /// since the last drain is queued once, in ascending order, and free slots are filled.
     pub fn poll_output(&mut self) -> Output<O, P> {
+        if self.dispatch_due {
+            self.dispatch_due = false;
+            self.queue_wakes();
+            self.dispatch();
+        }
         self.out
             .pop_front()
             .unwrap_or_else(|| Output::Timeout(self.poll_timeout()))
@@ -560,38 +548,60 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
         self.out.push_back(Output::Event(event));
     }
 
-    /// Applies a store write from the source, then wakes, then dispatches: the store is
+    /// Applies a store write from the source and records the parents it woke: the store is
     /// always updated before any key is queued.
-    fn after_source(&mut self, change: Option<Change<O>>) {
-        if let Some(change) = change {
-            let replace = matches!(change, Change::Replace(_));
-            self.store
-                .apply(change, &self.key_map, &mut self.wakes, &mut self.rejected);
-            for rejected in self.rejected.drain(..) {
-                self.stats.rejected_objects += 1;
-                self.out.push_back(Output::Event(match rejected {
-                    Rejected::Unmapped {
-                        key,
-                        error,
-                        evicted_from,
-                    } => Event::Unmapped {
-                        key,
-                        error,
-                        evicted_from,
-                    },
-                    Rejected::Unnamed => Event::Unnamed,
-                }));
-            }
-            for parent in self.wakes.drain(..) {
-                self.queue.add(parent);
-            }
-            if replace && !self.synced {
-                self.synced = true;
-                let objects = self.store.len();
-                self.event(Event::Synced { objects });
-            }
+    fn after_source(&mut self, now: Instant, change: Option<Change<O>>) {
+        let Some(change) = change else {
+            return;
+        };
+        let replace = matches!(change, Change::Replace(_));
+        let before = self.wakes.len();
+        self.store
+            .apply(change, &self.key_map, &mut self.wakes, &mut self.rejected);
+        for rejected in self.rejected.drain(..) {
+            self.stats.rejected_objects += 1;
+            self.out.push_back(Output::Event(match rejected {
+                Rejected::Unmapped {
+                    key,
+                    error,
+                    evicted_from,
+                } => Event::Unmapped {
+                    key,
+                    error,
+                    evicted_from,
+                },
+                Rejected::Unnamed => Event::Unnamed,
+            }));
         }
-        self.dispatch();
+        if self.wakes.len() > before {
+            self.dispatch_due = true;
+        }
+        if replace && !self.synced {
+            self.synced = true;
+            self.dispatch_due = true;
+            // The first resync is one full period after the first sync, not after start: a
+            // source that syncs late must not be resynced early.
+            self.resync_at = self.resync.map(|period| now + period);
+            let objects = self.store.len();
+            self.event(Event::Synced { objects });
+        }
+    }
+
+    fn wake(&mut self, parent: P) {
+        self.wakes.push(parent);
+        self.dispatch_due = true;
+    }
+
+    /// Queues the parents woken since the last drain, each once, in ascending order.
+    fn queue_wakes(&mut self) {
+        if self.wakes.is_empty() {
+            return;
+        }
+        self.wakes.sort_unstable();
+        self.wakes.dedup();
+        for parent in self.wakes.drain(..) {
+            self.queue.add(parent);
+        }
     }
 
     /// Hands queued keys to free reconcile slots, once synced.

@@ -16,7 +16,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::config::WatchParams;
-use crate::frame::{self, ListBodyError, ObjectList, Status, WatchEvent};
+use bytes::Bytes;
+
+use crate::frame::{self, Status, WatchEvent};
+use crate::list::{self, ListBodyError, ObjectList};
 use crate::object::Object;
 use crate::output::{
     Command, Deadline, Event, ListFailure, Outbox, Output, RelistReason, RequestId, StreamId, Wake,
@@ -29,17 +32,22 @@ use crate::time::Instant;
 const SHORT_WATCH: Duration = Duration::from_secs(1);
 
 /// The response to a `List` command.
-#[derive(Debug, Clone, Copy)]
-pub enum ListResponse<'a> {
-    /// The apiserver answered.
+#[derive(Debug, Clone)]
+pub enum ListResponse<O> {
+    /// The apiserver answered; the body exactly as received.
     Response {
         /// HTTP status.
         status: u16,
         /// The body, however long.
-        body: &'a [u8],
+        body: Bytes,
     },
+    /// The apiserver answered `200`, and the driver decoded the body while it streamed in
+    /// with a [`ListDecoder`](crate::list::ListDecoder), so that the parse overlapped the
+    /// transfer. Equivalent to `Response` with status 200 and the whole body: the same
+    /// decoder reads both.
+    Decoded(Result<ObjectList<O>, ListBodyError>),
     /// No answer: connection refused, reset, timed out.
-    TransportError(&'a str),
+    TransportError(String),
 }
 
 /// How a WATCH stream ended.
@@ -140,7 +148,7 @@ impl<O: Object> Reflector<O> {
         &mut self,
         now: Instant,
         req: RequestId,
-        response: ListResponse<'_>,
+        response: ListResponse<O>,
         ids: &mut impl MintIds,
         out: &mut Outbox<O, P>,
     ) -> Option<Change<O>> {
@@ -148,32 +156,17 @@ impl<O: Object> Reflector<O> {
             return None;
         }
         let error = match response {
-            ListResponse::TransportError(e) => ListFailure::Transport(e.to_owned()),
+            ListResponse::TransportError(e) => ListFailure::Transport(e),
+            ListResponse::Decoded(list) => return self.listed(now, req, list, ids, out),
             ListResponse::Response { status: 200, body } => {
-                return self.listed(now, req, frame::parse_list::<O>(body), ids, out);
+                return self.listed(now, req, list::parse_list::<O>(&body), ids, out);
             }
             ListResponse::Response { status, body } => {
-                ListFailure::Status(status, frame::parse_status(body))
+                ListFailure::Status(status, frame::parse_status(&body))
             }
         };
         self.list_failed(now, req, error, out);
         None
-    }
-
-    /// A `200` LIST body that the driver decoded while it streamed in (see
-    /// [`crate::list_decoder::ListDecoder`]).
-    pub(crate) fn handle_list_decoded<P>(
-        &mut self,
-        now: Instant,
-        req: RequestId,
-        list: Result<ObjectList<O>, ListBodyError>,
-        ids: &mut impl MintIds,
-        out: &mut Outbox<O, P>,
-    ) -> Option<Change<O>> {
-        if !self.is_current_list(req, out) {
-            return None;
-        }
-        self.listed(now, req, list, ids, out)
     }
 
     /// Whether `req` is the LIST in flight; an answer to any other is reported stale.

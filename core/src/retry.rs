@@ -115,6 +115,7 @@ impl<K: Ord + Clone> RetryScheduler<K> {
 
     /// Keys with a pending deadline.
     #[must_use]
+    #[cfg(test)]
     pub fn pending(&self) -> usize {
         self.timers.len()
     }

@@ -10,29 +10,15 @@ use std::hash::Hash;
 use std::sync::Arc;
 
 use crate::hashing::FixedState;
+use crate::key_map::{KeyMap, KeyMapError};
 use crate::object::{Object, ObjectKey, write_key};
 use crate::source::Change;
 #[cfg(test)]
 use crate::source::SourceEvent;
 
-/// Maps an object to the parent key its reconcile runs under (`EnqueueRequestForOwner`).
-pub type KeyMap<O, P> = Arc<dyn Fn(&O) -> Result<P, KeyMapError> + Send + Sync>;
-
-/// Why an object has no parent; the store evicts such an object rather than serve it.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct KeyMapError(pub String);
-
-impl KeyMapError {
-    /// An error with this message.
-    pub fn new(message: impl Into<String>) -> Self {
-        KeyMapError(message.into())
-    }
-}
-
 /// An object the store refused to hold.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Rejected<P> {
+pub(crate) enum Rejected<P> {
     /// `key_map` failed; if the object was stored, it was evicted from `evicted_from`.
     Unmapped {
         /// The object.
@@ -194,7 +180,7 @@ impl<O: Object, P: Ord + Hash + Clone> Store<O, P> {
         wakes: &mut Vec<P>,
         rejected: &mut Vec<Rejected<P>>,
     ) {
-        let parent = match key_map(&object) {
+        let parent = match key_map.parent_of(&object) {
             Ok(parent) => parent,
             Err(error) => {
                 let evicted_from = self.remove(key);
@@ -368,13 +354,7 @@ mod tests {
     }
 
     fn by_cell() -> KeyMap<PodView, String> {
-        Arc::new(|pod: &PodView| {
-            pod.metadata
-                .labels
-                .get("cell")
-                .map(str::to_owned)
-                .ok_or_else(|| KeyMapError::new("no cell label"))
-        })
+        KeyMap::by_label("cell")
     }
 
     struct Harness {

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use harness::{Scenario, kube_config, pod};
 use reconcile_core::{
-    Command, Config, ConfigError, Event, Instant, ListResponse, Outcome, Output, ReconcileLoop,
-    Wake, WatchParams,
+    Command, Config, ConfigError, Event, Input, Instant, ListResponse, Outcome, Output,
+    ReconcileLoop, Wake, WatchParams,
 };
 
 #[test]
@@ -33,8 +33,9 @@ fn a_second_outcome_for_one_ticket_is_ignored() {
     s.start().list_ok(1, &[pod("a", Some("c1"), 1)]);
     let ticket = s.running["c1"];
     s.ok("c1");
+    let outcome = Outcome::Error("late duplicate".into());
     s.core
-        .handle_reconciled(s.now, ticket, Outcome::Error("late duplicate".into()));
+        .handle_input(s.now, Input::Reconciled { ticket, outcome });
     let mut stale = false;
     loop {
         match s.core.poll_output() {
@@ -73,19 +74,16 @@ fn early_and_spurious_timeouts_do_nothing() {
 fn the_deadline_is_only_reported_once_output_is_drained() {
     // Lost-wakeup guard: Timeout is the last output, after every queued command.
     let mut core = ReconcileLoop::new(kube_config().concurrency(3), Instant::ZERO).unwrap();
-    core.start(Instant::ZERO).unwrap();
+    core.handle_input(Instant::ZERO, Input::Start);
     let Output::Command(Command::List { req, .. }) = core.poll_output() else {
         panic!()
     };
     let body = harness::list_body(1, &[pod("a", Some("c1"), 1), pod("b", Some("c2"), 1)]);
-    core.handle_list(
-        Instant::ZERO,
-        req,
-        ListResponse::Response {
-            status: 200,
-            body: body.as_bytes(),
-        },
-    );
+    let response = ListResponse::Response {
+        status: 200,
+        body: body.into(),
+    };
+    core.handle_input(Instant::ZERO, Input::List { req, response });
     let mut commands = 0;
     loop {
         match core.poll_output() {
@@ -188,7 +186,7 @@ fn drain(core: &mut ReconcileLoop<reconcile_core::pod::PodView, String>) -> Vec<
 
 #[test]
 fn a_list_decoded_while_streaming_acts_as_the_whole_body() {
-    use reconcile_core::list_decoder::ListDecoder;
+    use reconcile_core::list::ListDecoder;
     let body = harness::list_body(
         4,
         &[
@@ -201,22 +199,21 @@ fn a_list_decoded_while_streaming_acts_as_the_whole_body() {
     // that is not a list each way.
     let run = |streamed: bool, body: &[u8]| {
         let mut core = ReconcileLoop::new(kube_config().concurrency(3), Instant::ZERO).unwrap();
-        core.start(Instant::ZERO).unwrap();
+        core.handle_input(Instant::ZERO, Input::Start);
         let Output::Command(Command::List { req, .. }) = core.poll_output() else {
             panic!()
         };
-        if streamed {
+        let response = if streamed {
             let mut decoder = ListDecoder::new();
             let pushed = body.chunks(3).try_for_each(|chunk| decoder.push(chunk));
-            let list = pushed.and_then(|()| decoder.finish());
-            core.handle_list_decoded(Instant::ZERO, req, list);
+            ListResponse::Decoded(pushed.and_then(|()| decoder.finish()))
         } else {
-            core.handle_list(
-                Instant::ZERO,
-                req,
-                ListResponse::Response { status: 200, body },
-            );
-        }
+            ListResponse::Response {
+                status: 200,
+                body: body.to_vec().into(),
+            }
+        };
+        core.handle_input(Instant::ZERO, Input::List { req, response });
         let outputs = drain(&mut core);
         (outputs, core.store().len(), core.is_synced())
     };
@@ -235,17 +232,16 @@ fn a_list_decoded_while_streaming_acts_as_the_whole_body() {
 #[test]
 fn a_decoded_list_for_a_dead_request_is_stale() {
     let mut core = ReconcileLoop::new(kube_config(), Instant::ZERO).unwrap();
-    core.start(Instant::ZERO).unwrap();
+    core.handle_input(Instant::ZERO, Input::Start);
     let Output::Command(Command::List { req, .. }) = core.poll_output() else {
         panic!()
     };
-    core.handle_list(Instant::ZERO, req, ListResponse::TransportError("reset"));
+    let response = ListResponse::TransportError("reset".into());
+    core.handle_input(Instant::ZERO, Input::List { req, response });
     drain(&mut core);
-    core.handle_list_decoded(
-        Instant::ZERO,
-        req,
-        reconcile_core::frame::parse_list(harness::list_body(1, &[]).as_bytes()),
-    );
+    let list = reconcile_core::list::parse_list(harness::list_body(1, &[]).as_bytes());
+    let response = ListResponse::Decoded(list);
+    core.handle_input(Instant::ZERO, Input::List { req, response });
     let outputs = drain(&mut core);
     assert!(outputs[0].contains("stale"), "{outputs:?}");
     assert!(!core.is_synced());

@@ -4,11 +4,11 @@
 use std::path::PathBuf;
 
 use k8s_openapi::api::core::v1::Pod;
-use reconcile_core::frame::{WatchEvent, parse_frame, parse_list};
-use reconcile_core::list_decoder::ListDecoder;
+use reconcile_core::frame::{WatchEvent, parse_frame};
+use reconcile_core::list::{ListDecoder, parse_list};
 use reconcile_core::pod::PodView;
 use reconcile_core::{
-    Command, Config, Event, Instant, KeyMapError, ListResponse, Object, Output, ReconcileLoop,
+    Command, Config, Event, Input, Instant, KeyMap, ListResponse, Object, Output, ReconcileLoop,
     WatchParams,
 };
 
@@ -144,26 +144,21 @@ fn legacy_kubeclient_stream_decodes_as_the_view_and_is_skipped_with_cursor_by_k8
 /// The whole loop over a real LIST then the real watch frames, grouped by namespace.
 #[test]
 fn loop_syncs_from_a_real_list_and_follows_real_frames() {
-    let config = Config::kubernetes(WatchParams::namespaced("kube-system"), |p: &PodView| {
-        p.metadata
-            .namespace
-            .clone()
-            .ok_or_else(|| KeyMapError::new("no namespace"))
-    });
+    let config = Config::kubernetes(
+        WatchParams::namespaced("kube-system"),
+        KeyMap::<PodView, String>::by_namespace(),
+    );
     let mut core = ReconcileLoop::new(config, Instant::ZERO).unwrap();
-    core.start(Instant::ZERO).unwrap();
+    core.handle_input(Instant::ZERO, Input::Start);
     let Output::Command(Command::List { req, .. }) = core.poll_output() else {
         panic!()
     };
     let body = real("k8s-openapi/v1-36_pod-list.body.json");
-    core.handle_list(
-        Instant::ZERO,
-        req,
-        ListResponse::Response {
-            status: 200,
-            body: &body,
-        },
-    );
+    let response = ListResponse::Response {
+        status: 200,
+        body: body.into(),
+    };
+    core.handle_input(Instant::ZERO, Input::List { req, response });
     let mut stream = None;
     let mut reconciles = Vec::new();
     loop {
@@ -189,8 +184,10 @@ fn loop_syncs_from_a_real_list_and_follows_real_frames() {
     assert_eq!(reconciles, [("kube-system".to_owned(), 8)]);
     let frames =
         real("k8s-openapi/v1-36_watch_event-watch_pods_without_initial_events.body.ndjson");
+    let stream = stream.unwrap();
     for line in frames.split(|b| *b == b'\n') {
-        core.handle_watch_line(Instant::ZERO, stream.unwrap(), line);
+        let line = line.to_vec().into();
+        core.handle_input(Instant::ZERO, Input::WatchLine { stream, line });
     }
     assert_eq!(core.cursor(), Some("550"));
     assert_eq!(core.store().len(), 8);

@@ -4,9 +4,10 @@ mod harness;
 
 use harness::{Scenario, kube_config, pod};
 use proptest::prelude::*;
-use reconcile_core::frame::{parse_frame, parse_list, parse_status};
+use reconcile_core::frame::{parse_frame, parse_status};
+use reconcile_core::list::parse_list;
 use reconcile_core::pod::PodView;
-use reconcile_core::{ListResponse, Output, StreamEnd};
+use reconcile_core::{Input, ListResponse, Output, StreamEnd};
 
 fn json_fragments() -> impl Strategy<Value = String> {
     let atoms = prop::sample::select(vec![
@@ -69,11 +70,11 @@ proptest! {
         let mut s = Scenario::new(kube_config().concurrency(2));
         s.start();
         let req = s.list.unwrap();
-        s.core.handle_list(s.now, req, ListResponse::Response { status: 200, body: &list_body });
+        s.core.handle_input(s.now, Input::List { req, response: ListResponse::Response { status: 200, body: list_body.clone().into() } });
         s.list_ok(1, &[pod("p0", Some("c0"), 1)]);
         for frame in &frames {
             if let Some(stream) = s.stream {
-                s.core.handle_watch_line(s.now, stream, frame.as_bytes());
+                s.core.handle_input(s.now, Input::WatchLine { stream, line: frame.clone().into() });
             }
             // Drain, completing reconciles, and follow reopened streams.
             let mut budget = 100;
@@ -81,19 +82,19 @@ proptest! {
                 budget -= 1;
                 match s.core.poll_output() {
                     Output::Command(reconcile_core::Command::Reconcile { ticket, .. }) => {
-                        s.core.handle_reconciled(s.now, ticket, reconcile_core::Outcome::Success);
+                        s.core.handle_input(s.now, Input::Reconciled { ticket, outcome: reconcile_core::Outcome::Success });
                     }
                     Output::Command(reconcile_core::Command::Watch { stream, .. }) => s.stream = Some(stream),
                     Output::Command(reconcile_core::Command::List { req, .. }) => {
-                        s.core.handle_list(s.now, req, ListResponse::Response {
+                        s.core.handle_input(s.now, Input::List { req, response: ListResponse::Response {
                             status: 200,
-                            body: br#"{"metadata":{"resourceVersion":"1"},"items":[]}"#,
-                        });
+                            body: bytes::Bytes::from_static(br#"{"metadata":{"resourceVersion":"1"},"items":[]}"#),
+                        }});
                     }
                     Output::Command(_) | Output::Event(_) => {}
                     Output::Timeout(Some(d)) if s.stream.is_none() || d.at <= s.now => {
                         s.now = d.at;
-                        s.core.handle_timeout(s.now);
+                        s.core.handle_input(s.now, Input::Timeout);
                     }
                     Output::Timeout(_) => break,
                 }
@@ -103,7 +104,7 @@ proptest! {
             prop_assert!(s.core.store().len() <= 7);
         }
         if let Some(stream) = s.stream {
-            s.core.handle_watch_end(s.now, stream, StreamEnd::Clean);
+            s.core.handle_input(s.now, Input::WatchEnd { stream, end: StreamEnd::Clean });
         }
     }
 }

@@ -4,7 +4,7 @@ mod harness;
 
 use std::time::Duration;
 
-use harness::{Scenario, kube_config, pod, pod_view};
+use harness::{frame, Scenario, kube_config, pod, pod_view};
 use reconcile_core::{Config, Outcome, SourceEvent, StreamEnd};
 
 #[test]
@@ -54,6 +54,41 @@ fn reparenting_by_a_label_patch_wakes_both_parents() {
         .ok("c1");
     assert!(s.members("c1").is_empty());
     assert_eq!(s.members("c2"), ["a"]);
+    insta::assert_snapshot!(s.log);
+}
+
+#[test]
+fn a_burst_read_in_one_go_wakes_each_parent_once_and_its_reconcile_sees_all_of_it() {
+    let mut s = Scenario::new(kube_config().concurrency(4));
+    s.start().list_ok(10, &[pod("a", Some("c2"), 5)]).settle().at(1.0);
+    let burst = [
+        frame("ADDED", &pod("b", Some("c2"), 11)),
+        frame("ADDED", &pod("c", Some("c1"), 12)),
+        frame("MODIFIED", &pod("a", Some("c2"), 13)),
+        frame("ADDED", &pod("d", Some("c2"), 14)),
+    ];
+    s.burst(&burst, "4 frames in one read: b, c, a, d");
+    assert_eq!(s.core.stats().reconciles, 3, "{}", s.log);
+    s.settle();
+    insta::assert_snapshot!(s.log);
+}
+
+#[test]
+fn parents_woken_together_are_dispatched_in_ascending_order() {
+    // A reparent from `b` to `a`, and a relist that empties `c3` and fills `c1`: each wakes
+    // two parents at once, and both are dispatched smallest key first.
+    let mut s = Scenario::new(kube_config().concurrency(4));
+    s.start()
+        .list_ok(10, &[pod("x", Some("b"), 5), pod("y", Some("c3"), 6)])
+        .settle()
+        .at(1.0)
+        .modified("x", Some("a"), 11)
+        .settle()
+        .at(2.0)
+        .error_frame(410, "Expired")
+        .next_deadline()
+        .list_ok(20, &[pod("x", Some("a"), 11), pod("y", Some("c1"), 19)])
+        .settle();
     insta::assert_snapshot!(s.log);
 }
 
@@ -210,17 +245,9 @@ fn stop_closes_everything_and_ignores_later_inputs() {
 }
 
 #[test]
-fn stop_before_start_is_an_error_and_stop_while_listing_cancels_the_list() {
+fn stop_before_start_is_stale_and_stop_while_listing_cancels_the_list() {
     let mut s = Scenario::new(kube_config());
-    assert_eq!(
-        s.core.stop(s.now),
-        Err(reconcile_core::LifecycleError::NotStarted)
-    );
-    s.start().at(0.5).stop();
-    assert_eq!(
-        s.core.start(s.now),
-        Err(reconcile_core::LifecycleError::AlreadyStarted)
-    );
+    s.stop().start().at(0.5).stop().start();
     s.list_ok(1, &[]);
     insta::assert_snapshot!(s.log);
 }

@@ -9,20 +9,19 @@ use std::time::Duration;
 
 use reconcile_core::pod::PodView;
 use reconcile_core::{
-    Command, Config, Instant, KeyMapError, ListResponse, Outcome, Output, ReconcileLoop, RequestId,
-    SourceEvent, StreamEnd, StreamId, Ticket, WatchParams,
+    Command, Config, Input, Instant, KeyMap, KeyMapError, ListResponse, Outcome, Output,
+    ReconcileLoop, RequestId, SourceEvent, StreamEnd, StreamId, Ticket, WatchParams,
 };
 
 pub fn by_cell(pod: &PodView) -> Result<String, KeyMapError> {
-    pod.metadata
-        .labels
-        .get("cell")
-        .map(str::to_owned)
-        .ok_or_else(|| KeyMapError::new("no cell label"))
+    KeyMap::by_label("cell").parent_of(pod)
 }
 
 pub fn kube_config() -> Config<PodView, String> {
-    Config::kubernetes(WatchParams::namespaced("ns").labels("app=cell"), by_cell)
+    Config::kubernetes(
+        WatchParams::namespaced("ns").labels("app=cell"),
+        KeyMap::by_label("cell"),
+    )
 }
 
 /// A pod object as JSON, with an optional cell label.
@@ -78,6 +77,12 @@ impl Scenario {
         self
     }
 
+    /// Feeds `input` without draining: a burst of inputs read in one go.
+    pub fn feed(&mut self, input: Input<PodView>) -> &mut Self {
+        self.core.handle_input(self.now, input);
+        self
+    }
+
     fn step(&mut self, input: &str) {
         self.steps += 1;
         assert!(self.steps < 10_000, "livelock: scenario ran too many steps");
@@ -118,13 +123,13 @@ impl Scenario {
     }
 
     pub fn start(&mut self) -> &mut Self {
-        self.core.start(self.now).unwrap();
+        self.core.handle_input(self.now, Input::Start);
         self.step("start");
         self
     }
 
     pub fn stop(&mut self) -> &mut Self {
-        self.core.stop(self.now).unwrap();
+        self.core.handle_input(self.now, Input::Stop);
         self.step("stop");
         self
     }
@@ -132,12 +137,14 @@ impl Scenario {
     pub fn list_ok(&mut self, rv: u64, items: &[String]) -> &mut Self {
         let body = list_body(rv, items);
         let req = self.list.expect("no LIST issued");
-        self.core.handle_list(
+        self.core.handle_input(
             self.now,
-            req,
-            ListResponse::Response {
-                status: 200,
-                body: body.as_bytes(),
+            Input::List {
+                req,
+                response: ListResponse::Response {
+                    status: 200,
+                    body: body.to_owned().into(),
+                },
             },
         );
         self.step(&format!("list {req} 200 rv={rv} items={}", items.len()));
@@ -146,12 +153,14 @@ impl Scenario {
 
     pub fn list_status(&mut self, status: u16, body: &str) -> &mut Self {
         let req = self.list.expect("no LIST issued");
-        self.core.handle_list(
+        self.core.handle_input(
             self.now,
-            req,
-            ListResponse::Response {
-                status,
-                body: body.as_bytes(),
+            Input::List {
+                req,
+                response: ListResponse::Response {
+                    status,
+                    body: body.to_owned().into(),
+                },
             },
         );
         self.step(&format!("list {req} HTTP {status}"));
@@ -160,19 +169,30 @@ impl Scenario {
 
     pub fn list_transport_error(&mut self) -> &mut Self {
         let req = self.list.expect("no LIST issued");
-        self.core.handle_list(
-            self.now,
-            req,
-            ListResponse::TransportError("connection refused"),
-        );
+        let response = ListResponse::TransportError("connection refused".into());
+        self.core
+            .handle_input(self.now, Input::List { req, response });
         self.step(&format!("list {req} transport error"));
         self
     }
 
     pub fn line(&mut self, line: &str, label: &str) -> &mut Self {
         let stream = self.stream.expect("no WATCH issued");
+        let line = line.to_owned().into();
         self.core
-            .handle_watch_line(self.now, stream, line.as_bytes());
+            .handle_input(self.now, Input::WatchLine { stream, line });
+        self.step(&format!("{stream} {label}"));
+        self
+    }
+
+    /// Feeds several watch lines read in one go, then drains once.
+    pub fn burst(&mut self, lines: &[String], label: &str) -> &mut Self {
+        let stream = self.stream.expect("no WATCH issued");
+        for line in lines {
+            let line = line.clone().into();
+            self.core
+                .handle_input(self.now, Input::WatchLine { stream, line });
+        }
         self.step(&format!("{stream} {label}"));
         self
     }
@@ -219,7 +239,8 @@ impl Scenario {
             StreamEnd::TransportError(e) => format!("end transport error ({e})"),
             StreamEnd::HttpStatus { code, .. } => format!("end HTTP {code}"),
         };
-        self.core.handle_watch_end(self.now, stream, end);
+        self.core
+            .handle_input(self.now, Input::WatchEnd { stream, end });
         self.step(&format!("{stream} {label}"));
         self
     }
@@ -234,7 +255,8 @@ impl Scenario {
             Outcome::RequeueAfter(d) => format!("ok requeue-after={}s", d.as_secs_f64()),
             Outcome::Error(e) => format!("error ({e})"),
         };
-        self.core.handle_reconciled(self.now, ticket, outcome);
+        self.core
+            .handle_input(self.now, Input::Reconciled { ticket, outcome });
         self.step(&format!("reconciled {parent} {ticket} {label}"));
         self
     }
@@ -264,17 +286,16 @@ impl Scenario {
 
     pub fn source_end(&mut self, error: Option<&str>) -> &mut Self {
         let stream = self.source.take().expect("no source opened");
+        let label = format!("{stream} source end ({})", error.unwrap_or("clean"));
+        let error = error.map(str::to_owned);
         self.core
-            .handle_source_end(self.now, stream, error.map(str::to_owned));
-        self.step(&format!(
-            "{stream} source end ({})",
-            error.unwrap_or("clean")
-        ));
+            .handle_input(self.now, Input::SourceEnd { stream, error });
+        self.step(&label);
         self
     }
 
     pub fn tick(&mut self) -> &mut Self {
-        self.core.handle_timeout(self.now);
+        self.core.handle_input(self.now, Input::Timeout);
         self.step("timeout");
         self
     }
@@ -288,7 +309,8 @@ impl Scenario {
 
     pub fn source_event(&mut self, event: SourceEvent<PodView>, label: &str) -> &mut Self {
         let stream = self.source.expect("no source opened");
-        self.core.handle_source_event(self.now, stream, event);
+        self.core
+            .handle_input(self.now, Input::SourceEvent { stream, event });
         self.step(&format!("{stream} source {label}"));
         self
     }

@@ -10,15 +10,48 @@
 //! [`Output::Timeout`], then sleep until that deadline or the next input.
 //!
 //! ```
-//! use reconcile_core::{Command, Config, Input, Instant, KeyMap, Output, ReconcileLoop, WatchParams};
+//! use std::time::Duration;
+//!
 //! use reconcile_core::pod::PodView;
+//! use reconcile_core::{
+//!     Command, Config, Input, Instant, KeyMap, ListResponse, Outcome, Output, ReconcileLoop,
+//!     WatchParams,
+//! };
 //!
 //! let params = WatchParams::namespaced("default").labels("app=cell");
 //! let config = Config::kubernetes(params, KeyMap::<PodView, String>::by_label("cell"));
-//! let mut core = ReconcileLoop::new(config, Instant::ZERO).unwrap();
-//! core.handle_input(Instant::ZERO, Input::Start);
-//! let first = core.poll_output();
-//! assert!(matches!(first, Output::Command(Command::List { .. })));
+//! let mut core = ReconcileLoop::new(config, Instant::ZERO)?;
+//! let mut now = Instant::ZERO;
+//! let mut inputs = vec![Input::Start];
+//! let mut reconciled = Vec::new();
+//! for _turn in 0..3 {
+//!     // Feed everything that arrived, then drain until the core says how long to sleep.
+//!     for input in inputs.drain(..) {
+//!         core.handle_input(now, input);
+//!     }
+//!     loop {
+//!         match core.poll_output() {
+//!             Output::Command(Command::List { req, .. }) => {
+//!                 // A driver sends the LIST; here the apiserver answers with one pod.
+//!                 let body = r#"{"metadata":{"resourceVersion":"7"},"items":[{"metadata":
+//!                     {"name":"a","namespace":"default","resourceVersion":"7","labels":{"cell":"c1"}}}]}"#;
+//!                 let response = ListResponse::Response { status: 200, body: body.into() };
+//!                 inputs.push(Input::List { req, response });
+//!             }
+//!             Output::Command(Command::Reconcile { ticket, parent, members, .. }) => {
+//!                 // A driver runs the user's reconcile; its outcome is the next input.
+//!                 reconciled.push((parent, members.len()));
+//!                 inputs.push(Input::Reconciled { ticket, outcome: Outcome::Success });
+//!             }
+//!             Output::Command(_) => {} // watch, close, cancel: perform it, feed its answers back
+//!             Output::Event(_) => {}   // log it
+//!             Output::Timeout(_deadline) => break, // sleep until the deadline or the next input
+//!         }
+//!     }
+//!     now = now + Duration::from_millis(10);
+//! }
+//! assert_eq!(reconciled, [("c1".to_owned(), 1)]);
+//! # Ok::<(), reconcile_core::ConfigError>(())
 //! ```
 //!
 //! Layers, from the bottom: each module uses only those above it in this table.

@@ -136,8 +136,8 @@ pub struct ContainerStatus {
     /// The runtime's container id, for example `containerd://…`.
     #[serde(rename = "containerID")]
     pub container_id: Option<CompactString>,
-    /// Restarts so far.
-    #[serde(default, deserialize_with = "null_as_default")]
+    /// Restarts so far. Required, as in the Kubernetes schema: a status without it does not
+    /// decode (it is not read as 0).
     pub restart_count: i32,
     /// Current state.
     #[serde(default, deserialize_with = "null_as_default")]
@@ -239,6 +239,34 @@ mod tests {
                 .as_deref(),
             Some("containerd://0")
         );
+    }
+
+    #[test]
+    fn required_fields_follow_the_kubernetes_schema() {
+        let status = |c: &str| {
+            serde_json::from_str::<PodView>(&format!(
+                r#"{{"status":{{"containerStatuses":[{c}]}}}}"#
+            ))
+        };
+        assert!(status(r#"{"name":"c","restartCount":0}"#).is_ok());
+        assert!(status(r#"{"restartCount":0}"#).is_err(), "name is required");
+        assert!(
+            status(r#"{"name":"c"}"#).is_err(),
+            "restartCount is required"
+        );
+        let condition = |c: &str| {
+            serde_json::from_str::<PodView>(&format!(r#"{{"status":{{"conditions":[{c}]}}}}"#))
+        };
+        assert!(condition(r#"{"type":"Ready","status":"True"}"#).is_ok());
+        assert!(
+            condition(r#"{"status":"True"}"#).is_err(),
+            "type is required"
+        );
+        assert!(
+            condition(r#"{"type":"Ready"}"#).is_err(),
+            "status is required"
+        );
+        assert!(serde_json::from_str::<PodView>(r#"{"spec":{"schedulingGates":[{}]}}"#).is_err());
     }
 
     #[test]

@@ -4,7 +4,7 @@ mod harness;
 
 use std::time::Duration;
 
-use harness::{frame, Scenario, kube_config, pod, pod_view};
+use harness::{Scenario, frame, kube_config, pod, pod_view};
 use reconcile_core::{Config, Outcome, SourceEvent, StreamEnd};
 
 #[test]
@@ -60,7 +60,10 @@ fn reparenting_by_a_label_patch_wakes_both_parents() {
 #[test]
 fn a_burst_read_in_one_go_wakes_each_parent_once_and_its_reconcile_sees_all_of_it() {
     let mut s = Scenario::new(kube_config().concurrency(4));
-    s.start().list_ok(10, &[pod("a", Some("c2"), 5)]).settle().at(1.0);
+    s.start()
+        .list_ok(10, &[pod("a", Some("c2"), 5)])
+        .settle()
+        .at(1.0);
     let burst = [
         frame("ADDED", &pod("b", Some("c2"), 11)),
         frame("ADDED", &pod("c", Some("c1"), 12)),

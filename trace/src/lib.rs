@@ -1,4 +1,6 @@
-//! The trace format: JSON Lines, a versioned header line, then one timestamped record per
+//! # reconcile-trace
+//!
+//! The trace format of reconcile-loop: JSON Lines, a versioned header line, then one timestamped record per
 //! line (see `docs/trace-format.md`).
 //!
 //! Payloads that came off the wire (LIST bodies, watch frames, objects) are kept as the exact
@@ -10,7 +12,12 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use reconcile_core::Instant;
+use reconcile_core::{Instant, KeyBy};
+
+mod run;
+pub mod selector;
+
+pub use run::{Recorded, header_for, to_trace};
 
 /// The header key that marks a trace, and the only version this crate reads and writes.
 pub const FORMAT_KEY: &str = "reconcile_sim_trace";
@@ -33,42 +40,6 @@ pub struct TraceError {
     pub message: String,
 }
 
-/// How a reconcile's parent key is derived from a pod.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ParentBy {
-    /// The value of this label; a pod without it cannot be mapped and is evicted.
-    Label(String),
-    /// The pod's own `namespace/name`: one parent per pod.
-    Name,
-    /// The pod's namespace.
-    Namespace,
-}
-
-impl fmt::Display for ParentBy {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ParentBy::Label(l) => write!(f, "label:{l}"),
-            ParentBy::Name => f.write_str("name"),
-            ParentBy::Namespace => f.write_str("namespace"),
-        }
-    }
-}
-
-impl ParentBy {
-    fn parse(s: &str) -> Result<Self, String> {
-        match s {
-            "name" => Ok(ParentBy::Name),
-            "namespace" => Ok(ParentBy::Namespace),
-            _ => match s.strip_prefix("label:") {
-                Some(l) if !l.is_empty() => Ok(ParentBy::Label(l.to_owned())),
-                _ => Err(format!(
-                    "parent must be \"name\", \"namespace\" or \"label:<key>\", got {s:?}"
-                )),
-            },
-        }
-    }
-}
-
 /// How the simulated apiserver reports a compacted cursor on WATCH.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GoneAs {
@@ -89,8 +60,8 @@ pub struct Header {
     pub namespace: Option<String>,
     /// Server-side label selector.
     pub label_selector: Option<String>,
-    /// Parent key derivation.
-    pub parent: ParentBy,
+    /// Parent key derivation: one of the core's ready-made key maps.
+    pub parent: KeyBy,
     /// Parallel reconciles.
     pub concurrency: usize,
     /// `timeoutSeconds` on every WATCH.
@@ -116,7 +87,7 @@ impl Default for Header {
             in_process: false,
             namespace: None,
             label_selector: None,
-            parent: ParentBy::Name,
+            parent: KeyBy::Name,
             concurrency: 1,
             timeout_seconds: 300,
             resync: Some(Duration::from_secs(36_000)),
@@ -444,10 +415,10 @@ impl Header {
             in_process,
             namespace: h.namespace,
             label_selector: h.label_selector,
-            parent: h
-                .parent
-                .as_deref()
-                .map_or(Ok(d.parent.clone()), ParentBy::parse)?,
+            parent: h.parent.as_deref().map_or(Ok(d.parent.clone()), |p| {
+                p.parse()
+                    .map_err(|e: reconcile_core::KeyByParseError| e.to_string())
+            })?,
             concurrency: h.concurrency.unwrap_or(d.concurrency),
             timeout_seconds: h.timeout_seconds.unwrap_or(d.timeout_seconds),
             resync: match h.resync_s {
@@ -741,6 +712,21 @@ impl Trace {
     }
 }
 
+fn has_line_break(s: &str) -> bool {
+    s.contains(['\n', '\r'])
+}
+
+/// A raw JSON object written inline: as it is when it is one line, compacted otherwise
+/// (an in-process object is decoded anyway, so its whitespace carries nothing).
+fn one_line_json(raw_json: &str) -> std::borrow::Cow<'_, str> {
+    if !has_line_break(raw_json) {
+        return raw_json.into();
+    }
+    serde_json::from_str::<serde_json::Value>(raw_json)
+        .map_or_else(|_| raw_json.replace(['\n', '\r'], " "), |v| v.to_string())
+        .into()
+}
+
 /// Appends `"key":<raw json>` to an object being written by hand, so raw payloads keep their
 /// exact bytes.
 fn push_raw(out: &mut String, key: &str, raw_json: &str) {
@@ -800,8 +786,10 @@ impl Entry {
                 Some(e) => push_str(&mut out, "transport_error", e),
                 None => {
                     push_num(&mut out, "status", *status);
-                    if is_json(body) {
-                        push_raw(&mut out, "body", body.trim());
+                    // Raw JSON only when it is already one line, exactly: otherwise the
+                    // exact bytes go as a string, so every record stays one line.
+                    if is_json(body) && !has_line_break(body) && body.trim().len() == body.len() {
+                        push_raw(&mut out, "body", body);
                     } else {
                         push_str(&mut out, "raw_body", body);
                     }
@@ -855,15 +843,16 @@ impl Entry {
             Record::Source(op) => match op {
                 SourceOp::Upsert(o) => {
                     push_str(&mut out, "op", "upsert");
-                    push_raw(&mut out, "object", o);
+                    push_raw(&mut out, "object", &one_line_json(o));
                 }
                 SourceOp::Delete(o) => {
                     push_str(&mut out, "op", "delete");
-                    push_raw(&mut out, "object", o);
+                    push_raw(&mut out, "object", &one_line_json(o));
                 }
                 SourceOp::Replace(objects) => {
                     push_str(&mut out, "op", "replace");
-                    push_raw(&mut out, "objects", &format!("[{}]", objects.join(",")));
+                    let joined = format!("[{}]", objects.join(","));
+                    push_raw(&mut out, "objects", &one_line_json(&joined));
                 }
             },
             Record::SourceEnd { error } => {
@@ -1026,6 +1015,46 @@ mod tests {
                 .collect::<Vec<_>>()
         };
         assert_eq!(records(&again), records(&trace));
+    }
+
+    #[test]
+    fn every_record_is_one_line_whatever_its_payload() {
+        let body = "{\"metadata\":{\"resourceVersion\":\"1\"},\n  \"items\":[]}\n";
+        let trace = Trace {
+            name: "t".into(),
+            header: Header::default(),
+            entries: vec![
+                Entry::new(
+                    None,
+                    Record::List {
+                        status: 200,
+                        body: body.into(),
+                        transport_error: None,
+                    },
+                ),
+                Entry::new(
+                    None,
+                    Record::Frame {
+                        line: "{\"type\": \"BOOKMARK\"}".into(),
+                    },
+                ),
+                Entry::new(
+                    None,
+                    Record::Source(SourceOp::Upsert("{\n\"a\": 1}".into())),
+                ),
+            ],
+        };
+        let text = trace.to_jsonl();
+        assert_eq!(text.lines().count(), 4, "{text}");
+        let again = Trace::parse("t", &text).unwrap();
+        assert_eq!(
+            again.entries[0].record, trace.entries[0].record,
+            "exact LIST bytes"
+        );
+        assert_eq!(
+            again.entries[1].record, trace.entries[1].record,
+            "exact frame bytes"
+        );
     }
 
     #[test]

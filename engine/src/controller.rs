@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_lite::FutureExt;
-use reconcile_core::{Config, KeyMapError, Object, Outcome, ReconcileLoop, WatchParams};
+use reconcile_core::{Config, KeyMap, Object, Outcome, ReconcileLoop, WatchParams};
 
 use super::driver::{Driver, Limits, ReconcileFn, Remote};
 use super::error::Error;
@@ -130,7 +130,7 @@ pub struct Controller<O, P, R: Runtime, T> {
     shared: Arc<Shared<O>>,
     inbox: async_channel::Receiver<super::handle::Msg<O>>,
     stop: async_channel::Receiver<()>,
-    recorder: Option<Box<dyn Recorder>>,
+    recorder: Option<Box<dyn Recorder<O, P>>>,
     shutdown_on: Vec<BoxFuture<()>>,
 }
 
@@ -150,14 +150,10 @@ where
     R: Runtime,
     T: Transport,
 {
-    /// A controller over `source`, grouping objects under the parent `key_map` returns,
-    /// with the seed's defaults (one reconcile at a time, resync 10 h, backoff 1 s to 60 s,
-    /// retry delay 1 s).
-    pub fn with_runtime(
-        runtime: R,
-        source: Source<T>,
-        key_map: impl Fn(&O) -> Result<P, KeyMapError> + Send + Sync + 'static,
-    ) -> Self {
+    /// A controller over `source`, grouping objects under the parent `key_map` returns
+    /// (a ready-made map such as [`KeyMap::by_label`], or a closure), with the seed's
+    /// defaults (one reconcile at a time, resync 10 h, backoff 1 s to 60 s, retry delay 1 s).
+    pub fn with_runtime(runtime: R, source: Source<T>, key_map: impl Into<KeyMap<O, P>>) -> Self {
         let limits = Limits::default();
         let (config, remote) = match source.remote {
             Some((transport, path)) => (
@@ -186,10 +182,7 @@ where
 
     /// A controller over `source` on the runtime's default value (the ambient tokio
     /// runtime, smol's global executor); see [`Controller::with_runtime`] for the defaults.
-    pub fn new(
-        source: Source<T>,
-        key_map: impl Fn(&O) -> Result<P, KeyMapError> + Send + Sync + 'static,
-    ) -> Self
+    pub fn new(source: Source<T>, key_map: impl Into<KeyMap<O, P>>) -> Self
     where
         R: Default,
     {
@@ -254,23 +247,28 @@ where
         &self.config
     }
 
-    /// Writes the run to `path` as a `reconcile-sim` trace when it ends; `parent` tells the
-    /// simulator how this controller's `key_map` derives parents.
-    #[cfg(feature = "sim-trace")]
+    /// Writes the run to `path` as a trace when it ends (see [`TraceRecorder`]), replayable
+    /// in `reconcile-sim`. The header is this controller's configuration, set before this
+    /// call, with `description`; its key map is written when it is a ready-made one
+    /// ([`KeyMap::by_label`] and friends), so a replay rebuilds it.
+    ///
+    /// [`TraceRecorder`]: super::trace_recorder::TraceRecorder
     #[must_use]
-    pub fn record_trace(
-        self,
-        path: impl Into<std::path::PathBuf>,
-        parent: reconcile_sim::trace::ParentBy,
-    ) -> Self {
-        let description = format!("recorded by reconcile-engine on {}", runtime_name::<R>());
-        let header = super::sim_trace::header(&description, &self.config, parent);
-        self.recorder(super::sim_trace::TraceRecorder::new(path, header))
+    pub fn record_trace(self, path: impl Into<std::path::PathBuf>, description: &str) -> Self
+    where
+        O: Clone,
+    {
+        let description = format!(
+            "{description} (recorded by reconcile-engine on {})",
+            runtime_name::<R>()
+        );
+        let header = reconcile_trace::header_for(&description, &self.config);
+        self.recorder(super::trace_recorder::TraceRecorder::new(path, header))
     }
 
-    /// Records every input and command (see [`Recorder`]).
+    /// Records every input fed and command issued (see [`Recorder`]).
     #[must_use]
-    pub fn recorder(mut self, recorder: impl Recorder) -> Self {
+    pub fn recorder(mut self, recorder: impl Recorder<O, P>) -> Self {
         self.recorder = Some(Box::new(recorder));
         self
     }
@@ -412,7 +410,6 @@ where
             recorder: self.recorder,
             tasks: BTreeMap::new(),
             open_source: None,
-            running: BTreeMap::new(),
             watched_since_list: false,
         };
         Ok((driver, signals))
@@ -473,14 +470,13 @@ impl<O, R: Runtime> Running<O, R> {
 
 /// The runtime's type name without its module path (`TokioRuntime`, `SmolRuntime`), for
 /// trace headers.
-#[cfg(feature = "sim-trace")]
 fn runtime_name<R>() -> &'static str {
     let full = std::any::type_name::<R>();
     let outer = full.split('<').next().unwrap_or(full);
     outer.rsplit("::").next().unwrap_or(outer)
 }
 
-#[cfg(all(test, feature = "sim-trace"))]
+#[cfg(test)]
 mod tests {
     use super::runtime_name;
 

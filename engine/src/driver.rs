@@ -4,9 +4,12 @@
 //! and report through one bounded inbox. The choreography, in order, every turn:
 //! 1. drain the core until [`Output::Timeout`], performing each command as it comes;
 //! 2. wait for the first of: a stop request, an inbox message, the deadline;
-//! 3. feed what woke us, then read the clock and, if the deadline has passed, call
-//!    `handle_timeout` — the clock decides, not which future won the race (quinn's rule), so
-//!    a timer that fired late or a message that beat it cannot lose a wakeup.
+//! 3. feed what woke us and every message already waiting in the inbox behind it (at most
+//!    the inbox's capacity, so a turn stays bounded): the core decides dispatch when it is
+//!    drained, so inputs fed together wake each parent once;
+//! 4. read the clock and, if the deadline has passed, feed [`Input::Timeout`] — the clock
+//!    decides, not which future won the race (quinn's rule), so a timer that fired late or a
+//!    message that beat it cannot lose a wakeup.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -16,9 +19,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures_lite::{FutureExt, StreamExt};
-use reconcile_core::list_decoder::ListDecoder;
+use reconcile_core::list::ListDecoder;
 use reconcile_core::{
-    Command, Deadline, Event, Instant, Lifecycle, ListResponse, Object, Outcome, Output,
+    Command, Deadline, Event, Input, Instant, Lifecycle, ListResponse, Object, Outcome, Output,
     ReconcileLoop, RequestId, StreamEnd, StreamId, Ticket, WatchParams,
 };
 use tracing::Instrument;
@@ -26,7 +29,7 @@ use tracing::Instrument;
 use super::error::Error;
 use super::handle::{Listed, Msg, Shared};
 use super::lines::LineSplitter;
-use super::recorder::{Record, Recorder};
+use super::recorder::Recorder;
 use super::runtime::{BoxFuture, Runtime, Task, timeout};
 use super::transport::{
     BodyStream, Requests, Transport, TransportError, for_each_chunk, read_body,
@@ -98,11 +101,9 @@ pub(crate) struct Driver<O, P, R: Runtime, T> {
     pub(crate) shared: Arc<Shared<O>>,
     pub(crate) inbox: async_channel::Receiver<Msg<O>>,
     pub(crate) stop: async_channel::Receiver<()>,
-    pub(crate) recorder: Option<Box<dyn Recorder>>,
+    pub(crate) recorder: Option<Box<dyn Recorder<O, P>>>,
     pub(crate) tasks: BTreeMap<TaskKey, R::Task>,
     pub(crate) open_source: Option<StreamId>,
-    /// Parents of running reconciles, for the recorder (keys are rendered once).
-    pub(crate) running: BTreeMap<Ticket, String>,
     /// A WATCH was sent since the last LIST: the next one is a reopen.
     pub(crate) watched_since_list: bool,
 }
@@ -118,10 +119,12 @@ where
         Instant::from_duration(self.runtime.now().saturating_duration_since(self.origin))
     }
 
-    fn record(&mut self, now: Instant, record: Record<'_>) {
+    /// Records `input` (if a recorder is attached) and feeds it to the core.
+    fn input(&mut self, now: Instant, input: Input<O>) {
         if let Some(recorder) = &mut self.recorder {
-            recorder.record(now, record);
+            recorder.input(now, &input);
         }
+        self.core.handle_input(now, input);
     }
 
     /// Runs until stopped; the result is also published to every handle.
@@ -143,8 +146,7 @@ where
 
     async fn turns(&mut self) -> Result<(), Error> {
         let now = self.now();
-        self.record(now, Record::Start);
-        self.core.start(now)?;
+        self.input(now, Input::Start);
         loop {
             let deadline = self.drain();
             self.shared.publish(self.core.stats(), self.core.cursor());
@@ -155,20 +157,34 @@ where
             let now = self.now();
             match woken {
                 Woken::Stop => {
-                    self.record(now, Record::Stop);
-                    self.core.stop(now)?;
+                    self.input(now, Input::Stop);
                     continue;
                 }
-                Woken::Input(msg) => self.feed(now, msg),
+                Woken::Input(msg) => {
+                    self.feed(now, msg);
+                    self.feed_waiting(now);
+                }
                 Woken::Timer => {}
             }
             if deadline.is_some_and(|d| d.at <= now) {
-                // Drain what the input produced first, so commands keep their order.
+                // Drain what the inputs produced first, so commands keep their order.
                 let deadline = self.drain();
                 if deadline.is_some_and(|d| d.at <= now) {
-                    self.record(now, Record::Timeout);
-                    self.core.handle_timeout(now);
+                    self.input(now, Input::Timeout);
                 }
+            }
+        }
+    }
+
+    /// Feeds the messages already waiting in the inbox, without waiting for more: the core
+    /// decides dispatch at the next drain, so a burst fed together wakes each parent once.
+    /// At most the inbox's capacity is taken, so one turn stays bounded while readers keep
+    /// refilling it.
+    fn feed_waiting(&mut self, now: Instant) {
+        for _ in 1..self.limits.inbox.max(1) {
+            match self.inbox.try_recv() {
+                Ok(msg) => self.feed(now, msg),
+                Err(_) => break,
             }
         }
     }
@@ -205,10 +221,8 @@ where
         loop {
             match self.core.poll_output() {
                 Output::Command(command) => {
-                    if self.recorder.is_some() {
-                        let now = self.core.now();
-                        let line = command.to_string();
-                        self.record(now, Record::Command(&line));
+                    if let Some(recorder) = &mut self.recorder {
+                        recorder.command(self.core.now(), &command);
                     }
                     self.perform(command);
                 }
@@ -219,89 +233,57 @@ where
     }
 
     fn feed(&mut self, now: Instant, msg: Msg<O>) {
-        match msg {
+        let input = match msg {
             Msg::List(req, result) => {
                 self.tasks.remove(&TaskKey::List(req));
-                match result {
+                let response = match result {
                     Ok(Listed::Decoded { list, body }) => {
-                        if let Some(body) = &body {
-                            self.record(
-                                now,
-                                Record::ListResponse {
-                                    req,
-                                    status: 200,
-                                    body,
-                                },
-                            );
+                        // The recorder keeps the raw body, which a replay decodes the same way.
+                        if let (Some(recorder), Some(body)) = (&mut self.recorder, body) {
+                            let raw = ListResponse::Response { status: 200, body };
+                            recorder.input(now, &Input::List { req, response: raw });
                         }
-                        self.core.handle_list_decoded(now, req, list);
-                    }
-                    Ok(Listed::Status { status, body }) => {
-                        self.record(
+                        self.core.handle_input(
                             now,
-                            Record::ListResponse {
+                            Input::List {
                                 req,
-                                status,
-                                body: &body,
+                                response: ListResponse::Decoded(list),
                             },
                         );
-                        let response = ListResponse::Response {
-                            status,
-                            body: &body,
-                        };
-                        self.core.handle_list(now, req, response);
+                        return;
                     }
+                    Ok(Listed::Status { status, body }) => ListResponse::Response { status, body },
                     Err(error) => {
                         tracing::warn!(%req, %error, "list failed to get a response");
-                        self.record(now, Record::ListError { req, error: &error });
-                        self.core
-                            .handle_list(now, req, ListResponse::TransportError(&error));
+                        ListResponse::TransportError(error)
                     }
-                }
+                };
+                Input::List { req, response }
             }
-            Msg::WatchOpened(stream) => {
-                self.record(now, Record::WatchOpened { stream });
-                self.core.handle_watch_opened(now, stream);
-            }
-            Msg::WatchLine(stream, line) => {
-                self.record(
-                    now,
-                    Record::WatchLine {
-                        stream,
-                        line: &line,
-                    },
-                );
-                self.core.handle_watch_line(now, stream, &line);
-            }
+            Msg::WatchOpened(stream) => Input::WatchOpened { stream },
+            Msg::WatchLine(stream, line) => Input::WatchLine { stream, line },
             Msg::WatchEnd(stream, end) => {
                 self.tasks.remove(&TaskKey::Watch(stream));
                 tracing::debug!(%stream, ?end, "watch ended");
-                self.record(now, Record::WatchEnd { stream, end: &end });
-                self.core.handle_watch_end(now, stream, end);
+                Input::WatchEnd { stream, end }
             }
             Msg::Reconciled(ticket, outcome) => {
                 self.tasks.remove(&TaskKey::Reconcile(ticket));
-                let parent = self.running.remove(&ticket).unwrap_or_default();
-                self.record(
-                    now,
-                    Record::Reconciled {
-                        ticket,
-                        parent: &parent,
-                        outcome: &outcome,
-                    },
-                );
-                self.core.handle_reconciled(now, ticket, outcome);
+                Input::Reconciled { ticket, outcome }
             }
             Msg::Source(event) => match self.open_source {
-                Some(stream) => self.core.handle_source_event(now, stream, event),
-                None => tracing::debug!("in-process event dropped: no source stream is open"),
-            },
-            Msg::SourceEnd(error) => {
-                if let Some(stream) = self.open_source.take() {
-                    self.core.handle_source_end(now, stream, error);
+                Some(stream) => Input::SourceEvent { stream, event },
+                None => {
+                    tracing::debug!("in-process event dropped: no source stream is open");
+                    return;
                 }
-            }
-        }
+            },
+            Msg::SourceEnd(error) => match self.open_source.take() {
+                Some(stream) => Input::SourceEnd { stream, error },
+                None => return,
+            },
+        };
+        self.input(now, input);
     }
 
     fn abort(&mut self, key: TaskKey) {
@@ -340,17 +322,13 @@ where
                 attempt,
                 members,
             } => self.reconcile(ticket, parent, attempt, members),
-            Command::CancelReconcile { ticket } => {
-                self.running.remove(&ticket);
-                self.abort(TaskKey::Reconcile(ticket));
-            }
+            Command::CancelReconcile { ticket } => self.abort(TaskKey::Reconcile(ticket)),
+            other => tracing::warn!(command = %other, "command not understood by this driver"),
         }
     }
 
     fn list(&mut self, req: RequestId, params: &WatchParams) {
         self.watched_since_list = false;
-        let now = self.core.now();
-        self.record(now, Record::ListRequested { req });
         let Some(remote) = &self.remote else {
             // The core only lists for a Kubernetes source, which always has a remote.
             let _ = self
@@ -386,14 +364,6 @@ where
         timeout_seconds: u32,
         bookmarks: bool,
     ) {
-        let now = self.core.now();
-        self.record(
-            now,
-            Record::WatchRequested {
-                stream,
-                resource_version,
-            },
-        );
         let Some(remote) = &self.remote else {
             let _ = self.shared.inbox().try_send(Msg::WatchEnd(
                 stream,
@@ -429,18 +399,6 @@ where
 
     fn reconcile(&mut self, ticket: Ticket, parent: P, attempt: u32, members: Vec<Arc<O>>) {
         let span = tracing::info_span!("reconcile", key = %parent, attempt, %ticket);
-        if self.recorder.is_some() {
-            let key = parent.to_string();
-            let now = self.core.now();
-            self.record(
-                now,
-                Record::Dispatched {
-                    ticket,
-                    parent: &key,
-                },
-            );
-            self.running.insert(ticket, key);
-        }
         let future = (self.reconcile)(parent, members);
         let inbox = self.shared.inbox().clone();
         let task = self.runtime.spawn(Box::pin(
@@ -505,7 +463,10 @@ async fn list<R: Runtime, T: Transport, O: Object>(
     let mut body = response.into_body();
     if status != 200 {
         let body = read_body(runtime, &mut body, limits.list_idle, limits.max_list_body).await?;
-        return Ok(Listed::Status { status, body });
+        return Ok(Listed::Status {
+            status,
+            body: body.into(),
+        });
     }
     let mut decoder = ListDecoder::<O>::new();
     let mut kept = keep_body.then(Vec::new);
@@ -533,7 +494,10 @@ async fn list<R: Runtime, T: Transport, O: Object>(
         Some(e) => Err(e),
         None => decoder.finish(),
     };
-    Ok(Listed::Decoded { list, body: kept })
+    Ok(Listed::Decoded {
+        list,
+        body: kept.map(Bytes::from),
+    })
 }
 
 async fn watch<R: Runtime, T: Transport, O>(

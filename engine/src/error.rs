@@ -1,6 +1,6 @@
 //! What can go wrong when running a controller.
 
-use reconcile_core::{ConfigError, LifecycleError};
+use reconcile_core::ConfigError;
 
 /// A controller could not run, or stopped without doing what was asked.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -8,9 +8,6 @@ pub enum Error {
     /// A setting is out of bounds.
     #[error("invalid controller configuration: {0}")]
     Config(#[from] ConfigError),
-    /// The core refused a lifecycle call (a bug in the driver if it ever shows).
-    #[error("controller lifecycle: {0}")]
-    Lifecycle(#[from] LifecycleError),
     /// `start` was awaited but the controller stopped before its first sync.
     #[error("the controller stopped before its first sync")]
     StoppedBeforeSync,

@@ -33,11 +33,11 @@ pub(crate) enum Listed<O> {
     /// `200`: the body, decoded while it streamed in. The raw body is kept only for a
     /// recorder.
     Decoded {
-        list: Result<reconcile_core::frame::ObjectList<O>, reconcile_core::frame::ListBodyError>,
-        body: Option<Vec<u8>>,
+        list: Result<reconcile_core::list::ObjectList<O>, reconcile_core::list::ListBodyError>,
+        body: Option<bytes::Bytes>,
     },
     /// Any other status, with its body (usually a `Status`).
-    Status { status: u16, body: Vec<u8> },
+    Status { status: u16, body: bytes::Bytes },
 }
 
 #[derive(Debug, Default)]

@@ -16,9 +16,9 @@
 //! | [`lines`] | body → raw watch lines |
 //! | [`controller`] | the builder, `Action`, `Source`, `Running` |
 //! | [`handle`] | stop, wait, push |
-//! | [`recorder`] | the tap for trace recording |
+//! | [`recorder`] | the tap for trace recording: every [`Input`](reconcile_core::Input) fed and [`Command`](reconcile_core::Command) issued |
 //! | [`tape`] | an in-memory recorder |
-//! | `sim_trace` | the recorder writing `reconcile-sim` traces (feature `sim-trace`) |
+//! | [`trace_recorder`] | the recorder writing `reconcile-trace` traces, replayable in `reconcile-sim` |
 //! | `driver` | the choreography: drain, route, time |
 
 pub mod controller;
@@ -28,16 +28,16 @@ pub mod handle;
 pub mod lines;
 pub mod recorder;
 pub mod runtime;
-#[cfg(feature = "sim-trace")]
-pub mod sim_trace;
 pub mod tape;
+pub mod trace_recorder;
 pub mod transport;
 
 pub use controller::{Action, Controller, Running, Source};
 pub use driver::Limits;
 pub use error::Error;
 pub use handle::Handle;
-pub use recorder::{Record, Recorder};
+pub use recorder::Recorder;
 pub use runtime::{BoxFuture, Runtime, ShutdownSignal, Task};
-pub use tape::{Tape, Taped};
+pub use tape::Tape;
+pub use trace_recorder::TraceRecorder;
 pub use transport::{BodyStream, Requests, Transport, TransportError};

@@ -6,10 +6,13 @@ use std::time::Duration;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 
+use bytes::Bytes;
 use reconcile_core::pod::PodView;
-use reconcile_core::{Command, Instant, ListResponse, Outcome, Output, ReconcileLoop, StreamId};
+use reconcile_core::{
+    Command, Input, Instant, KeyBy, ListResponse, Outcome, Output, ReconcileLoop, StreamId,
+};
 use reconcile_sim::harness::Render;
-use reconcile_sim::trace::{Entry, Header, ParentBy, Record, RecordedEnd, Trace};
+use reconcile_sim::trace::{Entry, Header, Record, RecordedEnd, Trace};
 use reconcile_sim::{ReplayOptions, SimOptions, replay, simulate};
 
 const FRAMES: usize = 100_000;
@@ -24,7 +27,7 @@ fn header() -> Header {
     Header {
         namespace: Some("default".into()),
         label_selector: Some("app=cell".into()),
-        parent: ParentBy::Label("cell".into()),
+        parent: KeyBy::Label("cell".into()),
         ..Header::default()
     }
 }
@@ -100,11 +103,11 @@ fn busy_trace() -> Trace {
 }
 
 /// Drives the core directly: LIST, WATCH, every frame, every reconcile answered `Success`.
-fn bare_core(trace: &Trace, lines: &[&str]) -> u64 {
+fn bare_core(trace: &Trace, lines: &[Bytes]) -> u64 {
     let config = reconcile_sim::harness::config(&trace.header).expect("valid header");
     let mut core = ReconcileLoop::new(config, Instant::ZERO).expect("valid config");
     let now = Instant::ZERO;
-    core.start(now).expect("new");
+    core.handle_input(now, Input::Start);
     let Record::List { body, .. } = &trace.entries[0].record else {
         unreachable!("busy_trace starts with a LIST")
     };
@@ -118,28 +121,27 @@ fn bare_core(trace: &Trace, lines: &[&str]) -> u64 {
                 Output::Command(Command::Watch { stream: s, .. }) => *stream = Some(s),
                 Output::Command(Command::Reconcile { ticket, .. }) => done.push(ticket),
                 Output::Command(Command::List { req, .. }) => {
-                    core.handle_list(
-                        now,
-                        req,
-                        ListResponse::Response {
-                            status: 200,
-                            body: body.as_bytes(),
-                        },
-                    );
+                    let response = ListResponse::Response {
+                        status: 200,
+                        body: Bytes::copy_from_slice(body.as_bytes()),
+                    };
+                    core.handle_input(now, Input::List { req, response });
                 }
                 _ => {}
             }
         }
         for ticket in done {
             reconciles += 1;
-            core.handle_reconciled(now, ticket, Outcome::Success);
+            let outcome = Outcome::Success;
+            core.handle_input(now, Input::Reconciled { ticket, outcome });
         }
     };
     drain(&mut core, &mut stream);
     drain(&mut core, &mut stream);
     let stream = stream.expect("watching");
     for line in lines {
-        core.handle_watch_line(now, stream, line.as_bytes());
+        let line = line.clone();
+        core.handle_input(now, Input::WatchLine { stream, line });
         let mut s = Some(stream);
         drain(&mut core, &mut s);
         drain(&mut core, &mut s);
@@ -175,11 +177,11 @@ fn benches(c: &mut Criterion) {
     let report = replay(&busy, &ropts).expect("valid header");
     assert_eq!(report.stats.frames, FRAMES as u64);
     // The floor: the bare core fed the same frames, each reconcile answered at once.
-    let lines: Vec<&str> = busy
+    let lines: Vec<Bytes> = busy
         .entries
         .iter()
         .filter_map(|e| match &e.record {
-            Record::Frame { line } => Some(line.as_str()),
+            Record::Frame { line } => Some(Bytes::copy_from_slice(line.as_bytes())),
             _ => None,
         })
         .collect();

@@ -67,7 +67,7 @@ pub fn frame(stream: StreamId, line: &[u8]) -> String {
 
 /// `list L1 200 items=3 rv=10`, `list L1 500`, `list L1 transport error (…)`.
 #[must_use]
-pub fn list(req: reconcile_core::RequestId, response: &ListResponse<'_>) -> String {
+pub fn list<O>(req: reconcile_core::RequestId, response: &ListResponse<O>) -> String {
     match response {
         ListResponse::TransportError(e) => format!("list {req} transport error ({e})"),
         ListResponse::Response { status: 200, body } => {
@@ -84,5 +84,11 @@ pub fn list(req: reconcile_core::RequestId, response: &ListResponse<'_>) -> Stri
             }
         }
         ListResponse::Response { status, .. } => format!("list {req} {status}"),
+        ListResponse::Decoded(Ok(list)) => format!(
+            "list {req} 200 items={} rv={} (decoded while streaming)",
+            list.items.len(),
+            list.resource_version
+        ),
+        ListResponse::Decoded(Err(e)) => format!("list {req} 200 (undecodable body: {e})"),
     }
 }

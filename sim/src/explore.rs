@@ -14,7 +14,9 @@ use reconcile_core::Instant;
 use crate::harness::{Render, Violation};
 use crate::rng::Rng;
 use crate::simulate::{SimOptions, simulate};
-use crate::trace::{Entry, Fault, GoneAs, Header, ParentBy, Record, ScriptedOutcome, Trace};
+use reconcile_core::KeyBy;
+
+use crate::trace::{Entry, Fault, GoneAs, Header, Record, ScriptedOutcome, Trace};
 
 /// Runs the minimizer may spend on one failing seed.
 pub const MAX_MINIMIZE_RUNS: usize = 2_000;
@@ -208,7 +210,7 @@ pub fn generate(seed: u64, long: bool) -> (Trace, &'static str) {
         description: Some(format!("explore seed {seed}, profile {profile}")),
         namespace: Some("default".into()),
         label_selector: Some("app=cell".into()),
-        parent: ParentBy::Label("cell".into()),
+        parent: KeyBy::Label("cell".into()),
         concurrency: usize::try_from(rng.range(1, 4)).unwrap_or(1),
         timeout_seconds: *rng.pick(&[30, 60, 300]),
         bookmark_interval: if rng.chance(70) {

@@ -10,11 +10,11 @@ use std::time::Duration;
 
 use reconcile_core::pod::PodView;
 use reconcile_core::{
-    Backoff, Command, Config, ConfigError, Event, Instant, KeyMapError, Object, Outcome, Output,
+    Backoff, Command, Config, ConfigError, Event, Input, Instant, KeyMap, Outcome, Output,
     ReconcileLoop, RelistReason, StreamId, Ticket, Wake, WatchParams, WatchRetryReason,
 };
 
-use crate::trace::{Header, ParentBy, ScriptedOutcome};
+use crate::trace::{Header, ScriptedOutcome};
 
 /// The core as the simulator runs it: partial pod views, parents named by strings.
 pub type Core = ReconcileLoop<PodView, String>;
@@ -43,33 +43,12 @@ pub struct Violation {
     pub detail: String,
 }
 
-/// The parent of `pod` under `parent`.
-///
-/// # Errors
-/// When the pod has no value for the parent label.
-pub fn parent_of(parent: &ParentBy, pod: &PodView) -> Result<String, KeyMapError> {
-    match parent {
-        ParentBy::Label(label) => pod
-            .metadata
-            .labels
-            .get(label)
-            .map(str::to_owned)
-            .ok_or_else(|| KeyMapError::new(format!("no {label} label"))),
-        ParentBy::Name => pod
-            .key()
-            .map(|k| k.to_string())
-            .ok_or_else(|| KeyMapError::new("no name")),
-        ParentBy::Namespace => Ok(pod.namespace().unwrap_or("").to_owned()),
-    }
-}
-
 /// The core's configuration from a trace header.
 ///
 /// # Errors
 /// When a setting is out of the core's bounds.
 pub fn config(header: &Header) -> Result<Config<PodView, String>, ConfigError> {
-    let parent = header.parent.clone();
-    let key_map = move |pod: &PodView| parent_of(&parent, pod);
+    let key_map = KeyMap::by(header.parent.clone());
     let config = if header.in_process {
         Config::in_process(key_map)
     } else {
@@ -308,6 +287,16 @@ impl Harness {
         });
     }
 
+    /// `describe()` when rendering, nothing otherwise: a step's label, built before its input
+    /// is moved into the core.
+    pub fn label(&self, describe: impl FnOnce() -> String) -> String {
+        if self.rendering() {
+            describe()
+        } else {
+            String::new()
+        }
+    }
+
     /// Feeds one input (described by `input`, built only when rendering) and drains.
     pub fn step(
         &mut self,
@@ -324,10 +313,7 @@ impl Harness {
     pub fn start(&mut self) -> StepIo {
         self.step(
             || "start".into(),
-            |core, now| {
-                // A fresh core: start cannot fail.
-                let _ = core.start(now);
-            },
+            |core, now| core.handle_input(now, Input::Start),
         )
     }
 
@@ -336,9 +322,7 @@ impl Harness {
         self.stopped = true;
         self.step(
             || "stop".into(),
-            |core, now| {
-                let _ = core.stop(now);
-            },
+            |core, now| core.handle_input(now, Input::Stop),
         )
     }
 
@@ -350,7 +334,9 @@ impl Harness {
         input: impl FnOnce() -> String,
     ) -> StepIo {
         self.open_streams.remove(&stream);
-        self.step(input, |core, now| core.handle_watch_end(now, stream, end))
+        self.step(input, |core, now| {
+            core.handle_input(now, Input::WatchEnd { stream, end });
+        })
     }
 
     /// Fires the core's timers (call when its deadline is due).
@@ -361,7 +347,7 @@ impl Harness {
                 Some(w) => format!("timer {w}"),
                 None => "timer".into(),
             },
-            |core, now| core.handle_timeout(now),
+            |core, now| core.handle_input(now, Input::Timeout),
         )
     }
 
@@ -387,7 +373,7 @@ impl Harness {
         };
         Some(self.step(
             || text,
-            |core, now| core.handle_reconciled(now, ticket, outcome),
+            |core, now| core.handle_input(now, Input::Reconciled { ticket, outcome }),
         ))
     }
 
@@ -527,6 +513,7 @@ impl Harness {
             Event::SourceNotSynced { .. } => "source not synced -> reopen",
             Event::SourceEnded { .. } => "source ended -> reopen",
             Event::Unnamed => "unnamed object refused",
+            _ => "other event",
         };
         self.count(path);
     }
@@ -604,6 +591,7 @@ impl Harness {
             | Command::CloseSource { .. } => {
                 io.commands.push(command);
             }
+            _ => io.commands.push(command),
         }
     }
 

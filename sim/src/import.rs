@@ -20,7 +20,9 @@ use serde_json::value::RawValue;
 
 use reconcile_core::Instant;
 
-use crate::trace::{Entry, FORMAT_KEY, Header, ParentBy, Record, RecordedEnd, Trace};
+use reconcile_core::KeyBy;
+
+use crate::trace::{Entry, FORMAT_KEY, Header, Record, RecordedEnd, Trace};
 
 /// A capture format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -481,7 +483,7 @@ fn kubespy(text: &str) -> Result<Trace, String> {
     let mut trace = watch_trace(&frames)?;
     trace.entries[0].note =
         Some("synthesized: kubespy records no LIST and no event types (inferred from uid)".into());
-    trace.header.parent = ParentBy::Name;
+    trace.header.parent = KeyBy::Name;
     Ok(trace)
 }
 

@@ -27,10 +27,12 @@ pub mod import;
 pub mod replay;
 pub mod rng;
 pub mod schedule;
-pub mod selector;
 pub mod simulate;
-pub mod trace;
 pub mod world;
+
+/// The trace format, from its own crate ([`reconcile_trace`]).
+pub use reconcile_trace as trace;
+pub use reconcile_trace::selector;
 
 pub use harness::{Render, Violation};
 pub use replay::{ReplayOptions, replay};

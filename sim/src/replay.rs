@@ -4,8 +4,10 @@
 
 use reconcile_core::pod::PodView;
 use reconcile_core::{
-    Command, Instant, ListResponse, RequestId, SourceEvent, StreamEnd, StreamId, Wake,
+    Command, Input, Instant, ListResponse, RequestId, SourceEvent, StreamEnd, StreamId, Wake,
 };
+
+use bytes::Bytes;
 
 use crate::describe;
 use crate::harness::{Harness, Render, StepIo, Violation};
@@ -137,11 +139,7 @@ impl Replay<'_> {
         for command in io.commands {
             match command {
                 Command::List { req, .. } => self.p.list = Some(req),
-                Command::CancelList { req } => {
-                    if self.p.list == Some(req) {
-                        self.p.list = None;
-                    }
-                }
+                Command::CancelList { req } if self.p.list == Some(req) => self.p.list = None,
                 Command::Watch {
                     stream,
                     resource_version,
@@ -157,12 +155,11 @@ impl Replay<'_> {
                     self.p.closed_by_core = Some(stream);
                 }
                 Command::OpenSource { stream } => self.p.source = Some(stream),
-                Command::CloseSource { stream } => {
-                    if self.p.source == Some(stream) {
-                        self.p.source = None;
-                    }
+                Command::CloseSource { stream } if self.p.source == Some(stream) => {
+                    self.p.source = None;
                 }
-                Command::Reconcile { .. } | Command::CancelReconcile { .. } => {}
+                // Cancels of what is already gone, reconciles (the harness runs them).
+                _ => {}
             }
         }
     }
@@ -267,15 +264,16 @@ impl Replay<'_> {
                     );
                 };
                 let response = match transport_error {
-                    Some(e) => ListResponse::TransportError(e),
+                    Some(e) => ListResponse::TransportError(e.clone()),
                     None => ListResponse::Response {
                         status: *status,
-                        body: body.as_bytes(),
+                        body: Bytes::copy_from_slice(body.as_bytes()),
                     },
                 };
+                let text = self.h.label(|| describe::list(req, &response));
                 let io = self.h.step(
-                    || describe::list(req, &response),
-                    |core, now| core.handle_list(now, req, response),
+                    || text,
+                    |core, now| core.handle_input(now, Input::List { req, response }),
                 );
                 self.handle_io(io);
             }
@@ -306,7 +304,7 @@ impl Replay<'_> {
                     self.p.open = Some(stream);
                     let io = self.h.step(
                         || format!("watch {stream} opened"),
-                        |core, now| core.handle_watch_opened(now, stream),
+                        |core, now| core.handle_input(now, Input::WatchOpened { stream }),
                     );
                     self.handle_io(io);
                 } else {
@@ -334,10 +332,11 @@ impl Replay<'_> {
                         format!("the trace has a watch frame, but no watch is open; the core waits for {waits}"),
                     );
                 };
-                let bytes = line.as_bytes();
+                let line = Bytes::copy_from_slice(line.as_bytes());
+                let text = self.h.label(|| describe::frame(stream, &line));
                 let io = self.h.step(
-                    || describe::frame(stream, bytes),
-                    |core, now| core.handle_watch_line(now, stream, bytes),
+                    || text,
+                    |core, now| core.handle_input(now, Input::WatchLine { stream, line }),
                 );
                 self.handle_io(io);
             }
@@ -415,7 +414,7 @@ impl Replay<'_> {
                 };
                 let io = self.h.step(
                     || text,
-                    |core, now| core.handle_source_event(now, stream, event),
+                    |core, now| core.handle_input(now, Input::SourceEvent { stream, event }),
                 );
                 self.handle_io(io);
             }
@@ -429,7 +428,7 @@ impl Replay<'_> {
                 let error = error.clone();
                 let io = self.h.step(
                     || format!("source {stream} ended"),
-                    |core, now| core.handle_source_end(now, stream, error),
+                    |core, now| core.handle_input(now, Input::SourceEnd { stream, error }),
                 );
                 self.handle_io(io);
             }
@@ -483,10 +482,11 @@ impl Replay<'_> {
             }
             Fault::GoneStorm { .. } | Fault::TooLarge { .. } | Fault::MalformedFrame { .. } => {
                 if let (Some(stream), Some(line)) = (stream, line) {
-                    let bytes = line.as_bytes();
+                    let line = Bytes::copy_from_slice(line.as_bytes());
+                    let text = self.h.label(|| describe::frame(stream, &line));
                     let io = self.h.step(
-                        || describe::frame(stream, bytes),
-                        |core, now| core.handle_watch_line(now, stream, bytes),
+                        || text,
+                        |core, now| core.handle_input(now, Input::WatchLine { stream, line }),
                     );
                     self.handle_io(io);
                 }

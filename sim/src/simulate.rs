@@ -10,11 +10,14 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use bytes::Bytes;
 use reconcile_core::pod::PodView;
-use reconcile_core::{Command, Instant, ListResponse, Object, SourceEvent, StreamEnd, StreamId};
+use reconcile_core::{
+    Command, Input, Instant, ListResponse, Object, SourceEvent, StreamEnd, StreamId,
+};
 
 use crate::describe;
-use crate::harness::{Harness, PathCounts, Render, StepIo, Violation, parent_of};
+use crate::harness::{Harness, PathCounts, Render, StepIo, Violation};
 use crate::schedule::timeline;
 use crate::trace::{Entry, Fault, Record, SourceOp, Trace};
 use crate::world::{Frame, ListAnswer, WatchAnswer, World};
@@ -275,12 +278,11 @@ impl Sim<'_> {
                     self.source = Some(stream);
                     self.schedule(now, Action::SourceOpen(stream));
                 }
-                Command::CloseSource { stream } => {
-                    if self.source == Some(stream) {
-                        self.source = None;
-                    }
+                Command::CloseSource { stream } if self.source == Some(stream) => {
+                    self.source = None;
                 }
-                Command::Reconcile { .. } | Command::CancelReconcile { .. } => {}
+                // Closes of what is already gone, reconciles (the harness runs them).
+                _ => {}
             }
         }
     }
@@ -307,10 +309,11 @@ impl Sim<'_> {
         if let Some(rv) = frame.rv {
             self.h.served_rv(&rv.to_string());
         }
-        let line = frame.line.as_bytes();
+        let line = Bytes::copy_from_slice(frame.line.as_bytes());
+        let text = self.h.label(|| describe::frame(stream, &line));
         let io = self.h.step(
-            || describe::frame(stream, line),
-            |core, now| core.handle_watch_line(now, stream, line),
+            || text,
+            |core, now| core.handle_input(now, Input::WatchLine { stream, line }),
         );
         self.handle_io(io);
     }
@@ -329,25 +332,27 @@ impl Sim<'_> {
                 let response = match &answer {
                     ListAnswer::Response(status, body) => ListResponse::Response {
                         status: *status,
-                        body: body.as_bytes(),
+                        body: Bytes::copy_from_slice(body.as_bytes()),
                     },
-                    ListAnswer::Transport(e) => ListResponse::TransportError(e),
+                    ListAnswer::Transport(e) => ListResponse::TransportError(e.clone()),
                 };
                 // A driver streams a 200 body through the core's `ListDecoder`: half the
                 // bodies (by length, so that no draw moves the seeded run) take that path, in
                 // chunks whose size also follows the length, and must act as the whole body.
-                let streamed = match response {
+                let streamed = match &response {
                     ListResponse::Response { status: 200, body } if body.len() % 2 == 0 => {
                         Some(decode_in_chunks(body, 1 + body.len() % 997))
                     }
                     _ => None,
                 };
+                let text = self.h.label(|| describe::list(req, &response));
+                let response = match streamed {
+                    Some(list) => ListResponse::Decoded(list),
+                    None => response,
+                };
                 let io = self.h.step(
-                    || describe::list(req, &response),
-                    |core, now| match streamed {
-                        Some(list) => core.handle_list_decoded(now, req, list),
-                        None => core.handle_list(now, req, response),
-                    },
+                    || text,
+                    |core, now| core.handle_input(now, Input::List { req, response }),
                 );
                 self.handle_io(io);
             }
@@ -444,7 +449,7 @@ impl Sim<'_> {
         self.open.insert(stream);
         let io = self.h.step(
             || format!("watch {stream} opened"),
-            |core, now| core.handle_watch_opened(now, stream),
+            |core, now| core.handle_input(now, Input::WatchOpened { stream }),
         );
         self.handle_io(io);
         let timeout = Duration::from_secs(u64::from(self.trace.header.timeout_seconds));
@@ -488,7 +493,7 @@ impl Sim<'_> {
         };
         let io = self.h.step(
             || text,
-            |core, now| core.handle_source_event(now, stream, event),
+            |core, now| core.handle_input(now, Input::SourceEvent { stream, event }),
         );
         self.handle_io(io);
     }
@@ -512,7 +517,7 @@ impl Sim<'_> {
     fn members_of(&self, object_key: &str) -> Option<String> {
         let obj = self.world.visible_objects().find(|o| o.key == object_key)?;
         let pod: PodView = serde_json::from_str(&obj.json).ok()?;
-        parent_of(&self.trace.header.parent, &pod).ok()
+        self.trace.header.parent.parent_of(&pod).ok()
     }
 
     fn world_put(&mut self, json: &str) {
@@ -642,7 +647,7 @@ impl Sim<'_> {
                     let error = error.clone();
                     let io = self.h.step(
                         || format!("source {stream} ended"),
-                        |core, now| core.handle_source_end(now, stream, error),
+                        |core, now| core.handle_input(now, Input::SourceEnd { stream, error }),
                     );
                     self.handle_io(io);
                 }
@@ -725,7 +730,7 @@ impl Sim<'_> {
             let Ok(pod) = serde_json::from_str::<PodView>(&obj.json) else {
                 continue;
             };
-            let Ok(parent) = parent_of(&parent_by, &pod) else {
+            let Ok(parent) = parent_by.parent_of(&pod) else {
                 continue;
             };
             let rv = pod.resource_version().unwrap_or("").to_owned();
@@ -801,8 +806,8 @@ fn key(pod: &PodView) -> String {
 fn decode_in_chunks(
     body: &[u8],
     chunk: usize,
-) -> Result<reconcile_core::frame::ObjectList<PodView>, reconcile_core::frame::ListBodyError> {
-    let mut decoder = reconcile_core::list_decoder::ListDecoder::new();
+) -> Result<reconcile_core::list::ObjectList<PodView>, reconcile_core::list::ListBodyError> {
+    let mut decoder = reconcile_core::list::ListDecoder::new();
     body.chunks(chunk.max(1))
         .try_for_each(|piece| decoder.push(piece))?;
     decoder.finish()

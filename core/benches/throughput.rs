@@ -20,7 +20,8 @@ use std::hint::black_box;
 use std::time::Instant as WallClock;
 
 use reconcile_core::Object;
-use reconcile_core::frame::{parse_frame, parse_list};
+use reconcile_core::frame::parse_frame;
+use reconcile_core::list::parse_list;
 use reconcile_core::pod::PodView;
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
 use workload::{Reconciles, bare_run, compare, core_run, list_body, synced_core, workload};
@@ -82,7 +83,7 @@ fn main() {
                 black_box(parse_list::<PodView>(&body).unwrap());
                 let whole = mb / start.elapsed().as_secs_f64();
                 let start = WallClock::now();
-                let mut decoder = reconcile_core::list_decoder::ListDecoder::<PodView>::new();
+                let mut decoder = reconcile_core::list::ListDecoder::<PodView>::new();
                 for chunk in body.chunks(16 * 1024) {
                     decoder.push(chunk).unwrap();
                 }

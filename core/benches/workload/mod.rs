@@ -7,7 +7,7 @@ use std::time::{Duration, Instant as WallClock};
 
 use reconcile_core::pod::PodView;
 use reconcile_core::{
-    Command, Config, Instant, KeyMapError, ListResponse, Outcome, Output, ReconcileLoop,
+    Command, Config, Input, Instant, KeyMapError, ListResponse, Outcome, Output, ReconcileLoop,
     WatchParams,
 };
 use serde_json::Value;
@@ -87,6 +87,19 @@ impl FramePool {
         frame
     }
 
+    /// Frame `n` as the `Bytes` a driver hands the core, without a copy: the buffer is lent
+    /// to the core and taken back once the core has dropped it (it never keeps a line).
+    pub fn feed_frame(&mut self, n: usize, feed: impl FnOnce(bytes::Bytes)) {
+        self.frame(n);
+        let i = n % self.frames.len();
+        let line = bytes::Bytes::from(std::mem::take(&mut self.frames[i]));
+        feed(line.clone());
+        self.frames[i] = line
+            .try_into_mut()
+            .map(Vec::from)
+            .unwrap_or_else(|shared| shared.to_vec());
+    }
+
     /// Average frame size.
     pub fn average_bytes(&self) -> usize {
         self.frames.iter().map(Vec::len).sum::<usize>() / self.frames.len().max(1)
@@ -157,7 +170,13 @@ pub fn drain(
             }) => {
                 black_box(&members);
                 if complete {
-                    core.handle_reconciled(now, ticket, Outcome::Success);
+                    core.handle_input(
+                        now,
+                        Input::Reconciled {
+                            ticket,
+                            outcome: Outcome::Success,
+                        },
+                    );
                 } else {
                     running.push(ticket);
                 }
@@ -172,15 +191,13 @@ pub fn drain(
 pub fn synced_core(body: &[u8]) -> (ReconcileLoop<PodView, Key>, reconcile_core::StreamId) {
     let config = Config::kubernetes(WatchParams::namespaced("bench"), by_cell);
     let mut core = ReconcileLoop::new(config, Instant::ZERO).unwrap();
-    core.start(Instant::ZERO).unwrap();
+    core.handle_input(Instant::ZERO, Input::Start);
     let Output::Command(Command::List { req, .. }) = core.poll_output() else {
         unreachable!()
     };
-    core.handle_list(
-        Instant::ZERO,
-        req,
-        ListResponse::Response { status: 200, body },
-    );
+    let body = bytes::Bytes::copy_from_slice(body);
+    let response = ListResponse::Response { status: 200, body };
+    core.handle_input(Instant::ZERO, Input::List { req, response });
     let stream = drain(&mut core, Instant::ZERO, true, &mut Vec::new()).expect("watch after sync");
     (core, stream)
 }
@@ -202,7 +219,9 @@ pub fn core_run(body: &[u8], pool: &mut FramePool, frames: usize, mode: Reconcil
     let start = WallClock::now();
     for n in 0..frames {
         let now = Instant::from_nanos(n as u64);
-        core.handle_watch_line(now, stream, pool.frame(n));
+        pool.feed_frame(n, |line| {
+            core.handle_input(now, Input::WatchLine { stream, line })
+        });
         match mode {
             Reconciles::Instant => {
                 drain(&mut core, now, true, &mut running);
@@ -211,7 +230,13 @@ pub fn core_run(body: &[u8], pool: &mut FramePool, frames: usize, mode: Reconcil
                 drain(&mut core, now, false, &mut running);
                 if n % 100 == 99 {
                     for ticket in running.drain(..) {
-                        core.handle_reconciled(now, ticket, Outcome::Success);
+                        core.handle_input(
+                            now,
+                            Input::Reconciled {
+                                ticket,
+                                outcome: Outcome::Success,
+                            },
+                        );
                     }
                     drain(&mut core, now, false, &mut running);
                 }

@@ -20,11 +20,11 @@ use std::time::{Duration, Instant as WallClock, SystemTime};
 
 use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::Pod;
-use reconcile_core::list_decoder::ListDecoder;
+use reconcile_core::list::ListDecoder;
 use reconcile_core::pod::PodView;
 use reconcile_core::{
-    Command, Config, Instant, KeyMapError, ListResponse, Outcome, Output, ReconcileLoop, StreamEnd,
-    WatchParams,
+    Command, Config, Input, Instant, KeyMap, ListResponse, Outcome, Output, ReconcileLoop,
+    StreamEnd, WatchParams,
 };
 use reconcile_tokio::engine::Transport as _;
 use reconcile_tokio::engine::lines::LineSplitter;
@@ -238,14 +238,6 @@ fn is_final_sentinel(pod: &PodView) -> bool {
         && pod.metadata.annotations.get(PHASE_ANNOTATION) == Some("end")
 }
 
-fn by_cell(pod: &PodView) -> Result<String, KeyMapError> {
-    pod.metadata
-        .labels
-        .get("cell")
-        .map(str::to_owned)
-        .ok_or_else(|| KeyMapError::new("no cell label"))
-}
-
 async fn bare(client: kube::Client, args: &PeerArgs) -> Result<PeerReport, BenchError> {
     let transport = KubeTransport::new(client);
     let params = WatchParams::namespaced(&args.namespace).labels(SELECTOR);
@@ -256,7 +248,7 @@ async fn bare(client: kube::Client, args: &PeerArgs) -> Result<PeerReport, Bench
     let response = transport.send(request).await?;
     let mut body = response.into_body();
     let bytes = read_body(&TokioRuntime, &mut body, Duration::from_secs(120), 4 << 30).await?;
-    let list = reconcile_core::frame::parse_list::<PodView>(&bytes)
+    let list = reconcile_core::list::parse_list::<PodView>(&bytes)
         .map_err(|e| BenchError::Peer(e.to_string()))?;
     Ok(PeerReport {
         pods: list.items.len(),
@@ -272,14 +264,13 @@ async fn core(client: kube::Client, args: &PeerArgs, heap: Heap) -> Result<PeerR
     let requests = Requests::new(collection(&args.namespace));
     let config = Config::kubernetes(
         WatchParams::namespaced(&args.namespace).labels(SELECTOR),
-        by_cell,
+        KeyMap::by_label("cell"),
     );
     let origin = WallClock::now();
     let now = || Instant::from_nanos(u64::try_from(origin.elapsed().as_nanos()).unwrap_or(0));
     let mut core: ReconcileLoop<PodView, String> =
         ReconcileLoop::new(config, now()).map_err(|e| BenchError::Peer(e.to_string()))?;
-    core.start(now())
-        .map_err(|e| BenchError::Peer(e.to_string()))?;
+    core.handle_input(now(), Input::Start);
     let mut report = PeerReport::default();
     let mut watch: Option<(reconcile_core::StreamId, BodyStream)> = None;
     let mut splitter = LineSplitter::new(64 << 20);
@@ -319,7 +310,8 @@ async fn core(client: kube::Client, args: &PeerArgs, heap: Heap) -> Result<PeerR
                         report.done_unix_ns = unix_ns();
                         done = true;
                     }
-                    core.handle_reconciled(now(), ticket, Outcome::Success);
+                    let outcome = Outcome::Success;
+                    core.handle_input(now(), Input::Reconciled { ticket, outcome });
                 }
                 Output::Command(_) | Output::Event(_) => {}
                 Output::Timeout(_) => break,
@@ -346,14 +338,9 @@ async fn core(client: kube::Client, args: &PeerArgs, heap: Heap) -> Result<PeerR
             if status != 200 {
                 let bytes =
                     read_body(&TokioRuntime, &mut body, Duration::from_secs(120), 1 << 20).await?;
-                core.handle_list(
-                    now(),
-                    req,
-                    ListResponse::Response {
-                        status,
-                        body: &bytes,
-                    },
-                );
+                let body = bytes.into();
+                let response = ListResponse::Response { status, body };
+                core.handle_input(now(), Input::List { req, response });
                 continue;
             }
             // Decoded as it streams in, as the drivers do.
@@ -373,7 +360,8 @@ async fn core(client: kube::Client, args: &PeerArgs, heap: Heap) -> Result<PeerR
             )
             .await?;
             let list = list.and_then(|()| decoder.finish());
-            core.handle_list_decoded(now(), req, list);
+            let response = ListResponse::Decoded(list);
+            core.handle_input(now(), Input::List { req, response });
             continue;
         }
         if let Some((stream, params, rv, timeout, bookmarks)) = open {
@@ -383,9 +371,10 @@ async fn core(client: kube::Client, args: &PeerArgs, heap: Heap) -> Result<PeerR
             let response = transport.send(request).await?;
             if response.status().as_u16() != 200 {
                 let code = response.status().as_u16();
-                core.handle_watch_end(now(), stream, StreamEnd::HttpStatus { code, body: vec![] });
+                let end = StreamEnd::HttpStatus { code, body: vec![] };
+                core.handle_input(now(), Input::WatchEnd { stream, end });
             } else {
-                core.handle_watch_opened(now(), stream);
+                core.handle_input(now(), Input::WatchOpened { stream });
                 watch = Some((stream, response.into_body()));
             }
             continue;
@@ -397,24 +386,24 @@ async fn core(client: kube::Client, args: &PeerArgs, heap: Heap) -> Result<PeerR
                     Some(Ok(chunk)) => {
                         lines.clear();
                         if let Err(e) = splitter.push(&chunk, &mut lines) {
-                            core.handle_watch_end(
-                                now(),
-                                stream,
-                                StreamEnd::TransportError(e.to_string()),
-                            );
+                            let end = StreamEnd::TransportError(e.to_string());
+                            core.handle_input(now(), Input::WatchEnd { stream, end });
                             watch = None;
                             continue;
                         }
-                        for line in &lines {
-                            core.handle_watch_line(now(), stream, line);
+                        // Every line of one read is fed before the next drain.
+                        for line in lines.drain(..) {
+                            core.handle_input(now(), Input::WatchLine { stream, line });
                         }
                     }
                     Some(Err(e)) => {
-                        core.handle_watch_end(now(), stream, StreamEnd::TransportError(e.0));
+                        let end = StreamEnd::TransportError(e.0);
+                        core.handle_input(now(), Input::WatchEnd { stream, end });
                         watch = None;
                     }
                     None => {
-                        core.handle_watch_end(now(), stream, StreamEnd::Clean);
+                        let end = StreamEnd::Clean;
+                        core.handle_input(now(), Input::WatchEnd { stream, end });
                         watch = None;
                     }
                 }
@@ -422,7 +411,7 @@ async fn core(client: kube::Client, args: &PeerArgs, heap: Heap) -> Result<PeerR
             None => {
                 // Nothing open: the core waits for a retry delay.
                 tokio::time::sleep(Duration::from_millis(10)).await;
-                core.handle_timeout(now());
+                core.handle_input(now(), Input::Timeout);
             }
         }
     }
@@ -453,7 +442,9 @@ async fn tokio_driver(
     heap: Heap,
 ) -> Result<PeerReport, BenchError> {
     let source = Source::pods(KubeTransport::new(client), Some(&args.namespace)).labels(SELECTOR);
-    let controller = reconcile_tokio::Controller::new(source, by_cell);
+    let by_cell = KeyMap::<PodView, String>::by_label("cell");
+    let controller =
+        reconcile_tokio::Controller::new(source, move |pod: &PodView| by_cell.parent_of(pod));
     let signal = Arc::new(Signal::default());
     let start = WallClock::now();
     let running = controller

@@ -9,7 +9,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use futures_lite::StreamExt;
-use reconcile_core::KeyMapError;
+use reconcile_core::KeyMap;
 use reconcile_core::pod::PodView;
 use reconcile_tokio::engine::{
     BodyStream, BoxFuture, Controller, Source, Transport, TransportError,
@@ -85,14 +85,8 @@ fn watch_frames(c: &mut Criterion) {
             runtime.block_on(async {
                 let source = Source::pods(canned.clone(), Some("ns"));
                 let controller: Controller<PodView, String, TokioRuntime, Canned> =
-                    Controller::with_runtime(TokioRuntime, source, |pod: &PodView| {
-                        pod.metadata
-                            .labels
-                            .get("cell")
-                            .map(str::to_owned)
-                            .ok_or_else(|| KeyMapError::new("no cell"))
-                    })
-                    .concurrency(4);
+                    Controller::with_runtime(TokioRuntime, source, KeyMap::by_label("cell"))
+                        .concurrency(4);
                 let running = controller
                     .start(
                         |_: String, _: Vec<Arc<PodView>>, _: Arc<()>| async {

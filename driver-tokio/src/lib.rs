@@ -5,17 +5,15 @@
 //!
 //! ```no_run
 //! use std::sync::Arc;
-//! use reconcile_core::{KeyMapError, pod::PodView};
+//! use reconcile_core::{KeyMap, pod::PodView};
 //! use reconcile_tokio::{Action, Controller, KubeTransport, Source};
 //!
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! let client = kube::Client::try_default().await?;
 //! let source = Source::pods(client, Some("default")).labels("cell");
-//! let controller = Controller::new(source, |pod: &PodView| {
-//!     pod.metadata.labels.get("cell").map(str::to_owned).ok_or_else(|| KeyMapError::new("no cell label"))
-//! })
-//! .concurrency(4)
-//! .shutdown_on_signal();
+//! let controller = Controller::new(source, KeyMap::by_label("cell"))
+//!     .concurrency(4)
+//!     .shutdown_on_signal();
 //! controller
 //!     .run(
 //!         |cell: String, members: Vec<Arc<PodView>>, _ctx: Arc<()>| async move {
@@ -48,7 +46,7 @@ pub use reconcile_engine as engine;
 mod kube_transport;
 mod tokio_runtime;
 
-pub use engine::{Action, Error, Handle, Limits, Record, Recorder, Running, Source};
+pub use engine::{Action, Error, Handle, Limits, Recorder, Running, Source, Tape, TraceRecorder};
 pub use kube_transport::KubeTransport;
 pub use tokio_runtime::{TokioRuntime, TokioTask, shutdown_signal};
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures_lite::StreamExt;
-use reconcile_core::KeyMapError;
+use reconcile_core::KeyMap;
 use reconcile_core::pod::PodView;
 use reconcile_tokio::engine::{
     BodyStream, BoxFuture, Controller, Handle, Limits, Source, Transport, TransportError,
@@ -68,17 +68,9 @@ impl Transport for Scripted {
     }
 }
 
-fn cell(pod: &PodView) -> Result<String, KeyMapError> {
-    pod.metadata
-        .labels
-        .get("cell")
-        .map(str::to_owned)
-        .ok_or_else(|| KeyMapError::new("no cell label"))
-}
-
 fn controller(transport: Scripted) -> Controller<PodView, String, TokioRuntime, Scripted> {
     let source = Source::pods(transport, Some("ns")).timeout(1);
-    Controller::with_runtime(TokioRuntime, source, cell)
+    Controller::with_runtime(TokioRuntime, source, KeyMap::by_label("cell"))
         .retry_delay(Duration::from_millis(20))
         .backoff(Duration::from_millis(10), Duration::from_millis(100))
         .concurrency(2)
@@ -308,7 +300,7 @@ async fn in_process_pushes_reach_reconcile() {
         .expect("a pod")
     };
     let controller: Controller<PodView, String, TokioRuntime, Scripted> =
-        Controller::with_runtime(TokioRuntime, Source::in_process(), cell);
+        Controller::with_runtime(TokioRuntime, Source::in_process(), KeyMap::by_label("cell"));
     let handle = controller.handle();
     // Queued before the driver runs: it opens the source before reading its inbox.
     handle.replace(vec![pod("x1", "x")]).await.expect("pushed");

@@ -11,7 +11,7 @@
 
 use std::sync::Arc;
 
-use reconcile_core::KeyMapError;
+use reconcile_core::KeyMap;
 use reconcile_core::pod::PodView;
 use reconcile_smol::{Action, Controller, SmolTransport, Source};
 
@@ -36,16 +36,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let transport = SmolTransport::infer().await?;
         // The selector is the label's existence: pods without it never reach the store.
         let source = Source::pods(transport, namespace.as_deref()).labels(label.clone());
-        let key = label.clone();
-        let controller = Controller::new(source, move |pod: &PodView| {
-            pod.metadata
-                .labels
-                .get(&key)
-                .map(str::to_owned)
-                .ok_or_else(|| KeyMapError::new(format!("no {key} label")))
-        })
-        .concurrency(4)
-        .shutdown_on_signal();
+        let controller = Controller::new(source, KeyMap::by_label(label))
+            .concurrency(4)
+            .shutdown_on_signal();
 
         controller
             .run(

@@ -7,18 +7,16 @@
 //!
 //! ```no_run
 //! use std::sync::Arc;
-//! use reconcile_core::{KeyMapError, pod::PodView};
+//! use reconcile_core::{KeyMap, pod::PodView};
 //! use reconcile_smol::{Action, Controller, SmolTransport, Source};
 //!
 //! # fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! smol::block_on(async {
 //!     let transport = SmolTransport::infer().await?;
 //!     let source = Source::pods(transport, Some("default")).labels("cell");
-//!     let controller = Controller::new(source, |pod: &PodView| {
-//!         pod.metadata.labels.get("cell").map(str::to_owned).ok_or_else(|| KeyMapError::new("no cell label"))
-//!     })
-//!     .concurrency(4)
-//!     .shutdown_on_signal();
+//!     let controller = Controller::new(source, KeyMap::by_label("cell"))
+//!         .concurrency(4)
+//!         .shutdown_on_signal();
 //!     controller
 //!         .run(
 //!             |cell: String, members: Vec<Arc<PodView>>, _ctx: Arc<()>| async move {
@@ -54,7 +52,7 @@ pub mod transport;
 /// dependency line).
 pub use smol;
 
-pub use engine::{Action, Error, Handle, Limits, Record, Recorder, Running, Source};
+pub use engine::{Action, Error, Handle, Limits, Recorder, Running, Source, Tape, TraceRecorder};
 pub use reconcile_engine as engine;
 pub use runtime::{SmolRuntime, SmolTask, shutdown_signal};
 pub use transport::{ClientError, ExecError, SmolTransport, TransportOptions};
@@ -64,36 +62,3 @@ pub use transport::{ClientError, ExecError, SmolTransport, TransportOptions};
 /// [`shutdown_on_signal`](engine::Controller::shutdown_on_signal) stops it on SIGINT or
 /// SIGTERM.
 pub type Controller<O, P> = engine::Controller<O, P, SmolRuntime, SmolTransport>;
-
-/// Extra constructors of the smol [`Controller`], kept for code that imports it: the
-/// inherent [`engine::Controller::new`] and [`engine::Controller::shutdown_on_signal`] do
-/// the same, so the import is no longer needed.
-pub trait ControllerExt<O, P>: Sized {
-    /// A controller over `source` on smol's global executor; see
-    /// [`engine::Controller::with_runtime`] for the defaults.
-    fn new(
-        source: Source<SmolTransport>,
-        key_map: impl Fn(&O) -> Result<P, reconcile_core::KeyMapError> + Send + Sync + 'static,
-    ) -> Self;
-
-    /// Stops gracefully on SIGINT or SIGTERM.
-    #[must_use]
-    fn shutdown_on_signal(self) -> Self;
-}
-
-impl<O, P> ControllerExt<O, P> for Controller<O, P>
-where
-    O: reconcile_core::Object + Send + Sync,
-    P: Ord + std::hash::Hash + Clone + std::fmt::Display + std::fmt::Debug + Send + Sync + 'static,
-{
-    fn new(
-        source: Source<SmolTransport>,
-        key_map: impl Fn(&O) -> Result<P, reconcile_core::KeyMapError> + Send + Sync + 'static,
-    ) -> Self {
-        engine::Controller::with_runtime(SmolRuntime, source, key_map)
-    }
-
-    fn shutdown_on_signal(self) -> Self {
-        self.graceful_shutdown_on(shutdown_signal())
-    }
-}

@@ -7,9 +7,9 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use reconcile_core::KeyMapError;
+use reconcile_core::KeyMap;
 use reconcile_core::pod::PodView;
-use reconcile_smol::{Action, Controller, ControllerExt, Source, smol};
+use reconcile_smol::{Action, Controller, Source, smol};
 
 type Seen = Arc<Mutex<BTreeMap<String, Vec<String>>>>;
 
@@ -18,14 +18,6 @@ fn pod(name: &str, cell: &str) -> PodView {
         r#"{{"metadata":{{"name":"{name}","namespace":"ns","labels":{{"cell":"{cell}"}}}}}}"#
     ))
     .expect("a pod")
-}
-
-fn cell(pod: &PodView) -> Result<String, KeyMapError> {
-    pod.metadata
-        .labels
-        .get("cell")
-        .map(str::to_owned)
-        .ok_or_else(|| KeyMapError::new("no cell label"))
 }
 
 async fn within<T>(what: &str, future: impl Future<Output = T>) -> T {
@@ -51,7 +43,7 @@ async fn until(what: &str, mut check: impl FnMut() -> bool) {
 fn in_process_pushes_reach_reconcile_and_a_future_stops_it() {
     smol::block_on(async {
         let (tx, rx) = smol::channel::bounded::<()>(1);
-        let controller = Controller::new(Source::in_process(), cell)
+        let controller = Controller::new(Source::in_process(), KeyMap::by_label("cell"))
             .concurrency(2)
             .graceful_shutdown_on(async move {
                 let _ = rx.recv().await;
@@ -100,13 +92,4 @@ fn in_process_pushes_reach_reconcile_and_a_future_stops_it() {
             "pushing after the end fails"
         );
     });
-}
-
-#[test]
-fn controller_ext_still_builds_what_the_inherent_constructor_builds() {
-    let by_ext =
-        <Controller<PodView, String> as ControllerExt<_, _>>::new(Source::in_process(), cell);
-    let by_ext = ControllerExt::shutdown_on_signal(by_ext);
-    let inherent = Controller::new(Source::in_process(), cell).shutdown_on_signal();
-    assert_eq!(format!("{by_ext:?}"), format!("{inherent:?}"));
 }

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures_lite::{AsyncReadExt, AsyncWriteExt, StreamExt};
-use reconcile_core::KeyMapError;
+use reconcile_core::KeyMap;
 use reconcile_core::pod::PodView;
 use reconcile_smol::engine::Transport;
 use reconcile_smol::{
@@ -441,14 +441,6 @@ const LIST: &str = r#"{"kind":"PodList","apiVersion":"v1","metadata":{"resourceV
 
 const ADDED: &str = r#"{"type":"ADDED","object":{"metadata":{"name":"p2","namespace":"ns","resourceVersion":"11","labels":{"cell":"a"}}}}"#;
 
-fn cell(pod: &PodView) -> Result<String, KeyMapError> {
-    pod.metadata
-        .labels
-        .get("cell")
-        .map(str::to_owned)
-        .ok_or_else(|| KeyMapError::new("no cell label"))
-}
-
 #[test]
 fn a_controller_on_smol_syncs_follows_the_watch_and_stops_from_inside_reconcile() {
     smol::block_on(async {
@@ -462,7 +454,7 @@ fn a_controller_on_smol_syncs_follows_the_watch_and_stops_from_inside_reconcile(
         .await;
         let transport = SmolTransport::from_config(config(&server.url)).unwrap();
         let source = Source::pods(transport, Some("ns")).labels("cell");
-        let controller = Controller::new(source, cell).concurrency(2);
+        let controller = Controller::new(source, KeyMap::by_label("cell")).concurrency(2);
         let handle = controller.handle();
         let calls: Arc<Mutex<Vec<Vec<String>>>> = Arc::default();
         let stopper = handle.clone();

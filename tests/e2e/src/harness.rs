@@ -6,18 +6,18 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Once};
 use std::time::Duration;
 
-use reconcile_core::KeyMapError;
+use reconcile_core::KeyMap;
 use reconcile_core::pod::PodView;
 use reconcile_engine::{
     Action, BoxFuture, Controller, Handle, Limits, Running, Runtime, Source, Transport,
 };
 use reconcile_k8s_env::{ApiServer, Client, K8sEnv, shared_or_skip};
-use reconcile_sim::trace::ParentBy;
 
 use crate::observe::{Call, Member, Observed};
+use crate::tap::Tape;
 use crate::trace;
-use reconcile_engine::sim_trace::{self, TraceRecorder};
-use reconcile_engine::tape::Tape;
+use reconcile_engine::TraceRecorder;
+use reconcile_trace::{Header, header_for, to_trace};
 
 /// Default wait for a condition: generous, because two apiservers, kwok and the tests
 /// share two cores in CI.
@@ -162,25 +162,19 @@ impl<D: DriverUnderTest> Case<D> {
             .timeout(opts.timeout_seconds);
         let observed = Observed::default();
         let trace_path = trace::path(D::NAME, self.name, n);
-        let controller = Controller::with_runtime(D::runtime(), source, |pod: &PodView| {
-            pod.metadata
-                .labels
-                .get(CELL)
-                .map(str::to_owned)
-                .ok_or_else(|| KeyMapError::new("no cell label"))
-        })
-        .concurrency(opts.concurrency)
-        .retry_delay(opts.retry_delay)
-        .backoff(BACKOFF.0, BACKOFF.1)
-        .resync(None)
-        .limits(Limits {
-            watch_idle_margin: Duration::from_secs(10),
-            ..Limits::default()
-        });
-        let header = sim_trace::header(
+        let controller = Controller::with_runtime(D::runtime(), source, KeyMap::by_label(CELL))
+            .concurrency(opts.concurrency)
+            .retry_delay(opts.retry_delay)
+            .backoff(BACKOFF.0, BACKOFF.1)
+            .resync(None)
+            .limits(Limits {
+                watch_idle_margin: Duration::from_secs(10),
+                ..Limits::default()
+            });
+        // The key map is a ready-made one, so the header names it and a replay rebuilds it.
+        let header = header_for(
             &format!("e2e {} {}", D::NAME, self.name),
             controller.config(),
-            ParentBy::Label(CELL.to_owned()),
         );
         let recorder = TraceRecorder::new(&trace_path, header.clone());
         let tap = recorder.tape();
@@ -247,7 +241,7 @@ pub struct Under<D: DriverUnderTest> {
     /// What crossed its driver boundary.
     pub tap: Tape,
     trace_path: PathBuf,
-    header: reconcile_sim::trace::Header,
+    header: Header,
 }
 
 impl<D: DriverUnderTest> Under<D> {
@@ -383,7 +377,7 @@ impl<D: DriverUnderTest> Drop for Under<D> {
         // its own), so a CI failure can be replayed.
         if self.running.is_some() {
             self.handle.stop();
-            let trace = sim_trace::to_trace(
+            let trace = to_trace(
                 &self.trace_path.display().to_string(),
                 self.header.clone(),
                 &self.tap.all(),

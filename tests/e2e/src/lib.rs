@@ -23,10 +23,8 @@
 pub mod harness;
 pub mod observe;
 pub mod suite;
+pub mod tap;
 pub mod trace;
-
-/// The in-memory recorder the cases read (from the engine).
-pub use reconcile_engine::tape as tap;
 
 pub use harness::{Case, DriverUnderTest, Opts, Under, run_case};
 

@@ -3,11 +3,13 @@
 
 use std::time::Duration;
 
-use reconcile_engine::tape::Taped;
+use reconcile_core::Input;
 use reconcile_k8s_env::{ApiServer, pod_manifest};
+use reconcile_trace::Recorded;
 use serde_json::{Value, json};
 
 use crate::harness::{Case, DriverUnderTest, Opts};
+use crate::tap::TapeExt;
 
 /// A pod in the suite's selector (`app=e2e`) and in `cell`.
 fn pod(name: &str, cell: &str) -> Value {
@@ -56,10 +58,7 @@ pub async fn an_abandoned_watch_closes_and_a_later_one_opens<D: DriverUnderTest>
     let tap = first.tap.clone();
     first
         .eventually("the first watch is open", || {
-            let opened = tap
-                .all()
-                .iter()
-                .any(|(_, r)| matches!(r, reconcile_engine::tape::Taped::WatchOpened(_)));
+            let opened = tap.watches_opened() > 0;
             if opened {
                 Ok(())
             } else {
@@ -427,7 +426,7 @@ pub async fn a_deletion_missed_while_disconnected_is_synthesized<D: DriverUnderT
     let streams: Vec<_> = tap
         .all()
         .into_iter()
-        .filter(|(_, r)| !matches!(r, Taped::WatchLine(..)))
+        .filter(|(_, r)| !matches!(r, Recorded::Input(Input::WatchLine { .. })))
         .collect();
     assert!(
         stats.relists >= 1,

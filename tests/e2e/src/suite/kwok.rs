@@ -5,7 +5,7 @@ use reconcile_k8s_env::pod_manifest;
 use serde_json::{Value, json};
 
 use crate::harness::{Case, DriverUnderTest, Opts};
-use reconcile_engine::tape::Frame;
+use crate::tap::{Frame, TapeExt};
 
 /// A pod in the suite's selector and in `cell`, with kwok annotations.
 fn pod(name: &str, cell: &str, annotations: &[(&str, &str)]) -> Value {

@@ -36,6 +36,8 @@ pub use controller::{Action, Controller, Running, Source};
 pub use driver::Limits;
 pub use error::Error;
 pub use handle::Handle;
+/// What a [`Tape`] keeps: an input fed or a command issued (from `reconcile-trace`).
+pub use reconcile_trace::Recorded;
 pub use recorder::Recorder;
 pub use runtime::{BoxFuture, Runtime, ShutdownSignal, Task};
 pub use tape::Tape;

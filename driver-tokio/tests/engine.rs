@@ -9,10 +9,11 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures_lite::StreamExt;
-use reconcile_core::KeyMap;
 use reconcile_core::pod::PodView;
+use reconcile_core::{Command, Input, KeyMap, ListResponse};
 use reconcile_tokio::engine::{
-    BodyStream, BoxFuture, Controller, Handle, Limits, Source, Transport, TransportError,
+    BodyStream, BoxFuture, Controller, Handle, Limits, Recorded, Source, Tape, Transport,
+    TransportError,
 };
 use reconcile_tokio::{Action, TokioRuntime};
 
@@ -344,4 +345,128 @@ async fn graceful_shutdown_on_a_future() {
         .expect("stopped by the signal")
         .expect("joined")
         .expect("a clean stop");
+}
+
+type Calls = Arc<Mutex<Vec<(String, Vec<String>)>>>;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn messages_waiting_together_wake_a_cell_once_and_are_recorded_as_fed() {
+    let pod = |name: &str| -> PodView {
+        serde_json::from_str(&format!(
+            r#"{{"metadata":{{"name":"{name}","namespace":"ns","labels":{{"cell":"a"}}}}}}"#
+        ))
+        .expect("a pod")
+    };
+    let tape: Tape<PodView, String> = Tape::default();
+    let controller: Controller<PodView, String, TokioRuntime, Scripted> =
+        Controller::with_runtime(TokioRuntime, Source::in_process(), KeyMap::by_label("cell"))
+            .recorder(tape.clone());
+    let handle = controller.handle();
+    // All queued before the driver runs: it feeds them in one turn, then drains once.
+    handle.replace(Vec::new()).await.expect("pushed");
+    for name in ["a1", "a2", "a3"] {
+        handle.upsert(pod(name)).await.expect("pushed");
+    }
+    let calls: Calls = Arc::default();
+    let task = tokio::spawn(controller.run(
+        |cell: String, members: Vec<Arc<PodView>>, calls: Calls| async move {
+            calls.lock().unwrap().push((cell, names(&members)));
+            Ok::<_, String>(Action::await_change())
+        },
+        Arc::clone(&calls),
+    ));
+    until("a reconciled", || !calls.lock().unwrap().is_empty()).await;
+    handle.stop();
+    task.await.expect("joined").expect("a clean stop");
+    assert_eq!(
+        *calls.lock().unwrap(),
+        [(
+            "a".to_owned(),
+            vec!["a1".to_owned(), "a2".into(), "a3".into()]
+        )],
+        "one reconcile saw the whole burst"
+    );
+    let records = tape.all();
+    let inputs: Vec<&str> = records
+        .iter()
+        .filter_map(|(_, r)| match r {
+            Recorded::Input(input) => Some(input.kind()),
+            Recorded::Command(_) => None,
+        })
+        .collect();
+    assert_eq!(
+        inputs,
+        [
+            "start",
+            "source event",
+            "source event",
+            "source event",
+            "source event",
+            "reconcile outcome",
+            "stop"
+        ]
+    );
+    let reconciles: Vec<_> = records
+        .iter()
+        .filter_map(|(_, r)| match r {
+            Recorded::Command(Command::Reconcile {
+                parent, members, ..
+            }) => Some((parent.clone(), members.len())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        reconciles,
+        [("a".to_owned(), 0)],
+        "a reconcile is taped without its members"
+    );
+    assert!(!tape.truncated());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_list_decoded_while_streaming_is_recorded_as_its_raw_body() {
+    let tape: Tape<PodView, String> = Tape::default();
+    let transport = Scripted {
+        list_chunk: 16,
+        ..Scripted::default()
+    };
+    let running = controller(transport)
+        .recorder(tape.clone())
+        .start(
+            |_: String, _: Vec<Arc<PodView>>, _: Arc<()>| async {
+                Ok::<_, String>(Action::await_change())
+            },
+            Arc::new(()),
+        )
+        .await
+        .expect("synced");
+    running.shutdown().await.expect("a clean stop");
+    let records = tape.all();
+    let list_sent = records
+        .iter()
+        .position(|(_, r)| matches!(r, Recorded::Command(Command::List { .. })))
+        .expect("a LIST command");
+    let (answered, body) = records
+        .iter()
+        .enumerate()
+        .find_map(|(i, (_, r))| match r {
+            Recorded::Input(Input::List {
+                response: ListResponse::Response { status: 200, body },
+                ..
+            }) => Some((i, body.clone())),
+            _ => None,
+        })
+        .expect("the LIST answer, as a raw 200 body");
+    assert!(list_sent < answered);
+    assert_eq!(body, LIST.as_bytes());
+    assert!(
+        !records.iter().any(|(_, r)| matches!(
+            r,
+            Recorded::Input(Input::List {
+                response: ListResponse::Decoded(_),
+                ..
+            })
+        )),
+        "the decoded list is fed, not taped"
+    );
 }

@@ -70,6 +70,7 @@
 //! | `reflector` | cursor, LIST / WATCH, relist | `cache.Reflector` |
 //! | `queue`, `retry` | dedup queue; per-key backoff | `workqueue`, rate limiter |
 //! | `reconcile_loop` | inputs, lifecycle, sync barrier, dispatch at drain, resync | controller-runtime `Controller` |
+//! | `step_line` | one readable line per step, for snapshots and the simulator | |
 
 mod config;
 pub mod frame;
@@ -84,6 +85,7 @@ mod reconcile_loop;
 mod reflector;
 mod retry;
 mod source;
+mod step_line;
 mod store;
 mod string_map;
 mod time;
@@ -99,6 +101,7 @@ pub use reconcile_loop::{Input, Lifecycle, Outcome, ReconcileLoop, Stats};
 pub use reflector::{ListResponse, StreamEnd};
 pub use retry::Backoff;
 pub use source::SourceEvent;
+pub use step_line::StepLine;
 pub use store::Store;
 pub use string_map::StringMap;
 pub use time::Instant;

@@ -11,7 +11,7 @@ use std::time::Duration;
 use reconcile_core::pod::PodView;
 use reconcile_core::{
     Backoff, Command, Config, ConfigError, Event, Input, Instant, KeyMap, Outcome, Output,
-    ReconcileLoop, RelistReason, StreamId, Ticket, Wake, WatchParams, WatchRetryReason,
+    ReconcileLoop, RelistReason, StepLine, StreamId, Ticket, Wake, WatchParams, WatchRetryReason,
 };
 
 use crate::trace::{Header, ScriptedOutcome};
@@ -402,59 +402,55 @@ impl Harness {
 
     fn drain(&mut self, input: impl FnOnce() -> String) -> StepIo {
         let mut io = StepIo::default();
-        let rendering = self.rendering();
+        let input = if self.rendering() {
+            input()
+        } else {
+            String::new()
+        };
+        let mut line = matches!(self.render, Render::Text).then(|| StepLine::new(self.now, &input));
+        let json = matches!(self.render, Render::Json);
         let mut commands: Vec<String> = Vec::new();
         let mut events: Vec<String> = Vec::new();
-        loop {
-            match self.core.poll_output() {
-                Output::Timeout(_) => break,
+        let next = loop {
+            let output = self.core.poll_output();
+            if let Some(line) = &mut line
+                && !matches!(output, Output::Timeout(_))
+            {
+                line.push(&output);
+            }
+            match output {
+                Output::Timeout(next) => break next,
                 Output::Event(event) => {
                     self.on_event(&event);
-                    if rendering {
+                    if json {
                         events.push(event.to_string());
                     }
                 }
                 Output::Command(command) => {
-                    if rendering {
+                    if json {
                         commands.push(command.to_string());
                     }
                     self.on_command(command, &mut io);
                 }
             }
-        }
+        };
         self.after_step();
-        if rendering {
-            self.write_line(&input(), &commands, &events);
+        if let Some(line) = line {
+            self.out.push_str(&line.finish(next));
+            self.out.push('\n');
+        } else if json {
+            let _ = writeln!(
+                self.out,
+                "{}",
+                serde_json::json!({
+                    "t_ns": self.now.as_nanos(),
+                    "input": input,
+                    "commands": commands,
+                    "events": events,
+                })
+            );
         }
         io
-    }
-
-    fn write_line(&mut self, input: &str, commands: &[String], events: &[String]) {
-        match self.render {
-            Render::Text => {
-                let _ = write!(self.out, "{:>12}  {input}", self.now.to_string());
-                if !commands.is_empty() {
-                    let _ = write!(self.out, "  ->  {}", commands.join("; "));
-                }
-                if !events.is_empty() {
-                    let _ = write!(self.out, "  [{}]", events.join("; "));
-                }
-                self.out.push('\n');
-            }
-            Render::Json => {
-                let _ = writeln!(
-                    self.out,
-                    "{}",
-                    serde_json::json!({
-                        "t_ns": self.now.as_nanos(),
-                        "input": input,
-                        "commands": commands,
-                        "events": events,
-                    })
-                );
-            }
-            Render::Quiet => {}
-        }
     }
 
     fn on_event(&mut self, event: &Event<String>) {

@@ -10,7 +10,7 @@ use std::time::Duration;
 use reconcile_core::pod::PodView;
 use reconcile_core::{
     Command, Config, Input, Instant, KeyMap, KeyMapError, ListResponse, Outcome, Output,
-    ReconcileLoop, RequestId, SourceEvent, StreamEnd, StreamId, Ticket, WatchParams,
+    ReconcileLoop, RequestId, SourceEvent, StepLine, StreamEnd, StreamId, Ticket, WatchParams,
 };
 
 pub fn by_cell(pod: &PodView) -> Result<String, KeyMapError> {
@@ -86,40 +86,28 @@ impl Scenario {
     fn step(&mut self, input: &str) {
         self.steps += 1;
         assert!(self.steps < 10_000, "livelock: scenario ran too many steps");
-        let mut outs = Vec::new();
+        let mut line = StepLine::new(self.core.now(), input);
         let next = loop {
-            match self.core.poll_output() {
-                Output::Command(c) => {
-                    match &c {
-                        Command::List { req, .. } => self.list = Some(*req),
-                        Command::Watch { stream, .. } => self.stream = Some(*stream),
-                        Command::OpenSource { stream } => self.source = Some(*stream),
-                        Command::Reconcile { ticket, parent, .. } => {
-                            assert!(
-                                self.running.insert(parent.clone(), *ticket).is_none(),
-                                "{parent} reconciled twice at once"
-                            );
-                        }
-                        _ => {}
+            let output = self.core.poll_output();
+            match &output {
+                Output::Command(c) => match c {
+                    Command::List { req, .. } => self.list = Some(*req),
+                    Command::Watch { stream, .. } => self.stream = Some(*stream),
+                    Command::OpenSource { stream } => self.source = Some(*stream),
+                    Command::Reconcile { ticket, parent, .. } => {
+                        assert!(
+                            self.running.insert(parent.clone(), *ticket).is_none(),
+                            "{parent} reconciled twice at once"
+                        );
                     }
-                    outs.push(c.to_string());
-                }
-                Output::Event(e) => outs.push(format!("({e})")),
-                Output::Timeout(deadline) => break deadline,
+                    _ => {}
+                },
+                Output::Event(_) => {}
+                Output::Timeout(deadline) => break *deadline,
             }
+            line.push(&output);
         };
-        let outs = if outs.is_empty() {
-            "-".to_owned()
-        } else {
-            outs.join("; ")
-        };
-        let next = next.map_or_else(|| "none".to_owned(), |d| d.to_string());
-        writeln!(
-            self.log,
-            "{:>10}  {input}  ->  {outs}  | next {next}",
-            self.core.now().to_string()
-        )
-        .unwrap();
+        writeln!(self.log, "{}", line.finish(next)).unwrap();
     }
 
     pub fn start(&mut self) -> &mut Self {

@@ -101,9 +101,9 @@ pub enum Command<O, P> {
         /// The stream to close.
         stream: StreamId,
     },
-    /// Run reconcile for `parent`; report back with [`ReconcileLoop::handle_reconciled`].
+    /// Run reconcile for `parent`; report back with [`Input::Reconciled`].
     ///
-    /// [`ReconcileLoop::handle_reconciled`]: crate::ReconcileLoop::handle_reconciled
+    /// [`Input::Reconciled`]: crate::Input::Reconciled
     Reconcile {
         /// Hand back with the outcome.
         ticket: Ticket,
@@ -314,9 +314,9 @@ impl fmt::Display for Wake {
     }
 }
 
-/// When to call [`ReconcileLoop::handle_timeout`], and why.
+/// When to feed [`Input::Timeout`], and why.
 ///
-/// [`ReconcileLoop::handle_timeout`]: crate::ReconcileLoop::handle_timeout
+/// [`Input::Timeout`]: crate::Input::Timeout
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Deadline {
     /// The instant.

@@ -258,7 +258,7 @@ impl<O, P: fmt::Debug> fmt::Debug for ReconcileLoop<O, P> {
 }
 
 impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
-    /// Builds a loop; nothing happens until [`start`](Self::start).
+    /// Builds a loop; nothing happens until [`Input::Start`].
     ///
     /// # Errors
     /// [`ConfigError`] when a setting is out of bounds.

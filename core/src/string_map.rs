@@ -14,7 +14,7 @@ const INLINE_ENTRIES: usize = 6;
 /// Labels and annotations are small and read far more often than written. A map of one
 /// string per key and value costs one allocation per long string, and each is a cache miss
 /// when a cached object is dropped long after it was built; here a map costs one allocation
-/// (two past [`INLINE_ENTRIES`] entries or 64 KiB of text), and dropping it reads nothing. A
+/// (two past `INLINE_ENTRIES` entries or 64 KiB of text), and dropping it reads nothing. A
 /// `null` or absent map reads as empty; a duplicate key keeps its last value, as JSON does.
 #[derive(Clone, Default, PartialEq, Eq, Hash)]
 pub struct StringMap {
@@ -28,7 +28,7 @@ pub struct StringMap {
 /// entries (inline exactly when they fit), so derived equality and hashing are by content.
 #[derive(Clone, PartialEq, Eq, Hash)]
 enum Ends {
-    /// Up to [`INLINE_ENTRIES`] entries of text shorter than 64 KiB; unused slots are 0.
+    /// Up to `INLINE_ENTRIES` entries of text shorter than 64 KiB; unused slots are 0.
     Inline {
         strings: u8,
         ends: [u16; 2 * INLINE_ENTRIES],

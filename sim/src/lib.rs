@@ -9,9 +9,9 @@
 //! | [`trace`] | the JSON Lines trace format: header, records, faults |
 //! | [`import`] | other capture formats into traces, recognised by content |
 //! | [`harness`] | drives the core one input per step, renders lines, runs reconciles, checks invariants |
-//! | [`replay`] | replay mode: recorded answers in order, divergence reports |
+//! | [`replay`](mod@replay) | replay mode: recorded answers in order, divergence reports |
 //! | [`world`], [`selector`] | the simulated apiserver: history, compaction, LIST / WATCH, selectors |
-//! | [`simulate`] | world mode: a discrete-event loop over the world, the core and the faults |
+//! | [`simulate`](mod@simulate) | world mode: a discrete-event loop over the world, the core and the faults |
 //! | [`explore`] | swarm testing: seeded workloads and fault profiles, invariants, minimization |
 //!
 //! Every run is a pure function of its trace, its options and its seed: no clock is read, no

@@ -1,4 +1,4 @@
-//! Configuration of a loop, with the seed's defaults, validated once at construction.
+//! Configuration of a loop, with its defaults, validated once at construction.
 
 use std::fmt;
 use std::time::Duration;
@@ -98,7 +98,7 @@ pub struct Config<O, P> {
     pub source: SourceConfig,
     /// Object → parent key.
     pub key_map: KeyMap<O, P>,
-    /// Parallel reconciles (default 1, the seed's single worker).
+    /// Parallel reconciles (default 1: one worker, as controller-runtime's `MaxConcurrentReconciles`).
     pub concurrency: usize,
     /// Resync period (default 10 h); `None` turns it off.
     pub resync: Option<Duration>,
@@ -140,12 +140,12 @@ impl<O, P> fmt::Debug for Config<O, P> {
 }
 
 impl<O, P> Config<O, P> {
-    /// A loop over the apiserver's LIST and WATCH, with the seed's defaults.
+    /// A loop over the apiserver's LIST and WATCH, with the default settings.
     pub fn kubernetes(params: WatchParams, key_map: impl Into<KeyMap<O, P>>) -> Self {
         Config::new(SourceConfig::Kubernetes(params), key_map.into())
     }
 
-    /// A loop fed in-process, with the seed's defaults.
+    /// A loop fed in-process, with the default settings.
     pub fn in_process(key_map: impl Into<KeyMap<O, P>>) -> Self {
         Config::new(SourceConfig::InProcess, key_map.into())
     }

@@ -1,9 +1,9 @@
-//! A partial Pod view: exactly the fields the seed's loop reads, and nothing else.
+//! A partial Pod view: the fields a process-pool controller reads, and nothing else.
 //!
 //! Every other field of the apiserver's Pod is skipped while parsing, which is what keeps a
 //! cached pod near 1 KB of heap instead of the tens of KB a full `k8s_openapi` Pod costs.
 //! Strings are `CompactString`s: up to 24 bytes inline, so most fields cost no allocation.
-//! `null` maps and lists read as empty (the seed's "an unset field is dropped" row); absent
+//! `null` maps and lists read as empty (no consumer tells an unset map from an empty one); absent
 //! optional scalars read as `None`.
 
 use compact_str::CompactString;

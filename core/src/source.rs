@@ -1,7 +1,7 @@
 //! The loop's input wire format, and the in-process source's stream lifecycle.
 //!
 //! Go writes to a store by method call; here the same operations travel as values
-//! ([`SourceEvent`]), so the reflector and in-process sources (the seed's Ray backends) feed
+//! ([`SourceEvent`]), so the reflector and in-process sources (registries that live in the same process) feed
 //! one store the same way.
 
 use std::sync::Arc;
@@ -49,7 +49,7 @@ enum Phase {
 }
 
 /// An in-process source: each stream must open with a `Replace`, and a stream that does not,
-/// or that ends, is reopened after `retry_delay` (the seed's outer retry net).
+/// or that ends, is reopened after `retry_delay` (the outer retry net, for a stream that dies for good).
 #[derive(Debug)]
 pub(crate) struct InProcessSource {
     retry_delay: Duration,

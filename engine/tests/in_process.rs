@@ -1,0 +1,193 @@
+//! The driver with an in-process source: pushes reach reconcile, `start` returns once a
+//! `replace` synced it, a graceful-shutdown future stops it, pushing after the end fails,
+//! and messages waiting together coalesce into one reconcile and are taped as fed. On tokio
+//! with paused time (see `support`): every wait is a condition bounded in virtual time.
+
+mod support;
+
+use std::sync::{Arc, Mutex};
+
+use reconcile_core::pod::PodView;
+use reconcile_core::{Command, KeyMap};
+use reconcile_engine::{
+    Action, BodyStream, BoxFuture, Controller, Recorded, Source, Tape, Transport, TransportError,
+};
+use support::{Paused, Seen, names, paused, until, within};
+
+/// A pod in namespace `ns` with label `cell`.
+fn pod(name: &str, cell: &str) -> PodView {
+    serde_json::from_str(&format!(
+        r#"{{"metadata":{{"name":"{name}","namespace":"ns","labels":{{"cell":"{cell}"}}}}}}"#
+    ))
+    .expect("a pod")
+}
+
+/// The transport of a source that never needs one: sending fails the test.
+#[derive(Clone)]
+struct NoTransport;
+
+impl Transport for NoTransport {
+    fn send(
+        &self,
+        request: http::Request<Vec<u8>>,
+    ) -> BoxFuture<Result<http::Response<BodyStream>, TransportError>> {
+        panic!("an in-process source sent {}", request.uri());
+    }
+}
+
+async fn controller() -> Controller<PodView, String, Paused, NoTransport> {
+    Controller::with_runtime(
+        paused().await,
+        Source::in_process(),
+        KeyMap::by_label("cell"),
+    )
+}
+
+/// A reconcile recording each cell's members.
+async fn record(cell: String, members: Vec<Arc<PodView>>, seen: Seen) -> Result<Action, String> {
+    seen.lock().unwrap().insert(cell, names(&members));
+    Ok(Action::await_change())
+}
+
+#[tokio::test(start_paused = true)]
+async fn in_process_pushes_reach_reconcile() {
+    let controller = controller().await;
+    let handle = controller.handle();
+    // Queued before the driver runs: it opens the source before reading its inbox.
+    handle.replace(vec![pod("x1", "x")]).await.expect("pushed");
+    let seen: Seen = Arc::default();
+    let task = tokio::spawn(controller.run(record, Arc::clone(&seen)));
+    within("synced by the replace", handle.synced())
+        .await
+        .expect("synced");
+    handle.upsert(pod("x2", "x")).await.expect("pushed");
+    until("x has both pods", || {
+        seen.lock().unwrap().get("x").is_some_and(|m| m.len() == 2)
+    })
+    .await;
+    handle.stop();
+    within("the stop", task)
+        .await
+        .expect("joined")
+        .expect("a clean stop");
+    assert!(
+        handle.upsert(pod("x3", "x")).await.is_err(),
+        "pushing after the end fails"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn start_returns_once_synced_and_deletes_and_a_future_stop_it() {
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let controller = controller()
+        .await
+        .concurrency(2)
+        .graceful_shutdown_on(async move {
+            let _ = rx.await;
+        });
+    let handle = controller.handle();
+    handle.replace(vec![pod("x1", "x")]).await.expect("pushed");
+    let seen: Seen = Arc::default();
+    let running = within(
+        "the first sync",
+        controller.start(record, Arc::clone(&seen)),
+    )
+    .await
+    .expect("started");
+    assert!(running.handle().is_synced());
+    handle.upsert(pod("x2", "x")).await.expect("pushed");
+    handle.upsert(pod("y1", "y")).await.expect("pushed");
+    until("x has both pods and y has one", || {
+        let seen = seen.lock().unwrap();
+        seen.get("x").is_some_and(|m| m.len() == 2) && seen.get("y").is_some_and(|m| m.len() == 1)
+    })
+    .await;
+    handle.delete(pod("x1", "x")).await.expect("pushed");
+    until("x is down to x2", || {
+        seen.lock().unwrap().get("x") == Some(&vec!["x2".to_owned()])
+    })
+    .await;
+    assert!(!handle.is_stopped(), "running until the signal");
+    tx.send(()).expect("the signal future is alive");
+    within("the stop by the signal", running.join())
+        .await
+        .expect("a clean stop");
+    assert!(handle.is_stopped());
+    assert!(
+        handle.upsert(pod("x3", "x")).await.is_err(),
+        "pushing after the end fails"
+    );
+}
+
+type Calls = Arc<Mutex<Vec<(String, Vec<String>)>>>;
+
+#[tokio::test(start_paused = true)]
+async fn messages_waiting_together_wake_a_cell_once_and_are_recorded_as_fed() {
+    let tape: Tape<PodView, String> = Tape::default();
+    let controller = controller().await.recorder(tape.clone());
+    let handle = controller.handle();
+    // All queued before the driver runs: it feeds them in one turn, then drains once.
+    handle.replace(Vec::new()).await.expect("pushed");
+    for name in ["a1", "a2", "a3"] {
+        handle.upsert(pod(name, "a")).await.expect("pushed");
+    }
+    let calls: Calls = Arc::default();
+    let task = tokio::spawn(controller.run(
+        |cell: String, members: Vec<Arc<PodView>>, calls: Calls| async move {
+            calls.lock().unwrap().push((cell, names(&members)));
+            Ok::<_, String>(Action::await_change())
+        },
+        Arc::clone(&calls),
+    ));
+    until("a reconciled", || !calls.lock().unwrap().is_empty()).await;
+    // Give a second (wrong) reconcile every chance to happen before stopping.
+    tokio::time::sleep(support::PATIENCE / 2).await;
+    handle.stop();
+    within("the stop", task)
+        .await
+        .expect("joined")
+        .expect("a clean stop");
+    assert_eq!(
+        *calls.lock().unwrap(),
+        [(
+            "a".to_owned(),
+            vec!["a1".to_owned(), "a2".into(), "a3".into()]
+        )],
+        "one reconcile saw the whole burst"
+    );
+    let records = tape.all();
+    let inputs: Vec<&str> = records
+        .iter()
+        .filter_map(|(_, r)| match r {
+            Recorded::Input(input) => Some(input.kind()),
+            Recorded::Command(_) => None,
+        })
+        .collect();
+    assert_eq!(
+        inputs,
+        [
+            "start",
+            "source event",
+            "source event",
+            "source event",
+            "source event",
+            "reconcile outcome",
+            "stop"
+        ]
+    );
+    let reconciles: Vec<_> = records
+        .iter()
+        .filter_map(|(_, r)| match r {
+            Recorded::Command(Command::Reconcile {
+                parent, members, ..
+            }) => Some((parent.clone(), members.len())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        reconciles,
+        [("a".to_owned(), 0)],
+        "a reconcile is taped without its members"
+    );
+    assert!(!tape.truncated());
+}

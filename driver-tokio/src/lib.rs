@@ -27,28 +27,26 @@
 //! # }
 //! ```
 //!
-//! The choreography lives in [`engine`] (the `reconcile-engine` crate, re-exported), which
-//! knows no runtime: it is built on futures-lite against a small [`engine::Runtime`] trait
-//! (spawn, sleep, clock) and an [`engine::Transport`] trait (send a request, stream the
-//! body). This crate supplies the tokio pair ([`TokioRuntime`], [`KubeTransport`]).
+//! The choreography (draining the core, routing LIST / WATCH responses, timers,
+//! concurrent reconciles, the handle, recording) is the runtime-agnostic [`engine`]
+//! (the `reconcile-engine` crate, re-exported; its docs list what it adds to the core);
+//! this crate supplies only the tokio pair:
 //!
-//! What the driver adds to the core:
-//! - LIST / WATCH URLs from kube-core's `Request` (label selector, `timeoutSeconds`,
-//!   `allowWatchBookmarks`); bodies are split into raw lines for the core, never decoded here;
-//! - a read-idle timeout on every watch (`timeoutSeconds` + a margin) and on LIST bodies;
-//! - reconciles as tasks, at most the core's concurrency, each in a `reconcile` span with
-//!   its key and attempt; a panicking reconcile counts as failed;
-//! - the core's deadlines on the runtime's timers, with the clock as the judge;
-//! - a [`Handle`] that stops from anywhere and pushes in-process events.
+//! | module | what |
+//! |---|---|
+//! | [`runtime`] | [`TokioRuntime`]: `tokio::spawn`, tokio timers, tokio's clock (paused time in tests applies); [`shutdown_signal`] via `tokio::signal` |
+//! | [`transport`] | [`KubeTransport`]: the engine's requests through a `kube::Client` (kubeconfig or in-cluster config, TLS and auth from kube) |
+//!
+//! Both run on the ambient tokio runtime: `#[tokio::main]`, or any runtime with the time
+//! driver enabled.
 
-pub use reconcile_engine as engine;
-
-mod kube_transport;
-mod tokio_runtime;
+pub mod runtime;
+pub mod transport;
 
 pub use engine::{Action, Error, Handle, Limits, Recorder, Running, Source, Tape, TraceRecorder};
-pub use kube_transport::KubeTransport;
-pub use tokio_runtime::{TokioRuntime, TokioTask, shutdown_signal};
+pub use reconcile_engine as engine;
+pub use runtime::{TokioRuntime, TokioTask, shutdown_signal};
+pub use transport::KubeTransport;
 
 /// The controller on tokio with a `kube::Client`: [`Controller::new`](engine::Controller::new)
 /// runs it on the ambient tokio runtime, and

@@ -1,9 +1,10 @@
-//! [`Transport`] over `kube::Client`: kubeconfig or in-cluster config, TLS and auth from kube.
+//! [`KubeTransport`]: the engine's [`Transport`] over a `kube::Client` (kubeconfig or
+//! in-cluster config, TLS and auth from kube).
 
 use futures_lite::StreamExt;
 use http_body_util::BodyExt;
 
-use crate::engine::{BodyStream, BoxFuture, Transport, TransportError};
+use reconcile_engine::{BodyStream, BoxFuture, Transport, TransportError};
 
 /// Sends the engine's requests through a `kube::Client`.
 #[derive(Clone)]
@@ -74,3 +75,4 @@ impl Transport for KubeTransport {
         })
     }
 }
+

@@ -1,9 +1,9 @@
 //! [`Runtime`] for tokio: `tokio::spawn`, tokio timers, tokio's clock (so paused time in
-//! tests applies to the core too).
+//! tests applies to the core too); [`shutdown_signal`] via `tokio::signal`.
 
 use std::time::Instant;
 
-use crate::engine::{BoxFuture, Runtime, ShutdownSignal, Task};
+use reconcile_engine::{BoxFuture, Runtime, ShutdownSignal, Task};
 
 /// The ambient tokio runtime.
 ///
@@ -69,3 +69,4 @@ pub async fn shutdown_signal() {
         () = term => {}
     }
 }
+

@@ -33,7 +33,8 @@
 //!
 //! The choreography (draining the core, routing LIST / WATCH responses, timers,
 //! concurrent reconciles, the handle, recording) is the runtime-agnostic [`engine`]
-//! (the `reconcile-engine` crate, re-exported); this crate supplies only the smol pair:
+//! (the `reconcile-engine` crate, re-exported; its docs list what it adds to the core);
+//! this crate supplies only the smol pair:
 //!
 //! | module | what |
 //! |---|---|

@@ -9,6 +9,16 @@
 //! and `reconcile-smol` (smol, hyper over smol sockets) are the two pairs in this workspace;
 //! each re-exports this crate as its `engine` module.
 //!
+//! What the engine adds to the core:
+//! - LIST / WATCH URLs from kube-core's `Request` (label selector, `timeoutSeconds`,
+//!   `allowWatchBookmarks`); watch bodies are split into raw lines for the core, and a LIST
+//!   body is decoded as it arrives, on its own task;
+//! - a read-idle timeout on every watch (`timeoutSeconds` + a margin) and on LIST bodies;
+//! - reconciles as tasks, at most the core's concurrency, each in a `reconcile` span with
+//!   its key and attempt; a panicking reconcile counts as failed;
+//! - the core's deadlines on the runtime's timers, with the clock as the judge;
+//! - a [`Handle`] that stops from anywhere and pushes in-process events.
+//!
 //! | module | concept |
 //! |---|---|
 //! | [`runtime`] | the runtime trait, and [`ShutdownSignal`] for SIGINT / SIGTERM |

@@ -70,3 +70,48 @@ pub async fn shutdown_signal() {
     }
 }
 
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::Duration;
+
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_dropped_task_runs_on_and_an_aborted_one_stops() {
+        let runtime = TokioRuntime;
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        drop(runtime.spawn(Box::pin(async move {
+            let _ = tx.send(());
+        })));
+        let got = tokio::time::timeout(Duration::from_secs(10), rx).await;
+        assert!(matches!(got, Ok(Ok(()))), "detached task did not finish");
+
+        let resumed = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&resumed);
+        let task = runtime.spawn(Box::pin(async move {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            flag.store(true, Ordering::SeqCst);
+        }));
+        tokio::task::yield_now().await;
+        task.abort();
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        assert!(!resumed.load(Ordering::SeqCst), "aborted task resumed");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_clock_and_timers_are_tokios_so_paused_time_applies() {
+        let runtime = TokioRuntime;
+        let start = runtime.now();
+        assert_eq!(start, tokio::time::Instant::now().into_std());
+        // An hour of tokio's paused clock: no real wait.
+        let wall = std::time::Instant::now();
+        runtime.sleep_until(start + Duration::from_secs(3600)).await;
+        assert!(runtime.now() >= start + Duration::from_secs(3600));
+        assert!(
+            wall.elapsed() < Duration::from_secs(60),
+            "slept in real time"
+        );
+    }
+}

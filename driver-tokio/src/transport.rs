@@ -76,3 +76,95 @@ impl Transport for KubeTransport {
     }
 }
 
+#[cfg(test)]
+mod tests {
+    use std::convert::Infallible;
+    use std::sync::{Arc, Mutex};
+
+    use bytes::Bytes;
+    use futures_lite::StreamExt;
+    use http_body::Frame;
+    use http_body_util::StreamBody;
+
+    use super::*;
+
+    /// A chunk of a scripted body, or the error it breaks with.
+    type Chunk = Result<&'static str, &'static str>;
+
+    /// What the service saw of each request.
+    type Seen = Arc<Mutex<Vec<(http::Method, http::Uri)>>>;
+
+    /// A client whose service answers every request with `status` and `chunks`, and keeps
+    /// each request's method and URI.
+    fn client(status: u16, chunks: Vec<Chunk>) -> (kube::Client, Seen) {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let log = Arc::clone(&seen);
+        let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
+            log.lock()
+                .unwrap()
+                .push((request.method().clone(), request.uri().clone()));
+            let frames = chunks.clone().into_iter().map(|chunk| {
+                chunk
+                    .map(|text| Frame::data(Bytes::from_static(text.as_bytes())))
+                    .map_err(std::io::Error::other)
+            });
+            let body = StreamBody::new(futures_lite::stream::iter(frames));
+            async move {
+                Ok::<_, Infallible>(
+                    http::Response::builder()
+                        .status(status)
+                        .body(body)
+                        .expect("a response"),
+                )
+            }
+        });
+        (kube::Client::new(service, "default"), seen)
+    }
+
+    fn get(uri: &str) -> http::Request<Vec<u8>> {
+        http::Request::get(uri).body(Vec::new()).expect("a request")
+    }
+
+    #[tokio::test]
+    async fn requests_go_through_the_client_and_bodies_stream_back_chunk_by_chunk() {
+        let (client, seen) = client(404, vec![Ok("{\"kind\":"), Ok("\"Status\"}")]);
+        let transport = KubeTransport::from(client);
+        let response = transport
+            .send(get("/api/v1/namespaces/ns/pods?watch=true"))
+            .await
+            .expect("a response");
+        assert_eq!(response.status(), 404, "the status is the server's");
+        let chunks: Vec<Bytes> = response
+            .into_body()
+            .map(|chunk| chunk.expect("a chunk"))
+            .collect()
+            .await;
+        assert_eq!(chunks, ["{\"kind\":", "\"Status\"}"]);
+        assert_eq!(
+            *seen.lock().unwrap(),
+            [(
+                http::Method::GET,
+                http::Uri::from_static("/api/v1/namespaces/ns/pods?watch=true")
+            )]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_body_broken_midway_ends_its_stream_with_a_transport_error() {
+        let (client, _) = client(200, vec![Ok("{\"items\":"), Err("connection reset")]);
+        let response = KubeTransport::new(client)
+            .send(get("/api/v1/pods"))
+            .await
+            .expect("a response");
+        let chunks: Vec<Result<Bytes, TransportError>> = response.into_body().collect().await;
+        assert!(
+            matches!(&chunks[0], Ok(c) if c == "{\"items\":"),
+            "{chunks:?}"
+        );
+        let error = chunks
+            .last()
+            .and_then(|c| c.as_ref().err())
+            .expect("an error");
+        assert!(error.0.contains("connection reset"), "{error:?}");
+    }
+}

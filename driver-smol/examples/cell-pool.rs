@@ -7,13 +7,12 @@
 //! cargo run -p reconcile-smol --example cell-pool-smol -- [--namespace NS] [--label KEY]
 //! ```
 //!
-//! Stops on Ctrl-C or SIGTERM.
+//! Stops on Ctrl-C or SIGTERM. The body is written once over any runtime, in
+//! `reconcile_engine::example`; this main starts smol and builds a [`SmolTransport`]. The
+//! same body on tokio: `cargo run -p reconcile-tokio --example cell-pool`.
 
-use std::sync::Arc;
-
-use reconcile_core::KeyMap;
-use reconcile_core::pod::PodView;
-use reconcile_smol::{Action, Controller, SmolTransport, Source};
+use reconcile_smol::engine::example::{CellPoolArgs, cell_pool};
+use reconcile_smol::{SmolRuntime, SmolTransport, smol};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     tracing_subscriber::fmt()
@@ -21,49 +20,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
         )
         .init();
-    let mut namespace = None;
-    let mut label = "cell".to_owned();
-    let mut args = std::env::args().skip(1);
-    while let Some(arg) = args.next() {
-        match arg.as_str() {
-            "--namespace" | "-n" => namespace = args.next(),
-            "--label" | "-l" => label = args.next().ok_or("--label needs a value")?,
-            other => return Err(format!("unknown argument {other:?}").into()),
-        }
-    }
-
-    smol::block_on(async move {
+    let args = CellPoolArgs::parse(std::env::args().skip(1))?;
+    smol::block_on(async {
         let transport = SmolTransport::infer().await?;
-        // The selector is the label's existence: pods without it never reach the store.
-        let source = Source::pods(transport, namespace.as_deref()).labels(label.clone());
-        let controller = Controller::new(source, KeyMap::by_label(label))
-            .concurrency(4)
-            .shutdown_on_signal();
-
-        controller
-            .run(
-                |cell: String, members: Vec<Arc<PodView>>, _ctx: Arc<()>| async move {
-                    let ready = !members.is_empty()
-                        && members.iter().all(|pod| pod.status.is_running_and_ready());
-                    let names: Vec<&str> = members
-                        .iter()
-                        .filter_map(|pod| pod.metadata.name.as_deref())
-                        .collect();
-                    println!(
-                        "cell {cell}: {} member(s) [{}] {}",
-                        members.len(),
-                        names.join(", "),
-                        if ready {
-                            "all Running and Ready"
-                        } else {
-                            "not ready"
-                        }
-                    );
-                    Ok::<_, std::convert::Infallible>(Action::await_change())
-                },
-                Arc::new(()),
-            )
-            .await?;
+        cell_pool(SmolRuntime, transport, args).await?;
         Ok(())
     })
 }

@@ -7,13 +7,12 @@
 //! cargo run -p reconcile-tokio --example cell-pool -- [--namespace NS] [--label KEY]
 //! ```
 //!
-//! Stops on Ctrl-C or SIGTERM.
+//! Stops on Ctrl-C or SIGTERM. The body is written once over any runtime, in
+//! `reconcile_engine::example`; this main starts tokio and builds a [`KubeTransport`]. The
+//! same body on smol: `cargo run -p reconcile-smol --example cell-pool-smol`.
 
-use std::sync::Arc;
-
-use reconcile_core::KeyMap;
-use reconcile_core::pod::PodView;
-use reconcile_tokio::{Action, Controller, KubeTransport, Source};
+use reconcile_tokio::engine::example::{CellPoolArgs, cell_pool};
+use reconcile_tokio::{KubeTransport, TokioRuntime};
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -22,47 +21,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
         )
         .init();
-    let mut namespace = None;
-    let mut label = "cell".to_owned();
-    let mut args = std::env::args().skip(1);
-    while let Some(arg) = args.next() {
-        match arg.as_str() {
-            "--namespace" | "-n" => namespace = args.next(),
-            "--label" | "-l" => label = args.next().ok_or("--label needs a value")?,
-            other => return Err(format!("unknown argument {other:?}").into()),
-        }
-    }
-
+    let args = CellPoolArgs::parse(std::env::args().skip(1))?;
     let transport = KubeTransport::infer().await?;
-    // The selector is the label's existence: pods without it never reach the store.
-    let source = Source::pods(transport, namespace.as_deref()).labels(label.clone());
-    let controller = Controller::new(source, KeyMap::by_label(label))
-        .concurrency(4)
-        .shutdown_on_signal();
-
-    controller
-        .run(
-            |cell: String, members: Vec<Arc<PodView>>, _ctx: Arc<()>| async move {
-                let ready = !members.is_empty()
-                    && members.iter().all(|pod| pod.status.is_running_and_ready());
-                let names: Vec<&str> = members
-                    .iter()
-                    .filter_map(|pod| pod.metadata.name.as_deref())
-                    .collect();
-                println!(
-                    "cell {cell}: {} member(s) [{}] {}",
-                    members.len(),
-                    names.join(", "),
-                    if ready {
-                        "all Running and Ready"
-                    } else {
-                        "not ready"
-                    }
-                );
-                Ok::<_, std::convert::Infallible>(Action::await_change())
-            },
-            Arc::new(()),
-        )
-        .await?;
+    cell_pool(TokioRuntime, transport, args).await?;
     Ok(())
 }

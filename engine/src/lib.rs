@@ -30,11 +30,12 @@
 //! | [`tape`] | an in-memory recorder |
 //! | [`trace_recorder`] | the recorder writing `reconcile-trace` traces, replayable in `reconcile-sim` |
 //! | `driver` | the choreography: drain, route, time |
-//! | [`example`] | the `cell-pool` example's body, over any runtime and transport |
+//! | `example` | the `cell-pool` example's body, over any runtime and transport (feature `example`) |
 
 pub mod controller;
 mod driver;
 pub mod error;
+#[cfg(feature = "example")]
 pub mod example;
 pub mod handle;
 pub mod lines;

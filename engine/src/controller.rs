@@ -151,8 +151,8 @@ where
     T: Transport,
 {
     /// A controller over `source`, grouping objects under the parent `key_map` returns
-    /// (a ready-made map such as [`KeyMap::by_label`], or a closure), with the seed's
-    /// defaults (one reconcile at a time, resync 10 h, backoff 1 s to 60 s, retry delay 1 s).
+    /// (a ready-made map such as [`KeyMap::by_label`], or a closure), with the default
+    /// settings (one reconcile at a time, resync 10 h, backoff 1 s to 60 s, retry delay 1 s).
     pub fn with_runtime(runtime: R, source: Source<T>, key_map: impl Into<KeyMap<O, P>>) -> Self {
         let limits = Limits::default();
         let (config, remote) = match source.remote {

@@ -46,19 +46,7 @@ pub enum Lifecycle {
 /// [`ReconcileLoop::handle_input`]. The same type is what a recorder keeps and what a trace
 /// replays, so a recorded run is fed back exactly as it was first fed.
 ///
-/// | input | answers |
-/// |---|---|
-/// | [`Start`](Input::Start) | (nothing: the first input) |
-/// | [`List`](Input::List) | [`Command::List`] |
-/// | [`WatchOpened`](Input::WatchOpened), [`WatchLine`](Input::WatchLine), [`WatchEnd`](Input::WatchEnd) | [`Command::Watch`] |
-/// | [`SourceEvent`](Input::SourceEvent), [`SourceEnd`](Input::SourceEnd) | [`Command::OpenSource`] |
-/// | [`Reconciled`](Input::Reconciled) | [`Command::Reconcile`] |
-/// | [`Timeout`](Input::Timeout) | [`Output::Timeout`] (the deadline passed) |
-/// | [`Stop`](Input::Stop) | (nothing: the last input) |
-///
-/// [`Command::CancelList`], [`Command::CloseWatch`], [`Command::CloseSource`] and
-/// [`Command::CancelReconcile`] need no answer: anything that still arrives for what they
-/// closed is ignored as stale.
+/// Which input answers which command is in the table on [`ReconcileLoop`].
 #[derive(Debug, Clone)]
 pub enum Input<O> {
     /// Start: the first LIST (or the in-process source) is requested. Ignored as stale
@@ -199,7 +187,22 @@ enum Source<O> {
 /// - **Inputs**: every input is an [`Input`] fed with [`handle_input`](Self::handle_input),
 ///   stamped with `now`. The core never reads a clock; time never goes backwards inside it
 ///   (an earlier `now` is clamped to the latest seen), and inputs at the same instant may
-///   come in any order. The table on [`Input`] says which input answers which command.
+///   come in any order. Which input answers which command:
+///
+///   | input | answers |
+///   |---|---|
+///   | [`Start`](Input::Start) | (nothing: the first input) |
+///   | [`List`](Input::List) | [`Command::List`] |
+///   | [`WatchOpened`](Input::WatchOpened), [`WatchLine`](Input::WatchLine), [`WatchEnd`](Input::WatchEnd) | [`Command::Watch`] |
+///   | [`SourceEvent`](Input::SourceEvent), [`SourceEnd`](Input::SourceEnd) | [`Command::OpenSource`] |
+///   | [`Reconciled`](Input::Reconciled) | [`Command::Reconcile`] |
+///   | [`Timeout`](Input::Timeout) | [`Output::Timeout`] (the deadline passed) |
+///   | [`Stop`](Input::Stop) | (nothing: the last input) |
+///
+///   [`Command::CancelList`], [`Command::CloseWatch`], [`Command::CloseSource`] and
+///   [`Command::CancelReconcile`] need no answer: anything that still arrives for what they
+///   closed is ignored as stale.
+///
 /// - **Outputs**: after feeding, call [`poll_output`](Self::poll_output) until it returns
 ///   [`Output::Timeout`]. Only then sleep, until that deadline or the next input, and feed
 ///   [`Input::Timeout`] once the deadline has passed. Commands are never queued behind the

@@ -18,7 +18,7 @@ use reconcile_engine::{
     Action, BodyStream, BoxFuture, Controller, Handle, Limits, Recorded, Running, Source, Tape,
     Transport, TransportError,
 };
-use support::{Paused, Seen, names, paused, until, within};
+use support::{Paused, Seen, names, paused, stop_cleanly, until, within};
 
 const LIST: &str = r#"{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"10"},"items":[
   {"metadata":{"name":"p1","namespace":"ns","resourceVersion":"5","labels":{"cell":"a"}}},
@@ -151,11 +151,7 @@ async fn lists_without_syncing(
     until("the LIST retried", || handle.stats().lists >= lists).await;
     assert!(!handle.is_synced());
     assert_eq!(handle.cursor(), None);
-    handle.stop();
-    within("the stop", task)
-        .await
-        .expect("joined")
-        .expect("a clean stop");
+    stop_cleanly(&handle, task).await;
 }
 
 #[tokio::test(start_paused = true)]
@@ -226,11 +222,7 @@ async fn a_panicking_reconcile_fails_and_is_retried() {
     })
     .await;
     assert!(handle.stats().reconcile_errors >= 1, "{:?}", handle.stats());
-    handle.stop();
-    within("the stop", task)
-        .await
-        .expect("no panic escapes")
-        .expect("a clean stop");
+    stop_cleanly(&handle, task).await;
 }
 
 #[tokio::test(start_paused = true)]
@@ -253,11 +245,7 @@ async fn a_reconcile_function_that_panics_before_its_future_is_retried() {
     .await;
     assert!(handle.stats().reconcile_errors >= 1, "{:?}", handle.stats());
     assert!(!handle.is_stopped(), "the driver survived");
-    handle.stop();
-    within("the stop", task)
-        .await
-        .expect("no panic escapes")
-        .expect("a clean stop");
+    stop_cleanly(&handle, task).await;
 }
 
 #[tokio::test(start_paused = true)]
@@ -291,11 +279,7 @@ async fn a_silent_watch_hits_the_read_idle_timeout_and_reopens() {
         "reopened only after {gap:?}"
     );
     assert_eq!(handle.stats().lists, 1, "an idle timeout keeps the cursor");
-    handle.stop();
-    within("the stop", task)
-        .await
-        .expect("joined")
-        .expect("a clean stop");
+    stop_cleanly(&handle, task).await;
 }
 
 #[tokio::test(start_paused = true)]

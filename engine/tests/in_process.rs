@@ -12,7 +12,7 @@ use reconcile_core::{Command, KeyMap};
 use reconcile_engine::{
     Action, BodyStream, BoxFuture, Controller, Recorded, Source, Tape, Transport, TransportError,
 };
-use support::{Paused, Seen, names, paused, until, within};
+use support::{Paused, Seen, names, paused, stop_cleanly, until, within};
 
 /// A pod in namespace `ns` with label `cell`.
 fn pod(name: &str, cell: &str) -> PodView {
@@ -65,11 +65,7 @@ async fn in_process_pushes_reach_reconcile() {
         seen.lock().unwrap().get("x").is_some_and(|m| m.len() == 2)
     })
     .await;
-    handle.stop();
-    within("the stop", task)
-        .await
-        .expect("joined")
-        .expect("a clean stop");
+    stop_cleanly(&handle, task).await;
     assert!(
         handle.upsert(pod("x3", "x")).await.is_err(),
         "pushing after the end fails"
@@ -142,11 +138,7 @@ async fn messages_waiting_together_wake_a_cell_once_and_are_recorded_as_fed() {
     until("a reconciled", || !calls.lock().unwrap().is_empty()).await;
     // Give a second (wrong) reconcile every chance to happen before stopping.
     tokio::time::sleep(support::PATIENCE / 2).await;
-    handle.stop();
-    within("the stop", task)
-        .await
-        .expect("joined")
-        .expect("a clean stop");
+    stop_cleanly(&handle, task).await;
     assert_eq!(
         *calls.lock().unwrap(),
         [(

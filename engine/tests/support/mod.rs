@@ -69,6 +69,19 @@ pub async fn within<T>(what: &str, future: impl Future<Output = T>) -> T {
         .unwrap_or_else(|_| panic!("timed out after {PATIENCE:?} (virtual) waiting for {what}"))
 }
 
+/// Stops the controller behind `handle` and waits for its task to end cleanly: joined (no
+/// panic escaped) and stopped without error.
+pub async fn stop_cleanly<O>(
+    handle: &reconcile_engine::Handle<O>,
+    task: tokio::task::JoinHandle<Result<(), reconcile_engine::Error>>,
+) {
+    handle.stop();
+    within("the stop", task)
+        .await
+        .expect("joined: no panic escapes")
+        .expect("a clean stop");
+}
+
 /// Lets the other tasks run and the clock move, one [`STEP`] at a time, until `check`
 /// holds; fails the test after [`PATIENCE`] of virtual time.
 pub async fn until(what: &str, mut check: impl FnMut() -> bool) {

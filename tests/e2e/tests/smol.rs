@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex, Once};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use reconcile_core::KeyMapError;
+use reconcile_core::KeyMap;
 use reconcile_core::pod::PodView;
 use reconcile_e2e::DriverUnderTest;
 use reconcile_e2e::harness::WAIT;
@@ -210,14 +210,9 @@ fn no_tokio_runtime_in_reconcile_the_driver_or_any_thread() {
             type Seen = Mutex<Vec<(bool, String)>>;
             let calls: Arc<Seen> = Arc::default();
             let source = Source::<SmolTransport>::pods(transport, Some(&ns)).labels("app=e2e");
-            let controller = engine::Controller::with_runtime(Probed, source, |pod: &PodView| {
-                pod.metadata
-                    .labels
-                    .get("cell")
-                    .map(str::to_owned)
-                    .ok_or_else(|| KeyMapError::new("no cell label"))
-            })
-            .concurrency(2);
+            let controller =
+                engine::Controller::with_runtime(Probed, source, KeyMap::by_label("cell"))
+                    .concurrency(2);
             let running = timeout(
                 &Probed,
                 WAIT,

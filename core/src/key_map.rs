@@ -8,7 +8,7 @@ use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
 
-use crate::object::Object;
+use crate::object::{Object, ObjectKey};
 
 /// Why an object has no parent; the store evicts such an object rather than serve it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -31,6 +31,12 @@ pub enum KeyBy {
     Name,
     /// The object's namespace (`""` for a cluster-scoped object).
     Namespace,
+    /// The object's controller owner (its `ownerReferences` entry with `controller: true`),
+    /// as `namespace/name` in the object's namespace: Pods by their ReplicaSet, ReplicaSets
+    /// by their Deployment (controller-runtime's `EnqueueRequestForOwner` with
+    /// `OnlyControllerOwner`). With a kind, an owner of another kind does not count. An
+    /// object without one has no parent and is evicted.
+    Owner(Option<String>),
 }
 
 impl fmt::Display for KeyBy {
@@ -39,13 +45,17 @@ impl fmt::Display for KeyBy {
             KeyBy::Label(l) => write!(f, "label:{l}"),
             KeyBy::Name => f.write_str("name"),
             KeyBy::Namespace => f.write_str("namespace"),
+            KeyBy::Owner(None) => f.write_str("owner"),
+            KeyBy::Owner(Some(kind)) => write!(f, "owner:{kind}"),
         }
     }
 }
 
 /// A [`KeyBy`] spelled wrong.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("a key map is \"name\", \"namespace\" or \"label:<key>\", got {0:?}")]
+#[error(
+    "a key map is \"name\", \"namespace\", \"label:<key>\", \"owner\" or \"owner:<kind>\", got {0:?}"
+)]
 pub struct KeyByParseError(pub String);
 
 impl FromStr for KeyBy {
@@ -55,8 +65,10 @@ impl FromStr for KeyBy {
         match s {
             "name" => Ok(KeyBy::Name),
             "namespace" => Ok(KeyBy::Namespace),
-            _ => match s.strip_prefix("label:") {
-                Some(l) if !l.is_empty() => Ok(KeyBy::Label(l.to_owned())),
+            "owner" => Ok(KeyBy::Owner(None)),
+            _ => match (s.strip_prefix("label:"), s.strip_prefix("owner:")) {
+                (Some(l), _) if !l.is_empty() => Ok(KeyBy::Label(l.to_owned())),
+                (_, Some(k)) if !k.is_empty() => Ok(KeyBy::Owner(Some(k.to_owned()))),
                 _ => Err(KeyByParseError(s.to_owned())),
             },
         }
@@ -79,6 +91,22 @@ impl KeyBy {
                 .map(|k| k.as_str().to_owned())
                 .ok_or_else(|| KeyMapError::new("no name")),
             KeyBy::Namespace => Ok(object.namespace().unwrap_or("").to_owned()),
+            KeyBy::Owner(kind) => {
+                let owner = object
+                    .controller_owner()
+                    .ok_or_else(|| KeyMapError::new("no controller owner"))?;
+                if let Some(kind) = kind
+                    && owner.kind != kind
+                {
+                    return Err(KeyMapError::new(format!(
+                        "controlled by a {}, not a {kind}",
+                        owner.kind
+                    )));
+                }
+                Ok(ObjectKey::new(object.namespace(), owner.name)
+                    .as_str()
+                    .to_owned())
+            }
         }
     }
 }
@@ -161,6 +189,18 @@ impl<O: Object> KeyMap<O, String> {
     pub fn by_namespace() -> Self {
         KeyMap::by(KeyBy::Namespace)
     }
+
+    /// Parent = the object's controller owner, `namespace/name`, of any kind.
+    #[must_use]
+    pub fn by_owner() -> Self {
+        KeyMap::by(KeyBy::Owner(None))
+    }
+
+    /// Parent = the object's controller owner, `namespace/name`, when it is of `kind`.
+    #[must_use]
+    pub fn by_owner_of_kind(kind: impl Into<String>) -> Self {
+        KeyMap::by(KeyBy::Owner(Some(kind.into())))
+    }
 }
 
 impl<O, P, F> From<F> for KeyMap<O, P>
@@ -183,7 +223,13 @@ mod tests {
 
     #[test]
     fn ready_made_maps_describe_themselves_and_round_trip() {
-        for by in [KeyBy::Label("cell".into()), KeyBy::Name, KeyBy::Namespace] {
+        for by in [
+            KeyBy::Label("cell".into()),
+            KeyBy::Name,
+            KeyBy::Namespace,
+            KeyBy::Owner(None),
+            KeyBy::Owner(Some("ReplicaSet".into())),
+        ] {
             let map = KeyMap::<PodView, String>::by(by.clone());
             assert_eq!(map.describe(), Some(&by));
             assert_eq!(by.to_string().parse::<KeyBy>(), Ok(by));
@@ -194,7 +240,8 @@ mod tests {
                 .is_none()
         );
         assert!("label:".parse::<KeyBy>().is_err());
-        assert!("owner".parse::<KeyBy>().is_err());
+        assert!("owner:".parse::<KeyBy>().is_err());
+        assert!("parent".parse::<KeyBy>().is_err());
     }
 
     #[test]
@@ -205,5 +252,56 @@ mod tests {
         assert_eq!(KeyMap::by_namespace().parent_of(&p).unwrap(), "ns");
         let err = KeyMap::<PodView, String>::by_label("other").parent_of(&p);
         assert_eq!(err, Err(KeyMapError::new("no other label")));
+        assert_eq!(
+            KeyMap::by_owner().parent_of(&p),
+            Err(KeyMapError::new("no controller owner"))
+        );
+    }
+
+    #[test]
+    fn by_owner_follows_the_controller_reference_only() {
+        let owned = pod(
+            r#"{"metadata":{"name":"web-1","namespace":"ns","ownerReferences":[
+                {"apiVersion":"v1","kind":"Node","name":"n1","uid":"u0"},
+                {"apiVersion":"apps/v1","kind":"ReplicaSet","name":"web","uid":"u1","controller":true}]}}"#,
+        );
+        assert_eq!(KeyMap::by_owner().parent_of(&owned).unwrap(), "ns/web");
+        let by_rs = KeyMap::by_owner_of_kind("ReplicaSet");
+        assert_eq!(by_rs.parent_of(&owned).unwrap(), "ns/web");
+        assert_eq!(
+            KeyMap::by_owner_of_kind("StatefulSet").parent_of(&owned),
+            Err(KeyMapError::new(
+                "controlled by a ReplicaSet, not a StatefulSet"
+            ))
+        );
+        let only_owned = pod(
+            r#"{"metadata":{"name":"a","namespace":"ns","ownerReferences":[
+                {"apiVersion":"v1","kind":"Node","name":"n1","uid":"u0"}]}}"#,
+        );
+        assert!(
+            KeyMap::<PodView, String>::by_owner()
+                .parent_of(&only_owned)
+                .is_err()
+        );
+        // The schema requires kind and name (the fields the view keeps) in every reference.
+        let broken = r#"{"metadata":{"ownerReferences":[{"kind":"ReplicaSet","uid":"w"}]}}"#;
+        assert!(serde_json::from_str::<PodView>(broken).is_err());
+        let null = pod(r#"{"metadata":{"name":"a","ownerReferences":null}}"#);
+        assert!(null.controller_owner().is_none());
+    }
+
+    #[test]
+    fn by_owner_reads_full_kubernetes_types_too() {
+        let rs: k8s_openapi::api::apps::v1::ReplicaSet = serde_json::from_str(
+            r#"{"metadata":{"name":"web-5d","namespace":"ns","ownerReferences":[
+                {"apiVersion":"apps/v1","kind":"Deployment","name":"web","uid":"u1","controller":true}]}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            KeyMap::by_owner_of_kind("Deployment")
+                .parent_of(&rs)
+                .unwrap(),
+            "ns/web"
+        );
     }
 }

@@ -24,6 +24,10 @@ pub trait Object: DeserializeOwned + 'static {
     /// The value of the label `key` in `metadata.labels`, if set.
     fn label(&self, key: &str) -> Option<&str>;
 
+    /// The entry of `metadata.ownerReferences` with `controller: true`, if any: the object
+    /// that manages this one (a Pod's ReplicaSet, a ReplicaSet's Deployment).
+    fn controller_owner(&self) -> Option<OwnerRef<'_>>;
+
     /// The store key, `namespace/name`; `None` when the object has no name.
     #[must_use]
     fn key(&self) -> Option<ObjectKey> {
@@ -31,6 +35,19 @@ pub trait Object: DeserializeOwned + 'static {
             .filter(|name| !name.is_empty())
             .map(|name| ObjectKey::new(self.namespace(), name))
     }
+}
+
+/// One owner reference, borrowed from the object that carries it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OwnerRef<'a> {
+    /// The owner's `apiVersion`, for example `apps/v1`.
+    pub api_version: &'a str,
+    /// The owner's `kind`, for example `ReplicaSet`.
+    pub kind: &'a str,
+    /// The owner's name, in the namespace of the object that refers to it.
+    pub name: &'a str,
+    /// The owner's uid.
+    pub uid: &'a str,
 }
 
 /// An object's identity in the store: `namespace/name`, or `name` when cluster-scoped.
@@ -133,6 +150,21 @@ where
             .as_ref()?
             .get(key)
             .map(String::as_str)
+    }
+
+    fn controller_owner(&self) -> Option<OwnerRef<'_>> {
+        let owner = self
+            .metadata()
+            .owner_references
+            .as_ref()?
+            .iter()
+            .find(|o| o.controller == Some(true))?;
+        Some(OwnerRef {
+            api_version: &owner.api_version,
+            kind: &owner.kind,
+            name: &owner.name,
+            uid: &owner.uid,
+        })
     }
 }
 

@@ -9,7 +9,7 @@
 use compact_str::CompactString;
 use serde::{Deserialize, Deserializer};
 
-use crate::object::Object;
+use crate::object::{Object, OwnerRef};
 use crate::string_map::StringMap;
 
 /// Reads `null` as the type's default, for the maps and lists an apiserver may spell as `null`.
@@ -56,6 +56,79 @@ pub struct PodMetadata {
     /// `metadata.annotations`.
     #[serde(default)]
     pub annotations: StringMap,
+    /// The controller among `metadata.ownerReferences` (the entry with `controller: true`),
+    /// by kind and name; the other owners are not kept.
+    #[serde(
+        default,
+        rename = "ownerReferences",
+        deserialize_with = "controller_owner"
+    )]
+    pub controller: Option<ControllerRef>,
+}
+
+/// The controller owner of a pod: the kind and name of its entry of
+/// `metadata.ownerReferences` with `controller: true` (inline: no allocation for names of up
+/// to 24 bytes).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+pub struct ControllerRef {
+    /// `kind`, for example `ReplicaSet`.
+    pub kind: CompactString,
+    /// The owner's name.
+    pub name: CompactString,
+}
+
+/// One entry of `metadata.ownerReferences`: the fields the view keeps, required as the
+/// schema says; `apiVersion` and `uid` are skipped unread.
+#[derive(Deserialize)]
+struct OwnerEntry {
+    kind: CompactString,
+    name: CompactString,
+    controller: Option<bool>,
+}
+
+/// Reads `metadata.ownerReferences` (or `null`), keeping only the controller: no list is
+/// built, and a pod without a controller costs nothing.
+fn controller_owner<'de, D>(deserializer: D) -> Result<Option<ControllerRef>, D::Error>
+where
+    D: Deserializer<'de>,
+{
+    struct Owners;
+    impl<'de> serde::de::Visitor<'de> for Owners {
+        type Value = Option<ControllerRef>;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a list of owner references")
+        }
+
+        fn visit_unit<E>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+
+        fn visit_none<E>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+
+        fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            d.deserialize_seq(self)
+        }
+
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(
+            self,
+            mut seq: A,
+        ) -> Result<Self::Value, A::Error> {
+            let mut controller = None;
+            while let Some(entry) = seq.next_element::<OwnerEntry>()? {
+                if controller.is_none() && entry.controller == Some(true) {
+                    controller = Some(ControllerRef {
+                        kind: entry.kind,
+                        name: entry.name,
+                    });
+                }
+            }
+            Ok(controller)
+        }
+    }
+    deserializer.deserialize_option(Owners)
 }
 
 /// `spec`: where the pod runs.
@@ -187,6 +260,16 @@ impl Object for PodView {
 
     fn label(&self, key: &str) -> Option<&str> {
         self.metadata.labels.get(key)
+    }
+
+    fn controller_owner(&self) -> Option<OwnerRef<'_>> {
+        // The view keeps no apiVersion or uid: those read as empty.
+        self.metadata.controller.as_ref().map(|c| OwnerRef {
+            api_version: "",
+            kind: &c.kind,
+            name: &c.name,
+            uid: "",
+        })
     }
 }
 

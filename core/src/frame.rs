@@ -207,7 +207,7 @@ pub(crate) fn parse_frame_held<O: Object, H: Hold<O>>(
         Payload::Error(status) => WatchEvent::Error(status),
     };
     if let WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o) = &event
-        && o.held().resource_version().is_none_or(str::is_empty)
+        && o.held().object_resource_version().is_none_or(str::is_empty)
     {
         return Err(fail(FrameErrorKind::NoResourceVersion, None));
     }

@@ -90,7 +90,7 @@ impl KeyBy {
                 .key()
                 .map(|k| k.as_str().to_owned())
                 .ok_or_else(|| KeyMapError::new("no name")),
-            KeyBy::Namespace => Ok(object.namespace().unwrap_or("").to_owned()),
+            KeyBy::Namespace => Ok(object.object_namespace().unwrap_or("").to_owned()),
             KeyBy::Owner(kind) => {
                 let owner = object
                     .controller_owner()
@@ -103,7 +103,7 @@ impl KeyBy {
                         owner.kind
                     )));
                 }
-                Ok(ObjectKey::new(object.namespace(), owner.name)
+                Ok(ObjectKey::new(object.object_namespace(), owner.name)
                     .as_str()
                     .to_owned())
             }
@@ -158,6 +158,19 @@ impl<O, P> KeyMap<O, P> {
     #[must_use]
     pub fn describe(&self) -> Option<&KeyBy> {
         self.by.as_ref()
+    }
+}
+
+impl<O: Object> KeyMap<O, ObjectKey> {
+    /// Parent = the object itself, as its [`ObjectKey`]: kube-runtime's model, where every
+    /// object is reconciled on its own. A trace header names it `name`, as
+    /// [`KeyMap::by_name`], whose parents are the same keys as strings.
+    #[must_use]
+    pub fn by_object() -> Self {
+        KeyMap {
+            map: Arc::new(|object: &O| object.key().ok_or_else(|| KeyMapError::new("no name"))),
+            by: Some(KeyBy::Name),
+        }
     }
 }
 

@@ -102,6 +102,6 @@ pub use reflector::{ListResponse, StreamEnd};
 pub use retry::Backoff;
 pub use source::SourceEvent;
 pub use step_line::StepLine;
-pub use store::Store;
+pub use store::{CacheChange, Store};
 pub use string_map::StringMap;
 pub use time::Instant;

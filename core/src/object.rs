@@ -7,19 +7,23 @@ use serde::de::DeserializeOwned;
 
 /// An object the loop can cache: any serde-decodable type that can name itself.
 ///
-/// The core is generic over the object type so that a small partial view (like
-/// [`PodView`](crate::pod::PodView)) and a full generated type (like
-/// `k8s_openapi::api::core::v1::Pod`, with the `k8s-openapi` feature) both work.
+/// Every `kube::Resource` is one already (feature `kube`, on by default): k8s-openapi's
+/// types, `#[derive(CustomResource)]` types, `DynamicObject` and `PartialObjectMeta<K>`.
+/// A small partial view (like [`PodView`](crate::pod::PodView)) implements it by hand, to
+/// cache only the fields a controller reads.
+///
+/// The accessors are prefixed `object_` so that they never clash with
+/// `kube::ResourceExt::namespace` and friends when both traits are in scope.
 #[doc(alias = "Resource")]
 pub trait Object: DeserializeOwned + 'static {
     /// `metadata.namespace`; `None` for a cluster-scoped object.
-    fn namespace(&self) -> Option<&str>;
+    fn object_namespace(&self) -> Option<&str>;
 
     /// `metadata.name`; `None` when the object carries no name, which the store rejects.
-    fn name(&self) -> Option<&str>;
+    fn object_name(&self) -> Option<&str>;
 
     /// `metadata.resourceVersion`: opaque, compared for equality only.
-    fn resource_version(&self) -> Option<&str>;
+    fn object_resource_version(&self) -> Option<&str>;
 
     /// The value of the label `key` in `metadata.labels`, if set.
     fn label(&self, key: &str) -> Option<&str>;
@@ -31,9 +35,9 @@ pub trait Object: DeserializeOwned + 'static {
     /// The store key, `namespace/name`; `None` when the object has no name.
     #[must_use]
     fn key(&self) -> Option<ObjectKey> {
-        self.name()
+        self.object_name()
             .filter(|name| !name.is_empty())
-            .map(|name| ObjectKey::new(self.namespace(), name))
+            .map(|name| ObjectKey::new(self.object_namespace(), name))
     }
 }
 
@@ -125,36 +129,32 @@ impl fmt::Debug for ObjectKey {
     }
 }
 
-#[cfg(feature = "k8s-openapi")]
+/// Every `kube::Resource` whose metadata is the standard `ObjectMeta`: built-in types,
+/// custom resources, `DynamicObject`, and `PartialObjectMeta<K>` for metadata-only watches.
+#[cfg(feature = "kube")]
 impl<K> Object for K
 where
-    K: k8s_openapi::Metadata<Ty = k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta>
-        + DeserializeOwned
-        + 'static,
+    K: kube_core::Resource + DeserializeOwned + 'static,
 {
-    fn namespace(&self) -> Option<&str> {
-        self.metadata().namespace.as_deref()
+    fn object_namespace(&self) -> Option<&str> {
+        self.meta().namespace.as_deref()
     }
 
-    fn name(&self) -> Option<&str> {
-        self.metadata().name.as_deref()
+    fn object_name(&self) -> Option<&str> {
+        self.meta().name.as_deref()
     }
 
-    fn resource_version(&self) -> Option<&str> {
-        self.metadata().resource_version.as_deref()
+    fn object_resource_version(&self) -> Option<&str> {
+        self.meta().resource_version.as_deref()
     }
 
     fn label(&self, key: &str) -> Option<&str> {
-        self.metadata()
-            .labels
-            .as_ref()?
-            .get(key)
-            .map(String::as_str)
+        self.meta().labels.as_ref()?.get(key).map(String::as_str)
     }
 
     fn controller_owner(&self) -> Option<OwnerRef<'_>> {
         let owner = self
-            .metadata()
+            .meta()
             .owner_references
             .as_ref()?
             .iter()

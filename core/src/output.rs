@@ -185,6 +185,15 @@ pub enum Event<P> {
         /// The reconcile's error.
         error: String,
     },
+    /// A reconcile failed and the error policy chose the follow-up, not the backoff.
+    ErrorHandled {
+        /// The key.
+        parent: P,
+        /// Until the rerun; `None` waits for a change.
+        requeue_after: Option<Duration>,
+        /// The reconcile's error.
+        error: String,
+    },
     /// A reconcile asked to run again after `delay`.
     RequeueScheduled {
         /// The key.
@@ -377,7 +386,7 @@ impl<O: Object, P: fmt::Display> fmt::Display for Command<O, P> {
                     if i > 0 {
                         f.write_str(",")?;
                     }
-                    match m.name() {
+                    match m.object_name() {
                         Some(name) => f.write_str(name)?,
                         None => f.write_str("?")?,
                     }
@@ -429,6 +438,18 @@ impl<P: fmt::Display> fmt::Display for Event<P> {
             Event::RequeueScheduled { parent, delay } => {
                 write!(f, "requeue {parent} delay={}s", delay.as_secs_f64())
             }
+            Event::ErrorHandled {
+                parent,
+                requeue_after,
+                error,
+            } => match requeue_after {
+                Some(d) => write!(
+                    f,
+                    "error-handled {parent} requeue={}s ({error})",
+                    d.as_secs_f64()
+                ),
+                None => write!(f, "error-handled {parent} await-change ({error})"),
+            },
             Event::Resync { parents } => write!(f, "resync parents={parents}"),
             Event::SourceNotSynced { stream } => write!(f, "source-not-synced {stream}"),
             Event::SourceEnded { stream, error } => match error {

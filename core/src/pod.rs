@@ -246,15 +246,15 @@ pub struct ContainerStateTerminated {
 }
 
 impl Object for PodView {
-    fn namespace(&self) -> Option<&str> {
+    fn object_namespace(&self) -> Option<&str> {
         self.metadata.namespace.as_deref()
     }
 
-    fn name(&self) -> Option<&str> {
+    fn object_name(&self) -> Option<&str> {
         self.metadata.name.as_deref()
     }
 
-    fn resource_version(&self) -> Option<&str> {
+    fn object_resource_version(&self) -> Option<&str> {
         self.metadata.resource_version.as_deref()
     }
 

@@ -16,7 +16,7 @@ use crate::queue::WorkQueue;
 use crate::reflector::{ListResponse, MintIds, Reflector, StreamEnd};
 use crate::retry::RetryScheduler;
 use crate::source::{Change, InProcessSource, SourceEvent};
-use crate::store::{Rejected, Store};
+use crate::store::{CacheChange, Rejected, Store};
 use crate::time::Instant;
 
 /// How a reconcile run ended.
@@ -27,8 +27,17 @@ pub enum Outcome {
     /// Done; run again after this long unless something changes first
     /// (kube-runtime's `Action::requeue`, controller-runtime's `Result{RequeueAfter}`).
     RequeueAfter(Duration),
-    /// Failed; retried with exponential backoff.
+    /// Failed; retried with the key's exponential backoff (the default error policy).
     Error(String),
+    /// Failed, and an error policy chose what follows instead of the backoff: a rerun after
+    /// `requeue_after`, or none until something changes. Counts as an error; the key's
+    /// backoff starts over (kube-runtime's `error_policy` returning an `Action`).
+    ErrorHandled {
+        /// The reconcile's error.
+        error: String,
+        /// Until the rerun; `None` waits for a change.
+        requeue_after: Option<Duration>,
+    },
 }
 
 /// Where the loop is in its life.
@@ -394,6 +403,21 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
                     error,
                 });
             }
+            Outcome::ErrorHandled {
+                error,
+                requeue_after,
+            } => {
+                self.stats.reconcile_errors += 1;
+                match requeue_after {
+                    Some(delay) => self.retry.requeue_after(now, parent.clone(), delay),
+                    None => self.retry.succeeded(&parent),
+                }
+                self.event(Event::ErrorHandled {
+                    parent,
+                    requeue_after,
+                    error,
+                });
+            }
         }
     }
 
@@ -475,6 +499,20 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
     #[must_use]
     pub fn store(&self) -> &Store<O, P> {
         &self.store
+    }
+
+    /// Starts (or stops) logging the cache's changes for
+    /// [`drain_cache_changes`](ReconcileLoop::drain_cache_changes): off by default, so a
+    /// driver that keeps no copy of the cache pays nothing.
+    pub fn log_cache_changes(&mut self, on: bool) {
+        self.store.log_changes(on);
+    }
+
+    /// Reports every change to the cache since the last call, so a driver can keep a copy
+    /// (a cache readable from other threads) in step once per turn instead of once per frame.
+    /// Reports nothing unless [`log_cache_changes`](ReconcileLoop::log_cache_changes) is on.
+    pub fn drain_cache_changes(&mut self, each: impl FnMut(CacheChange<'_, O, P>)) {
+        self.store.take_changes(each);
     }
 
     /// Whether the first whole-world listing has been applied.

@@ -284,11 +284,11 @@ impl<O: Object> Reflector<O> {
         };
         let change = match event {
             WatchEvent::Added(o) | WatchEvent::Modified(o) => {
-                self.advance_cursor(o.resource_version());
+                self.advance_cursor(o.object_resource_version());
                 Change::Upsert(o)
             }
             WatchEvent::Deleted(o) => {
-                self.advance_cursor(o.resource_version());
+                self.advance_cursor(o.object_resource_version());
                 Change::Delete(o)
             }
             WatchEvent::Bookmark { resource_version } => {

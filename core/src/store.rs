@@ -55,6 +55,50 @@ pub struct Store<O, P> {
     order: BTreeSet<P>,
     /// Scratch for the joined key, so updates of known objects allocate no key.
     key_buf: String,
+    /// The keys written since the driver last took them, when it asked for them; see
+    /// [`Store::take_changes`].
+    changes: Option<ChangeLog>,
+}
+
+/// The keys written since they were last taken: what a driver needs to keep a copy of the
+/// cache in step, one key clone per write. Bounded by the writes between two takes, which a
+/// driver does once per turn.
+#[derive(Debug, Default)]
+struct ChangeLog {
+    /// A whole listing replaced the cache: every key may have changed.
+    replaced: bool,
+    keys: Vec<ObjectKey>,
+}
+
+impl ChangeLog {
+    fn note(&mut self, key: &ObjectKey) {
+        if !self.replaced {
+            self.keys.push(key.clone());
+        }
+    }
+}
+
+/// One change to the cache, as [`ReconcileLoop::drain_cache_changes`] reports it.
+///
+/// [`ReconcileLoop::drain_cache_changes`]: crate::ReconcileLoop::drain_cache_changes
+#[derive(Debug)]
+pub enum CacheChange<'a, O, P> {
+    /// Everything before is gone: a `Set` for every cached object follows.
+    Cleared,
+    /// `key` now holds `object`, under `parent`.
+    Set {
+        /// The key.
+        key: &'a ObjectKey,
+        /// The object now cached.
+        object: &'a Arc<O>,
+        /// The parent it is cached under.
+        parent: &'a P,
+    },
+    /// `key` is no longer cached.
+    Removed {
+        /// The key.
+        key: &'a ObjectKey,
+    },
 }
 
 impl<O, P> Default for Store<O, P> {
@@ -64,6 +108,7 @@ impl<O, P> Default for Store<O, P> {
             index: HashMap::default(),
             order: BTreeSet::new(),
             key_buf: String::new(),
+            changes: None,
         }
     }
 }
@@ -137,6 +182,51 @@ impl<O: Object, P: Ord + Hash + Clone> Store<O, P> {
         })
     }
 
+    /// Starts (or stops) keeping the log [`Store::take_changes`] reads.
+    pub(crate) fn log_changes(&mut self, on: bool) {
+        self.changes = on.then(ChangeLog::default);
+    }
+
+    /// Reports every change since the last call (nothing when the log is off), in the order
+    /// written; a key written twice is reported twice, each time with its state now.
+    pub(crate) fn take_changes(&mut self, mut each: impl FnMut(CacheChange<'_, O, P>)) {
+        let Some(log) = self.changes.as_mut() else {
+            return;
+        };
+        let replaced = std::mem::take(&mut log.replaced);
+        let mut keys = std::mem::take(&mut log.keys);
+        if replaced {
+            each(CacheChange::Cleared);
+            for (key, object, parent) in self.iter() {
+                each(CacheChange::Set {
+                    key,
+                    object,
+                    parent,
+                });
+            }
+        } else {
+            for key in &keys {
+                match self.parents.get_key_value(key) {
+                    Some((key, parent)) => {
+                        if let Some(object) = self.index.get(parent).and_then(|m| m.get(key)) {
+                            each(CacheChange::Set {
+                                key,
+                                object,
+                                parent,
+                            });
+                        }
+                    }
+                    None => each(CacheChange::Removed { key }),
+                }
+            }
+        }
+        keys.clear();
+        if let Some(log) = self.changes.as_mut() {
+            // Keep the buffer's capacity for the next turn.
+            log.keys = keys;
+        }
+    }
+
     /// Applies one source event. Parents whose membership or members changed are pushed to
     /// `wakes` (possibly more than once); objects the store refuses go to `rejected`.
     pub(crate) fn apply(
@@ -205,13 +295,17 @@ impl<O: Object, P: Ord + Hash + Clone> Store<O, P> {
                     // The version the cache already holds: nothing changed, so nothing wakes
                     // (Go's informer delivers it as a resync, which handlers without a resync
                     // period never see). A relist then wakes only what it changed.
-                    if let (Some(new), Some(cached)) =
-                        (object.resource_version(), slot.resource_version())
-                        && new == cached
+                    if let (Some(new), Some(cached)) = (
+                        object.object_resource_version(),
+                        slot.object_resource_version(),
+                    ) && new == cached
                     {
                         return;
                     }
                     *slot = object;
+                    if let Some(log) = &mut self.changes {
+                        log.note(known);
+                    }
                 }
             }
             Some((known, _)) => {
@@ -220,11 +314,17 @@ impl<O: Object, P: Ord + Hash + Clone> Store<O, P> {
                     self.unindex(&known, &old);
                     wakes.push(old);
                 }
+                if let Some(log) = &mut self.changes {
+                    log.note(&known);
+                }
                 self.index_insert(&parent, known, object);
             }
             None => {
                 let key = ObjectKey::from_joined(key);
                 self.parents.insert(key.clone(), parent.clone());
+                if let Some(log) = &mut self.changes {
+                    log.note(&key);
+                }
                 self.index_insert(&parent, key, object);
             }
         }
@@ -267,11 +367,19 @@ impl<O: Object, P: Ord + Hash + Clone> Store<O, P> {
         for (key, object) in incoming {
             self.upsert(&key, Arc::new(object), key_map, wakes, rejected);
         }
+        if let Some(log) = &mut self.changes {
+            // A copy is rebuilt from the whole cache rather than key by key.
+            log.replaced = true;
+            log.keys.clear();
+        }
     }
 
     /// Removes `key`, returning the parent it was under.
     fn remove(&mut self, key: &str) -> Option<P> {
         let (key, parent) = self.parents.remove_entry(key)?;
+        if let Some(log) = &mut self.changes {
+            log.note(&key);
+        }
         self.unindex(&key, &parent);
         Some(parent)
     }
@@ -331,9 +439,9 @@ fn member_slot<'a, O>(
 
 /// Writes `object`'s joined key into `buf`; `false` when it has no name.
 fn object_key_into<O: Object>(object: &O, buf: &mut String) -> bool {
-    match object.name().filter(|name| !name.is_empty()) {
+    match object.object_name().filter(|name| !name.is_empty()) {
         Some(name) => {
-            write_key(buf, object.namespace(), name);
+            write_key(buf, object.object_namespace(), name);
             true
         }
         None => false,

@@ -34,7 +34,7 @@ fn pod_lists_decode_as_the_partial_view_and_as_k8s_openapi() {
         assert!(
             view.items
                 .iter()
-                .all(|p| p.key().is_some() && p.resource_version().is_some())
+                .all(|p| p.key().is_some() && p.object_resource_version().is_some())
         );
         let full = parse_list::<Pod>(&body).unwrap();
         assert_eq!(full.items.len(), n, "{path}");

@@ -209,6 +209,35 @@ fn requeue_after_runs_again_unless_an_error_overrides_it() {
 }
 
 #[test]
+fn an_error_policy_picks_the_rerun_and_the_backoff_starts_over() {
+    let handled = |requeue_after: Option<u64>| Outcome::ErrorHandled {
+        error: "conflict".into(),
+        requeue_after: requeue_after.map(Duration::from_secs),
+    };
+    let mut s = Scenario::new(kube_config());
+    s.start().list_ok(10, &[pod("a", Some("c1"), 5)]);
+    s.done("c1", Outcome::Error("boom".into()))
+        .next_deadline()
+        .done("c1", Outcome::Error("boom".into()))
+        .next_deadline()
+        // The policy's fixed delay replaces the third backoff (4 s).
+        .done("c1", handled(Some(7)))
+        .next_deadline()
+        // The backoff started over: 1 s again.
+        .done("c1", Outcome::Error("boom".into()))
+        .next_deadline()
+        // Await change: no rerun until the pod changes.
+        .done("c1", handled(None));
+    assert_eq!(
+        s.core.poll_timeout().map(|d| d.wake),
+        Some(reconcile_core::Wake::Resync)
+    );
+    s.at(500.0).modified("a", Some("c1"), 11).ok("c1");
+    assert_eq!(s.core.stats().reconcile_errors, 5);
+    insta::assert_snapshot!(s.log);
+}
+
+#[test]
 fn resync_after_ten_hours_skips_parents_without_members() {
     let mut s = Scenario::new(kube_config());
     s.start()

@@ -366,6 +366,14 @@ impl Harness {
                 Outcome::Success => "ok".to_owned(),
                 Outcome::RequeueAfter(d) => format!("requeue-after {}s", d.as_secs_f64()),
                 Outcome::Error(e) => format!("error ({e})"),
+                Outcome::ErrorHandled {
+                    error,
+                    requeue_after: Some(d),
+                } => format!("error-handled requeue-after {}s ({error})", d.as_secs_f64()),
+                Outcome::ErrorHandled {
+                    error,
+                    requeue_after: None,
+                } => format!("error-handled await-change ({error})"),
             };
             format!("reconciled {ticket} {parent} {how}")
         } else {
@@ -389,6 +397,13 @@ impl Harness {
                 ScriptedOutcome::Ok => Outcome::Success,
                 ScriptedOutcome::Error(e) => Outcome::Error(e),
                 ScriptedOutcome::RequeueAfter(d) => Outcome::RequeueAfter(d),
+                ScriptedOutcome::ErrorHandled {
+                    error,
+                    requeue_after,
+                } => Outcome::ErrorHandled {
+                    error,
+                    requeue_after,
+                },
             };
             return (outcome, d);
         }
@@ -502,6 +517,7 @@ impl Harness {
                 "reconcile backoff"
             }
             Event::RequeueScheduled { .. } => "requeue-after",
+            Event::ErrorHandled { .. } => "error handled by policy",
             Event::Resync { .. } => "resync",
             Event::Unmapped { .. } => "unmapped object evicted",
             Event::Stale { .. } => "stale input ignored",

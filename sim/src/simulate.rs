@@ -733,7 +733,7 @@ impl Sim<'_> {
             let Ok(parent) = parent_by.parent_of(&pod) else {
                 continue;
             };
-            let rv = pod.resource_version().unwrap_or("").to_owned();
+            let rv = pod.object_resource_version().unwrap_or("").to_owned();
             world.insert(obj.key.clone(), (parent.clone(), rv));
             members.entry(parent).or_default().push(obj.key.clone());
         }
@@ -745,7 +745,10 @@ impl Sim<'_> {
             .map(|(k, o, p)| {
                 (
                     k.to_string(),
-                    (p.clone(), o.resource_version().unwrap_or("").to_owned()),
+                    (
+                        p.clone(),
+                        o.object_resource_version().unwrap_or("").to_owned(),
+                    ),
                 )
             })
             .collect();

@@ -109,6 +109,13 @@ pub enum ScriptedOutcome {
     Error(String),
     /// Success, run again after this long.
     RequeueAfter(Duration),
+    /// Failure the error policy handled: run again after this long, or on a change.
+    ErrorHandled {
+        /// The failure.
+        error: String,
+        /// Until the rerun; `None` waits for a change.
+        requeue_after: Option<Duration>,
+    },
 }
 
 /// How a recorded WATCH ended.
@@ -600,9 +607,16 @@ fn parse_record(l: &Line<'_>) -> Result<Record, String> {
                     l.requeue_after_s
                         .ok_or("a requeue outcome needs \"requeue_after_s\"")?,
                 )?),
+                "error_handled" => ScriptedOutcome::ErrorHandled {
+                    error: l.error.clone().unwrap_or_else(|| "scripted failure".into()),
+                    requeue_after: l
+                        .requeue_after_s
+                        .map(|s| positive("requeue_after_s", s))
+                        .transpose()?,
+                },
                 other => {
                     return Err(format!(
-                        "outcome must be \"ok\", \"error\" or \"requeue\", got {other:?}"
+                        "outcome must be \"ok\", \"error\", \"error_handled\" or \"requeue\", got {other:?}"
                     ));
                 }
             },
@@ -834,6 +848,16 @@ impl Entry {
                     ScriptedOutcome::RequeueAfter(d) => {
                         push_str(&mut out, "outcome", "requeue");
                         push_num(&mut out, "requeue_after_s", d.as_secs_f64());
+                    }
+                    ScriptedOutcome::ErrorHandled {
+                        error,
+                        requeue_after,
+                    } => {
+                        push_str(&mut out, "outcome", "error_handled");
+                        push_str(&mut out, "error", error);
+                        if let Some(d) = requeue_after {
+                            push_num(&mut out, "requeue_after_s", d.as_secs_f64());
+                        }
                     }
                 }
                 if !duration.is_zero() {

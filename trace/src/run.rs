@@ -185,6 +185,13 @@ pub fn to_trace<O, P: fmt::Display>(
                             Outcome::Success => ScriptedOutcome::Ok,
                             Outcome::RequeueAfter(d) => ScriptedOutcome::RequeueAfter(*d),
                             Outcome::Error(e) => ScriptedOutcome::Error(e.clone()),
+                            Outcome::ErrorHandled {
+                                error,
+                                requeue_after,
+                            } => ScriptedOutcome::ErrorHandled {
+                                error: error.clone(),
+                                requeue_after: *requeue_after,
+                            },
                         },
                         duration: at.saturating_duration_since(since),
                     },

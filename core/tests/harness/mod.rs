@@ -242,6 +242,14 @@ impl Scenario {
             Outcome::Success => "ok".to_owned(),
             Outcome::RequeueAfter(d) => format!("ok requeue-after={}s", d.as_secs_f64()),
             Outcome::Error(e) => format!("error ({e})"),
+            Outcome::ErrorHandled {
+                error,
+                requeue_after: Some(d),
+            } => format!("error ({error}) policy requeue-after={}s", d.as_secs_f64()),
+            Outcome::ErrorHandled {
+                error,
+                requeue_after: None,
+            } => format!("error ({error}) policy await-change"),
         };
         self.core
             .handle_input(self.now, Input::Reconciled { ticket, outcome });

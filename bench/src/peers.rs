@@ -29,7 +29,9 @@ use reconcile_core::{
 use reconcile_tokio::engine::Transport as _;
 use reconcile_tokio::engine::lines::LineSplitter;
 use reconcile_tokio::engine::transport::{BodyStream, Requests, for_each_chunk, read_body};
-use reconcile_tokio::{Action, KubeTransport, Source, TokioRuntime};
+use reconcile_tokio::{
+    Action, KubeTransport, ReconcileRequest, Source, TokioRuntime, default_error_policy,
+};
 use serde::{Deserialize, Serialize};
 
 use crate::BenchError;
@@ -449,10 +451,12 @@ async fn tokio_driver(
     let start = WallClock::now();
     let running = controller
         .start(
-            |cell: String, members: Vec<Arc<PodView>>, signal: Arc<Signal>| async move {
+            |request: ReconcileRequest<PodView, String>, signal: Arc<Signal>| async move {
+                let (cell, members) = request.into_parts();
                 signal.reconciled(cell == SENTINEL && members.iter().any(|m| is_final_sentinel(m)));
                 Ok::<_, Infallible>(Action::await_change())
             },
+            default_error_policy,
             Arc::clone(&signal),
         )
         .await

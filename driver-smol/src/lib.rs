@@ -8,7 +8,7 @@
 //! ```no_run
 //! use std::sync::Arc;
 //! use reconcile_core::{KeyMap, pod::PodView};
-//! use reconcile_smol::{Action, Controller, SmolTransport, Source};
+//! use reconcile_smol::{Action, Controller, ReconcileRequest, SmolTransport, Source, default_error_policy};
 //!
 //! # fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! smol::block_on(async {
@@ -19,10 +19,11 @@
 //!         .shutdown_on_signal();
 //!     controller
 //!         .run(
-//!             |cell: String, members: Vec<Arc<PodView>>, _ctx: Arc<()>| async move {
-//!                 println!("{cell}: {} pods", members.len());
+//!             |cell: ReconcileRequest<PodView, String>, _ctx: Arc<()>| async move {
+//!                 println!("{}: {} pods", cell.parent(), cell.members().len());
 //!                 Ok::<_, std::convert::Infallible>(Action::await_change())
 //!             },
+//!             default_error_policy,
 //!             Arc::new(()),
 //!         )
 //!         .await?;
@@ -53,8 +54,24 @@ pub mod transport;
 /// dependency line).
 pub use smol;
 
-pub use engine::{Action, Error, Handle, Limits, Recorder, Running, Source, Tape, TraceRecorder};
+pub use engine::{
+    Action, Cache, CacheSnapshot, Error, Handle, Limits, ReconcileRequest, Recorder, Running,
+    Source, Tape, TraceRecorder, default_error_policy,
+};
+pub use reconcile_core::pod::PodView;
+pub use reconcile_core::{KeyMap, Object, ObjectKey, WatchParams};
 pub use reconcile_engine as engine;
+
+/// The names a controller needs, none of which collides with `kube::prelude`, `kube::api`,
+/// `kube::runtime` or `kube::ResourceExt` when both are glob-imported. [`Controller`] and
+/// [`Action`] are named as kube-runtime names its own, so they are imported by path.
+pub mod prelude {
+    pub use reconcile_core::pod::PodView;
+    pub use reconcile_core::{KeyMap, Object, ObjectKey};
+    pub use reconcile_engine::{
+        Cache, CacheSnapshot, ReconcileRequest, Source, default_error_policy,
+    };
+}
 pub use runtime::{SmolRuntime, SmolTask, shutdown_signal};
 pub use transport::{ClientError, ExecError, SmolTransport, TransportOptions};
 

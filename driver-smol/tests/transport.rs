@@ -13,7 +13,8 @@ use reconcile_core::KeyMap;
 use reconcile_core::pod::PodView;
 use reconcile_smol::engine::Transport;
 use reconcile_smol::{
-    Action, ClientError, Controller, SmolTransport, Source, TransportOptions, smol,
+    Action, ClientError, Controller, ReconcileRequest, SmolTransport, Source, TransportOptions,
+    default_error_policy, smol,
 };
 use smol::net::{TcpListener, TcpStream};
 
@@ -459,9 +460,9 @@ fn a_controller_on_smol_syncs_follows_the_watch_and_stops_from_inside_reconcile(
         let calls: Arc<Mutex<Vec<Vec<String>>>> = Arc::default();
         let stopper = handle.clone();
         let run = controller.run(
-            move |_cell: String,
-                  members: Vec<Arc<PodView>>,
+            move |request: ReconcileRequest<PodView, String>,
                   calls: Arc<Mutex<Vec<Vec<String>>>>| {
+                let (_cell, members) = request.into_parts();
                 let stopper = stopper.clone();
                 async move {
                     assert!(
@@ -481,6 +482,7 @@ fn a_controller_on_smol_syncs_follows_the_watch_and_stops_from_inside_reconcile(
                     Ok::<_, std::convert::Infallible>(Action::await_change())
                 }
             },
+            default_error_policy,
             Arc::clone(&calls),
         );
         let ended = futures_lite::future::or(async { Some(run.await) }, async {

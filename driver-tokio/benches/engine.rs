@@ -14,7 +14,7 @@ use reconcile_core::pod::PodView;
 use reconcile_tokio::engine::{
     BodyStream, BoxFuture, Controller, Source, Transport, TransportError,
 };
-use reconcile_tokio::{Action, TokioRuntime};
+use reconcile_tokio::{Action, ReconcileRequest, TokioRuntime, default_error_policy};
 
 const LIST: &str =
     r#"{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"1"},"items":[]}"#;
@@ -89,9 +89,11 @@ fn watch_frames(c: &mut Criterion) {
                         .concurrency(4);
                 let running = controller
                     .start(
-                        |_: String, _: Vec<Arc<PodView>>, _: Arc<()>| async {
+                        |request: ReconcileRequest<PodView, String>, _: Arc<()>| async move {
+                            let (_, _) = request.into_parts();
                             Ok::<_, String>(Action::await_change())
                         },
+                        default_error_policy,
                         Arc::new(()),
                     )
                     .await

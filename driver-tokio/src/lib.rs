@@ -3,23 +3,55 @@
 //! Runs the [`reconcile_core`] state machine on tokio, with `kube` for HTTP: a thin shell
 //! that performs the core's commands (LIST, WATCH, reconcile) and feeds the results back.
 //!
+//! kube-runtime's model, one object per reconcile, with the source named by kube's `Api`:
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use k8s_openapi::api::apps::v1::Deployment;
+//! use kube::Api;
+//! use reconcile_tokio::{Action, Controller, ReconcileRequest, Source, default_error_policy};
+//! use reconcile_tokio::ObjectKey;
+//!
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! let client = kube::Client::try_default().await?;
+//! let deployments = Api::<Deployment>::namespaced(client, "default");
+//! Controller::for_objects(Source::from_api(deployments))
+//!     .shutdown_on_signal()
+//!     .run(
+//!         |req: ReconcileRequest<Deployment, ObjectKey>, _ctx: Arc<()>| async move {
+//!             match req.object() {
+//!                 Some(d) => println!("{}: {:?} replicas", req.parent(), d.spec.replicas),
+//!                 None => println!("{} was deleted", req.parent()),
+//!             }
+//!             Ok::<_, kube::Error>(Action::await_change())
+//!         },
+//!         default_error_policy,
+//!         Arc::new(()),
+//!     )
+//!     .await?;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! The grouping model: pods grouped into cells by a label, as the compact `PodView`.
+//!
 //! ```no_run
 //! use std::sync::Arc;
 //! use reconcile_core::{KeyMap, pod::PodView};
-//! use reconcile_tokio::{Action, Controller, KubeTransport, Source};
+//! use reconcile_tokio::{Action, Controller, ReconcileRequest, Source, default_error_policy};
 //!
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! let client = kube::Client::try_default().await?;
 //! let source = Source::pods(client, Some("default")).labels("cell");
-//! let controller = Controller::new(source, KeyMap::by_label("cell"))
+//! Controller::new(source, KeyMap::by_label("cell"))
 //!     .concurrency(4)
-//!     .shutdown_on_signal();
-//! controller
+//!     .shutdown_on_signal()
 //!     .run(
-//!         |cell: String, members: Vec<Arc<PodView>>, _ctx: Arc<()>| async move {
-//!             println!("{cell}: {} pods", members.len());
+//!         |cell: ReconcileRequest<PodView, String>, _ctx: Arc<()>| async move {
+//!             println!("{}: {} pods", cell.parent(), cell.members().len());
 //!             Ok::<_, std::convert::Infallible>(Action::await_change())
 //!         },
+//!         default_error_policy,
 //!         Arc::new(()),
 //!     )
 //!     .await?;
@@ -43,8 +75,24 @@
 pub mod runtime;
 pub mod transport;
 
-pub use engine::{Action, Error, Handle, Limits, Recorder, Running, Source, Tape, TraceRecorder};
+pub use engine::{
+    Action, Cache, CacheSnapshot, Error, Handle, Limits, ReconcileRequest, Recorder, Running,
+    Source, Tape, TraceRecorder, default_error_policy,
+};
+pub use reconcile_core::pod::PodView;
+pub use reconcile_core::{KeyMap, Object, ObjectKey, WatchParams};
 pub use reconcile_engine as engine;
+
+/// The names a controller needs, none of which collides with `kube::prelude`, `kube::api`,
+/// `kube::runtime` or `kube::ResourceExt` when both are glob-imported. [`Controller`] and
+/// [`Action`] are named as kube-runtime names its own, so they are imported by path.
+pub mod prelude {
+    pub use reconcile_core::pod::PodView;
+    pub use reconcile_core::{KeyMap, Object, ObjectKey};
+    pub use reconcile_engine::{
+        Cache, CacheSnapshot, ReconcileRequest, Source, default_error_policy,
+    };
+}
 pub use runtime::{TokioRuntime, TokioTask, shutdown_signal};
 pub use transport::KubeTransport;
 

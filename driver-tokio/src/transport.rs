@@ -76,6 +76,30 @@ impl Transport for KubeTransport {
     }
 }
 
+/// kube's `Api<K>` names a client, a collection and a namespace: the source of a controller
+/// ported from kube-runtime, as `Source::from_api(Api::<Deployment>::namespaced(client, ns))`.
+/// An `Api<PartialObjectMeta<K>>` asks for metadata only.
+impl<K> reconcile_engine::IntoSource<KubeTransport> for kube::Api<K>
+where
+    K: kube::Resource,
+{
+    type Object = K;
+
+    fn into_source(self) -> reconcile_engine::Source<K, KubeTransport> {
+        let params = match self.namespace() {
+            Some(ns) => reconcile_core::WatchParams::namespaced(ns),
+            None => reconcile_core::WatchParams::default(),
+        };
+        let url = self.resource_url().to_owned();
+        let source = reconcile_engine::Source::kubernetes(self.into_client(), url, params);
+        if K::metadata_api() {
+            source.metadata_only()
+        } else {
+            source
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::convert::Infallible;

@@ -8,116 +8,28 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_lite::FutureExt;
-use reconcile_core::{Config, KeyMap, Object, Outcome, ReconcileLoop, WatchParams};
+use reconcile_core::{Config, KeyMap, Object, ObjectKey, Outcome, ReconcileLoop};
 
+use super::cache::{Cache, CacheSnapshot, Published};
 use super::driver::{Driver, Limits, ReconcileFn, Remote};
 use super::error::Error;
 use super::handle::{Handle, Shared};
+use super::reconcile::{Action, ReconcileRequest};
 use super::recorder::Recorder;
 use super::runtime::{BoxFuture, Runtime, ShutdownSignal, Task};
-use super::transport::{Requests, Transport};
+use super::source::Source;
+use super::transport::Transport;
 
-/// What a reconcile asks for next (kube-runtime's `Action`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Action {
-    requeue_after: Option<Duration>,
+/// The bounds every parent key meets: ordered and hashed for the queue and the cache,
+/// printable for logs and traces.
+pub trait ParentKey:
+    Ord + std::hash::Hash + Clone + fmt::Display + fmt::Debug + Send + Sync + 'static
+{
 }
 
-impl Action {
-    /// Run again only when something changes.
-    #[must_use]
-    pub fn await_change() -> Self {
-        Action {
-            requeue_after: None,
-        }
-    }
-
-    /// Run again after `duration`, unless something changes first.
-    #[must_use]
-    pub fn requeue(duration: Duration) -> Self {
-        Action {
-            requeue_after: Some(duration),
-        }
-    }
-
-    fn into_outcome(self) -> Outcome {
-        match self.requeue_after {
-            None => Outcome::Success,
-            Some(delay) => Outcome::RequeueAfter(delay),
-        }
-    }
-}
-
-/// Where objects come from: the apiserver through a transport, or in-process pushes.
-pub struct Source<T> {
-    pub(crate) remote: Option<(T, String)>,
-    pub(crate) params: WatchParams,
-}
-
-impl<T> fmt::Debug for Source<T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Source")
-            .field("url_path", &self.remote.as_ref().map(|(_, path)| path))
-            .field("params", &self.params)
-            .finish()
-    }
-}
-
-impl<T> Source<T> {
-    /// LIST and WATCH the collection at `url_path` (for example
-    /// `/api/v1/namespaces/default/pods`); `params.namespace` must match the path.
-    pub fn kubernetes(
-        transport: impl Into<T>,
-        url_path: impl Into<String>,
-        params: WatchParams,
-    ) -> Self {
-        Source {
-            remote: Some((transport.into(), url_path.into())),
-            params,
-        }
-    }
-
-    /// The pods of `namespace` (all namespaces when `None`).
-    pub fn pods(transport: impl Into<T>, namespace: Option<&str>) -> Self {
-        let (path, params) = match namespace {
-            Some(ns) => (
-                format!("/api/v1/namespaces/{ns}/pods"),
-                WatchParams::namespaced(ns),
-            ),
-            None => ("/api/v1/pods".to_owned(), WatchParams::default()),
-        };
-        Source::kubernetes(transport, path, params)
-    }
-
-    /// Objects pushed through [`Handle`]: each stream must open with a `replace`.
-    #[must_use]
-    pub fn in_process() -> Self {
-        Source {
-            remote: None,
-            params: WatchParams::default(),
-        }
-    }
-
-    /// Scopes LIST and WATCH with a label selector (server-side).
-    #[must_use]
-    pub fn labels(mut self, selector: impl Into<String>) -> Self {
-        self.params = self.params.labels(selector);
-        self
-    }
-
-    /// Scopes LIST and WATCH with a field selector (server-side).
-    #[must_use]
-    pub fn fields(mut self, selector: impl Into<String>) -> Self {
-        self.params = self.params.fields(selector);
-        self
-    }
-
-    /// Sets the WATCH `timeoutSeconds` (default 300).
-    #[must_use]
-    pub fn timeout(mut self, seconds: u32) -> Self {
-        self.params = self.params.timeout(seconds);
-        self
-    }
+impl<P> ParentKey for P where
+    P: Ord + std::hash::Hash + Clone + fmt::Display + fmt::Debug + Send + Sync + 'static
+{
 }
 
 /// A controller on runtime `R`: a [`ReconcileLoop`] plus the tasks that do its I/O.
@@ -128,6 +40,7 @@ pub struct Controller<O, P, R: Runtime, T> {
     config: Config<O, P>,
     limits: Limits,
     shared: Arc<Shared<O>>,
+    published: Arc<Published<O, P>>,
     inbox: async_channel::Receiver<super::handle::Msg<O>>,
     stop: async_channel::Receiver<()>,
     recorder: Option<Box<dyn Recorder<O, P>>>,
@@ -143,24 +56,42 @@ impl<O, P, R: Runtime, T> fmt::Debug for Controller<O, P, R, T> {
     }
 }
 
+impl<O, R, T> Controller<O, ObjectKey, R, T>
+where
+    O: Object + Send + Sync,
+    R: Runtime + Default,
+    T: Transport,
+{
+    /// kube-runtime's model: every object of `source` reconciled on its own, keyed by its
+    /// [`ObjectKey`] ([`KeyMap::by_object`]). The reconcile of a deleted object still runs,
+    /// with no object ([`ReconcileRequest::object`] is `None`), so it can clean up.
+    pub fn for_objects(source: Source<O, T>) -> Self {
+        Self::new(source, KeyMap::by_object())
+    }
+}
+
 impl<O, P, R, T> Controller<O, P, R, T>
 where
     O: Object + Send + Sync,
-    P: Ord + std::hash::Hash + Clone + fmt::Display + fmt::Debug + Send + Sync + 'static,
+    P: ParentKey,
     R: Runtime,
     T: Transport,
 {
     /// A controller over `source`, grouping objects under the parent `key_map` returns
     /// (a ready-made map such as [`KeyMap::by_label`], or a closure), with the default
     /// settings (one reconcile at a time, resync 10 h, backoff 1 s to 60 s, retry delay 1 s).
-    pub fn with_runtime(runtime: R, source: Source<T>, key_map: impl Into<KeyMap<O, P>>) -> Self {
+    pub fn with_runtime(
+        runtime: R,
+        source: Source<O, T>,
+        key_map: impl Into<KeyMap<O, P>>,
+    ) -> Self {
         let limits = Limits::default();
         let (config, remote) = match source.remote {
-            Some((transport, path)) => (
+            Some((transport, requests)) => (
                 Config::kubernetes(source.params, key_map),
                 Some(Remote {
                     transport,
-                    requests: Requests::new(path),
+                    requests,
                 }),
             ),
             None => (Config::in_process(key_map), None),
@@ -173,6 +104,7 @@ where
             config,
             limits,
             shared: Arc::new(Shared::new(stop_tx, inbox_tx)),
+            published: Arc::new(Published::new()),
             inbox,
             stop,
             recorder: None,
@@ -182,7 +114,7 @@ where
 
     /// A controller over `source` on the runtime's default value (the ambient tokio
     /// runtime, smol's global executor); see [`Controller::with_runtime`] for the defaults.
-    pub fn new(source: Source<T>, key_map: impl Into<KeyMap<O, P>>) -> Self
+    pub fn new(source: Source<O, T>, key_map: impl Into<KeyMap<O, P>>) -> Self
     where
         R: Default,
     {
@@ -283,25 +215,41 @@ where
         self
     }
 
-    /// A handle for stopping, waiting, and in-process pushes; valid before and after `run`.
+    /// A handle for stopping, waiting, reading the cache, and in-process pushes; valid
+    /// before and after `run`.
     #[must_use]
-    pub fn handle(&self) -> Handle<O> {
-        Handle::new(Arc::clone(&self.shared))
+    pub fn handle(&self) -> Handle<O, P> {
+        Handle::new(Arc::clone(&self.shared), Arc::clone(&self.published))
     }
 
-    /// Runs until stopped, calling `reconcile(key, members, ctx)` for each woken key;
-    /// `members` is the key's objects at dispatch time.
+    /// A reader of this controller's cache, usable from any task or thread (kube-runtime's
+    /// `reflector::Store`); the same as `handle().cache()`.
+    #[must_use]
+    pub fn cache(&self) -> Cache<O, P> {
+        Cache::new(Arc::clone(&self.published))
+    }
+
+    /// Runs until stopped, calling `reconcile(request, ctx)` for each woken key (its members
+    /// and the whole cache as of dispatch are in the [`ReconcileRequest`]). When it fails,
+    /// `error_policy(request, error, ctx)` chooses what follows, as kube-runtime's does;
+    /// [`default_error_policy`](crate::default_error_policy) retries with the key's backoff.
     ///
     /// # Errors
     /// [`Error::Config`] when a setting is out of bounds.
-    pub async fn run<F, Fut, E, C>(self, reconcile: F, ctx: Arc<C>) -> Result<(), Error>
+    pub async fn run<F, Fut, E, EP, C>(
+        self,
+        reconcile: F,
+        error_policy: EP,
+        ctx: Arc<C>,
+    ) -> Result<(), Error>
     where
-        F: Fn(P, Vec<Arc<O>>, Arc<C>) -> Fut + Send + Sync + 'static,
+        F: Fn(ReconcileRequest<O, P>, Arc<C>) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<Action, E>> + Send + 'static,
         E: fmt::Display + Send + 'static,
+        EP: Fn(&ReconcileRequest<O, P>, &E, Arc<C>) -> Action + Send + Sync + 'static,
         C: Send + Sync + 'static,
     {
-        let (driver, signals) = match self.into_driver(reconcile, ctx) {
+        let (driver, signals) = match self.into_driver(reconcile, error_policy, ctx) {
             Ok(parts) => parts,
             Err((shared, error)) => {
                 shared.finish(Err(error.clone()));
@@ -324,25 +272,27 @@ where
     }
 
     /// Spawns the controller on the runtime and returns once the first listing reached the
-    /// store.
+    /// store; see [`Controller::run`].
     ///
     /// # Errors
     /// [`Error::Config`], or [`Error::StoppedBeforeSync`] when stopped before syncing.
-    pub async fn start<F, Fut, E, C>(
+    pub async fn start<F, Fut, E, EP, C>(
         self,
         reconcile: F,
+        error_policy: EP,
         ctx: Arc<C>,
-    ) -> Result<Running<O, R>, Error>
+    ) -> Result<Running<O, P, R>, Error>
     where
-        F: Fn(P, Vec<Arc<O>>, Arc<C>) -> Fut + Send + Sync + 'static,
+        F: Fn(ReconcileRequest<O, P>, Arc<C>) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<Action, E>> + Send + 'static,
         E: fmt::Display + Send + 'static,
+        EP: Fn(&ReconcileRequest<O, P>, &E, Arc<C>) -> Action + Send + Sync + 'static,
         C: Send + Sync + 'static,
     {
         let handle = self.handle();
         let runtime = self.runtime.clone();
         let task = runtime.spawn(Box::pin(async move {
-            let _ = self.run(reconcile, ctx).await;
+            let _ = self.run(reconcile, error_policy, ctx).await;
         }));
         let running = Running {
             handle: handle.clone(),
@@ -353,33 +303,52 @@ where
     }
 
     #[allow(clippy::type_complexity)]
-    fn into_driver<F, Fut, E, C>(
+    fn into_driver<F, Fut, E, EP, C>(
         self,
         reconcile: F,
+        error_policy: EP,
         ctx: Arc<C>,
     ) -> Result<(Driver<O, P, R, T>, Vec<R::Task>), (Arc<Shared<O>>, Error)>
     where
-        F: Fn(P, Vec<Arc<O>>, Arc<C>) -> Fut + Send + Sync + 'static,
+        F: Fn(ReconcileRequest<O, P>, Arc<C>) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<Action, E>> + Send + 'static,
         E: fmt::Display + Send + 'static,
+        EP: Fn(&ReconcileRequest<O, P>, &E, Arc<C>) -> Action + Send + Sync + 'static,
         C: Send + Sync + 'static,
     {
         let origin = self.runtime.now();
-        let core = match ReconcileLoop::new(self.config, reconcile_core::Instant::ZERO) {
+        let mut core = match ReconcileLoop::new(self.config, reconcile_core::Instant::ZERO) {
             Ok(core) => core,
             Err(e) => return Err((self.shared, e.into())),
         };
-        let reconcile: ReconcileFn<O, P> = Arc::new(move |parent, members| {
+        core.log_cache_changes(true);
+        let error_policy = Arc::new(error_policy);
+        let reconcile: ReconcileFn<O, P> = Arc::new(move |request: ReconcileRequest<O, P>| {
+            // Kept for the error policy, which sees what the reconcile saw.
+            let kept = request.clone();
+            let ctx = Arc::clone(&ctx);
+            let error_policy = Arc::clone(&error_policy);
             // The user's function may panic before it returns a future; that must fail
             // this run only, not the driver task that called it.
             let called = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                reconcile(parent, members, Arc::clone(&ctx))
+                reconcile(request, Arc::clone(&ctx))
             }));
             match called {
                 Ok(future) => Box::pin(async move {
                     match future.await {
-                        Ok(action) => action.into_outcome(),
-                        Err(error) => Outcome::Error(error.to_string()),
+                        Ok(action) => action.after_success(),
+                        Err(error) => {
+                            let chosen =
+                                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                                    error_policy(&kept, &error, ctx)
+                                }));
+                            match chosen {
+                                Ok(action) => action.after_error(error.to_string()),
+                                Err(_) => Outcome::Error(format!(
+                                    "{error} (and the error policy panicked)"
+                                )),
+                            }
+                        }
                     }
                 }),
                 Err(_) => Box::pin(async { Outcome::Error("reconcile panicked".into()) }),
@@ -389,7 +358,7 @@ where
             .shutdown_on
             .into_iter()
             .map(|signal| {
-                let handle = Handle::new(Arc::clone(&self.shared));
+                let handle = Handle::new(Arc::clone(&self.shared), Arc::clone(&self.published));
                 self.runtime.spawn(Box::pin(async move {
                     signal.await;
                     tracing::info!("shutdown signal received");
@@ -405,6 +374,8 @@ where
             reconcile,
             limits: self.limits,
             shared: self.shared,
+            published: self.published,
+            cache: CacheSnapshot::default(),
             inbox: self.inbox,
             stop: self.stop,
             recorder: self.recorder,
@@ -419,12 +390,12 @@ where
 /// A controller spawned by [`Controller::start`], already synced.
 ///
 /// Dropping it leaves the controller running; [`Running::shutdown`] stops it and waits.
-pub struct Running<O, R: Runtime> {
-    handle: Handle<O>,
+pub struct Running<O, P, R: Runtime> {
+    handle: Handle<O, P>,
     task: Option<R::Task>,
 }
 
-impl<O, R: Runtime> fmt::Debug for Running<O, R> {
+impl<O, P, R: Runtime> fmt::Debug for Running<O, P, R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Running")
             .field("handle", &self.handle)
@@ -432,11 +403,17 @@ impl<O, R: Runtime> fmt::Debug for Running<O, R> {
     }
 }
 
-impl<O, R: Runtime> Running<O, R> {
+impl<O, P: ParentKey, R: Runtime> Running<O, P, R> {
     /// The controller's handle.
     #[must_use]
-    pub fn handle(&self) -> &Handle<O> {
+    pub fn handle(&self) -> &Handle<O, P> {
         &self.handle
+    }
+
+    /// A reader of the controller's cache.
+    #[must_use]
+    pub fn cache(&self) -> Cache<O, P> {
+        self.handle.cache()
     }
 
     /// Waits until the controller ends (after a stop from any handle, or a signal).

@@ -26,18 +26,20 @@ use reconcile_core::{
 };
 use tracing::Instrument;
 
+use super::cache::{CacheSnapshot, Published};
 use super::error::Error;
 use super::handle::{Listed, Msg, Shared};
 use super::lines::LineSplitter;
+use super::reconcile::ReconcileRequest;
 use super::recorder::Recorder;
 use super::runtime::{BoxFuture, Runtime, Task, timeout};
 use super::transport::{
     BodyStream, Requests, Transport, TransportError, for_each_chunk, read_body,
 };
 
-/// A reconcile with its context bound: key and members in, outcome out.
+/// A reconcile with its context and error policy bound: request in, outcome out.
 pub(crate) type ReconcileFn<O, P> =
-    Arc<dyn Fn(P, Vec<Arc<O>>) -> BoxFuture<Outcome> + Send + Sync + 'static>;
+    Arc<dyn Fn(ReconcileRequest<O, P>) -> BoxFuture<Outcome> + Send + Sync + 'static>;
 
 /// Bounds on what the driver holds and how long it waits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -99,6 +101,11 @@ pub(crate) struct Driver<O, P, R: Runtime, T> {
     pub(crate) reconcile: ReconcileFn<O, P>,
     pub(crate) limits: Limits,
     pub(crate) shared: Arc<Shared<O>>,
+    /// What every `Cache` reader sees.
+    pub(crate) published: Arc<Published<O, P>>,
+    /// The driver's copy of the cache, kept in step from the core's change log at the
+    /// start of every drain; reconciles get snapshots of it.
+    pub(crate) cache: CacheSnapshot<O, P>,
     pub(crate) inbox: async_channel::Receiver<Msg<O>>,
     pub(crate) stop: async_channel::Receiver<()>,
     pub(crate) recorder: Option<Box<dyn Recorder<O, P>>>,
@@ -140,6 +147,7 @@ where
         // Closing the inbox makes every later push fail fast instead of queueing forever.
         self.inbox.close();
         self.stop.close();
+        self.published.set_ended();
         self.shared.finish(result.clone());
         result
     }
@@ -149,6 +157,7 @@ where
         self.input(now, Input::Start);
         loop {
             let deadline = self.drain();
+            self.published.publish(self.cache.clone());
             self.shared.publish(self.core.stats(), self.core.cursor());
             if self.core.lifecycle() == Lifecycle::Stopped {
                 return Ok(());
@@ -218,6 +227,10 @@ where
 
     /// Drains the core; the number of outputs per input is finite, so this ends.
     fn drain(&mut self) -> Option<Deadline> {
+        // Inputs only change the store; dispatch happens below, so the copy is in step with
+        // every reconcile this drain dispatches.
+        let cache = &mut self.cache;
+        self.core.drain_cache_changes(|change| cache.apply(change));
         loop {
             match self.core.poll_output() {
                 Output::Command(command) => {
@@ -399,7 +412,8 @@ where
 
     fn reconcile(&mut self, ticket: Ticket, parent: P, attempt: u32, members: Vec<Arc<O>>) {
         let span = tracing::info_span!("reconcile", key = %parent, attempt, %ticket);
-        let future = (self.reconcile)(parent, members);
+        let request = ReconcileRequest::new(parent, members, attempt, self.cache.clone());
+        let future = (self.reconcile)(request);
         let inbox = self.shared.inbox().clone();
         let task = self.runtime.spawn(Box::pin(
             async move {
@@ -411,6 +425,10 @@ where
                     .unwrap_or_else(|_| Outcome::Error("reconcile panicked".into()));
                 match &outcome {
                     Outcome::Error(error) => tracing::warn!(%error, "reconcile failed"),
+                    Outcome::ErrorHandled {
+                        error,
+                        requeue_after,
+                    } => tracing::warn!(%error, ?requeue_after, "reconcile failed; policy chose"),
                     _ => tracing::debug!(?outcome, "reconcile done"),
                 }
                 let _ = inbox.send(Msg::Reconciled(ticket, outcome)).await;
@@ -424,6 +442,9 @@ where
         match event {
             Event::Synced { objects } => {
                 tracing::info!(objects, "synced");
+                // Readers woken by readiness must find the listing already published.
+                self.published.publish(self.cache.clone());
+                self.published.set_ready();
                 self.shared.set_synced();
             }
             Event::Relist { reason } => tracing::warn!(%reason, "relist"),

@@ -29,7 +29,10 @@ use std::sync::Arc;
 use reconcile_core::KeyMap;
 use reconcile_core::pod::PodView;
 
-use crate::{Action, Controller, Error, ShutdownSignal, Source, Transport};
+use crate::{
+    Action, Controller, Error, ReconcileRequest, ShutdownSignal, Source, Transport,
+    default_error_policy,
+};
 
 /// The example's command line: `[--namespace NS] [--label KEY]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -86,10 +89,12 @@ pub async fn cell_pool<R: ShutdownSignal, T: Transport>(
             .shutdown_on_signal();
     controller
         .run(
-            |cell: String, members: Vec<Arc<PodView>>, _ctx: Arc<()>| async move {
+            |request: ReconcileRequest<PodView, String>, _ctx: Arc<()>| async move {
+                let (cell, members) = request.into_parts();
                 println!("{}", report(&cell, &members));
                 Ok::<_, Infallible>(Action::await_change())
             },
+            default_error_policy,
             Arc::new(()),
         )
         .await

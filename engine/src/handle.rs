@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use event_listener::Event;
 use reconcile_core::{SourceEvent, Stats};
 
+use super::cache::{Cache, Published};
 use super::error::Error;
 
 /// One message into the driver task.
@@ -123,19 +124,21 @@ impl<O> Shared<O> {
 ///
 /// Every method is safe to call from inside a reconcile: [`stop`](Handle::stop) only
 /// signals, and the reconcile that called it is cancelled with the others.
-pub struct Handle<O> {
+pub struct Handle<O, P> {
     shared: Arc<Shared<O>>,
+    published: Arc<Published<O, P>>,
 }
 
-impl<O> Clone for Handle<O> {
+impl<O, P> Clone for Handle<O, P> {
     fn clone(&self) -> Self {
         Handle {
             shared: Arc::clone(&self.shared),
+            published: Arc::clone(&self.published),
         }
     }
 }
 
-impl<O> std::fmt::Debug for Handle<O> {
+impl<O, P> std::fmt::Debug for Handle<O, P> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let state = self.shared.state();
         f.debug_struct("Handle")
@@ -145,9 +148,16 @@ impl<O> std::fmt::Debug for Handle<O> {
     }
 }
 
-impl<O> Handle<O> {
-    pub(crate) fn new(shared: Arc<Shared<O>>) -> Self {
-        Handle { shared }
+impl<O, P> Handle<O, P> {
+    pub(crate) fn new(shared: Arc<Shared<O>>, published: Arc<Published<O, P>>) -> Self {
+        Handle { shared, published }
+    }
+
+    /// A reader of the controller's cache, usable from any task or thread (kube-runtime's
+    /// `reflector::Store`): `get`, `state`, `members`, `wait_until_ready`.
+    #[must_use]
+    pub fn cache(&self) -> Cache<O, P> {
+        Cache::new(Arc::clone(&self.published))
     }
 
     /// Asks the controller to stop: open requests are closed and running reconciles

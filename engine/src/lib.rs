@@ -24,14 +24,18 @@
 //! | [`runtime`] | the runtime trait, and [`ShutdownSignal`] for SIGINT / SIGTERM |
 //! | [`transport`] | the HTTP trait and kube-core request building |
 //! | [`lines`] | body → raw watch lines |
-//! | [`controller`] | the builder, `Action`, `Source`, `Running` |
-//! | [`handle`] | stop, wait, push |
+//! | [`source`] | where objects come from: a kube resource type's collection, a hand-made URL, in-process |
+//! | [`reconcile`] | what a reconcile gets ([`ReconcileRequest`]) and returns ([`Action`]); the error policy |
+//! | [`cache`] | the cache outside the driver: a snapshot per reconcile, a live [`Cache`] reader |
+//! | [`controller`] | the builder, `run` / `start`, `Running` |
+//! | [`handle`] | stop, wait, read the cache, push |
 //! | [`recorder`] | the tap for trace recording: every [`Input`](reconcile_core::Input) fed and [`Command`](reconcile_core::Command) issued |
 //! | [`tape`] | an in-memory recorder |
 //! | [`trace_recorder`] | the recorder writing `reconcile-trace` traces, replayable in `reconcile-sim` |
 //! | `driver` | the choreography: drain, route, time |
 //! | `example` | the `cell-pool` example's body, over any runtime and transport (feature `example`) |
 
+pub mod cache;
 pub mod controller;
 mod driver;
 pub mod error;
@@ -39,20 +43,25 @@ pub mod error;
 pub mod example;
 pub mod handle;
 pub mod lines;
+pub mod reconcile;
 pub mod recorder;
 pub mod runtime;
+pub mod source;
 pub mod tape;
 pub mod trace_recorder;
 pub mod transport;
 
-pub use controller::{Action, Controller, Running, Source};
+pub use cache::{Cache, CacheSnapshot, NeverReady};
+pub use controller::{Controller, ParentKey, Running};
 pub use driver::Limits;
 pub use error::Error;
 pub use handle::Handle;
+pub use reconcile::{Action, ReconcileRequest, default_error_policy};
 /// What a [`Tape`] keeps: an input fed or a command issued (from `reconcile-trace`).
 pub use reconcile_trace::Recorded;
 pub use recorder::Recorder;
 pub use runtime::{BoxFuture, Runtime, ShutdownSignal, Task};
+pub use source::{IntoSource, Source};
 pub use tape::Tape;
 pub use trace_recorder::TraceRecorder;
 pub use transport::{BodyStream, Requests, Transport, TransportError};

@@ -58,6 +58,9 @@ pub trait Transport: Clone + Send + Sync + 'static {
 #[derive(Debug, Clone)]
 pub struct Requests {
     request: kube_core::Request,
+    /// Ask for `PartialObjectMetadata` (kube's metadata API): the apiserver then sends only
+    /// each object's metadata.
+    pub(crate) metadata_only: bool,
 }
 
 impl Requests {
@@ -66,7 +69,21 @@ impl Requests {
     pub fn new(url_path: impl Into<String>) -> Self {
         Requests {
             request: kube_core::Request::new(url_path),
+            metadata_only: false,
         }
+    }
+
+    /// The same requests, asking for metadata only (`PartialObjectMetadata`).
+    #[must_use]
+    pub fn metadata_only(mut self) -> Self {
+        self.metadata_only = true;
+        self
+    }
+
+    /// The collection's URL path.
+    #[must_use]
+    pub fn url_path(&self) -> &str {
+        &self.request.url_path
     }
 
     /// A LIST with no `resourceVersion`: a consistent read of the current state.
@@ -80,7 +97,11 @@ impl Requests {
         let mut lp = kube_core::params::ListParams::default();
         lp.label_selector.clone_from(&params.label_selector);
         lp.field_selector.clone_from(&params.field_selector);
-        self.request.list(&lp)
+        if self.metadata_only {
+            self.request.list_metadata(&lp)
+        } else {
+            self.request.list(&lp)
+        }
     }
 
     /// A WATCH from `resource_version` with `timeoutSeconds` and bookmarks as the core asked.
@@ -98,7 +119,11 @@ impl Requests {
         wp.label_selector.clone_from(&params.label_selector);
         wp.field_selector.clone_from(&params.field_selector);
         wp.bookmarks = bookmarks;
-        self.request.watch(&wp, resource_version)
+        if self.metadata_only {
+            self.request.watch_metadata(&wp, resource_version)
+        } else {
+            self.request.watch(&wp, resource_version)
+        }
     }
 }
 
@@ -181,6 +206,34 @@ mod tests {
         ] {
             assert!(uri.contains(part), "{uri} lacks {part}");
         }
+    }
+
+    #[test]
+    fn metadata_only_requests_accept_partial_object_metadata() {
+        let params = WatchParams::default();
+        let requests = Requests::new("/apis/apps/v1/deployments").metadata_only();
+        let list = requests.list(&params).unwrap();
+        let watch = requests.watch(&params, "5", 60, true).unwrap();
+        let accept = |r: &http::Request<Vec<u8>>| {
+            r.headers()[http::header::ACCEPT]
+                .to_str()
+                .unwrap()
+                .to_owned()
+        };
+        assert!(
+            accept(&list).contains("as=PartialObjectMetadataList"),
+            "{}",
+            accept(&list)
+        );
+        assert!(
+            accept(&watch).contains("as=PartialObjectMetadata;"),
+            "{}",
+            accept(&watch)
+        );
+        let full = Requests::new("/apis/apps/v1/deployments")
+            .list(&params)
+            .unwrap();
+        assert!(full.headers().get(http::header::ACCEPT).is_none());
     }
 
     #[test]

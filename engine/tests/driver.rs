@@ -15,8 +15,8 @@ use futures_lite::StreamExt;
 use reconcile_core::pod::PodView;
 use reconcile_core::{Command, Input, KeyMap, ListResponse};
 use reconcile_engine::{
-    Action, BodyStream, BoxFuture, Controller, Handle, Limits, Recorded, Running, Source, Tape,
-    Transport, TransportError,
+    Action, BodyStream, BoxFuture, Controller, Handle, Limits, ReconcileRequest, Recorded, Running,
+    Source, Tape, Transport, TransportError, default_error_policy,
 };
 use support::{Paused, Seen, names, paused, stop_cleanly, until, within};
 
@@ -85,22 +85,24 @@ async fn controller(transport: Scripted) -> Controller<PodView, String, Paused, 
 }
 
 /// A reconcile that asks for nothing more.
-async fn idle(_: String, _: Vec<Arc<PodView>>, _: Arc<()>) -> Result<Action, String> {
+async fn idle(_: ReconcileRequest<PodView, String>, _: Arc<()>) -> Result<Action, String> {
     Ok(Action::await_change())
 }
 
 /// Starts `controller` whose reconciles record each cell's members.
 async fn start_recording(
     controller: Controller<PodView, String, Paused, Scripted>,
-) -> (Running<PodView, Paused>, Seen) {
+) -> (Running<PodView, String, Paused>, Seen) {
     let seen: Seen = Arc::default();
     let running = within(
         "the first sync",
         controller.start(
-            |cell: String, members: Vec<Arc<PodView>>, seen: Seen| async move {
+            |request: ReconcileRequest<PodView, String>, seen: Seen| async move {
+                let (cell, members) = request.into_parts();
                 seen.lock().unwrap().insert(cell, names(&members));
                 Ok::<_, String>(Action::await_change())
             },
+            default_error_policy,
             Arc::clone(&seen),
         ),
     )
@@ -109,7 +111,7 @@ async fn start_recording(
     (running, seen)
 }
 
-async fn shut_down(running: Running<PodView, Paused>) {
+async fn shut_down(running: Running<PodView, String, Paused>) {
     within("the stop", running.shutdown())
         .await
         .expect("a clean stop");
@@ -147,7 +149,7 @@ async fn lists_without_syncing(
     lists: u64,
 ) {
     let handle = controller.handle();
-    let task = tokio::spawn(controller.run(idle, Arc::new(())));
+    let task = tokio::spawn(controller.run(idle, default_error_policy, Arc::new(())));
     until("the LIST retried", || handle.stats().lists >= lists).await;
     assert!(!handle.is_synced());
     assert_eq!(handle.cursor(), None);
@@ -187,13 +189,15 @@ async fn stop_from_inside_a_reconcile_ends_the_run() {
     let calls = Arc::new(AtomicUsize::new(0));
     let counted = Arc::clone(&calls);
     let run = controller.run(
-        move |_cell: String, _members: Vec<Arc<PodView>>, handle: Arc<Handle<PodView>>| {
+        move |request: ReconcileRequest<PodView, String>, handle: Arc<Handle<PodView, String>>| {
+            let (_cell, _members) = request.into_parts();
             counted.fetch_add(1, Ordering::SeqCst);
             async move {
                 handle.stop();
                 Ok::<_, String>(Action::await_change())
             }
         },
+        default_error_policy,
         Arc::new(handle.clone()),
     );
     within("the run to end after a stop from inside reconcile", run)
@@ -209,12 +213,14 @@ async fn a_panicking_reconcile_fails_and_is_retried() {
     let controller = controller(Scripted::default()).await;
     let handle = controller.handle();
     let task = tokio::spawn(controller.run(
-        |cell: String, _members: Vec<Arc<PodView>>, calls: Arc<AtomicUsize>| async move {
+        |request: ReconcileRequest<PodView, String>, calls: Arc<AtomicUsize>| async move {
+            let (cell, _members) = request.into_parts();
             if cell == "a" && calls.fetch_add(1, Ordering::SeqCst) == 0 {
                 panic!("first attempt of a panics");
             }
             Ok::<_, String>(Action::await_change())
         },
+        default_error_policy,
         Arc::clone(&calls),
     ));
     until("a retried after its panic", || {
@@ -231,12 +237,14 @@ async fn a_reconcile_function_that_panics_before_its_future_is_retried() {
     let controller = controller(Scripted::default()).await.concurrency(1);
     let handle = controller.handle();
     let task = tokio::spawn(controller.run(
-        |cell: String, _members: Vec<Arc<PodView>>, calls: Arc<AtomicUsize>| {
+        |request: ReconcileRequest<PodView, String>, calls: Arc<AtomicUsize>| {
+            let (cell, _members) = request.into_parts();
             if cell == "a" && calls.fetch_add(1, Ordering::SeqCst) == 0 {
                 panic!("the function itself panics");
             }
             async { Ok::<_, String>(Action::await_change()) }
         },
+        default_error_policy,
         Arc::clone(&calls),
     ));
     until("a retried after its panic", || {
@@ -258,7 +266,7 @@ async fn a_silent_watch_hits_the_read_idle_timeout_and_reopens() {
         ..Limits::default()
     });
     let handle = controller.handle();
-    let task = tokio::spawn(controller.run(idle, Arc::new(())));
+    let task = tokio::spawn(controller.run(idle, default_error_policy, Arc::new(())));
     until("a second WATCH after the idle timeout", || {
         watches.lock().unwrap().len() >= 2
     })
@@ -314,7 +322,7 @@ async fn graceful_shutdown_on_a_future() {
             let _ = rx.await;
         });
     let handle = controller.handle();
-    let run = tokio::spawn(controller.run(idle, Arc::new(())));
+    let run = tokio::spawn(controller.run(idle, default_error_policy, Arc::new(())));
     until("synced", || handle.is_synced()).await;
     assert!(!handle.is_stopped(), "running until the signal");
     tx.send(()).expect("the signal future is alive");
@@ -334,10 +342,11 @@ async fn a_list_decoded_while_streaming_is_recorded_as_its_raw_body() {
     };
     let running = within(
         "the first sync",
-        controller(transport)
-            .await
-            .recorder(tape.clone())
-            .start(idle, Arc::new(())),
+        controller(transport).await.recorder(tape.clone()).start(
+            idle,
+            default_error_policy,
+            Arc::new(()),
+        ),
     )
     .await
     .expect("synced");

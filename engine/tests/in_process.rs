@@ -10,7 +10,8 @@ use std::sync::{Arc, Mutex};
 use reconcile_core::pod::PodView;
 use reconcile_core::{Command, KeyMap};
 use reconcile_engine::{
-    Action, BodyStream, BoxFuture, Controller, Recorded, Source, Tape, Transport, TransportError,
+    Action, BodyStream, BoxFuture, Controller, ReconcileRequest, Recorded, Source, Tape, Transport,
+    TransportError, default_error_policy,
 };
 use support::{Paused, Seen, names, paused, stop_cleanly, until, within};
 
@@ -44,7 +45,8 @@ async fn controller() -> Controller<PodView, String, Paused, NoTransport> {
 }
 
 /// A reconcile recording each cell's members.
-async fn record(cell: String, members: Vec<Arc<PodView>>, seen: Seen) -> Result<Action, String> {
+async fn record(request: ReconcileRequest<PodView, String>, seen: Seen) -> Result<Action, String> {
+    let (cell, members) = request.into_parts();
     seen.lock().unwrap().insert(cell, names(&members));
     Ok(Action::await_change())
 }
@@ -56,7 +58,7 @@ async fn in_process_pushes_reach_reconcile() {
     // Queued before the driver runs: it opens the source before reading its inbox.
     handle.replace(vec![pod("x1", "x")]).await.expect("pushed");
     let seen: Seen = Arc::default();
-    let task = tokio::spawn(controller.run(record, Arc::clone(&seen)));
+    let task = tokio::spawn(controller.run(record, default_error_policy, Arc::clone(&seen)));
     within("synced by the replace", handle.synced())
         .await
         .expect("synced");
@@ -86,7 +88,7 @@ async fn start_returns_once_synced_and_deletes_and_a_future_stop_it() {
     let seen: Seen = Arc::default();
     let running = within(
         "the first sync",
-        controller.start(record, Arc::clone(&seen)),
+        controller.start(record, default_error_policy, Arc::clone(&seen)),
     )
     .await
     .expect("started");
@@ -129,10 +131,12 @@ async fn messages_waiting_together_wake_a_cell_once_and_are_recorded_as_fed() {
     }
     let calls: Calls = Arc::default();
     let task = tokio::spawn(controller.run(
-        |cell: String, members: Vec<Arc<PodView>>, calls: Calls| async move {
+        |request: ReconcileRequest<PodView, String>, calls: Calls| async move {
+            let (cell, members) = request.into_parts();
             calls.lock().unwrap().push((cell, names(&members)));
             Ok::<_, String>(Action::await_change())
         },
+        default_error_policy,
         Arc::clone(&calls),
     ));
     until("a reconciled", || !calls.lock().unwrap().is_empty()).await;

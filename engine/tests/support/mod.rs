@@ -71,8 +71,8 @@ pub async fn within<T>(what: &str, future: impl Future<Output = T>) -> T {
 
 /// Stops the controller behind `handle` and waits for its task to end cleanly: joined (no
 /// panic escaped) and stopped without error.
-pub async fn stop_cleanly<O>(
-    handle: &reconcile_engine::Handle<O>,
+pub async fn stop_cleanly<O, P>(
+    handle: &reconcile_engine::Handle<O, P>,
     task: tokio::task::JoinHandle<Result<(), reconcile_engine::Error>>,
 ) {
     handle.stop();

@@ -9,7 +9,8 @@ use std::time::Duration;
 use reconcile_core::KeyMap;
 use reconcile_core::pod::PodView;
 use reconcile_engine::{
-    Action, BoxFuture, Controller, Handle, Limits, Running, Runtime, Source, Transport,
+    Action, BoxFuture, Controller, Handle, Limits, ReconcileRequest, Running, Runtime, Source,
+    Transport, default_error_policy,
 };
 use reconcile_k8s_env::{ApiServer, Client, K8sEnv, shared_or_skip};
 
@@ -157,7 +158,7 @@ impl<D: DriverUnderTest> Case<D> {
         let transport = D::connect(kubeconfig)
             .await
             .unwrap_or_else(|e| panic!("{}: cannot connect: {e}", self.name));
-        let source = Source::<D::Transport>::pods(transport, Some(namespace))
+        let source = Source::<PodView, D::Transport>::pods(transport, Some(namespace))
             .labels(opts.selector.clone())
             .timeout(opts.timeout_seconds);
         let observed = Observed::default();
@@ -185,13 +186,15 @@ impl<D: DriverUnderTest> Case<D> {
             &self.runtime,
             WAIT,
             controller.start(
-                move |cell: String, members: Vec<Arc<PodView>>, sink: Arc<Observed>| async move {
+                move |request: ReconcileRequest<PodView, String>, sink: Arc<Observed>| async move {
+                    let (cell, members) = request.into_parts();
                     sink.push(Call {
                         cell,
                         members: members.iter().map(|p| Member::of(p)).collect(),
                     });
                     Ok::<_, std::convert::Infallible>(Action::await_change())
                 },
+                default_error_policy,
                 Arc::new(sink),
             ),
         )
@@ -233,9 +236,9 @@ pub struct Under<D: DriverUnderTest> {
     name: &'static str,
     namespace: String,
     runtime: D::Runtime,
-    running: Option<Running<PodView, D::Runtime>>,
+    running: Option<Running<PodView, String, D::Runtime>>,
     /// Its handle.
-    pub handle: Handle<PodView>,
+    pub handle: Handle<PodView, String>,
     /// What its reconciles saw.
     pub observed: Observed,
     /// What crossed its driver boundary.

@@ -25,7 +25,10 @@ use reconcile_e2e::harness::WAIT;
 use reconcile_k8s_env::{ApiServer, pod_manifest};
 use reconcile_smol::engine::runtime::timeout;
 use reconcile_smol::engine::{self, BoxFuture, Runtime};
-use reconcile_smol::{Action, SmolRuntime, SmolTask, SmolTransport, Source, smol};
+use reconcile_smol::{
+    Action, ReconcileRequest, SmolRuntime, SmolTask, SmolTransport, Source, default_error_policy,
+    smol,
+};
 
 /// `reconcile-smol` on smol's global executor, with [`SmolTransport`] from the kubeconfig.
 struct Smol;
@@ -209,7 +212,8 @@ fn no_tokio_runtime_in_reconcile_the_driver_or_any_thread() {
             // (tokio context seen, thread name) per reconcile.
             type Seen = Mutex<Vec<(bool, String)>>;
             let calls: Arc<Seen> = Arc::default();
-            let source = Source::<SmolTransport>::pods(transport, Some(&ns)).labels("app=e2e");
+            let source =
+                Source::<PodView, SmolTransport>::pods(transport, Some(&ns)).labels("app=e2e");
             let controller =
                 engine::Controller::with_runtime(Probed, source, KeyMap::by_label("cell"))
                     .concurrency(2);
@@ -217,7 +221,8 @@ fn no_tokio_runtime_in_reconcile_the_driver_or_any_thread() {
                 &Probed,
                 WAIT,
                 controller.start(
-                    |_cell: String, _members: Vec<Arc<PodView>>, calls: Arc<Seen>| async move {
+                    |request: ReconcileRequest<PodView, String>, calls: Arc<Seen>| async move {
+                        let (_cell, _members) = request.into_parts();
                         let tokio = tokio::runtime::Handle::try_current().is_ok();
                         let thread = std::thread::current().name().unwrap_or("").to_owned();
                         calls
@@ -226,6 +231,7 @@ fn no_tokio_runtime_in_reconcile_the_driver_or_any_thread() {
                             .push((tokio, thread));
                         Ok::<_, std::convert::Infallible>(Action::await_change())
                     },
+                    default_error_policy,
                     Arc::clone(&calls),
                 ),
             )

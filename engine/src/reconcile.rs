@@ -1,0 +1,173 @@
+//! What a reconcile gets and returns: [`ReconcileRequest`] in, [`Action`] out, and the
+//! error policy that turns a reconcile's own error type into the next [`Action`].
+
+use std::fmt;
+use std::hash::Hash;
+use std::sync::Arc;
+use std::time::Duration;
+
+use reconcile_core::Outcome;
+
+use super::cache::CacheSnapshot;
+
+/// What a reconcile asks for next (kube-runtime's `Action`); also what an error policy
+/// returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Action {
+    next: Next,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Next {
+    AwaitChange,
+    Requeue(Duration),
+    Backoff,
+}
+
+impl Action {
+    /// Run again only when something changes.
+    #[must_use]
+    pub fn await_change() -> Self {
+        Action {
+            next: Next::AwaitChange,
+        }
+    }
+
+    /// Run again after `duration`, unless something changes first.
+    #[must_use]
+    pub fn requeue(duration: Duration) -> Self {
+        Action {
+            next: Next::Requeue(duration),
+        }
+    }
+
+    /// Run again after this key's exponential backoff (the controller's `backoff` setting),
+    /// which grows with each failure in a row: what [`default_error_policy`] returns. Returned
+    /// from a reconcile that succeeded, the run counts as failed.
+    #[must_use]
+    pub fn backoff() -> Self {
+        Action {
+            next: Next::Backoff,
+        }
+    }
+
+    /// The core's outcome for a reconcile that returned `Ok(self)`.
+    pub(crate) fn after_success(self) -> Outcome {
+        match self.next {
+            Next::AwaitChange => Outcome::Success,
+            Next::Requeue(delay) => Outcome::RequeueAfter(delay),
+            Next::Backoff => Outcome::Error("the reconcile asked for a backoff".into()),
+        }
+    }
+
+    /// The core's outcome for a reconcile that failed with `error`, when the error policy
+    /// chose `self`.
+    pub(crate) fn after_error(self, error: String) -> Outcome {
+        match self.next {
+            Next::Backoff => Outcome::Error(error),
+            Next::Requeue(delay) => Outcome::ErrorHandled {
+                error,
+                requeue_after: Some(delay),
+            },
+            Next::AwaitChange => Outcome::ErrorHandled {
+                error,
+                requeue_after: None,
+            },
+        }
+    }
+}
+
+/// The error policy every controller had before it could choose one: retry the key with its
+/// exponential backoff, whatever the error.
+pub fn default_error_policy<O, P, E, C>(
+    _request: &ReconcileRequest<O, P>,
+    _error: &E,
+    _ctx: Arc<C>,
+) -> Action {
+    Action::backoff()
+}
+
+/// One reconcile's input: the parent key, its members at dispatch, and the whole cache as of
+/// dispatch (controller-runtime's `reconcile.Request`, with the cache read attached).
+pub struct ReconcileRequest<O, P> {
+    parent: P,
+    members: Vec<Arc<O>>,
+    attempt: u32,
+    cache: CacheSnapshot<O, P>,
+}
+
+impl<O, P: Clone> Clone for ReconcileRequest<O, P> {
+    fn clone(&self) -> Self {
+        ReconcileRequest {
+            parent: self.parent.clone(),
+            members: self.members.clone(),
+            attempt: self.attempt,
+            cache: self.cache.clone(),
+        }
+    }
+}
+
+impl<O, P: fmt::Debug> fmt::Debug for ReconcileRequest<O, P> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ReconcileRequest")
+            .field("parent", &self.parent)
+            .field("members", &self.members.len())
+            .field("attempt", &self.attempt)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<O, P: Clone + Hash + Eq + Ord> ReconcileRequest<O, P> {
+    pub(crate) fn new(
+        parent: P,
+        members: Vec<Arc<O>>,
+        attempt: u32,
+        cache: CacheSnapshot<O, P>,
+    ) -> Self {
+        ReconcileRequest {
+            parent,
+            members,
+            attempt,
+            cache,
+        }
+    }
+
+    /// The key this reconcile runs under.
+    #[must_use]
+    pub fn parent(&self) -> &P {
+        &self.parent
+    }
+
+    /// The parent's members at dispatch, in key order; empty when every one was deleted
+    /// (the reconcile still runs, so it can clean up).
+    #[must_use]
+    pub fn members(&self) -> &[Arc<O>] {
+        &self.members
+    }
+
+    /// The first member: for a controller keyed by the object itself
+    /// ([`KeyMap::by_object`](reconcile_core::KeyMap::by_object)), the object, or `None`
+    /// once it was deleted.
+    #[must_use]
+    pub fn object(&self) -> Option<&Arc<O>> {
+        self.members.first()
+    }
+
+    /// 1 for the first run after a change, counting up through failures in a row.
+    #[must_use]
+    pub fn attempt(&self) -> u32 {
+        self.attempt
+    }
+
+    /// The whole cache as of dispatch: get by key, list, list by parent.
+    #[must_use]
+    pub fn cache(&self) -> &CacheSnapshot<O, P> {
+        &self.cache
+    }
+
+    /// The parent and its members, by value.
+    #[must_use]
+    pub fn into_parts(self) -> (P, Vec<Arc<O>>) {
+        (self.parent, self.members)
+    }
+}

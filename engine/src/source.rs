@@ -1,0 +1,233 @@
+//! Where a controller's objects come from: a resource collection on the apiserver, named by
+//! the object type (kube's `Api` scopes), or in-process pushes.
+
+use std::fmt;
+use std::marker::PhantomData;
+
+use reconcile_core::WatchParams;
+use reconcile_core::pod::PodView;
+
+use super::transport::Requests;
+
+/// Where objects of type `O` come from: the apiserver through transport `T`, or in-process
+/// pushes through a [`Handle`](crate::Handle).
+///
+/// For a `kube::Resource` the URL comes from the type: [`Source::all`],
+/// [`Source::namespaced`], or the `_with` forms for a `DynamicObject` and its
+/// `ApiResource`. A `PartialObjectMeta<K>` source asks for metadata only. Label and field
+/// selectors and the watch timeout are set on the source, as on kube-runtime's
+/// `watcher::Config`.
+pub struct Source<O, T> {
+    pub(crate) remote: Option<(T, Requests)>,
+    pub(crate) params: WatchParams,
+    object: PhantomData<fn() -> O>,
+}
+
+impl<O, T> fmt::Debug for Source<O, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Source")
+            .field("requests", &self.remote.as_ref().map(|(_, r)| r))
+            .field("params", &self.params)
+            .finish()
+    }
+}
+
+/// Something that names a transport and a collection, such as kube's `Api<K>` on the tokio
+/// driver: what [`Source::from_api`] accepts.
+pub trait IntoSource<T> {
+    /// The object type of the collection.
+    type Object;
+
+    /// The source listing and watching the collection.
+    fn into_source(self) -> Source<Self::Object, T>;
+}
+
+impl<O, T> Source<O, T> {
+    /// LIST and WATCH the collection at `url_path` (for example
+    /// `/api/v1/namespaces/default/pods`), for a collection no type names; `params.namespace`
+    /// must match the path. Prefer [`Source::all`] and [`Source::namespaced`].
+    pub fn kubernetes(
+        transport: impl Into<T>,
+        url_path: impl Into<String>,
+        params: WatchParams,
+    ) -> Self {
+        Source {
+            remote: Some((transport.into(), Requests::new(url_path))),
+            params,
+            object: PhantomData,
+        }
+    }
+
+    /// Objects pushed through [`Handle`](crate::Handle): each stream must open with a
+    /// `replace`.
+    #[must_use]
+    pub fn in_process() -> Self {
+        Source {
+            remote: None,
+            params: WatchParams::default(),
+            object: PhantomData,
+        }
+    }
+
+    /// The source kube's `Api<K>` (or another [`IntoSource`]) names: its transport, its URL
+    /// and its namespace.
+    pub fn from_api(api: impl IntoSource<T, Object = O>) -> Self {
+        api.into_source()
+    }
+
+    /// Scopes LIST and WATCH with a label selector (server-side).
+    #[must_use]
+    pub fn labels(mut self, selector: impl Into<String>) -> Self {
+        self.params = self.params.labels(selector);
+        self
+    }
+
+    /// Scopes LIST and WATCH with a field selector (server-side).
+    #[must_use]
+    pub fn fields(mut self, selector: impl Into<String>) -> Self {
+        self.params = self.params.fields(selector);
+        self
+    }
+
+    /// Sets the WATCH `timeoutSeconds` (default 300).
+    #[must_use]
+    pub fn timeout(mut self, seconds: u32) -> Self {
+        self.params = self.params.timeout(seconds);
+        self
+    }
+
+    /// Asks the apiserver for `PartialObjectMetadata` (metadata only) on LIST and WATCH.
+    /// Sources of `PartialObjectMeta<K>` do so already; this is for a hand-made URL.
+    #[must_use]
+    pub fn metadata_only(mut self) -> Self {
+        if let Some((_, requests)) = &mut self.remote {
+            requests.metadata_only = true;
+        }
+        self
+    }
+
+    /// The LIST / WATCH scoping.
+    #[must_use]
+    pub fn params(&self) -> &WatchParams {
+        &self.params
+    }
+
+    /// The collection's URL path; `None` for an in-process source.
+    #[must_use]
+    pub fn url_path(&self) -> Option<&str> {
+        self.remote.as_ref().map(|(_, r)| r.url_path())
+    }
+
+    /// Whether LIST and WATCH ask for metadata only.
+    #[must_use]
+    pub fn is_metadata_only(&self) -> bool {
+        self.remote.as_ref().is_some_and(|(_, r)| r.metadata_only)
+    }
+}
+
+impl<K: kube_core::Resource, T> Source<K, T> {
+    /// Every `K` in the cluster (kube's `Api::all`).
+    pub fn all(transport: impl Into<T>) -> Self
+    where
+        K::DynamicType: Default,
+    {
+        Self::all_with(transport, &K::DynamicType::default())
+    }
+
+    /// The `K`s of `namespace` (kube's `Api::namespaced`).
+    pub fn namespaced(transport: impl Into<T>, namespace: &str) -> Self
+    where
+        K::DynamicType: Default,
+    {
+        Self::namespaced_with(transport, namespace, &K::DynamicType::default())
+    }
+
+    /// Every `K` in the cluster, for a type whose URL needs `dyntype` (a `DynamicObject`
+    /// with its `ApiResource`; kube's `Api::all_with`).
+    pub fn all_with(transport: impl Into<T>, dyntype: &K::DynamicType) -> Self {
+        Self::resource(transport, None, dyntype)
+    }
+
+    /// The `K`s of `namespace`, for a type whose URL needs `dyntype` (kube's
+    /// `Api::namespaced_with`).
+    pub fn namespaced_with(
+        transport: impl Into<T>,
+        namespace: &str,
+        dyntype: &K::DynamicType,
+    ) -> Self {
+        Self::resource(transport, Some(namespace), dyntype)
+    }
+
+    fn resource(
+        transport: impl Into<T>,
+        namespace: Option<&str>,
+        dyntype: &K::DynamicType,
+    ) -> Self {
+        let url = K::url_path(dyntype, namespace);
+        let params = match namespace {
+            Some(ns) => WatchParams::namespaced(ns),
+            None => WatchParams::default(),
+        };
+        let source = Source::kubernetes(transport, url, params);
+        if K::metadata_api() {
+            source.metadata_only()
+        } else {
+            source
+        }
+    }
+}
+
+impl<T> Source<PodView, T> {
+    /// The pods of `namespace` (all namespaces when `None`), as the compact [`PodView`]:
+    /// the fast path for Pods, caching only what a controller of pods reads.
+    pub fn pods(transport: impl Into<T>, namespace: Option<&str>) -> Self {
+        let (path, params) = match namespace {
+            Some(ns) => (
+                format!("/api/v1/namespaces/{ns}/pods"),
+                WatchParams::namespaced(ns),
+            ),
+            None => ("/api/v1/pods".to_owned(), WatchParams::default()),
+        };
+        Source::kubernetes(transport, path, params)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::apps::v1::Deployment;
+    use kube_core::{ApiResource, DynamicObject, GroupVersionKind, PartialObjectMeta};
+
+    use super::*;
+
+    #[test]
+    fn the_url_comes_from_the_type() {
+        let s = Source::<Deployment, ()>::namespaced((), "shop");
+        assert_eq!(
+            s.url_path(),
+            Some("/apis/apps/v1/namespaces/shop/deployments")
+        );
+        assert_eq!(s.params().namespace.as_deref(), Some("shop"));
+        assert!(!s.is_metadata_only());
+        let s = Source::<Deployment, ()>::all(());
+        assert_eq!(s.url_path(), Some("/apis/apps/v1/deployments"));
+        assert_eq!(s.params().namespace, None);
+    }
+
+    #[test]
+    fn a_dynamic_object_names_its_url_through_its_api_resource() {
+        let gvk = GroupVersionKind::gvk("example.com", "v1", "Shop");
+        let ar = ApiResource::from_gvk_with_plural(&gvk, "shops");
+        let s = Source::<DynamicObject, ()>::namespaced_with((), "a", &ar);
+        assert_eq!(
+            s.url_path(),
+            Some("/apis/example.com/v1/namespaces/a/shops")
+        );
+    }
+
+    #[test]
+    fn a_partial_object_meta_source_asks_for_metadata_only() {
+        let s = Source::<PartialObjectMeta<Deployment>, ()>::all(());
+        assert!(s.is_metadata_only());
+        assert_eq!(s.url_path(), Some("/apis/apps/v1/deployments"));
+    }
+}

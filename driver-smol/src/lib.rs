@@ -55,8 +55,8 @@ pub mod transport;
 pub use smol;
 
 pub use engine::{
-    Action, Cache, CacheSnapshot, Error, Handle, Limits, ReconcileRequest, Recorder, Running,
-    Source, Tape, TraceRecorder, default_error_policy,
+    Action, ApiClient, ApiError, Cache, CacheSnapshot, Error, Handle, Limits, ReconcileRequest,
+    Recorder, Running, Source, Tape, TraceRecorder, default_error_policy,
 };
 pub use reconcile_core::pod::PodView;
 pub use reconcile_core::{KeyMap, Object, ObjectKey, WatchParams};
@@ -69,7 +69,7 @@ pub mod prelude {
     pub use reconcile_core::pod::PodView;
     pub use reconcile_core::{KeyMap, Object, ObjectKey};
     pub use reconcile_engine::{
-        Cache, CacheSnapshot, ReconcileRequest, Source, default_error_policy,
+        ApiClient, ApiError, Cache, CacheSnapshot, ReconcileRequest, Source, default_error_policy,
     };
 }
 pub use runtime::{SmolRuntime, SmolTask, shutdown_signal};

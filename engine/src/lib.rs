@@ -28,6 +28,7 @@
 //! | [`reconcile`] | what a reconcile gets ([`ReconcileRequest`]) and returns ([`Action`]); the error policy |
 //! | [`cache`] | the cache outside the driver: a snapshot per reconcile, a live [`Cache`] reader |
 //! | [`controller`] | the builder, `run` / `start`, `Running` |
+//! | [`api`] | [`ApiClient`]: get, create, replace, patch, `patch_status`, delete of one resource type over any transport |
 //! | [`handle`] | stop, wait, read the cache, push |
 //! | [`recorder`] | the tap for trace recording: every [`Input`](reconcile_core::Input) fed and [`Command`](reconcile_core::Command) issued |
 //! | [`tape`] | an in-memory recorder |
@@ -35,6 +36,7 @@
 //! | `driver` | the choreography: drain, route, time |
 //! | `example` | the `cell-pool` example's body, over any runtime and transport (feature `example`) |
 
+pub mod api;
 pub mod cache;
 pub mod controller;
 mod driver;
@@ -51,6 +53,7 @@ pub mod tape;
 pub mod trace_recorder;
 pub mod transport;
 
+pub use api::{ApiClient, ApiError};
 pub use cache::{Cache, CacheSnapshot, NeverReady};
 pub use controller::{Controller, ParentKey, Running};
 pub use driver::Limits;

@@ -1,0 +1,273 @@
+//! What a reconcile gets and what it returns, on an in-process source: the whole cache as of
+//! dispatch (never a later write), a live `Cache` reader from any task, the error policy
+//! choosing the follow-up of a typed error, and kube-runtime's object-keyed model, where the
+//! reconcile of a deleted object still runs. On tokio with paused time (see `support`).
+
+mod support;
+
+use std::fmt;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use reconcile_core::pod::PodView;
+use reconcile_core::{KeyMap, ObjectKey};
+use reconcile_engine::{
+    Action, BodyStream, BoxFuture, Controller, ReconcileRequest, Source, Transport, TransportError,
+    default_error_policy,
+};
+use support::{Paused, paused, stop_cleanly, until, within};
+
+fn pod(name: &str, cell: &str, rv: u32) -> PodView {
+    serde_json::from_str(&format!(
+        r#"{{"metadata":{{"name":"{name}","namespace":"ns","resourceVersion":"{rv}","labels":{{"cell":"{cell}"}}}}}}"#
+    ))
+    .expect("a pod")
+}
+
+fn key(name: &str) -> ObjectKey {
+    ObjectKey::new(Some("ns"), name)
+}
+
+#[derive(Clone)]
+struct NoTransport;
+
+impl Transport for NoTransport {
+    fn send(
+        &self,
+        request: http::Request<Vec<u8>>,
+    ) -> BoxFuture<Result<http::Response<BodyStream>, TransportError>> {
+        panic!("an in-process source sent {}", request.uri());
+    }
+}
+
+async fn by_cell() -> Controller<PodView, String, Paused, NoTransport> {
+    Controller::with_runtime(
+        paused().await,
+        Source::in_process(),
+        KeyMap::by_label("cell"),
+    )
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_reconcile_reads_the_whole_cache_as_of_its_dispatch_and_readers_see_it_live() {
+    let controller = by_cell().await;
+    let handle = controller.handle();
+    let cache = controller.cache();
+    assert!(!cache.is_ready());
+    handle
+        .replace(vec![pod("a1", "a", 1), pod("b1", "b", 1)])
+        .await
+        .expect("pushed");
+    // Each reconcile of `a` reads cell `b` from its snapshot, then again after `b` changed.
+    type Reads = Arc<Mutex<Vec<(Vec<String>, Vec<String>)>>>;
+    let reads: Reads = Arc::default();
+    let (gate_tx, gate_rx) = async_channel::bounded::<()>(1);
+    let ctx = Arc::new((Arc::clone(&reads), gate_rx));
+    let task =
+        tokio::spawn(controller.run(
+            |req: ReconcileRequest<PodView, String>,
+             ctx: Arc<(Reads, async_channel::Receiver<()>)>| async move {
+                let names = |pods: Vec<Arc<PodView>>| -> Vec<String> {
+                    pods.iter()
+                        .map(|p| p.metadata.name.as_deref().unwrap_or("").to_owned())
+                        .collect()
+                };
+                if req.parent() == "a" {
+                    let before = names(req.cache().members(&"b".to_owned()));
+                    // Hold the run until the test has changed `b`.
+                    let _ = ctx.1.recv().await;
+                    let after = names(req.cache().members(&"b".to_owned()));
+                    ctx.0.lock().unwrap().push((before, after));
+                }
+                Ok::<_, String>(Action::await_change())
+            },
+            default_error_policy,
+            ctx,
+        ));
+    within("the cache is ready", cache.wait_until_ready())
+        .await
+        .expect("ready");
+    assert_eq!(cache.state().len(), 2);
+    assert!(cache.get(&key("a1")).is_some());
+    // While `a` runs (held at the gate), `b` gains a pod.
+    handle.upsert(pod("b2", "b", 2)).await.expect("pushed");
+    until("the live reader sees b2", || {
+        cache.get(&key("b2")).is_some()
+    })
+    .await;
+    assert_eq!(cache.members(&"b".to_owned()).len(), 2);
+    gate_tx.send(()).await.expect("the reconcile waits");
+    until("a's reconcile finished", || {
+        !reads.lock().unwrap().is_empty()
+    })
+    .await;
+    assert_eq!(
+        reads.lock().unwrap()[0],
+        (vec!["b1".to_owned()], vec!["b1".to_owned()]),
+        "the snapshot is the cache as of dispatch, not later"
+    );
+    let snapshot = cache.snapshot();
+    handle.delete(pod("b1", "b", 3)).await.expect("pushed");
+    until("the live reader sees b1 gone", || {
+        cache.get(&key("b1")).is_none()
+    })
+    .await;
+    assert!(
+        snapshot.get(&key("b1")).is_some(),
+        "a snapshot never changes"
+    );
+    stop_cleanly(&handle, task).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_reader_waiting_for_readiness_hears_the_end() {
+    let controller = by_cell().await;
+    let handle = controller.handle();
+    let cache = handle.cache();
+    let task = tokio::spawn(controller.run(
+        |_: ReconcileRequest<PodView, String>, _: Arc<()>| async move {
+            Ok::<_, String>(Action::await_change())
+        },
+        default_error_policy,
+        Arc::new(()),
+    ));
+    let waiting = tokio::spawn(async move { cache.wait_until_ready().await });
+    // Never synced: no replace was pushed.
+    stop_cleanly(&handle, task).await;
+    let result = within("the waiting reader", waiting).await.expect("joined");
+    assert!(result.is_err(), "never ready");
+}
+
+/// A typed reconcile error: the policy tells a conflict from a bad spec.
+#[derive(Debug)]
+enum Failure {
+    Conflict,
+    BadSpec,
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Failure::Conflict => "conflict",
+            Failure::BadSpec => "bad spec",
+        })
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_error_policy_sees_the_typed_error_and_chooses_what_follows() {
+    let controller = by_cell()
+        .await
+        .backoff(Duration::from_secs(1), Duration::from_secs(60));
+    let handle = controller.handle();
+    handle
+        .replace(vec![pod("c1", "conflict", 1), pod("s1", "spec", 1)])
+        .await
+        .expect("pushed");
+    type Runs = Arc<Mutex<Vec<(String, u32, tokio::time::Instant)>>>;
+    let runs: Runs = Arc::default();
+    let policy_saw: Arc<Mutex<Vec<String>>> = Arc::default();
+    let seen = Arc::clone(&policy_saw);
+    let task = tokio::spawn(controller.run(
+        |req: ReconcileRequest<PodView, String>, runs: Runs| async move {
+            runs.lock().unwrap().push((
+                req.parent().clone(),
+                req.attempt(),
+                tokio::time::Instant::now(),
+            ));
+            Err(match req.parent().as_str() {
+                "conflict" => Failure::Conflict,
+                _ => Failure::BadSpec,
+            })
+        },
+        move |req: &ReconcileRequest<PodView, String>, error: &Failure, _: Runs| {
+            seen.lock()
+                .unwrap()
+                .push(format!("{} {error}", req.parent()));
+            match error {
+                // Retry soon, at a fixed pace.
+                Failure::Conflict => Action::requeue(Duration::from_secs(5)),
+                // Retrying cannot help: wait for the object to change.
+                Failure::BadSpec => Action::await_change(),
+            }
+        },
+        Arc::clone(&runs),
+    ));
+    until("conflict ran three times", || {
+        runs.lock()
+            .unwrap()
+            .iter()
+            .filter(|r| r.0 == "conflict")
+            .count()
+            >= 3
+    })
+    .await;
+    let runs_of = |parent: &str| -> Vec<(u32, tokio::time::Instant)> {
+        runs.lock()
+            .unwrap()
+            .iter()
+            .filter(|r| r.0 == parent)
+            .map(|r| (r.1, r.2))
+            .collect()
+    };
+    let conflict = runs_of("conflict");
+    assert_eq!(conflict[1].1 - conflict[0].1, Duration::from_secs(5));
+    assert_eq!(conflict[2].1 - conflict[1].1, Duration::from_secs(5));
+    assert_eq!(runs_of("spec").len(), 1, "await change: no retry");
+    assert!(handle.stats().reconcile_errors >= 4);
+    // A change to the bad spec runs it again.
+    handle.upsert(pod("s1", "spec", 2)).await.expect("pushed");
+    until("spec ran again", || runs_of("spec").len() == 2).await;
+    assert!(
+        policy_saw
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|s| s == "spec bad spec")
+    );
+    stop_cleanly(&handle, task).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn object_keyed_reconciles_run_for_deleted_objects_too() {
+    let controller: Controller<PodView, ObjectKey, Paused, NoTransport> =
+        Controller::with_runtime(paused().await, Source::in_process(), KeyMap::by_object());
+    let handle = controller.handle();
+    handle
+        .replace(vec![pod("a", "x", 1), pod("b", "x", 1)])
+        .await
+        .expect("pushed");
+    type Seen = Arc<Mutex<Vec<(String, Option<String>)>>>;
+    let seen: Seen = Arc::default();
+    let task = tokio::spawn(controller.run(
+        |req: ReconcileRequest<PodView, ObjectKey>, seen: Seen| async move {
+            let version = req
+                .object()
+                .and_then(|p| p.metadata.resource_version.as_deref().map(str::to_owned));
+            seen.lock()
+                .unwrap()
+                .push((req.parent().to_string(), version));
+            Ok::<_, String>(Action::await_change())
+        },
+        default_error_policy,
+        Arc::clone(&seen),
+    ));
+    until("both objects reconciled", || {
+        seen.lock().unwrap().len() == 2
+    })
+    .await;
+    assert_eq!(
+        seen.lock().unwrap().clone(),
+        [
+            ("ns/a".to_owned(), Some("1".to_owned())),
+            ("ns/b".to_owned(), Some("1".to_owned()))
+        ]
+    );
+    handle.delete(pod("a", "x", 2)).await.expect("pushed");
+    until("the deleted object reconciled", || {
+        seen.lock().unwrap().len() == 3
+    })
+    .await;
+    assert_eq!(seen.lock().unwrap()[2], ("ns/a".to_owned(), None));
+    stop_cleanly(&handle, task).await;
+}

@@ -3,6 +3,8 @@
 //! choosing the follow-up of a typed error, and kube-runtime's object-keyed model, where the
 //! reconcile of a deleted object still runs. On tokio with paused time (see `support`).
 
+// Shared by several test binaries; this one uses part of it.
+#[allow(dead_code)]
 mod support;
 
 use std::fmt;

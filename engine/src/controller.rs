@@ -317,6 +317,7 @@ where
         C: Send + Sync + 'static,
     {
         let origin = self.runtime.now();
+        let cache = CacheSnapshot::new(self.config.key_map.clone());
         let mut core = match ReconcileLoop::new(self.config, reconcile_core::Instant::ZERO) {
             Ok(core) => core,
             Err(e) => return Err((self.shared, e.into())),
@@ -375,7 +376,7 @@ where
             limits: self.limits,
             shared: self.shared,
             published: self.published,
-            cache: CacheSnapshot::default(),
+            cache,
             inbox: self.inbox,
             stop: self.stop,
             recorder: self.recorder,

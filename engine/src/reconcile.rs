@@ -2,7 +2,6 @@
 //! error policy that turns a reconcile's own error type into the next [`Action`].
 
 use std::fmt;
-use std::hash::Hash;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -117,7 +116,7 @@ impl<O, P: fmt::Debug> fmt::Debug for ReconcileRequest<O, P> {
     }
 }
 
-impl<O, P: Clone + Hash + Eq + Ord> ReconcileRequest<O, P> {
+impl<O, P> ReconcileRequest<O, P> {
     pub(crate) fn new(
         parent: P,
         members: Vec<Arc<O>>,

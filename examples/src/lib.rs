@@ -1,0 +1,308 @@
+//! # reconcile-examples
+//!
+//! Controllers of kube's own types, each written once over any
+//! [`Runtime`](reconcile_engine::Runtime) and [`Transport`](reconcile_engine::Transport),
+//! with a few lines of `main` per runtime:
+//!
+//! | example | what it shows |
+//! |---|---|
+//! | [`deployment_annotate`] | `Controller::for_objects` over `Deployment`s; a merge patch through [`ApiClient`](reconcile_engine::ApiClient) only when the annotation differs, so it settles |
+//! | [`crd_status`] | a `#[derive(CustomResource)]` type, its CRD installed through the API, status written with `patch_status` only when it differs |
+//! | [`dynamic_configmaps`] | a `DynamicObject` controller named by an `ApiResource`, writing back through the same `ApiResource` |
+//! | [`secret_metadata`] | a metadata-only watch (`PartialObjectMeta<Secret>`): no secret data ever enters the process |
+//!
+//! ```text
+//! cargo run -p reconcile-examples --example deployment-annotate-tokio -- [--namespace NS] [--selector SEL]
+//! cargo run -p reconcile-examples --example deployment-annotate-smol -- [--namespace NS] [--selector SEL]
+//! ```
+//!
+//! and the same for `crd-status`, `dynamic-configmaps` and `secret-metadata`. The smol
+//! mains start no tokio runtime (`smol::block_on`, `SmolTransport`); the tokio ones use
+//! `#[tokio::main]` and a `kube::Client`.
+//!
+//! Each module has the same shape, so a test can drive the very body a main runs:
+//! - `source(transport, &args)`: what it lists and watches;
+//! - `controller(runtime, source)`: the controller and its settings;
+//! - `Context`: what the reconcile needs, and the [`Observations`] it leaves;
+//! - `reconcile` and `error_policy`: the controller's two functions;
+//! - `start(controller, ctx)`: spawned and synced, returning the `Running` controller;
+//! - `run(runtime, transport, &args)`: until SIGINT or SIGTERM, what the mains call.
+//!
+//! The reconciles are level-triggered and idempotent: each computes what the object should
+//! carry from what it is now, and writes only when that differs. Its own write wakes the
+//! object once more; that run finds nothing to change, so the controller settles.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use reconcile_core::ObjectKey;
+use reconcile_engine::{Action, ApiError, ReconcileRequest, Source};
+
+pub mod crd_status;
+pub mod deployment_annotate;
+pub mod dynamic_configmaps;
+pub mod secret_metadata;
+
+/// The examples' command line: `[--namespace NS] [--selector SEL]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Args {
+    /// The namespace to watch (`-n`, `--namespace`; default `default`).
+    pub namespace: String,
+    /// A label selector scoping LIST and WATCH (`-l`, `--selector`); everything when `None`.
+    pub selector: Option<String>,
+}
+
+impl Default for Args {
+    fn default() -> Self {
+        Args {
+            namespace: "default".to_owned(),
+            selector: None,
+        }
+    }
+}
+
+impl Args {
+    /// The arguments for `namespace`, with no selector.
+    #[must_use]
+    pub fn namespace(namespace: impl Into<String>) -> Self {
+        Args {
+            namespace: namespace.into(),
+            selector: None,
+        }
+    }
+
+    /// Reads the arguments after the program name.
+    ///
+    /// # Errors
+    /// An unknown argument, or a flag without its value.
+    pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Self, String> {
+        let mut parsed = Args::default();
+        let mut args = args.into_iter();
+        while let Some(arg) = args.next() {
+            match arg.as_str() {
+                "--namespace" | "-n" => {
+                    parsed.namespace = args.next().ok_or("--namespace needs a value")?;
+                }
+                "--selector" | "-l" => {
+                    parsed.selector = Some(args.next().ok_or("--selector needs a value")?);
+                }
+                other => return Err(format!("unknown argument {other:?}")),
+            }
+        }
+        Ok(parsed)
+    }
+}
+
+/// Why an example stopped, or one of its reconciles failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The controller could not run (a setting out of bounds, stopped before its sync).
+    #[error(transparent)]
+    Controller(#[from] reconcile_engine::Error),
+    /// Writing back to `key` failed.
+    #[error("writing back to {key}: {source}")]
+    WriteBack {
+        /// The object written.
+        key: ObjectKey,
+        /// The apiserver's answer, or why there was none.
+        source: ApiError,
+    },
+    /// A CRD could not be created or read.
+    #[error("installing the CRD {name}: {source}")]
+    InstallCrd {
+        /// The CRD's name (`plural.group`).
+        name: String,
+        /// The apiserver's answer, or why there was none.
+        source: ApiError,
+    },
+    /// A CRD was created but not `Established` in time.
+    #[error("the CRD {name} is not Established after {}s; its conditions: {conditions}", .waited.as_secs())]
+    NotEstablished {
+        /// The CRD's name.
+        name: String,
+        /// How long it was polled.
+        waited: Duration,
+        /// Its last `status.conditions`, as JSON.
+        conditions: String,
+    },
+}
+
+impl Error {
+    /// The apiserver's error behind a failed write-back, if that is what this is.
+    #[must_use]
+    pub fn write_back(&self) -> Option<&ApiError> {
+        match self {
+            Error::WriteBack { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+/// The examples' error policy (kube-runtime's `error_policy`): a write that lost a race
+/// (409 `Conflict`: the object moved on since the cached copy was read) or found the
+/// object gone (404) waits for the change the watch is about to deliver, which wakes the
+/// key again; anything else retries with the key's exponential backoff.
+pub fn error_policy<O, P: std::fmt::Display, C>(
+    request: &ReconcileRequest<O, P>,
+    error: &Error,
+    _ctx: Arc<C>,
+) -> Action {
+    match error.write_back() {
+        Some(e) if e.is_conflict() || e.is_not_found() => {
+            tracing::info!(key = %request.parent(), %error, "stale write; waiting for the newer version");
+            Action::await_change()
+        }
+        _ => {
+            tracing::warn!(key = %request.parent(), %error, "reconcile failed; backing off");
+            Action::backoff()
+        }
+    }
+}
+
+/// `source` scoped by the arguments' label selector, if any.
+fn scoped<O, T>(source: Source<O, T>, args: &Args) -> Source<O, T> {
+    match &args.selector {
+        Some(selector) => source.labels(selector.clone()),
+        None => source,
+    }
+}
+
+/// What one reconcile did with its object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Effect {
+    /// It wrote this value back (an annotation, a status summary).
+    Wrote(String),
+    /// The object already carried this value; nothing was written.
+    Unchanged(String),
+    /// It only looked (the metadata-only example): what it logged.
+    Observed(String),
+    /// The object was deleted: the reconcile ran with no object.
+    Deleted,
+}
+
+impl Effect {
+    /// Whether the run wrote to the apiserver.
+    #[must_use]
+    pub fn wrote(&self) -> bool {
+        matches!(self, Effect::Wrote(_))
+    }
+}
+
+/// One reconcile: its key and what it did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Observation {
+    /// The object's `namespace/name`.
+    pub key: ObjectKey,
+    /// What the run did.
+    pub effect: Effect,
+}
+
+/// Observations kept; an example's run makes a handful per object, so the bound only stops
+/// a runaway loop from growing memory without end (the oldest are dropped).
+pub const MAX_OBSERVATIONS: usize = 100_000;
+
+/// What the reconciles of one controller did, in order: a hook for tests (and a log for a
+/// reader). Clones share one list.
+#[derive(Debug, Clone, Default)]
+pub struct Observations {
+    log: Arc<Mutex<VecDeque<Observation>>>,
+}
+
+impl Observations {
+    fn log(&self) -> MutexGuard<'_, VecDeque<Observation>> {
+        // Pushes and reads never leave the list half-changed, so a poisoned lock is usable.
+        self.log.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Records one reconcile of `key`.
+    pub fn push(&self, key: &ObjectKey, effect: Effect) {
+        let mut log = self.log();
+        if log.len() == MAX_OBSERVATIONS {
+            log.pop_front();
+        }
+        log.push_back(Observation {
+            key: key.clone(),
+            effect,
+        });
+    }
+
+    /// Every observation so far, oldest first.
+    #[must_use]
+    pub fn all(&self) -> Vec<Observation> {
+        self.log().iter().cloned().collect()
+    }
+
+    /// What the reconciles of `key` did, oldest first.
+    #[must_use]
+    pub fn of(&self, key: &ObjectKey) -> Vec<Effect> {
+        self.log()
+            .iter()
+            .filter(|o| &o.key == key)
+            .map(|o| o.effect.clone())
+            .collect()
+    }
+
+    /// How many times `key` was reconciled.
+    #[must_use]
+    pub fn count(&self, key: &ObjectKey) -> usize {
+        self.log().iter().filter(|o| &o.key == key).count()
+    }
+
+    /// What the latest reconcile of `key` did.
+    #[must_use]
+    pub fn latest(&self, key: &ObjectKey) -> Option<Effect> {
+        self.log()
+            .iter()
+            .rev()
+            .find(|o| &o.key == key)
+            .map(|o| o.effect.clone())
+    }
+
+    /// Every key reconciled at least once, in key order.
+    #[must_use]
+    pub fn keys(&self) -> Vec<ObjectKey> {
+        let keys: std::collections::BTreeSet<ObjectKey> =
+            self.log().iter().map(|o| o.key.clone()).collect();
+        keys.into_iter().collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arguments_default_to_the_default_namespace_and_no_selector() {
+        let parse = |args: &[&str]| Args::parse(args.iter().map(|&a| a.to_owned()));
+        assert_eq!(parse(&[]), Ok(Args::default()));
+        assert_eq!(
+            parse(&["-n", "shop", "--selector", "app=web"]),
+            Ok(Args {
+                namespace: "shop".into(),
+                selector: Some("app=web".into()),
+            })
+        );
+        assert!(parse(&["--namespace"]).is_err());
+        assert!(parse(&["--verbose"]).is_err());
+    }
+
+    #[test]
+    fn observations_answer_per_key_and_stay_bounded() {
+        let seen = Observations::default();
+        let a = ObjectKey::new(Some("ns"), "a");
+        let b = ObjectKey::new(Some("ns"), "b");
+        seen.push(&a, Effect::Wrote("1/2".into()));
+        seen.push(&b, Effect::Deleted);
+        seen.push(&a, Effect::Unchanged("1/2".into()));
+        assert_eq!(seen.count(&a), 2);
+        assert_eq!(seen.latest(&a), Some(Effect::Unchanged("1/2".into())));
+        assert_eq!(seen.of(&b), [Effect::Deleted]);
+        assert_eq!(seen.keys(), [a.clone(), b]);
+        for _ in 0..MAX_OBSERVATIONS {
+            seen.push(&a, Effect::Deleted);
+        }
+        assert_eq!(seen.all().len(), MAX_OBSERVATIONS);
+    }
+}

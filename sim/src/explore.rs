@@ -298,14 +298,20 @@ pub fn generate(seed: u64, long: bool) -> (Trace, &'static str) {
         };
         events.push((t, record));
     }
-    // Scripted outcomes: some reconciles ask to be requeued, some fail.
+    // Scripted outcomes: some reconciles ask to be requeued, some fail, and an error policy
+    // picks the follow-up of some failures (a fixed requeue, or none until a change).
     for _ in 0..rng.below(4) {
         let t = rng.range(0, window);
         let parent = Some(cell(&mut rng));
-        let outcome = if rng.chance(50) {
-            ScriptedOutcome::RequeueAfter(Duration::from_secs(rng.range(1, 120)))
-        } else {
-            ScriptedOutcome::Error("scripted failure".into())
+        let outcome = match rng.below(4) {
+            0 => ScriptedOutcome::RequeueAfter(Duration::from_secs(rng.range(1, 120))),
+            1 => ScriptedOutcome::ErrorHandled {
+                error: "scripted conflict".into(),
+                requeue_after: rng
+                    .chance(50)
+                    .then(|| Duration::from_secs(rng.range(1, 120))),
+            },
+            _ => ScriptedOutcome::Error("scripted failure".into()),
         };
         events.push((
             t,

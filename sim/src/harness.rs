@@ -105,6 +105,9 @@ pub struct Harness {
     open_streams: BTreeSet<StreamId>,
     served_rvs: BTreeSet<String>,
     retry_armed: Option<Instant>,
+    /// Failures in a row per parent, as the outcomes fed imply: a backoff must count the
+    /// same (an error policy's outcome, a success or a requeue starts the count over).
+    failures_in_a_row: BTreeMap<String, u32>,
     stopped: bool,
     queue_bound: Option<usize>,
     check_cursors: bool,
@@ -145,6 +148,7 @@ impl Harness {
             open_streams: BTreeSet::new(),
             served_rvs: BTreeSet::new(),
             retry_armed: None,
+            failures_in_a_row: BTreeMap::new(),
             stopped: false,
             queue_bound: None,
             check_cursors: false,
@@ -361,6 +365,12 @@ impl Harness {
         let running = self.running.remove(&ticket)?;
         let outcome = running.outcome;
         let parent = running.parent;
+        match &outcome {
+            Outcome::Error(_) => *self.failures_in_a_row.entry(parent.clone()).or_default() += 1,
+            _ => {
+                self.failures_in_a_row.remove(&parent);
+            }
+        }
         let text = if self.rendering() {
             let how = match &outcome {
                 Outcome::Success => "ok".to_owned(),
@@ -503,6 +513,13 @@ impl Harness {
                 delay,
                 ..
             } => {
+                let in_a_row = self.failures_in_a_row.get(parent).copied().unwrap_or(0);
+                if *failures != in_a_row {
+                    self.violation(
+                        "backoff counts failures in a row",
+                        format!("{parent}: backoff after {failures} failures, {in_a_row} in a row"),
+                    );
+                }
                 let expected = self.backoff.delay(*failures);
                 if *delay != expected || *delay < self.backoff.base || *delay > self.backoff.cap {
                     self.violation(

@@ -59,14 +59,14 @@
 //! | module | concept | upstream |
 //! |---|---|---|
 //! | `time`, `string_map` | the injected clock's instants; small string maps | |
-//! | `object`, [`pod`] | what a cached object is; the partial Pod view | core/v1 types |
+//! | `object`, [`pod`] | what a cached object is (every `kube::Resource` is one); the partial Pod view | core/v1 types, `kube::Resource` |
 //! | `key_map` | object → parent key, with ready-made maps that name themselves | `EnqueueRequestForOwner` |
 //! | [`frame`] | watch frame and `Status` parsing | `watch.Event` decoding |
 //! | [`list`] | LIST bodies, whole or decoded while they stream in | `List` decoding |
 //! | `config` | settings and their bounds | `Options` |
 //! | `output` | commands, events, deadlines | (the sans-IO boundary) |
 //! | `source` | store writes as values; in-process sources | `Store` write methods |
-//! | `store` | cache with a parent index | `cache.Store`, `DeltaFIFO.Replace` |
+//! | `store` | cache with a parent index; a change log a driver keeps a copy in step with | `cache.Store`, `DeltaFIFO.Replace` |
 //! | `reflector` | cursor, LIST / WATCH, relist | `cache.Reflector` |
 //! | `queue`, `retry` | dedup queue; per-key backoff | `workqueue`, rate limiter |
 //! | `reconcile_loop` | inputs, lifecycle, sync barrier, dispatch at drain, resync | controller-runtime `Controller` |

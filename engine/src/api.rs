@@ -80,6 +80,13 @@ impl ApiError {
         self.status().is_some_and(kube_core::Status::is_conflict)
     }
 
+    /// A create found the name taken (409 `AlreadyExists`).
+    #[must_use]
+    pub fn is_already_exists(&self) -> bool {
+        self.status()
+            .is_some_and(kube_core::Status::is_already_exists)
+    }
+
     /// The object does not exist (404).
     #[must_use]
     pub fn is_not_found(&self) -> bool {
@@ -229,9 +236,10 @@ where
         self.call(self.request.patch(name, params, patch)?).await
     }
 
-    /// Patches the `status` subresource of `name`: a write the object's `generation` does
-    /// not count, so a controller that writes only status does not wake itself by a
-    /// generation change.
+    /// Patches the `status` subresource of `name`: a write that leaves the spec, and so the
+    /// object's `generation`, alone. The write is still a change the watch delivers, so it
+    /// wakes the object once more: write status only when it differs, and that run finds
+    /// nothing to do.
     ///
     /// # Errors
     /// See [`ApiError`].
@@ -308,7 +316,7 @@ where
         }
         if status.reason.is_empty() {
             // client-go's reading of a body without a Status: the reason from the code.
-            status.reason = reason_for_code(code.as_u16()).to_owned();
+            status.reason = reason_for_code(&method, code.as_u16()).to_owned();
         }
         Err(ApiError::Api {
             method,
@@ -318,8 +326,9 @@ where
     }
 }
 
-/// The `Status` reason client-go assumes for an HTTP error code whose body named none.
-fn reason_for_code(code: u16) -> &'static str {
+/// The `Status` reason client-go assumes for an HTTP error code whose body named none
+/// (its `NewGenericServerResponse`).
+fn reason_for_code(method: &http::Method, code: u16) -> &'static str {
     match code {
         400 => "BadRequest",
         401 => "Unauthorized",
@@ -327,14 +336,14 @@ fn reason_for_code(code: u16) -> &'static str {
         404 => "NotFound",
         405 => "MethodNotAllowed",
         406 => "NotAcceptable",
+        409 if method == http::Method::POST => "AlreadyExists",
         409 => "Conflict",
-        410 => "Gone",
-        413 => "RequestEntityTooLarge",
         415 => "UnsupportedMediaType",
         422 => "Invalid",
         429 => "TooManyRequests",
-        500 => "InternalError",
+        503 => "ServiceUnavailable",
         504 => "Timeout",
+        500..=599 => "InternalError",
         _ => "",
     }
 }

@@ -152,7 +152,9 @@ impl<O, P> ReconcileRequest<O, P> {
         self.members.first()
     }
 
-    /// 1 for the first run after a change, counting up through failures in a row.
+    /// 1 plus the key's failures in a row: 1 unless the runs before failed with the default
+    /// backoff. A success, a requeue or an error the policy handled starts it over; a change
+    /// to the object does not.
     #[must_use]
     pub fn attempt(&self) -> u32 {
         self.attempt

@@ -1,13 +1,14 @@
 //! # reconcile-e2e
 //!
-//! The seed's two e2e layers, written once and generic over the driver: every case is an
-//! `async fn(Case<D>)` where `D:` [`DriverUnderTest`] names a runtime and an HTTP transport
-//! for the runtime-agnostic engine (`reconcile-engine`). A driver crate instantiates the
-//! whole suite with one macro line per layer:
+//! The seed's two e2e layers, and controllers of other kinds, written once and generic over
+//! the driver: every case is an `async fn(Case<D>)` where `D:` [`DriverUnderTest`] names a
+//! runtime and an HTTP transport for the runtime-agnostic engine (`reconcile-engine`). A
+//! driver crate instantiates the whole suite with one macro line per layer:
 //!
 //! ```ignore
 //! reconcile_e2e::apiserver_suite!(MyDriver);
 //! reconcile_e2e::kwok_suite!(MyDriver);
+//! reconcile_e2e::kinds_suite!(MyDriver);
 //! ```
 //!
 //! Each case runs on the test binary's shared environment ([`reconcile_k8s_env::K8sEnv`]),
@@ -15,10 +16,12 @@
 //! environment's `disrupt` guard, the others `steady`. Every wait is a condition with a
 //! timeout that says what it waited for and what it saw; none is a fixed sleep.
 //!
-//! Every controller a case starts records its run with the engine's `TraceRecorder`; the
-//! traces land in `target/e2e-traces/<driver>/<case>.jsonl`, and each is replayed in
+//! Every cell controller a case starts records its run with the engine's `TraceRecorder`;
+//! the traces land in `target/e2e-traces/<driver>/<case>.jsonl`, and each is replayed in
 //! `reconcile-sim` when its controller stops (see [`trace`]): the replay must not diverge,
-//! and must end with the live run's latest members per cell, counters and cursor.
+//! and must end with the live run's latest members per cell, counters and cursor. The
+//! `kinds` cases run controllers of other kinds, which record no trace (see
+//! [`suite::kinds`]).
 
 pub mod harness;
 pub mod observe;
@@ -64,6 +67,26 @@ macro_rules! apiserver_suite {
             a_compacted_cursor_is_expired_and_the_loop_relists,
             a_deletion_missed_while_disconnected_is_synthesized,
         );
+    };
+}
+
+/// Controllers of other kinds than pods (`reconcile-examples`' bodies: Deployments, a
+/// CRD's status, `DynamicObject` ConfigMaps, metadata-only Secrets), in a module `kinds`
+/// so that `cargo test kinds` selects them.
+#[macro_export]
+macro_rules! kinds_suite {
+    ($driver:ty) => {
+        mod kinds {
+            #[allow(unused_imports)]
+            use super::*;
+
+            $crate::cases!($driver, kinds:
+                a_deployment_controller_writes_back,
+                a_crd_controller_writes_status_without_looping,
+                a_dynamic_object_controller_reconciles_configmaps,
+                a_metadata_only_watch_sends_metadata_only,
+            );
+        }
     };
 }
 

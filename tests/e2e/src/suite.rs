@@ -6,4 +6,5 @@
 #![allow(clippy::await_holding_lock)]
 
 pub mod apiserver;
+pub mod kinds;
 pub mod kwok;

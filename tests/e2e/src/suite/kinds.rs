@@ -1,0 +1,690 @@
+//! Controllers of other kinds than pods, on the apiserver: the bodies of
+//! `reconcile-examples` (Deployments, a custom resource's status, ConfigMaps as
+//! `DynamicObject`s, Secrets metadata-only), each started exactly as its example's `main`
+//! starts it (the same `source`, `controller`, `reconcile` and error policy), with the case
+//! reading the `Observations` its reconciles leave and the objects on the apiserver.
+//!
+//! What these cases prove is that a reconcile which writes back settles: its own write
+//! wakes the object once more, that run finds nothing to change, and nothing runs again.
+//! "Nothing runs again" is checked against a marker, not a sleep: once a marker object
+//! created afterwards has been reconciled and settled (its create and its own write-back
+//! came through the same watch, after anything still pending for the others), the other
+//! objects' run counts and resourceVersions must not have moved.
+//!
+//! No traces: the harness records a trace of every `PodView` controller and replays it in
+//! `reconcile-sim`, whose replay caches `PodView`s only. These controllers cache other
+//! kinds, so they record no trace (multi-kind traces are a later issue); the metadata-only
+//! case keeps an in-memory [`Tape`] instead, to read the bytes that came off the wire.
+
+use std::fmt::Display;
+use std::future::Future;
+use std::sync::Arc;
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::Secret;
+use reconcile_core::{Input, ListResponse, ObjectKey};
+use reconcile_engine::runtime::timeout;
+use reconcile_engine::{ApiClient, Handle, Running, Runtime, Tape};
+use reconcile_examples::crd_status::{self, Shop};
+use reconcile_examples::secret_metadata::{self, SecretMeta};
+use reconcile_examples::{Args, Effect, Observations, deployment_annotate, dynamic_configmaps};
+use reconcile_k8s_env::ApiServer;
+use reconcile_trace::Recorded;
+use serde_json::{Value, json};
+
+use crate::harness::{Case, DriverUnderTest, WAIT};
+
+/// Runs allowed for one change of an object: the run that writes, and the run its own
+/// write wakes. One more is tolerated for a change that lands while a run is in flight
+/// (the key is then run again once it finishes).
+const RUNS_PER_CHANGE: usize = 3;
+
+/// A transport to the watch-cache-on apiserver, as the examples' mains build one.
+async fn connect<D: DriverUnderTest>(case: &Case<D>) -> D::Transport {
+    D::connect(case.env.kubeconfig_path(ApiServer::Cached))
+        .await
+        .unwrap_or_else(|e| panic!("{}: cannot connect: {e}", case.name))
+}
+
+/// A controller started by an example's `start`, stopped when the case ends (or unwinds).
+struct Live<O, R: Runtime> {
+    name: &'static str,
+    runtime: R,
+    running: Option<Running<O, ObjectKey, R>>,
+    handle: Handle<O, ObjectKey>,
+}
+
+impl<O, R: Runtime> Live<O, R> {
+    /// Awaits `start` (an example's `start`, which returns once the first listing is in
+    /// the cache) for at most [`WAIT`]; `handle` is the controller's, taken before.
+    async fn start<D, E>(
+        case: &Case<D>,
+        handle: Handle<O, ObjectKey>,
+        start: impl Future<Output = Result<Running<O, ObjectKey, R>, E>>,
+    ) -> Self
+    where
+        D: DriverUnderTest<Runtime = R>,
+        E: Display,
+    {
+        let running = match timeout(&case.runtime, WAIT, start).await {
+            Some(Ok(running)) => running,
+            Some(Err(e)) => panic!("{}: the controller did not start: {e}", case.name),
+            None => {
+                handle.stop();
+                panic!(
+                    "{}: no sync within {}s (stats {:?})",
+                    case.name,
+                    WAIT.as_secs(),
+                    handle.stats()
+                )
+            }
+        };
+        Live {
+            name: case.name,
+            runtime: case.runtime.clone(),
+            running: Some(running),
+            handle,
+        }
+    }
+
+    /// Stops the controller and waits for its end, which must be clean.
+    async fn shutdown(mut self) {
+        let Some(running) = self.running.take() else {
+            return;
+        };
+        let result = timeout(&self.runtime, WAIT, running.shutdown())
+            .await
+            .unwrap_or_else(|| {
+                panic!(
+                    "{}: the controller did not stop within {}s",
+                    self.name,
+                    WAIT.as_secs()
+                )
+            });
+        if let Err(e) = result {
+            panic!("{}: the controller ended with {e}", self.name);
+        }
+    }
+}
+
+impl<O, R: Runtime> Drop for Live<O, R> {
+    fn drop(&mut self) {
+        // A failed case unwinds here without `shutdown`: stop the controller anyway, so it
+        // does not watch on in the background of the next case.
+        if self.running.is_some() {
+            self.handle.stop();
+        }
+    }
+}
+
+/// The key of `name` in `ns`.
+fn key(ns: &str, name: &str) -> ObjectKey {
+    ObjectKey::new(Some(ns), name)
+}
+
+/// `POST path` through the environment's client.
+fn create<D: DriverUnderTest>(case: &Case<D>, path: &str, object: &Value) -> Value {
+    case.api()
+        .create(path, object)
+        .unwrap_or_else(|e| panic!("{}: create in {path}: {e}", case.name))
+}
+
+/// A JSON merge patch of `path` through the environment's client.
+fn merge_patch<D: DriverUnderTest>(case: &Case<D>, path: &str, patch: &Value) {
+    case.api()
+        .merge_patch(path, patch)
+        .unwrap_or_else(|e| panic!("{}: patch {path}: {e}", case.name));
+}
+
+/// `DELETE path` through the environment's client.
+fn delete<D: DriverUnderTest>(case: &Case<D>, path: &str) {
+    case.api()
+        .delete(path, None)
+        .unwrap_or_else(|e| panic!("{}: delete {path}: {e}", case.name));
+}
+
+/// `metadata.resourceVersion` of the object at `path`.
+fn resource_version<D: DriverUnderTest>(case: &Case<D>, path: &str) -> String {
+    let object = case
+        .api()
+        .get(path)
+        .unwrap_or_else(|e| panic!("{}: get {path}: {e}", case.name));
+    object["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// Waits until annotation `name` of the object at `path` is `want` on the apiserver.
+async fn wait_annotation<D: DriverUnderTest>(case: &Case<D>, path: &str, name: &str, want: &str) {
+    let api = case.api();
+    case.eventually(&format!("{path} annotated {name}={want:?}"), || {
+        let object = api.get(path).map_err(|e| e.to_string())?;
+        match object["metadata"]["annotations"][name].as_str() {
+            Some(value) if value == want => Ok(()),
+            other => Err(format!("annotation {other:?}")),
+        }
+    })
+    .await;
+}
+
+/// Waits until the latest run of `key` found `value` already written (so it wrote
+/// nothing), one change after `since` runs, and returns how many runs `key` has had. Fails
+/// at once when the change took more than [`RUNS_PER_CHANGE`] runs without settling: a
+/// reconcile that keeps waking itself.
+async fn settled<D: DriverUnderTest>(
+    case: &Case<D>,
+    seen: &Observations,
+    key: &ObjectKey,
+    value: &str,
+    since: usize,
+) -> usize {
+    let runs = case
+        .eventually(&format!("{key} to settle at {value:?}"), || {
+            let runs = seen.count(key);
+            if let Some(Effect::Unchanged(v)) = seen.latest(key)
+                && v == value
+            {
+                return Ok(runs);
+            }
+            let effects = seen.of(key);
+            let last = &effects[effects.len().saturating_sub(6)..];
+            assert!(
+                runs - since <= RUNS_PER_CHANGE,
+                "{key}: {} runs since the change and still not settled at {value:?} (at most \
+                 {RUNS_PER_CHANGE} expected); its last runs: {last:?}",
+                runs - since
+            );
+            Err(format!("its last runs: {last:?}"))
+        })
+        .await;
+    assert!(
+        runs - since <= RUNS_PER_CHANGE,
+        "{key}: {} runs for one change (at most {RUNS_PER_CHANGE} expected): {:?}",
+        runs - since,
+        seen.of(key)
+    );
+    runs
+}
+
+/// An object as of its settling: how many runs it had, and its resourceVersion.
+struct Quiet {
+    key: ObjectKey,
+    runs: usize,
+    path: String,
+    resource_version: String,
+}
+
+impl Quiet {
+    /// `key` (at `path` on the apiserver) has settled after `runs` runs.
+    fn after<D: DriverUnderTest>(
+        case: &Case<D>,
+        key: &ObjectKey,
+        runs: usize,
+        path: String,
+    ) -> Self {
+        Quiet {
+            key: key.clone(),
+            runs,
+            resource_version: resource_version(case, &path),
+            path,
+        }
+    }
+}
+
+/// The settle proof (see the module docs): once `marker` has settled at `marker_value`,
+/// none of the `quiet` objects may have run again or been written.
+async fn assert_quiet<D: DriverUnderTest>(
+    case: &Case<D>,
+    seen: &Observations,
+    quiet: &[Quiet],
+    marker: &ObjectKey,
+    marker_value: &str,
+) {
+    settled(case, seen, marker, marker_value, 0).await;
+    for q in quiet {
+        assert_eq!(
+            seen.count(&q.key),
+            q.runs,
+            "{} ran again after it had settled (a reconcile that keeps waking itself): {:?}",
+            q.key,
+            seen.of(&q.key)
+        );
+        assert_eq!(
+            resource_version(case, &q.path),
+            q.resource_version,
+            "{} was written again after it had settled",
+            q.key
+        );
+    }
+}
+
+/// A Deployment of `replicas` whose pods nothing will run (no deployment controller runs
+/// in the environment, so nobody but the case and the controller writes to it).
+fn deployment(name: &str, replicas: i32) -> Value {
+    json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": { "name": name },
+        "spec": {
+            "replicas": replicas,
+            "selector": { "matchLabels": { "app": name } },
+            "template": {
+                "metadata": { "labels": { "app": name } },
+                "spec": { "containers": [{ "name": "main", "image": "registry.invalid/none" }] },
+            },
+        },
+    })
+}
+
+/// `deployment-annotate`: Deployments created before and after the start are annotated
+/// `<ready>/<desired>`; a change of replicas (spec) and of ready replicas (status) is
+/// rewritten; each settles within a bounded number of runs and then stays quiet; a
+/// deleted one is reconciled once more, with no object.
+pub async fn a_deployment_controller_writes_back<D>(case: Case<D>)
+where
+    D: DriverUnderTest,
+    D::Runtime: Default,
+{
+    let _steady = case.env.steady();
+    let ns = case.namespace();
+    let collection = format!("/apis/apps/v1/namespaces/{ns}/deployments");
+    let path = |name: &str| format!("{collection}/{name}");
+    let annotation = deployment_annotate::ANNOTATION;
+    create(&case, &collection, &deployment("web", 2));
+
+    let transport = connect(&case).await;
+    let ctx = Arc::new(deployment_annotate::Context::new(transport.clone()));
+    let seen = ctx.observations().clone();
+    let controller = deployment_annotate::controller::<D::Runtime, _>(deployment_annotate::source(
+        transport,
+        &Args::namespace(&ns),
+    ));
+    let handle = controller.handle();
+    let live = Live::start(&case, handle, deployment_annotate::start(controller, ctx)).await;
+    create(&case, &collection, &deployment("api", 1));
+
+    let (web, api) = (key(&ns, "web"), key(&ns, "api"));
+    wait_annotation(&case, &path("web"), annotation, "0/2").await;
+    wait_annotation(&case, &path("api"), annotation, "0/1").await;
+    let web_runs = settled(&case, &seen, &web, "0/2", 0).await;
+    let api_runs = settled(&case, &seen, &api, "0/1", 0).await;
+
+    // A spec change: the desired count.
+    merge_patch(&case, &path("web"), &json!({"spec": {"replicas": 3}}));
+    wait_annotation(&case, &path("web"), annotation, "0/3").await;
+    let scaled = settled(&case, &seen, &web, "0/3", web_runs).await;
+
+    // A status change: the ready count (written by the case, standing in for the
+    // deployment controller, which the environment does not run).
+    merge_patch(
+        &case,
+        &format!("{}/status", path("web")),
+        &json!({"status": {"replicas": 3, "readyReplicas": 2}}),
+    );
+    wait_annotation(&case, &path("web"), annotation, "2/3").await;
+    let web_runs = settled(&case, &seen, &web, "2/3", scaled).await;
+    let written: Vec<Effect> = seen.of(&web).into_iter().filter(Effect::wrote).collect();
+    assert_eq!(
+        written,
+        ["0/2", "0/3", "2/3"].map(|v| Effect::Wrote(v.into())),
+        "web: one write per change, in order"
+    );
+
+    let quiet = [
+        Quiet::after(&case, &web, web_runs, path("web")),
+        Quiet::after(&case, &api, api_runs, path("api")),
+    ];
+    create(&case, &collection, &deployment("marker", 1));
+    assert_quiet(&case, &seen, &quiet, &key(&ns, "marker"), "0/1").await;
+
+    delete(&case, &path("api"));
+    let seen_delete = seen.clone();
+    case.eventually(
+        &format!("a run of {api} with no object"),
+        || match seen_delete.latest(&api) {
+            Some(Effect::Deleted) => Ok(()),
+            _ => Err(format!("runs so far: {:?}", seen_delete.of(&api))),
+        },
+    )
+    .await;
+    live.shutdown().await;
+}
+
+/// `crd-status`: the case installs the `Shop` CRD through the API and waits until it is
+/// Established; a shop gets its status through the status subresource, the status write
+/// (which does not bump the generation) wakes the shop once more and that run writes
+/// nothing; a spec change (a new generation) gets a new status; nothing loops.
+pub async fn a_crd_controller_writes_status_without_looping<D: DriverUnderTest>(case: Case<D>) {
+    let _steady = case.env.steady();
+    let ns = case.namespace();
+    let transport = connect(&case).await;
+    crd_status::install_crd(&case.runtime, transport.clone(), WAIT)
+        .await
+        .unwrap_or_else(|e| panic!("{}: {e}", case.name));
+
+    let ctx = Arc::new(crd_status::Context::new(transport.clone()));
+    let seen = ctx.observations().clone();
+    let controller = crd_status::controller(
+        case.runtime.clone(),
+        crd_status::source(transport, &Args::namespace(&ns)),
+    );
+    let handle = controller.handle();
+    let live = Live::start(&case, handle, crd_status::start(controller, ctx)).await;
+
+    let collection = format!("/apis/example.reconcile-loop.dev/v1/namespaces/{ns}/shops");
+    let path = |name: &str| format!("{collection}/{name}");
+    let shop = |name: &str, replicas: i32| {
+        json!({
+            "apiVersion": "example.reconcile-loop.dev/v1",
+            "kind": "Shop",
+            "metadata": { "name": name },
+            "spec": { "replicas": replicas },
+        })
+    };
+    create(&case, &collection, &shop("corner", 2));
+
+    // The shop's status on the apiserver: (generation, observedGeneration, summary).
+    let status_of = |name: &str| -> Result<(i64, i64, String), String> {
+        let object = case.api().get(&path(name)).map_err(|e| e.to_string())?;
+        let parsed: Shop = serde_json::from_value(object).map_err(|e| e.to_string())?;
+        let status = parsed.status.unwrap_or_default();
+        Ok((
+            parsed.metadata.generation.unwrap_or_default(),
+            status.observed_generation.unwrap_or_default(),
+            status.summary,
+        ))
+    };
+    let want_status = |generation: i64, summary: &'static str| {
+        move || match status_of("corner")? {
+            (g, observed, s) if g == generation && observed == generation && s == summary => Ok(()),
+            other => Err(format!(
+                "(generation, observedGeneration, summary) = {other:?}"
+            )),
+        }
+    };
+    let corner = key(&ns, "corner");
+    case.eventually(
+        "corner's status at generation 1",
+        want_status(1, "2 replica(s) wanted"),
+    )
+    .await;
+    let first = settled(&case, &seen, &corner, "2 replica(s) wanted", 0).await;
+
+    merge_patch(&case, &path("corner"), &json!({"spec": {"replicas": 5}}));
+    case.eventually(
+        "corner's new status at generation 2",
+        want_status(2, "5 replica(s) wanted"),
+    )
+    .await;
+    let second = settled(&case, &seen, &corner, "5 replica(s) wanted", first).await;
+    let written: Vec<Effect> = seen.of(&corner).into_iter().filter(Effect::wrote).collect();
+    assert_eq!(
+        written,
+        ["2 replica(s) wanted", "5 replica(s) wanted"].map(|v| Effect::Wrote(v.into())),
+        "corner: one status write per spec change"
+    );
+
+    let quiet = [Quiet::after(&case, &corner, second, path("corner"))];
+    create(&case, &collection, &shop("marker", 1));
+    assert_quiet(
+        &case,
+        &seen,
+        &quiet,
+        &key(&ns, "marker"),
+        "1 replica(s) wanted",
+    )
+    .await;
+    live.shutdown().await;
+}
+
+/// `dynamic-configmaps`: ConfigMaps watched as `DynamicObject`s (selected by label) are
+/// annotated with their number of data keys, read from the untyped body; a new key is
+/// counted; each settles and stays quiet; a deletion is reconciled with no object.
+pub async fn a_dynamic_object_controller_reconciles_configmaps<D: DriverUnderTest>(case: Case<D>) {
+    let _steady = case.env.steady();
+    let ns = case.namespace();
+    let collection = format!("/api/v1/namespaces/{ns}/configmaps");
+    let path = |name: &str| format!("{collection}/{name}");
+    let annotation = dynamic_configmaps::ANNOTATION;
+    let config_map = |name: &str, app: &str, data: Value| {
+        json!({
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": { "name": name, "labels": { "app": app } },
+            "data": data,
+        })
+    };
+    create(
+        &case,
+        &collection,
+        &config_map("two", "e2e", json!({"a": "1", "b": "2"})),
+    );
+    create(
+        &case,
+        &collection,
+        &config_map("other", "other", json!({"a": "1"})),
+    );
+
+    let transport = connect(&case).await;
+    let resource = dynamic_configmaps::resource();
+    let ctx = Arc::new(dynamic_configmaps::Context::new(
+        transport.clone(),
+        resource.clone(),
+    ));
+    let seen = ctx.observations().clone();
+    let args = Args {
+        selector: Some("app=e2e".into()),
+        ..Args::namespace(&ns)
+    };
+    let controller = dynamic_configmaps::controller(
+        case.runtime.clone(),
+        dynamic_configmaps::source(transport, &resource, &args),
+    );
+    let handle = controller.handle();
+    let live = Live::start(&case, handle, dynamic_configmaps::start(controller, ctx)).await;
+    create(&case, &collection, &config_map("none", "e2e", json!({})));
+
+    let (two, none) = (key(&ns, "two"), key(&ns, "none"));
+    wait_annotation(&case, &path("two"), annotation, "2").await;
+    wait_annotation(&case, &path("none"), annotation, "0").await;
+    let two_runs = settled(&case, &seen, &two, "2", 0).await;
+
+    merge_patch(&case, &path("two"), &json!({"data": {"c": "3"}}));
+    wait_annotation(&case, &path("two"), annotation, "3").await;
+    let three = settled(&case, &seen, &two, "3", two_runs).await;
+    let none_runs = settled(&case, &seen, &none, "0", 0).await;
+
+    let quiet = [
+        Quiet::after(&case, &two, three, path("two")),
+        Quiet::after(&case, &none, none_runs, path("none")),
+    ];
+    create(
+        &case,
+        &collection,
+        &config_map("marker", "e2e", json!({"k": "v"})),
+    );
+    assert_quiet(&case, &seen, &quiet, &key(&ns, "marker"), "1").await;
+
+    delete(&case, &path("none"));
+    let seen_delete = seen.clone();
+    case.eventually(
+        &format!("a run of {none} with no object"),
+        || match seen_delete.latest(&none) {
+            Some(Effect::Deleted) => Ok(()),
+            _ => Err(format!("runs so far: {:?}", seen_delete.of(&none))),
+        },
+    )
+    .await;
+    let outside = key(&ns, "other");
+    assert_eq!(
+        seen.count(&outside),
+        0,
+        "a ConfigMap outside the selector was reconciled"
+    );
+    assert!(
+        case.api()
+            .get(&path("other"))
+            .map(|o| o["metadata"]["annotations"][annotation].is_null())
+            .unwrap_or(false),
+        "a ConfigMap outside the selector was annotated"
+    );
+    live.shutdown().await;
+}
+
+/// The secret value the metadata-only case plants; it must never come over the wire.
+const SECRET_VALUE: &str = "reconcile-e2e-planted-s3cr3t-4f1b9c";
+
+/// `secret-metadata`: every LIST body and WATCH line the controller received (read off its
+/// recorder's tape) is `PartialObjectMetadata`, with no `data` and neither the planted
+/// secret value nor its base64; the same Secret read as a full object does carry it, so
+/// the check can fail. The reconciles see the Secrets' labels change and a deletion.
+pub async fn a_metadata_only_watch_sends_metadata_only<D: DriverUnderTest>(case: Case<D>) {
+    let _steady = case.env.steady();
+    let ns = case.namespace();
+    let collection = format!("/api/v1/namespaces/{ns}/secrets");
+    let path = |name: &str| format!("{collection}/{name}");
+    let encoded = match serde_json::to_value(ByteString(SECRET_VALUE.as_bytes().to_vec())) {
+        Ok(Value::String(encoded)) => encoded,
+        other => panic!("ByteString serializes as a base64 string, not {other:?}"),
+    };
+    let secret = |name: &str| {
+        json!({
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": { "name": name, "labels": { "app": "e2e", "tier": "db" } },
+            "data": { "password": encoded },
+        })
+    };
+    create(&case, &collection, &secret("early"));
+
+    let transport = connect(&case).await;
+    // The full object through the same transport carries the value: what a full-object
+    // source would have received.
+    let full = ApiClient::<Secret, D::Transport>::namespaced(transport.clone(), &ns)
+        .get("early")
+        .await
+        .unwrap_or_else(|e| panic!("{}: get secret early: {e}", case.name));
+    assert_eq!(
+        full.data.as_ref().and_then(|d| d.get("password")),
+        Some(&ByteString(SECRET_VALUE.as_bytes().to_vec())),
+        "the full Secret carries the planted value"
+    );
+
+    let ctx = Arc::new(secret_metadata::Context::default());
+    let seen = ctx.observations().clone();
+    let tape: Tape<SecretMeta, ObjectKey> = Tape::default();
+    let controller = secret_metadata::controller(
+        case.runtime.clone(),
+        secret_metadata::source(transport, &Args::namespace(&ns)),
+    )
+    .recorder(tape.clone());
+    let handle = controller.handle();
+    let cache = controller.cache();
+    let live = Live::start(&case, handle, secret_metadata::start(controller, ctx)).await;
+
+    let (early, late) = (key(&ns, "early"), key(&ns, "late"));
+    create(&case, &collection, &secret("late"));
+    merge_patch(
+        &case,
+        &path("early"),
+        &json!({"metadata": {"labels": {"rotated": "yes"}}}),
+    );
+    let seen_early = seen.clone();
+    case.eventually("early seen with its third label", || {
+        match seen_early.latest(&early) {
+            Some(Effect::Observed(line)) if line == "3 label(s)" => Ok(()),
+            other => Err(format!("latest run {other:?}")),
+        }
+    })
+    .await;
+    let seen_late = seen.clone();
+    case.eventually("late seen", || match seen_late.latest(&late) {
+        Some(Effect::Observed(line)) if line == "2 label(s)" => Ok(()),
+        other => Err(format!("latest run {other:?}")),
+    })
+    .await;
+    delete(&case, &path("late"));
+    let seen_deleted = seen.clone();
+    case.eventually("late reconciled with no object", || {
+        match seen_deleted.latest(&late) {
+            Some(Effect::Deleted) => Ok(()),
+            other => Err(format!("latest run {other:?}")),
+        }
+    })
+    .await;
+    assert!(
+        cache.get(&early).is_some() && cache.get(&late).is_none(),
+        "the cache holds early, not late"
+    );
+
+    // Every byte the controller received: LIST bodies and WATCH lines.
+    let mut lists = Vec::new();
+    let mut lines = Vec::new();
+    for (_, record) in tape.all() {
+        match record {
+            Recorded::Input(Input::List {
+                response: ListResponse::Response { status: 200, body },
+                ..
+            }) => lists.push(body),
+            Recorded::Input(Input::WatchLine { line, .. }) => lines.push(line),
+            _ => {}
+        }
+    }
+    assert!(!tape.truncated(), "the tape kept the whole run");
+    assert!(!lists.is_empty(), "no LIST body was recorded");
+    for (what, bytes) in lists
+        .iter()
+        .map(|b| ("a LIST body", b))
+        .chain(lines.iter().map(|l| ("a WATCH line", l)))
+    {
+        let text = String::from_utf8_lossy(bytes);
+        for forbidden in [SECRET_VALUE, encoded.as_str(), "\"data\":"] {
+            assert!(
+                !text.contains(forbidden),
+                "{what} carries {forbidden:?}: {text}"
+            );
+        }
+    }
+    for body in &lists {
+        let list: Value = serde_json::from_slice(body).unwrap_or_default();
+        assert_eq!(
+            list["kind"],
+            "PartialObjectMetadataList",
+            "a LIST body: {}",
+            String::from_utf8_lossy(body)
+        );
+        assert!(
+            list["items"]
+                .as_array()
+                .is_some_and(|items| items.iter().any(|i| i["metadata"]["name"] == "early")),
+            "the LIST body names early: {}",
+            String::from_utf8_lossy(body)
+        );
+    }
+    let mut events = Vec::new();
+    for line in &lines {
+        let event: Value = serde_json::from_slice(line).unwrap_or_default();
+        let kind = event["type"].as_str().unwrap_or_default().to_owned();
+        if kind == "BOOKMARK" {
+            continue;
+        }
+        assert_eq!(
+            event["object"]["kind"],
+            "PartialObjectMetadata",
+            "a WATCH line: {}",
+            String::from_utf8_lossy(line)
+        );
+        let name = event["object"]["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default();
+        events.push(format!("{kind} {name}"));
+    }
+    for want in ["ADDED late", "MODIFIED early", "DELETED late"] {
+        assert!(
+            events.iter().any(|e| e == want),
+            "no {want} came over the watch: {events:?}"
+        );
+    }
+    live.shutdown().await;
+}

@@ -8,20 +8,101 @@
 //! structure, so a snapshot costs O(1) to take and a write after it copies only the path it
 //! touches: every reconcile gets the whole cache as of its dispatch.
 //!
-//! The copy is one persistent map, key to object, about 60 bytes per object on top of the
-//! core's store: a parent's members are found by running the key map over it, O(objects),
-//! rather than kept in a second index that would cost as much again for every object.
+//! The copy is one persistent set of object pointers, hashed by each object's own key: about
+//! 15 bytes per object on top of the core's store (a map from a separate key to the object
+//! cost 40 to 60). A parent's members are found by running the key map over it, O(objects),
+//! rather than kept in a second index that would cost more than the set itself.
 
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use event_listener::Event;
-use reconcile_core::{CacheChange, KeyMap, ObjectKey};
+use std::borrow::Borrow;
+use std::cmp::Ordering;
+use std::hash::{Hash, Hasher};
+
+use reconcile_core::{CacheChange, KeyMap, Object, ObjectKey};
+
+/// The two parts of an object's key, however it is held: what the copy hashes and compares,
+/// so an object is found by an [`ObjectKey`] without the copy storing one.
+trait KeyParts {
+    /// The namespace (`""` when cluster-scoped) and the name.
+    fn parts(&self) -> (&str, &str);
+}
+
+impl KeyParts for ObjectKey {
+    fn parts(&self) -> (&str, &str) {
+        (self.namespace().unwrap_or(""), self.name())
+    }
+}
+
+impl Hash for dyn KeyParts + '_ {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.parts().hash(state);
+    }
+}
+
+impl PartialEq for dyn KeyParts + '_ {
+    fn eq(&self, other: &Self) -> bool {
+        self.parts() == other.parts()
+    }
+}
+
+impl Eq for dyn KeyParts + '_ {}
+
+/// A cached object, hashed and compared by its key.
+struct Keyed<O>(Arc<O>);
+
+impl<O> Clone for Keyed<O> {
+    fn clone(&self) -> Self {
+        Keyed(Arc::clone(&self.0))
+    }
+}
+
+impl<O: Object> KeyParts for Keyed<O> {
+    fn parts(&self) -> (&str, &str) {
+        (
+            self.0.object_namespace().unwrap_or(""),
+            self.0.object_name().unwrap_or(""),
+        )
+    }
+}
+
+impl<'a, O: Object> Borrow<dyn KeyParts + 'a> for Keyed<O> {
+    fn borrow(&self) -> &(dyn KeyParts + 'a) {
+        self
+    }
+}
+
+impl<O: Object> Hash for Keyed<O> {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        (self as &dyn KeyParts).hash(state);
+    }
+}
+
+impl<O: Object> PartialEq for Keyed<O> {
+    fn eq(&self, other: &Self) -> bool {
+        self.parts() == other.parts()
+    }
+}
+
+impl<O: Object> Eq for Keyed<O> {}
+
+/// Orders keys as their joined `namespace/name` form orders, as the core's store does,
+/// without joining them.
+fn joined_order(a: (&str, &str), b: (&str, &str)) -> Ordering {
+    fn bytes<'s>((ns, name): (&'s str, &'s str)) -> impl Iterator<Item = u8> + 's {
+        let slash: &[u8] = if ns.is_empty() { b"" } else { b"/" };
+        ns.bytes().chain(slash.iter().copied()).chain(name.bytes())
+    }
+    bytes(a).cmp(bytes(b))
+}
 
 /// The whole cache as of one moment: what a reconcile sees as of its dispatch, or what
 /// [`Cache::snapshot`] returns. Cheap to clone; never changes.
 pub struct CacheSnapshot<O, P> {
-    objects: imbl::HashMap<ObjectKey, Arc<O>>,
+    /// A map to `()`: imbl's set has no lookup that returns the stored element.
+    objects: imbl::HashMap<Keyed<O>, ()>,
     key_map: Option<KeyMap<O, P>>,
 }
 
@@ -61,27 +142,26 @@ impl<O, P> CacheSnapshot<O, P> {
     }
 }
 
-impl<O, P: Ord> CacheSnapshot<O, P> {
+impl<O: Object, P: Ord> CacheSnapshot<O, P> {
     /// The object under `key` (`namespace/name`; see [`ObjectKey::new`]).
     #[must_use]
     pub fn get(&self, key: &ObjectKey) -> Option<Arc<O>> {
-        self.objects.get(key).cloned()
+        self.objects
+            .get_key_value(key as &dyn KeyParts)
+            .map(|(k, ())| Arc::clone(&k.0))
     }
 
     /// The parent the object under `key` is grouped under.
     #[must_use]
     pub fn parent_of(&self, key: &ObjectKey) -> Option<P> {
-        let object = self.objects.get(key)?;
-        self.key_map.as_ref()?.parent_of(object).ok()
+        let object = self.get(key)?;
+        self.key_map.as_ref()?.parent_of(&object).ok()
     }
 
     /// Every cached object, in key order (kube-runtime's `Store::state`).
     #[must_use]
     pub fn state(&self) -> Vec<Arc<O>> {
         self.sorted()
-            .into_iter()
-            .map(|(_, o)| Arc::clone(o))
-            .collect()
     }
 
     /// The members of `parent`, in key order: what a reconcile of `parent` dispatched now
@@ -91,11 +171,9 @@ impl<O, P: Ord> CacheSnapshot<O, P> {
         let Some(key_map) = &self.key_map else {
             return Vec::new();
         };
-        self.sorted()
-            .into_iter()
-            .filter(|(_, o)| key_map.parent_of(o).is_ok_and(|p| p == *parent))
-            .map(|(_, o)| Arc::clone(o))
-            .collect()
+        let mut members = self.sorted();
+        members.retain(|o| key_map.parent_of(o).is_ok_and(|p| p == *parent));
+        members
     }
 
     /// Every parent with at least one member, in order (O(objects)).
@@ -106,8 +184,8 @@ impl<O, P: Ord> CacheSnapshot<O, P> {
         };
         let mut parents: Vec<P> = self
             .objects
-            .values()
-            .filter_map(|o| key_map.parent_of(o).ok())
+            .keys()
+            .filter_map(|o| key_map.parent_of(&o.0).ok())
             .collect();
         parents.sort_unstable();
         parents.dedup();
@@ -126,11 +204,11 @@ impl<O, P: Ord> CacheSnapshot<O, P> {
         self.objects.is_empty()
     }
 
-    /// The entries in key order: the map's own order depends on hashing.
-    fn sorted(&self) -> Vec<(&ObjectKey, &Arc<O>)> {
-        let mut entries: Vec<_> = self.objects.iter().collect();
-        entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
-        entries
+    /// The objects in key order: the set's own order depends on hashing.
+    fn sorted(&self) -> Vec<Arc<O>> {
+        let mut entries: Vec<&Keyed<O>> = self.objects.keys().collect();
+        entries.sort_unstable_by(|a, b| joined_order(a.parts(), b.parts()));
+        entries.into_iter().map(|k| Arc::clone(&k.0)).collect()
     }
 
     /// Applies one change reported by the core.
@@ -138,10 +216,11 @@ impl<O, P: Ord> CacheSnapshot<O, P> {
         match change {
             CacheChange::Cleared => self.objects = imbl::HashMap::new(),
             CacheChange::Set { key, object, .. } => {
-                self.objects.insert(key.clone(), Arc::clone(object));
+                debug_assert!(Keyed(Arc::clone(object)).parts() == key.parts());
+                self.objects.insert(Keyed(Arc::clone(object)), ());
             }
             CacheChange::Removed { key } => {
-                self.objects.remove(key);
+                self.objects.remove(key as &dyn KeyParts);
             }
         }
     }
@@ -239,7 +318,7 @@ impl<O, P> Cache<O, P> {
     }
 }
 
-impl<O, P: Ord> Cache<O, P> {
+impl<O: Object, P: Ord> Cache<O, P> {
     /// The cache as of the driver's last turn; later changes do not reach it.
     #[must_use]
     pub fn snapshot(&self) -> CacheSnapshot<O, P> {
@@ -290,11 +369,26 @@ impl<O, P: Ord> Cache<O, P> {
 
 #[cfg(test)]
 mod tests {
+    use reconcile_core::pod::PodView;
+
     use super::*;
 
-    fn set(snapshot: &mut CacheSnapshot<String, String>, key: &str, value: &str) {
-        let key = ObjectKey::new(None, key);
-        let object = Arc::new(value.to_owned());
+    fn pod(ns: &str, name: &str, cell: &str) -> Arc<PodView> {
+        let ns = if ns.is_empty() {
+            String::new()
+        } else {
+            format!(r#""namespace":"{ns}","#)
+        };
+        Arc::new(
+            serde_json::from_str(&format!(
+                r#"{{"metadata":{{{ns}"name":"{name}","labels":{{"cell":"{cell}"}}}}}}"#
+            ))
+            .unwrap(),
+        )
+    }
+
+    fn set(snapshot: &mut CacheSnapshot<PodView, String>, object: Arc<PodView>) {
+        let key = object.key().unwrap();
         snapshot.apply(CacheChange::Set {
             key: &key,
             object: &object,
@@ -302,26 +396,32 @@ mod tests {
         });
     }
 
+    fn names(pods: &[Arc<PodView>]) -> Vec<String> {
+        pods.iter().map(|p| p.key().unwrap().to_string()).collect()
+    }
+
     #[test]
     fn a_snapshot_never_sees_later_writes_and_members_follow_the_key_map() {
-        // Grouped by the value's first letter.
-        let by_letter = KeyMap::new(|v: &String| Ok(v[..1].to_owned()));
-        let mut live = CacheSnapshot::new(by_letter);
-        set(&mut live, "a", "p1");
-        set(&mut live, "b", "p2");
+        let mut live = CacheSnapshot::new(KeyMap::by_label("cell"));
+        set(&mut live, pod("a", "x", "p"));
+        set(&mut live, pod("a-b", "y", "p"));
+        set(&mut live, pod("", "node-1", "q"));
         let before = live.clone();
-        set(&mut live, "a", "q1");
+        set(&mut live, pod("a", "x", "q"));
         live.apply(CacheChange::Removed {
-            key: &ObjectKey::new(None, "b"),
+            key: &ObjectKey::new(Some("a-b"), "y"),
         });
-        let values =
-            |pods: Vec<Arc<String>>| pods.iter().map(|o| o.to_string()).collect::<Vec<_>>();
-        assert_eq!(values(before.state()), ["p1", "p2"]);
-        assert_eq!(values(before.members(&"p".into())), ["p1", "p2"]);
-        assert_eq!(values(live.state()), ["q1"]);
+        // Key order is the joined form's: "a-b/y" < "a/x" < "node-1".
+        assert_eq!(names(&before.state()), ["a-b/y", "a/x", "node-1"]);
+        assert_eq!(names(&before.members(&"p".into())), ["a-b/y", "a/x"]);
+        assert_eq!(names(&live.state()), ["a/x", "node-1"]);
         assert!(live.members(&"p".into()).is_empty());
         assert_eq!(live.parents(), ["q"]);
-        assert_eq!(live.parent_of(&ObjectKey::new(None, "a")), Some("q".into()));
+        let x = ObjectKey::new(Some("a"), "x");
+        assert_eq!(live.parent_of(&x), Some("q".into()));
+        assert_eq!(before.parent_of(&x), Some("p".into()));
+        assert!(live.get(&ObjectKey::new(None, "node-1")).is_some());
+        assert!(live.get(&ObjectKey::new(Some("a"), "node-1")).is_none());
         live.apply(CacheChange::Cleared);
         assert!(live.is_empty() && live.parents().is_empty());
     }

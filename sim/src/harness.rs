@@ -10,8 +10,9 @@ use std::time::Duration;
 
 use reconcile_core::pod::PodView;
 use reconcile_core::{
-    Backoff, Command, Config, ConfigError, Event, Input, Instant, KeyMap, Outcome, Output,
-    ReconcileLoop, RelistReason, StepLine, StreamId, Ticket, Wake, WatchParams, WatchRetryReason,
+    Backoff, CacheChange, Command, Config, ConfigError, Event, Input, Instant, KeyMap, ObjectKey,
+    Outcome, Output, ReconcileLoop, RelistReason, StepLine, StreamId, Ticket, Wake, WatchParams,
+    WatchRetryReason,
 };
 
 use crate::trace::{Header, ScriptedOutcome};
@@ -111,6 +112,9 @@ pub struct Harness {
     stopped: bool,
     queue_bound: Option<usize>,
     check_cursors: bool,
+    /// A copy of the cache kept only from the core's change log, as a driver keeps its
+    /// readers' copy: at quiescence it must equal the cache.
+    pub cache_copy: BTreeMap<ObjectKey, Arc<PodView>>,
     /// Last dispatch per parent: when, and the members it saw (the core's own `Arc`s, moved
     /// out of the command, so recording them costs no copy).
     pub last_dispatch: BTreeMap<String, (Instant, Vec<Arc<PodView>>)>,
@@ -126,7 +130,8 @@ impl Harness {
     /// # Errors
     /// When the header's settings are out of the core's bounds.
     pub fn new(header: &Header, render: Render, max_steps: u64) -> Result<Self, ConfigError> {
-        let core = ReconcileLoop::new(config(header)?, Instant::ZERO)?;
+        let mut core = ReconcileLoop::new(config(header)?, Instant::ZERO)?;
+        core.log_cache_changes(true);
         Ok(Harness {
             core,
             now: Instant::ZERO,
@@ -152,6 +157,7 @@ impl Harness {
             stopped: false,
             queue_bound: None,
             check_cursors: false,
+            cache_copy: BTreeMap::new(),
             last_dispatch: BTreeMap::new(),
             violations: Vec::new(),
             paths: PathCounts::new(),
@@ -310,6 +316,16 @@ impl Harness {
         self.steps += 1;
         let now = self.now;
         feed(&mut self.core, now);
+        let copy = &mut self.cache_copy;
+        self.core.drain_cache_changes(|change| match change {
+            CacheChange::Cleared => copy.clear(),
+            CacheChange::Set { key, object, .. } => {
+                copy.insert(key.clone(), Arc::clone(object));
+            }
+            CacheChange::Removed { key } => {
+                copy.remove(key);
+            }
+        });
         self.drain(input)
     }
 

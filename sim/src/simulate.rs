@@ -6,6 +6,7 @@
 //! ties. Records at time zero build the world before the controller starts.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -752,6 +753,23 @@ impl Sim<'_> {
                 )
             })
             .collect();
+        let copied = self.h.cache_copy.len() == self.h.core().store().len()
+            && self
+                .h
+                .core()
+                .store()
+                .iter()
+                .all(|(k, o, _)| self.h.cache_copy.get(k).is_some_and(|c| Arc::ptr_eq(c, o)));
+        if !copied {
+            self.violation(
+                "a copy kept from the change log differs from the cache",
+                format!(
+                    "{} objects copied, {} cached",
+                    self.h.cache_copy.len(),
+                    self.h.core().store().len()
+                ),
+            );
+        }
         if store != world {
             let ghosts: Vec<&String> = store.keys().filter(|k| !world.contains_key(*k)).collect();
             let missing: Vec<&String> = world.keys().filter(|k| !store.contains_key(*k)).collect();

@@ -82,12 +82,7 @@ pub async fn install_crd<R: Runtime, T: Transport>(
     let crds = ApiClient::<CustomResourceDefinition, T>::all(transport);
     match crds.create(&PostParams::default(), &Shop::crd()).await {
         Ok(_) => tracing::info!(name, "CRD created"),
-        Err(e)
-            if e.status()
-                .is_some_and(kube::core::Status::is_already_exists) =>
-        {
-            tracing::info!(name, "CRD already there");
-        }
+        Err(e) if e.is_already_exists() => tracing::info!(name, "CRD already there"),
         Err(e) => return Err(failed(e)),
     }
     let began = runtime.now();

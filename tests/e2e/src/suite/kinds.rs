@@ -359,9 +359,12 @@ pub async fn a_crd_controller_writes_status_without_looping<D: DriverUnderTest>(
     let _steady = case.env.steady();
     let ns = case.namespace();
     let transport = connect(&case).await;
-    crd_status::install_crd(&case.runtime, transport.clone(), WAIT)
-        .await
-        .unwrap_or_else(|e| panic!("{}: {e}", case.name));
+    // Twice: the second finds it there (AlreadyExists), as a restarted example would.
+    for _ in 0..2 {
+        crd_status::install_crd(&case.runtime, transport.clone(), WAIT)
+            .await
+            .unwrap_or_else(|e| panic!("{}: {e}", case.name));
+    }
 
     let ctx = Arc::new(crd_status::Context::new(transport.clone()));
     let seen = ctx.observations().clone();

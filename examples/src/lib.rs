@@ -20,11 +20,15 @@
 //! mains start no tokio runtime (`smol::block_on`, `SmolTransport`); the tokio ones use
 //! `#[tokio::main]` and a `kube::Client`.
 //!
-//! Each module has the same shape, so a test can drive the very body a main runs:
+//! Each module has the same shape, so a test can drive the very body a main runs (the
+//! e2e suite's `kinds` cases do, on both drivers):
 //! - `source(transport, &args)`: what it lists and watches;
-//! - `controller(runtime, source)`: the controller and its settings;
+//! - `controller(runtime, source)`: the controller and its settings (`deployment_annotate`
+//!   uses `Controller::for_objects`, which runs on the runtime's default value, so there the
+//!   runtime is a type parameter: `controller::<R, _>(source)`);
 //! - `Context`: what the reconcile needs, and the [`Observations`] it leaves;
-//! - `reconcile` and `error_policy`: the controller's two functions;
+//! - `reconcile`, and [`error_policy`] (the metadata-only one cannot fail, so it keeps
+//!   `default_error_policy`);
 //! - `start(controller, ctx)`: spawned and synced, returning the `Running` controller;
 //! - `run(runtime, transport, &args)`: until SIGINT or SIGTERM, what the mains call.
 //!

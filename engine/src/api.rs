@@ -143,6 +143,21 @@ impl<K: Resource, T: Transport> ApiClient<K, T> {
         Self::namespaced_with(transport, namespace, &K::DynamicType::default())
     }
 
+    /// `K`s in `namespace`, or across the cluster when it is `None`: the scope of an object
+    /// read from its [`ObjectKey`](reconcile_core::ObjectKey)'s `namespace()`.
+    pub fn scoped(transport: impl Into<T>, namespace: Option<&str>) -> Self
+    where
+        K::DynamicType: Default,
+    {
+        Self::at(
+            transport,
+            K::url_path(
+                &K::DynamicType::default(),
+                namespace.filter(|ns| !ns.is_empty()),
+            ),
+        )
+    }
+
     /// `K`s across the cluster, for a type whose URL needs `dyntype` (kube's `Api::all_with`).
     pub fn all_with(transport: impl Into<T>, dyntype: &K::DynamicType) -> Self {
         Self::at(transport, K::url_path(dyntype, None))

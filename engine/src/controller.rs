@@ -70,6 +70,18 @@ where
     }
 }
 
+impl<O, R, T> Controller<O, ObjectKey, R, T>
+where
+    O: Object + Send + Sync,
+    R: Runtime,
+    T: Transport,
+{
+    /// [`Controller::for_objects`] on `runtime`.
+    pub fn for_objects_with(runtime: R, source: Source<O, T>) -> Self {
+        Self::with_runtime(runtime, source, KeyMap::by_object())
+    }
+}
+
 impl<O, P, R, T> Controller<O, P, R, T>
 where
     O: Object + Send + Sync,
@@ -272,7 +284,8 @@ where
     }
 
     /// Spawns the controller on the runtime and returns once the first listing reached the
-    /// store; see [`Controller::run`].
+    /// store; see [`Controller::run`]. Dropped before that (a timeout around it, say), it
+    /// stops the controller it spawned, so nothing is left running without a handle.
     ///
     /// # Errors
     /// [`Error::Config`], or [`Error::StoppedBeforeSync`] when stopped before syncing.
@@ -298,7 +311,9 @@ where
             handle: handle.clone(),
             task: Some(task),
         };
+        let mut unsynced = StopOnDrop(Some(handle.clone()));
         handle.synced().await?;
+        unsynced.0 = None;
         Ok(running)
     }
 
@@ -442,6 +457,18 @@ impl<O, P: ParentKey, R: Runtime> Running<O, P, R> {
     pub fn abort(mut self) {
         if let Some(task) = self.task.take() {
             task.abort();
+        }
+    }
+}
+
+/// Stops the controller behind the handle when dropped: what a `start` future dropped before
+/// the first sync leaves behind.
+struct StopOnDrop<O, P>(Option<Handle<O, P>>);
+
+impl<O, P> Drop for StopOnDrop<O, P> {
+    fn drop(&mut self) {
+        if let Some(handle) = self.0.take() {
+            handle.stop();
         }
     }
 }

@@ -92,3 +92,11 @@ fn a_missing_object_is_none_and_a_body_without_status_keeps_the_http_code() {
     assert_eq!(error.status().unwrap().code, 422);
     assert!(error.is_invalid());
 }
+
+#[test]
+fn a_scoped_client_is_namespaced_or_cluster_wide_as_a_key_is() {
+    let api = ApiClient::<Deployment, Canned>::scoped(Canned::new(200, DEPLOYMENT), Some("shop"));
+    assert_eq!(api.url_path(), "/apis/apps/v1/namespaces/shop/deployments");
+    let api = ApiClient::<Deployment, Canned>::scoped(Canned::new(200, DEPLOYMENT), None);
+    assert_eq!(api.url_path(), "/apis/apps/v1/deployments");
+}

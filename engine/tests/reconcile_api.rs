@@ -273,3 +273,22 @@ async fn object_keyed_reconciles_run_for_deleted_objects_too() {
     assert_eq!(seen.lock().unwrap()[2], ("ns/a".to_owned(), None));
     stop_cleanly(&handle, task).await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_start_dropped_before_the_sync_stops_what_it_spawned() {
+    let controller = by_cell().await;
+    let handle = controller.handle();
+    // No replace is ever pushed, so the first sync never comes.
+    let start = controller.start(
+        |_: ReconcileRequest<PodView, String>, _: Arc<()>| async move {
+            Ok::<_, String>(Action::await_change())
+        },
+        default_error_policy,
+        Arc::new(()),
+    );
+    let gave_up = tokio::time::timeout(Duration::from_secs(1), start).await;
+    assert!(gave_up.is_err(), "never synced");
+    within("the spawned controller stops", handle.stopped())
+        .await
+        .expect("a clean stop");
+}

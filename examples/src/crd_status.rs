@@ -19,7 +19,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::CustomResource;
 use kube::CustomResourceExt;
 use kube::core::params::{Patch, PatchParams, PostParams};
-use reconcile_core::{KeyMap, ObjectKey};
+use reconcile_core::ObjectKey;
 use reconcile_engine::{
     Action, ApiClient, Controller, ReconcileRequest, Running, Runtime, ShutdownSignal, Source,
     Transport,
@@ -142,7 +142,7 @@ pub fn controller<R: Runtime, T: Transport>(
     runtime: R,
     source: Source<Shop, T>,
 ) -> Controller<Shop, ObjectKey, R, T> {
-    Controller::with_runtime(runtime, source, KeyMap::by_object()).concurrency(2)
+    Controller::for_objects_with(runtime, source).concurrency(2)
 }
 
 /// Brings the status of the shop under `request` up to date.
@@ -164,10 +164,7 @@ pub async fn reconcile<T: Transport>(
         ctx.observations.push(key, Effect::Unchanged(want.summary));
         return Ok(Action::await_change());
     }
-    let api = ApiClient::<Shop, T>::namespaced(
-        ctx.transport.clone(),
-        key.namespace().unwrap_or_default(),
-    );
+    let api = ApiClient::<Shop, T>::scoped(ctx.transport.clone(), key.namespace());
     let patch = json!({
         // A precondition: refused with 409 if the shop moved on since this copy.
         "metadata": { "resourceVersion": shop.metadata.resource_version },

@@ -110,10 +110,7 @@ pub async fn reconcile<T: Transport>(
         ctx.observations.push(key, Effect::Unchanged(want));
         return Ok(Action::await_change());
     }
-    let api = ApiClient::<Deployment, T>::namespaced(
-        ctx.transport.clone(),
-        key.namespace().unwrap_or_default(),
-    );
+    let api = ApiClient::<Deployment, T>::scoped(ctx.transport.clone(), key.namespace());
     let patch = json!({
         "metadata": {
             // A precondition: refused with 409 if the object moved on since this copy.

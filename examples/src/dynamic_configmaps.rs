@@ -16,7 +16,7 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::core::params::{Patch, PatchParams};
 use kube::core::{ApiResource, DynamicObject};
-use reconcile_core::{KeyMap, ObjectKey};
+use reconcile_core::ObjectKey;
 use reconcile_engine::{
     Action, ApiClient, Controller, ReconcileRequest, Running, Runtime, ShutdownSignal, Source,
     Transport,
@@ -94,7 +94,7 @@ pub fn controller<R: Runtime, T: Transport>(
     runtime: R,
     source: Source<DynamicObject, T>,
 ) -> Controller<DynamicObject, ObjectKey, R, T> {
-    Controller::with_runtime(runtime, source, KeyMap::by_object()).concurrency(2)
+    Controller::for_objects_with(runtime, source).concurrency(2)
 }
 
 /// Brings the annotation of the object under `request` up to date.

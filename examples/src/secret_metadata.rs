@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Secret;
 use kube::core::PartialObjectMeta;
-use reconcile_core::{KeyMap, ObjectKey};
+use reconcile_core::ObjectKey;
 use reconcile_engine::{
     Action, Controller, ReconcileRequest, Running, Runtime, ShutdownSignal, Source, Transport,
     default_error_policy,
@@ -58,7 +58,7 @@ pub fn controller<R: Runtime, T: Transport>(
     runtime: R,
     source: Source<SecretMeta, T>,
 ) -> Controller<SecretMeta, ObjectKey, R, T> {
-    Controller::with_runtime(runtime, source, KeyMap::by_object()).concurrency(2)
+    Controller::for_objects_with(runtime, source).concurrency(2)
 }
 
 /// Logs the Secret under `request` (its name and label count). Nothing to write, so

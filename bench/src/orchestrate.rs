@@ -321,6 +321,25 @@ pub fn run_all(bins: &Binaries, settings: &Settings) -> Result<Results, BenchErr
     Ok(results)
 }
 
+/// Whether `report` synced other than `expected` objects, which is then a failure: a time to
+/// sync only counts when the peer shows it holds the whole listing.
+fn record_short_sync(
+    results: &mut Results,
+    report: &PeerReport,
+    what: &str,
+    expected: usize,
+) -> bool {
+    if report.pods == expected {
+        return false;
+    }
+    let error = format!("synced {} objects, not the {expected} listed", report.pods);
+    log(&format!("{} {what}: FAILED {error}", report.peer));
+    results
+        .failures
+        .push(format!("{}, {what}: {error}", report.peer));
+    true
+}
+
 fn record_failure(results: &mut Results, report: &PeerReport, what: &str) -> bool {
     match &report.error {
         Some(e) => {
@@ -463,7 +482,10 @@ fn replay_sync(bins: &Binaries, settings: &Settings, templates: &[Value], result
                     false,
                     settings.deadline,
                 );
-                if record_failure(results, &report, &scenario) {
+                // The listing holds the pods and the sentinel.
+                if record_failure(results, &report, &scenario)
+                    || record_short_sync(results, &report, &scenario, pods + 1)
+                {
                     continue;
                 }
                 log(&format!(
@@ -588,7 +610,10 @@ fn real_sync(
                     false,
                     settings.deadline,
                 );
-                if record_failure(results, &report, &scenario) {
+                // The listing holds the pods and the sentinel.
+                if record_failure(results, &report, &scenario)
+                    || record_short_sync(results, &report, &scenario, pods + 1)
+                {
                     continue;
                 }
                 log(&format!(

@@ -30,7 +30,7 @@ use reconcile_tokio::engine::Transport as _;
 use reconcile_tokio::engine::lines::LineSplitter;
 use reconcile_tokio::engine::transport::{BodyStream, Requests, for_each_chunk, read_body};
 use reconcile_tokio::{
-    Action, KubeTransport, ReconcileRequest, Source, TokioRuntime, default_error_policy,
+    Action, KubeTransport, Reconcile, Source, TokioRuntime, default_error_policy,
 };
 use serde::{Deserialize, Serialize};
 
@@ -451,7 +451,7 @@ async fn tokio_driver(
     let start = WallClock::now();
     let running = controller
         .start(
-            |request: ReconcileRequest<PodView, String>, signal: Arc<Signal>| async move {
+            |request: Reconcile<PodView, String>, signal: Arc<Signal>| async move {
                 let (cell, members) = request.into_parts();
                 signal.reconciled(cell == SENTINEL && members.iter().any(|m| is_final_sentinel(m)));
                 Ok::<_, Infallible>(Action::await_change())
@@ -470,6 +470,8 @@ async fn tokio_driver(
     } else if heap.measuring() {
         report.heap_bytes = heap.settle_and_read().await;
     }
+    // Read after the figures: what the controller's cache holds proves the sync.
+    report.pods = running.cache().snapshot().len();
     report.done_unix_ns = signal.done_unix_ns.load(Ordering::SeqCst);
     report.reconciles = signal.reconciles.load(Ordering::Relaxed);
     running.abort();

@@ -8,7 +8,7 @@
 //! ```no_run
 //! use std::sync::Arc;
 //! use reconcile_core::{KeyMap, pod::PodView};
-//! use reconcile_smol::{Action, Controller, ReconcileRequest, SmolTransport, Source, default_error_policy};
+//! use reconcile_smol::{Action, Controller, Reconcile, SmolTransport, Source, default_error_policy};
 //!
 //! # fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! smol::block_on(async {
@@ -19,7 +19,7 @@
 //!         .shutdown_on_signal();
 //!     controller
 //!         .run(
-//!             |cell: ReconcileRequest<PodView, String>, _ctx: Arc<()>| async move {
+//!             |cell: Reconcile<PodView, String>, _ctx: Arc<()>| async move {
 //!                 println!("{}: {} pods", cell.parent(), cell.members().len());
 //!                 Ok::<_, std::convert::Infallible>(Action::await_change())
 //!             },
@@ -55,8 +55,8 @@ pub mod transport;
 pub use smol;
 
 pub use engine::{
-    Action, ApiClient, ApiError, Cache, CacheSnapshot, Error, Handle, Limits, ReconcileRequest,
-    Recorder, Running, Source, Tape, TraceRecorder, default_error_policy,
+    Action, ApiClient, ApiError, Cache, CacheSnapshot, Error, Handle, Limits, Reconcile, Recorder,
+    Running, Source, Tape, TraceRecorder, default_error_policy,
 };
 pub use reconcile_core::pod::PodView;
 pub use reconcile_core::{KeyMap, Object, ObjectKey, WatchParams};
@@ -67,9 +67,11 @@ pub use reconcile_engine as engine;
 /// [`Action`] are named as kube-runtime names its own, so they are imported by path.
 pub mod prelude {
     pub use reconcile_core::pod::PodView;
-    pub use reconcile_core::{KeyMap, Object, ObjectKey};
+    // The trait's methods without its name: `kube::api` has an `Object` of its own.
+    pub use reconcile_core::Object as _;
+    pub use reconcile_core::{KeyMap, ObjectKey};
     pub use reconcile_engine::{
-        ApiClient, ApiError, Cache, CacheSnapshot, ReconcileRequest, Source, default_error_policy,
+        ApiClient, ApiError, Cache, CacheSnapshot, Reconcile, Source, default_error_policy,
     };
 }
 pub use runtime::{SmolRuntime, SmolTask, shutdown_signal};

@@ -13,7 +13,7 @@ use reconcile_core::KeyMap;
 use reconcile_core::pod::PodView;
 use reconcile_smol::engine::Transport;
 use reconcile_smol::{
-    Action, ClientError, Controller, ReconcileRequest, SmolTransport, Source, TransportOptions,
+    Action, ClientError, Controller, Reconcile, SmolTransport, Source, TransportOptions,
     default_error_policy, smol,
 };
 use smol::net::{TcpListener, TcpStream};
@@ -460,8 +460,7 @@ fn a_controller_on_smol_syncs_follows_the_watch_and_stops_from_inside_reconcile(
         let calls: Arc<Mutex<Vec<Vec<String>>>> = Arc::default();
         let stopper = handle.clone();
         let run = controller.run(
-            move |request: ReconcileRequest<PodView, String>,
-                  calls: Arc<Mutex<Vec<Vec<String>>>>| {
+            move |request: Reconcile<PodView, String>, calls: Arc<Mutex<Vec<Vec<String>>>>| {
                 let (_cell, members) = request.into_parts();
                 let stopper = stopper.clone();
                 async move {

@@ -14,7 +14,7 @@ use reconcile_core::pod::PodView;
 use reconcile_tokio::engine::{
     BodyStream, BoxFuture, Controller, Source, Transport, TransportError,
 };
-use reconcile_tokio::{Action, ReconcileRequest, TokioRuntime, default_error_policy};
+use reconcile_tokio::{Action, Reconcile, TokioRuntime, default_error_policy};
 
 const LIST: &str =
     r#"{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"1"},"items":[]}"#;
@@ -89,7 +89,7 @@ fn watch_frames(c: &mut Criterion) {
                         .concurrency(4);
                 let running = controller
                     .start(
-                        |request: ReconcileRequest<PodView, String>, _: Arc<()>| async move {
+                        |request: Reconcile<PodView, String>, _: Arc<()>| async move {
                             let (_, _) = request.into_parts();
                             Ok::<_, String>(Action::await_change())
                         },

@@ -9,7 +9,7 @@
 //! use std::sync::Arc;
 //! use k8s_openapi::api::apps::v1::Deployment;
 //! use kube::Api;
-//! use reconcile_tokio::{Action, Controller, ReconcileRequest, Source, default_error_policy};
+//! use reconcile_tokio::{Action, Controller, Reconcile, Source, default_error_policy};
 //! use reconcile_tokio::ObjectKey;
 //!
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
@@ -18,7 +18,7 @@
 //! Controller::for_objects(Source::from_api(deployments))
 //!     .shutdown_on_signal()
 //!     .run(
-//!         |req: ReconcileRequest<Deployment, ObjectKey>, _ctx: Arc<()>| async move {
+//!         |req: Reconcile<Deployment, ObjectKey>, _ctx: Arc<()>| async move {
 //!             match req.object() {
 //!                 Some(d) => println!("{}: {:?} replicas", req.parent(), d.spec.replicas),
 //!                 None => println!("{} was deleted", req.parent()),
@@ -38,7 +38,7 @@
 //! ```no_run
 //! use std::sync::Arc;
 //! use reconcile_core::{KeyMap, pod::PodView};
-//! use reconcile_tokio::{Action, Controller, ReconcileRequest, Source, default_error_policy};
+//! use reconcile_tokio::{Action, Controller, Reconcile, Source, default_error_policy};
 //!
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! let client = kube::Client::try_default().await?;
@@ -47,7 +47,7 @@
 //!     .concurrency(4)
 //!     .shutdown_on_signal()
 //!     .run(
-//!         |cell: ReconcileRequest<PodView, String>, _ctx: Arc<()>| async move {
+//!         |cell: Reconcile<PodView, String>, _ctx: Arc<()>| async move {
 //!             println!("{}: {} pods", cell.parent(), cell.members().len());
 //!             Ok::<_, std::convert::Infallible>(Action::await_change())
 //!         },
@@ -76,8 +76,8 @@ pub mod runtime;
 pub mod transport;
 
 pub use engine::{
-    Action, ApiClient, ApiError, Cache, CacheSnapshot, Error, Handle, Limits, ReconcileRequest,
-    Recorder, Running, Source, Tape, TraceRecorder, default_error_policy,
+    Action, ApiClient, ApiError, Cache, CacheSnapshot, Error, Handle, Limits, Reconcile, Recorder,
+    Running, Source, Tape, TraceRecorder, default_error_policy,
 };
 pub use reconcile_core::pod::PodView;
 pub use reconcile_core::{KeyMap, Object, ObjectKey, WatchParams};
@@ -88,9 +88,11 @@ pub use reconcile_engine as engine;
 /// [`Action`] are named as kube-runtime names its own, so they are imported by path.
 pub mod prelude {
     pub use reconcile_core::pod::PodView;
-    pub use reconcile_core::{KeyMap, Object, ObjectKey};
+    // The trait's methods without its name: `kube::api` has an `Object` of its own.
+    pub use reconcile_core::Object as _;
+    pub use reconcile_core::{KeyMap, ObjectKey};
     pub use reconcile_engine::{
-        ApiClient, ApiError, Cache, CacheSnapshot, ReconcileRequest, Source, default_error_policy,
+        ApiClient, ApiError, Cache, CacheSnapshot, Reconcile, Source, default_error_policy,
     };
 }
 pub use runtime::{TokioRuntime, TokioTask, shutdown_signal};

@@ -14,7 +14,7 @@ use super::cache::{Cache, CacheSnapshot, Published};
 use super::driver::{Driver, Limits, ReconcileFn, Remote};
 use super::error::Error;
 use super::handle::{Handle, Shared};
-use super::reconcile::{Action, ReconcileRequest};
+use super::reconcile::{Action, Reconcile};
 use super::recorder::Recorder;
 use super::runtime::{BoxFuture, Runtime, ShutdownSignal, Task};
 use super::source::Source;
@@ -64,7 +64,7 @@ where
 {
     /// kube-runtime's model: every object of `source` reconciled on its own, keyed by its
     /// [`ObjectKey`] ([`KeyMap::by_object`]). The reconcile of a deleted object still runs,
-    /// with no object ([`ReconcileRequest::object`] is `None`), so it can clean up.
+    /// with no object ([`Reconcile::object`] is `None`), so it can clean up.
     pub fn for_objects(source: Source<O, T>) -> Self {
         Self::new(source, KeyMap::by_object())
     }
@@ -242,7 +242,7 @@ where
     }
 
     /// Runs until stopped, calling `reconcile(request, ctx)` for each woken key (its members
-    /// and the whole cache as of dispatch are in the [`ReconcileRequest`]). When it fails,
+    /// and the whole cache as of dispatch are in the [`Reconcile`]). When it fails,
     /// `error_policy(request, error, ctx)` chooses what follows, as kube-runtime's does;
     /// [`default_error_policy`](crate::default_error_policy) retries with the key's backoff.
     ///
@@ -255,10 +255,10 @@ where
         ctx: Arc<C>,
     ) -> Result<(), Error>
     where
-        F: Fn(ReconcileRequest<O, P>, Arc<C>) -> Fut + Send + Sync + 'static,
+        F: Fn(Reconcile<O, P>, Arc<C>) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<Action, E>> + Send + 'static,
         E: fmt::Display + Send + 'static,
-        EP: Fn(&ReconcileRequest<O, P>, &E, Arc<C>) -> Action + Send + Sync + 'static,
+        EP: Fn(&Reconcile<O, P>, &E, Arc<C>) -> Action + Send + Sync + 'static,
         C: Send + Sync + 'static,
     {
         let (driver, signals) = match self.into_driver(reconcile, error_policy, ctx) {
@@ -296,10 +296,10 @@ where
         ctx: Arc<C>,
     ) -> Result<Running<O, P, R>, Error>
     where
-        F: Fn(ReconcileRequest<O, P>, Arc<C>) -> Fut + Send + Sync + 'static,
+        F: Fn(Reconcile<O, P>, Arc<C>) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<Action, E>> + Send + 'static,
         E: fmt::Display + Send + 'static,
-        EP: Fn(&ReconcileRequest<O, P>, &E, Arc<C>) -> Action + Send + Sync + 'static,
+        EP: Fn(&Reconcile<O, P>, &E, Arc<C>) -> Action + Send + Sync + 'static,
         C: Send + Sync + 'static,
     {
         let handle = self.handle();
@@ -325,10 +325,10 @@ where
         ctx: Arc<C>,
     ) -> Result<(Driver<O, P, R, T>, Vec<R::Task>), (Arc<Shared<O>>, Error)>
     where
-        F: Fn(ReconcileRequest<O, P>, Arc<C>) -> Fut + Send + Sync + 'static,
+        F: Fn(Reconcile<O, P>, Arc<C>) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<Action, E>> + Send + 'static,
         E: fmt::Display + Send + 'static,
-        EP: Fn(&ReconcileRequest<O, P>, &E, Arc<C>) -> Action + Send + Sync + 'static,
+        EP: Fn(&Reconcile<O, P>, &E, Arc<C>) -> Action + Send + Sync + 'static,
         C: Send + Sync + 'static,
     {
         let origin = self.runtime.now();
@@ -339,7 +339,7 @@ where
         };
         core.log_cache_changes(true);
         let error_policy = Arc::new(error_policy);
-        let reconcile: ReconcileFn<O, P> = Arc::new(move |request: ReconcileRequest<O, P>| {
+        let reconcile: ReconcileFn<O, P> = Arc::new(move |request: Reconcile<O, P>| {
             // Kept for the error policy, which sees what the reconcile saw.
             let kept = request.clone();
             let ctx = Arc::clone(&ctx);

@@ -30,7 +30,7 @@ use super::cache::{CacheSnapshot, Published};
 use super::error::Error;
 use super::handle::{Listed, Msg, Shared};
 use super::lines::LineSplitter;
-use super::reconcile::ReconcileRequest;
+use super::reconcile::Reconcile;
 use super::recorder::Recorder;
 use super::runtime::{BoxFuture, Runtime, Task, timeout};
 use super::transport::{
@@ -39,7 +39,7 @@ use super::transport::{
 
 /// A reconcile with its context and error policy bound: request in, outcome out.
 pub(crate) type ReconcileFn<O, P> =
-    Arc<dyn Fn(ReconcileRequest<O, P>) -> BoxFuture<Outcome> + Send + Sync + 'static>;
+    Arc<dyn Fn(Reconcile<O, P>) -> BoxFuture<Outcome> + Send + Sync + 'static>;
 
 /// Bounds on what the driver holds and how long it waits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -412,7 +412,7 @@ where
 
     fn reconcile(&mut self, ticket: Ticket, parent: P, attempt: u32, members: Vec<Arc<O>>) {
         let span = tracing::info_span!("reconcile", key = %parent, attempt, %ticket);
-        let request = ReconcileRequest::new(parent, members, attempt, self.cache.clone());
+        let request = Reconcile::new(parent, members, attempt, self.cache.clone());
         let future = (self.reconcile)(request);
         let inbox = self.shared.inbox().clone();
         let task = self.runtime.spawn(Box::pin(

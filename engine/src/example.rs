@@ -30,8 +30,7 @@ use reconcile_core::KeyMap;
 use reconcile_core::pod::PodView;
 
 use crate::{
-    Action, Controller, Error, ReconcileRequest, ShutdownSignal, Source, Transport,
-    default_error_policy,
+    Action, Controller, Error, Reconcile, ShutdownSignal, Source, Transport, default_error_policy,
 };
 
 /// The example's command line: `[--namespace NS] [--label KEY]`.
@@ -89,7 +88,7 @@ pub async fn cell_pool<R: ShutdownSignal, T: Transport>(
             .shutdown_on_signal();
     controller
         .run(
-            |request: ReconcileRequest<PodView, String>, _ctx: Arc<()>| async move {
+            |request: Reconcile<PodView, String>, _ctx: Arc<()>| async move {
                 let (cell, members) = request.into_parts();
                 println!("{}", report(&cell, &members));
                 Ok::<_, Infallible>(Action::await_change())

@@ -25,7 +25,7 @@
 //! | [`transport`] | the HTTP trait and kube-core request building |
 //! | [`lines`] | body → raw watch lines |
 //! | [`source`] | where objects come from: a kube resource type's collection, a hand-made URL, in-process |
-//! | [`reconcile`] | what a reconcile gets ([`ReconcileRequest`]) and returns ([`Action`]); the error policy |
+//! | [`reconcile`] | what a reconcile gets ([`Reconcile`]) and returns ([`Action`]); the error policy |
 //! | [`cache`] | the cache outside the driver: a snapshot per reconcile, a live [`Cache`] reader |
 //! | [`controller`] | the builder, `run` / `start`, `Running` |
 //! | [`api`] | [`ApiClient`]: get, create, replace, patch, `patch_status`, delete of one resource type over any transport |
@@ -59,7 +59,7 @@ pub use controller::{Controller, ParentKey, Running};
 pub use driver::Limits;
 pub use error::Error;
 pub use handle::Handle;
-pub use reconcile::{Action, ReconcileRequest, default_error_policy};
+pub use reconcile::{Action, Reconcile, default_error_policy};
 /// What a [`Tape`] keeps: an input fed or a command issued (from `reconcile-trace`).
 pub use reconcile_trace::Recorded;
 pub use recorder::Recorder;

@@ -1,4 +1,4 @@
-//! What a reconcile gets and returns: [`ReconcileRequest`] in, [`Action`] out, and the
+//! What a reconcile gets and returns: [`Reconcile`] in, [`Action`] out, and the
 //! error policy that turns a reconcile's own error type into the next [`Action`].
 
 use std::fmt;
@@ -79,7 +79,7 @@ impl Action {
 /// The error policy every controller had before it could choose one: retry the key with its
 /// exponential backoff, whatever the error.
 pub fn default_error_policy<O, P, E, C>(
-    _request: &ReconcileRequest<O, P>,
+    _request: &Reconcile<O, P>,
     _error: &E,
     _ctx: Arc<C>,
 ) -> Action {
@@ -88,16 +88,16 @@ pub fn default_error_policy<O, P, E, C>(
 
 /// One reconcile's input: the parent key, its members at dispatch, and the whole cache as of
 /// dispatch (controller-runtime's `reconcile.Request`, with the cache read attached).
-pub struct ReconcileRequest<O, P> {
+pub struct Reconcile<O, P> {
     parent: P,
     members: Vec<Arc<O>>,
     attempt: u32,
     cache: CacheSnapshot<O, P>,
 }
 
-impl<O, P: Clone> Clone for ReconcileRequest<O, P> {
+impl<O, P: Clone> Clone for Reconcile<O, P> {
     fn clone(&self) -> Self {
-        ReconcileRequest {
+        Reconcile {
             parent: self.parent.clone(),
             members: self.members.clone(),
             attempt: self.attempt,
@@ -106,9 +106,9 @@ impl<O, P: Clone> Clone for ReconcileRequest<O, P> {
     }
 }
 
-impl<O, P: fmt::Debug> fmt::Debug for ReconcileRequest<O, P> {
+impl<O, P: fmt::Debug> fmt::Debug for Reconcile<O, P> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ReconcileRequest")
+        f.debug_struct("Reconcile")
             .field("parent", &self.parent)
             .field("members", &self.members.len())
             .field("attempt", &self.attempt)
@@ -116,14 +116,14 @@ impl<O, P: fmt::Debug> fmt::Debug for ReconcileRequest<O, P> {
     }
 }
 
-impl<O, P> ReconcileRequest<O, P> {
+impl<O, P> Reconcile<O, P> {
     pub(crate) fn new(
         parent: P,
         members: Vec<Arc<O>>,
         attempt: u32,
         cache: CacheSnapshot<O, P>,
     ) -> Self {
-        ReconcileRequest {
+        Reconcile {
             parent,
             members,
             attempt,

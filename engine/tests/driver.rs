@@ -15,7 +15,7 @@ use futures_lite::StreamExt;
 use reconcile_core::pod::PodView;
 use reconcile_core::{Command, Input, KeyMap, ListResponse};
 use reconcile_engine::{
-    Action, BodyStream, BoxFuture, Controller, Handle, Limits, ReconcileRequest, Recorded, Running,
+    Action, BodyStream, BoxFuture, Controller, Handle, Limits, Reconcile, Recorded, Running,
     Source, Tape, Transport, TransportError, default_error_policy,
 };
 use support::{Paused, Seen, names, paused, stop_cleanly, until, within};
@@ -85,7 +85,7 @@ async fn controller(transport: Scripted) -> Controller<PodView, String, Paused, 
 }
 
 /// A reconcile that asks for nothing more.
-async fn idle(_: ReconcileRequest<PodView, String>, _: Arc<()>) -> Result<Action, String> {
+async fn idle(_: Reconcile<PodView, String>, _: Arc<()>) -> Result<Action, String> {
     Ok(Action::await_change())
 }
 
@@ -97,7 +97,7 @@ async fn start_recording(
     let running = within(
         "the first sync",
         controller.start(
-            |request: ReconcileRequest<PodView, String>, seen: Seen| async move {
+            |request: Reconcile<PodView, String>, seen: Seen| async move {
                 let (cell, members) = request.into_parts();
                 seen.lock().unwrap().insert(cell, names(&members));
                 Ok::<_, String>(Action::await_change())
@@ -189,7 +189,7 @@ async fn stop_from_inside_a_reconcile_ends_the_run() {
     let calls = Arc::new(AtomicUsize::new(0));
     let counted = Arc::clone(&calls);
     let run = controller.run(
-        move |request: ReconcileRequest<PodView, String>, handle: Arc<Handle<PodView, String>>| {
+        move |request: Reconcile<PodView, String>, handle: Arc<Handle<PodView, String>>| {
             let (_cell, _members) = request.into_parts();
             counted.fetch_add(1, Ordering::SeqCst);
             async move {
@@ -213,7 +213,7 @@ async fn a_panicking_reconcile_fails_and_is_retried() {
     let controller = controller(Scripted::default()).await;
     let handle = controller.handle();
     let task = tokio::spawn(controller.run(
-        |request: ReconcileRequest<PodView, String>, calls: Arc<AtomicUsize>| async move {
+        |request: Reconcile<PodView, String>, calls: Arc<AtomicUsize>| async move {
             let (cell, _members) = request.into_parts();
             if cell == "a" && calls.fetch_add(1, Ordering::SeqCst) == 0 {
                 panic!("first attempt of a panics");
@@ -237,7 +237,7 @@ async fn a_reconcile_function_that_panics_before_its_future_is_retried() {
     let controller = controller(Scripted::default()).await.concurrency(1);
     let handle = controller.handle();
     let task = tokio::spawn(controller.run(
-        |request: ReconcileRequest<PodView, String>, calls: Arc<AtomicUsize>| {
+        |request: Reconcile<PodView, String>, calls: Arc<AtomicUsize>| {
             let (cell, _members) = request.into_parts();
             if cell == "a" && calls.fetch_add(1, Ordering::SeqCst) == 0 {
                 panic!("the function itself panics");

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use reconcile_core::pod::PodView;
 use reconcile_core::{Command, KeyMap};
 use reconcile_engine::{
-    Action, BodyStream, BoxFuture, Controller, ReconcileRequest, Recorded, Source, Tape, Transport,
+    Action, BodyStream, BoxFuture, Controller, Reconcile, Recorded, Source, Tape, Transport,
     TransportError, default_error_policy,
 };
 use support::{Paused, Seen, names, paused, stop_cleanly, until, within};
@@ -45,7 +45,7 @@ async fn controller() -> Controller<PodView, String, Paused, NoTransport> {
 }
 
 /// A reconcile recording each cell's members.
-async fn record(request: ReconcileRequest<PodView, String>, seen: Seen) -> Result<Action, String> {
+async fn record(request: Reconcile<PodView, String>, seen: Seen) -> Result<Action, String> {
     let (cell, members) = request.into_parts();
     seen.lock().unwrap().insert(cell, names(&members));
     Ok(Action::await_change())
@@ -131,7 +131,7 @@ async fn messages_waiting_together_wake_a_cell_once_and_are_recorded_as_fed() {
     }
     let calls: Calls = Arc::default();
     let task = tokio::spawn(controller.run(
-        |request: ReconcileRequest<PodView, String>, calls: Calls| async move {
+        |request: Reconcile<PodView, String>, calls: Calls| async move {
             let (cell, members) = request.into_parts();
             calls.lock().unwrap().push((cell, names(&members)));
             Ok::<_, String>(Action::await_change())

@@ -14,7 +14,7 @@ use std::time::Duration;
 use reconcile_core::pod::PodView;
 use reconcile_core::{KeyMap, ObjectKey};
 use reconcile_engine::{
-    Action, BodyStream, BoxFuture, Controller, ReconcileRequest, Source, Transport, TransportError,
+    Action, BodyStream, BoxFuture, Controller, Reconcile, Source, Transport, TransportError,
     default_error_policy,
 };
 use support::{Paused, paused, stop_cleanly, until, within};
@@ -66,26 +66,28 @@ async fn a_reconcile_reads_the_whole_cache_as_of_its_dispatch_and_readers_see_it
     let (gate_tx, gate_rx) = async_channel::bounded::<()>(1);
     let ctx = Arc::new((Arc::clone(&reads), gate_rx));
     let task =
-        tokio::spawn(controller.run(
-            |req: ReconcileRequest<PodView, String>,
-             ctx: Arc<(Reads, async_channel::Receiver<()>)>| async move {
-                let names = |pods: Vec<Arc<PodView>>| -> Vec<String> {
-                    pods.iter()
-                        .map(|p| p.metadata.name.as_deref().unwrap_or("").to_owned())
-                        .collect()
-                };
-                if req.parent() == "a" {
-                    let before = names(req.cache().members(&"b".to_owned()));
-                    // Hold the run until the test has changed `b`.
-                    let _ = ctx.1.recv().await;
-                    let after = names(req.cache().members(&"b".to_owned()));
-                    ctx.0.lock().unwrap().push((before, after));
-                }
-                Ok::<_, String>(Action::await_change())
-            },
-            default_error_policy,
-            ctx,
-        ));
+        tokio::spawn(
+            controller.run(
+                |req: Reconcile<PodView, String>,
+                 ctx: Arc<(Reads, async_channel::Receiver<()>)>| async move {
+                    let names = |pods: Vec<Arc<PodView>>| -> Vec<String> {
+                        pods.iter()
+                            .map(|p| p.metadata.name.as_deref().unwrap_or("").to_owned())
+                            .collect()
+                    };
+                    if req.parent() == "a" {
+                        let before = names(req.cache().members(&"b".to_owned()));
+                        // Hold the run until the test has changed `b`.
+                        let _ = ctx.1.recv().await;
+                        let after = names(req.cache().members(&"b".to_owned()));
+                        ctx.0.lock().unwrap().push((before, after));
+                    }
+                    Ok::<_, String>(Action::await_change())
+                },
+                default_error_policy,
+                ctx,
+            ),
+        );
     within("the cache is ready", cache.wait_until_ready())
         .await
         .expect("ready");
@@ -127,7 +129,7 @@ async fn a_reader_waiting_for_readiness_hears_the_end() {
     let handle = controller.handle();
     let cache = handle.cache();
     let task = tokio::spawn(controller.run(
-        |_: ReconcileRequest<PodView, String>, _: Arc<()>| async move {
+        |_: Reconcile<PodView, String>, _: Arc<()>| async move {
             Ok::<_, String>(Action::await_change())
         },
         default_error_policy,
@@ -171,7 +173,7 @@ async fn the_error_policy_sees_the_typed_error_and_chooses_what_follows() {
     let policy_saw: Arc<Mutex<Vec<String>>> = Arc::default();
     let seen = Arc::clone(&policy_saw);
     let task = tokio::spawn(controller.run(
-        |req: ReconcileRequest<PodView, String>, runs: Runs| async move {
+        |req: Reconcile<PodView, String>, runs: Runs| async move {
             runs.lock().unwrap().push((
                 req.parent().clone(),
                 req.attempt(),
@@ -182,7 +184,7 @@ async fn the_error_policy_sees_the_typed_error_and_chooses_what_follows() {
                 _ => Failure::BadSpec,
             })
         },
-        move |req: &ReconcileRequest<PodView, String>, error: &Failure, _: Runs| {
+        move |req: &Reconcile<PodView, String>, error: &Failure, _: Runs| {
             seen.lock()
                 .unwrap()
                 .push(format!("{} {error}", req.parent()));
@@ -242,7 +244,7 @@ async fn object_keyed_reconciles_run_for_deleted_objects_too() {
     type Seen = Arc<Mutex<Vec<(String, Option<String>)>>>;
     let seen: Seen = Arc::default();
     let task = tokio::spawn(controller.run(
-        |req: ReconcileRequest<PodView, ObjectKey>, seen: Seen| async move {
+        |req: Reconcile<PodView, ObjectKey>, seen: Seen| async move {
             let version = req
                 .object()
                 .and_then(|p| p.metadata.resource_version.as_deref().map(str::to_owned));
@@ -280,7 +282,7 @@ async fn a_start_dropped_before_the_sync_stops_what_it_spawned() {
     let handle = controller.handle();
     // No replace is ever pushed, so the first sync never comes.
     let start = controller.start(
-        |_: ReconcileRequest<PodView, String>, _: Arc<()>| async move {
+        |_: Reconcile<PodView, String>, _: Arc<()>| async move {
             Ok::<_, String>(Action::await_change())
         },
         default_error_policy,

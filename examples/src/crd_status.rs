@@ -21,8 +21,7 @@ use kube::CustomResourceExt;
 use kube::core::params::{Patch, PatchParams, PostParams};
 use reconcile_core::ObjectKey;
 use reconcile_engine::{
-    Action, ApiClient, Controller, ReconcileRequest, Running, Runtime, ShutdownSignal, Source,
-    Transport,
+    Action, ApiClient, Controller, Reconcile, Running, Runtime, ShutdownSignal, Source, Transport,
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -150,7 +149,7 @@ pub fn controller<R: Runtime, T: Transport>(
 /// # Errors
 /// [`Error::WriteBack`] when the status patch fails.
 pub async fn reconcile<T: Transport>(
-    request: ReconcileRequest<Shop, ObjectKey>,
+    request: Reconcile<Shop, ObjectKey>,
     ctx: Arc<Context<T>>,
 ) -> Result<Action, Error> {
     let key = request.parent();

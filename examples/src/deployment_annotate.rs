@@ -18,8 +18,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use kube::core::params::{Patch, PatchParams};
 use reconcile_core::ObjectKey;
 use reconcile_engine::{
-    Action, ApiClient, Controller, ReconcileRequest, Running, Runtime, ShutdownSignal, Source,
-    Transport,
+    Action, ApiClient, Controller, Reconcile, Running, Runtime, ShutdownSignal, Source, Transport,
 };
 use serde_json::json;
 
@@ -95,7 +94,7 @@ where
 /// # Errors
 /// [`Error::WriteBack`] when the patch fails.
 pub async fn reconcile<T: Transport>(
-    request: ReconcileRequest<Deployment, ObjectKey>,
+    request: Reconcile<Deployment, ObjectKey>,
     ctx: Arc<Context<T>>,
 ) -> Result<Action, Error> {
     let key = request.parent();

@@ -18,8 +18,7 @@ use kube::core::params::{Patch, PatchParams};
 use kube::core::{ApiResource, DynamicObject};
 use reconcile_core::ObjectKey;
 use reconcile_engine::{
-    Action, ApiClient, Controller, ReconcileRequest, Running, Runtime, ShutdownSignal, Source,
-    Transport,
+    Action, ApiClient, Controller, Reconcile, Running, Runtime, ShutdownSignal, Source, Transport,
 };
 use serde_json::json;
 
@@ -102,7 +101,7 @@ pub fn controller<R: Runtime, T: Transport>(
 /// # Errors
 /// [`Error::WriteBack`] when the patch fails.
 pub async fn reconcile<T: Transport>(
-    request: ReconcileRequest<DynamicObject, ObjectKey>,
+    request: Reconcile<DynamicObject, ObjectKey>,
     ctx: Arc<Context<T>>,
 ) -> Result<Action, Error> {
     let key = request.parent();

@@ -41,7 +41,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use reconcile_core::ObjectKey;
-use reconcile_engine::{Action, ApiError, ReconcileRequest, Source};
+use reconcile_engine::{Action, ApiError, Reconcile, Source};
 
 pub mod crd_status;
 pub mod deployment_annotate;
@@ -149,7 +149,7 @@ impl Error {
 /// object gone (404) waits for the change the watch is about to deliver, which wakes the
 /// key again; anything else retries with the key's exponential backoff.
 pub fn error_policy<O, P: std::fmt::Display, C>(
-    request: &ReconcileRequest<O, P>,
+    request: &Reconcile<O, P>,
     error: &Error,
     _ctx: Arc<C>,
 ) -> Action {

@@ -18,7 +18,7 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::core::PartialObjectMeta;
 use reconcile_core::ObjectKey;
 use reconcile_engine::{
-    Action, Controller, ReconcileRequest, Running, Runtime, ShutdownSignal, Source, Transport,
+    Action, Controller, Reconcile, Running, Runtime, ShutdownSignal, Source, Transport,
     default_error_policy,
 };
 
@@ -67,7 +67,7 @@ pub fn controller<R: Runtime, T: Transport>(
 /// # Errors
 /// None.
 pub async fn reconcile(
-    request: ReconcileRequest<SecretMeta, ObjectKey>,
+    request: Reconcile<SecretMeta, ObjectKey>,
     ctx: Arc<Context>,
 ) -> Result<Action, Infallible> {
     let key = request.parent();

@@ -9,8 +9,8 @@ use std::time::Duration;
 use reconcile_core::KeyMap;
 use reconcile_core::pod::PodView;
 use reconcile_engine::{
-    Action, BoxFuture, Controller, Handle, Limits, ReconcileRequest, Running, Runtime, Source,
-    Transport, default_error_policy,
+    Action, BoxFuture, Controller, Handle, Limits, Reconcile, Running, Runtime, Source, Transport,
+    default_error_policy,
 };
 use reconcile_k8s_env::{ApiServer, Client, K8sEnv, shared_or_skip};
 
@@ -186,7 +186,7 @@ impl<D: DriverUnderTest> Case<D> {
             &self.runtime,
             WAIT,
             controller.start(
-                move |request: ReconcileRequest<PodView, String>, sink: Arc<Observed>| async move {
+                move |request: Reconcile<PodView, String>, sink: Arc<Observed>| async move {
                     let (cell, members) = request.into_parts();
                     sink.push(Call {
                         cell,

@@ -26,8 +26,7 @@ use reconcile_k8s_env::{ApiServer, pod_manifest};
 use reconcile_smol::engine::runtime::timeout;
 use reconcile_smol::engine::{self, BoxFuture, Runtime};
 use reconcile_smol::{
-    Action, ReconcileRequest, SmolRuntime, SmolTask, SmolTransport, Source, default_error_policy,
-    smol,
+    Action, Reconcile, SmolRuntime, SmolTask, SmolTransport, Source, default_error_policy, smol,
 };
 
 /// `reconcile-smol` on smol's global executor, with [`SmolTransport`] from the kubeconfig.
@@ -222,7 +221,7 @@ fn no_tokio_runtime_in_reconcile_the_driver_or_any_thread() {
                 &Probed,
                 WAIT,
                 controller.start(
-                    |request: ReconcileRequest<PodView, String>, calls: Arc<Seen>| async move {
+                    |request: Reconcile<PodView, String>, calls: Arc<Seen>| async move {
                         let (_cell, _members) = request.into_parts();
                         let tokio = tokio::runtime::Handle::try_current().is_ok();
                         let thread = std::thread::current().name().unwrap_or("").to_owned();

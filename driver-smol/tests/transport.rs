@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures_lite::{AsyncReadExt, AsyncWriteExt, StreamExt};
-use reconcile_core::KeyMap;
 use reconcile_core::pod::PodView;
+use reconcile_core::{KeyMap, ObjectKey};
 use reconcile_smol::engine::Transport;
 use reconcile_smol::{
     Action, ClientError, Controller, Reconcile, SmolTransport, Source, TransportOptions,
@@ -457,10 +457,18 @@ fn a_controller_on_smol_syncs_follows_the_watch_and_stops_from_inside_reconcile(
         let source = Source::pods(transport, Some("ns")).labels("cell");
         let controller = Controller::new(source, KeyMap::by_label("cell")).concurrency(2);
         let handle = controller.handle();
+        // A reader on another smol task: waits for the first sync, then reads by key.
+        let cache = handle.cache();
+        let reader = smol::spawn(async move {
+            cache.wait_until_ready().await.expect("synced");
+            cache.get(&ObjectKey::new(Some("ns"), "p1")).is_some()
+        });
         let calls: Arc<Mutex<Vec<Vec<String>>>> = Arc::default();
         let stopper = handle.clone();
         let run = controller.run(
             move |request: Reconcile<PodView, String>, calls: Arc<Mutex<Vec<Vec<String>>>>| {
+                // The whole cache as of dispatch holds at least this cell's members.
+                assert!(request.cache().len() >= request.members().len());
                 let (_cell, members) = request.into_parts();
                 let stopper = stopper.clone();
                 async move {
@@ -492,6 +500,12 @@ fn a_controller_on_smol_syncs_follows_the_watch_and_stops_from_inside_reconcile(
         let result = ended.expect("the controller did not stop within 20s");
         assert!(result.is_ok(), "{result:?}");
         assert!(handle.is_stopped());
+        assert!(reader.await, "the reader found p1 once the cache was ready");
+        assert_eq!(
+            handle.cache().state().len(),
+            2,
+            "the reader's view at the end"
+        );
         let calls = calls.lock().unwrap().clone();
         assert_eq!(
             calls.last().unwrap(),

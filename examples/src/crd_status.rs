@@ -136,7 +136,7 @@ pub fn source<T>(transport: T, args: &Args) -> Source<Shop, T> {
     scoped(Source::namespaced(transport, &args.namespace), args)
 }
 
-/// The controller: one reconcile per shop ([`KeyMap::by_object`]) on `runtime`.
+/// The controller: one reconcile per shop ([`KeyMap::by_object`](reconcile_core::KeyMap::by_object)) on `runtime`.
 pub fn controller<R: Runtime, T: Transport>(
     runtime: R,
     source: Source<Shop, T>,

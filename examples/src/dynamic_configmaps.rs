@@ -88,7 +88,7 @@ pub fn source<T>(transport: T, resource: &ApiResource, args: &Args) -> Source<Dy
     )
 }
 
-/// The controller: one reconcile per object ([`KeyMap::by_object`]) on `runtime`.
+/// The controller: one reconcile per object ([`KeyMap::by_object`](reconcile_core::KeyMap::by_object)) on `runtime`.
 pub fn controller<R: Runtime, T: Transport>(
     runtime: R,
     source: Source<DynamicObject, T>,

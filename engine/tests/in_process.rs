@@ -10,10 +10,9 @@ use std::sync::{Arc, Mutex};
 use reconcile_core::pod::PodView;
 use reconcile_core::{Command, KeyMap};
 use reconcile_engine::{
-    Action, BodyStream, BoxFuture, Controller, Reconcile, Recorded, Source, Tape, Transport,
-    TransportError, default_error_policy,
+    Action, Controller, Reconcile, Recorded, Source, Tape, default_error_policy,
 };
-use support::{Paused, Seen, names, paused, stop_cleanly, until, within};
+use support::{NoTransport, Paused, Seen, names, paused, stop_cleanly, until, within};
 
 /// A pod in namespace `ns` with label `cell`.
 fn pod(name: &str, cell: &str) -> PodView {
@@ -21,19 +20,6 @@ fn pod(name: &str, cell: &str) -> PodView {
         r#"{{"metadata":{{"name":"{name}","namespace":"ns","labels":{{"cell":"{cell}"}}}}}}"#
     ))
     .expect("a pod")
-}
-
-/// The transport of a source that never needs one: sending fails the test.
-#[derive(Clone)]
-struct NoTransport;
-
-impl Transport for NoTransport {
-    fn send(
-        &self,
-        request: http::Request<Vec<u8>>,
-    ) -> BoxFuture<Result<http::Response<BodyStream>, TransportError>> {
-        panic!("an in-process source sent {}", request.uri());
-    }
 }
 
 async fn controller() -> Controller<PodView, String, Paused, NoTransport> {

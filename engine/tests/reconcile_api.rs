@@ -13,11 +13,8 @@ use std::time::Duration;
 
 use reconcile_core::pod::PodView;
 use reconcile_core::{KeyMap, ObjectKey};
-use reconcile_engine::{
-    Action, BodyStream, BoxFuture, Controller, Reconcile, Source, Transport, TransportError,
-    default_error_policy,
-};
-use support::{Paused, paused, stop_cleanly, until, within};
+use reconcile_engine::{Action, Controller, Reconcile, Source, default_error_policy};
+use support::{NoTransport, Paused, paused, stop_cleanly, until, within};
 
 fn pod(name: &str, cell: &str, rv: u32) -> PodView {
     serde_json::from_str(&format!(
@@ -28,18 +25,6 @@ fn pod(name: &str, cell: &str, rv: u32) -> PodView {
 
 fn key(name: &str) -> ObjectKey {
     ObjectKey::new(Some("ns"), name)
-}
-
-#[derive(Clone)]
-struct NoTransport;
-
-impl Transport for NoTransport {
-    fn send(
-        &self,
-        request: http::Request<Vec<u8>>,
-    ) -> BoxFuture<Result<http::Response<BodyStream>, TransportError>> {
-        panic!("an in-process source sent {}", request.uri());
-    }
 }
 
 async fn by_cell() -> Controller<PodView, String, Paused, NoTransport> {

@@ -15,14 +15,12 @@
 use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::Deployment;
-use kube::core::params::{Patch, PatchParams};
 use reconcile_core::ObjectKey;
 use reconcile_engine::{
     Action, ApiClient, Controller, Reconcile, Running, Runtime, ShutdownSignal, Source, Transport,
 };
-use serde_json::json;
 
-use crate::{Args, Effect, Error, Observations, error_policy, scoped};
+use crate::{Args, Effect, Error, Observations, annotate, error_policy, scoped};
 
 /// The annotation this controller owns.
 pub const ANNOTATION: &str = "reconcile-loop.dev/replicas";
@@ -110,19 +108,8 @@ pub async fn reconcile<T: Transport>(
         return Ok(Action::await_change());
     }
     let api = ApiClient::<Deployment, T>::scoped(ctx.transport.clone(), key.namespace());
-    let patch = json!({
-        "metadata": {
-            // A precondition: refused with 409 if the object moved on since this copy.
-            "resourceVersion": deployment.metadata.resource_version,
-            "annotations": { ANNOTATION: want },
-        }
-    });
-    api.patch(key.name(), &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .map_err(|source| Error::WriteBack {
-            key: key.clone(),
-            source,
-        })?;
+    let version = deployment.metadata.resource_version.as_deref();
+    annotate(&api, key, version, ANNOTATION, &want).await?;
     tracing::info!(%key, replicas = %want, "annotated");
     ctx.observations.push(key, Effect::Wrote(want));
     Ok(Action::await_change())
@@ -181,10 +168,10 @@ mod tests {
         ready: Option<i32>,
         annotation: Option<&str>,
     ) -> Deployment {
-        serde_json::from_value(json!({
+        serde_json::from_value(serde_json::json!({
             "metadata": {
                 "name": "web",
-                "annotations": annotation.map(|a| json!({ ANNOTATION: a })),
+                "annotations": annotation.map(|a| serde_json::json!({ ANNOTATION: a })),
             },
             "spec": {
                 "replicas": replicas,

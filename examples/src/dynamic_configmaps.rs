@@ -14,15 +14,13 @@
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::core::params::{Patch, PatchParams};
 use kube::core::{ApiResource, DynamicObject};
 use reconcile_core::ObjectKey;
 use reconcile_engine::{
     Action, ApiClient, Controller, Reconcile, Running, Runtime, ShutdownSignal, Source, Transport,
 };
-use serde_json::json;
 
-use crate::{Args, Effect, Error, Observations, error_policy, scoped};
+use crate::{Args, Effect, Error, Observations, annotate, error_policy, scoped};
 
 /// The annotation this controller owns.
 pub const ANNOTATION: &str = "reconcile-loop.dev/data-keys";
@@ -120,19 +118,8 @@ pub async fn reconcile<T: Transport>(
         key.namespace().unwrap_or_default(),
         &ctx.resource,
     );
-    let patch = json!({
-        "metadata": {
-            // A precondition: refused with 409 if the object moved on since this copy.
-            "resourceVersion": object.metadata.resource_version,
-            "annotations": { ANNOTATION: want },
-        }
-    });
-    api.patch(key.name(), &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .map_err(|source| Error::WriteBack {
-            key: key.clone(),
-            source,
-        })?;
+    let version = object.metadata.resource_version.as_deref();
+    annotate(&api, key, version, ANNOTATION, &want).await?;
     tracing::info!(%key, keys = %want, "annotated");
     ctx.observations.push(key, Effect::Wrote(want));
     Ok(Action::await_change())
@@ -173,7 +160,7 @@ mod tests {
 
     #[test]
     fn data_and_binary_data_keys_are_counted_from_the_untyped_body() {
-        let object: DynamicObject = serde_json::from_value(json!({
+        let object: DynamicObject = serde_json::from_value(serde_json::json!({
             "apiVersion": "v1",
             "kind": "ConfigMap",
             "metadata": { "name": "c", "annotations": { ANNOTATION: "3" } },
@@ -184,7 +171,8 @@ mod tests {
         assert_eq!(data_keys(&object), 3);
         assert_eq!(current(&object), Some("3"));
         let empty: DynamicObject =
-            serde_json::from_value(json!({ "metadata": { "name": "e" } })).expect("an object");
+            serde_json::from_value(serde_json::json!({ "metadata": { "name": "e" } }))
+                .expect("an object");
         assert_eq!(data_keys(&empty), 0);
         assert_eq!(resource().plural, "configmaps");
     }

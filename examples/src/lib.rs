@@ -40,8 +40,10 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
+use kube::core::params::{Patch, PatchParams};
 use reconcile_core::ObjectKey;
-use reconcile_engine::{Action, ApiError, Reconcile, Source};
+use reconcile_engine::{Action, ApiClient, ApiError, Reconcile, Source, Transport};
+use serde_json::json;
 
 pub mod crd_status;
 pub mod deployment_annotate;
@@ -206,6 +208,38 @@ pub struct Observation {
 /// Observations kept; an example's run makes a handful per object, so the bound only stops
 /// a runaway loop from growing memory without end (the oldest are dropped).
 pub const MAX_OBSERVATIONS: usize = 100_000;
+
+/// Sets the annotation `name` of the object at `key` to `value` through `api`, with the
+/// `resourceVersion` the value was computed from as a precondition: a copy that is out of
+/// date gets a 409 rather than writing over a newer object.
+///
+/// # Errors
+/// [`Error::WriteBack`] when the apiserver refuses.
+pub(crate) async fn annotate<K, T>(
+    api: &ApiClient<K, T>,
+    key: &ObjectKey,
+    resource_version: Option<&str>,
+    name: &str,
+    value: &str,
+) -> Result<(), Error>
+where
+    K: kube::Resource + serde::de::DeserializeOwned + serde::Serialize,
+    T: Transport,
+{
+    let patch = json!({
+        "metadata": {
+            "resourceVersion": resource_version,
+            "annotations": { name: value },
+        }
+    });
+    api.patch(key.name(), &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map_err(|source| Error::WriteBack {
+            key: key.clone(),
+            source,
+        })?;
+    Ok(())
+}
 
 /// What the reconciles of one controller did, in order: a hook for tests (and a log for a
 /// reader). Clones share one list.

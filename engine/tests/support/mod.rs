@@ -103,3 +103,20 @@ pub fn names(members: &[Arc<PodView>]) -> Vec<String> {
         .filter_map(|p| p.metadata.name.as_deref().map(str::to_owned))
         .collect()
 }
+
+/// The transport of an in-process source, which never needs one: sending fails the test.
+// Only the in-process test binaries use it.
+#[allow(dead_code)]
+#[derive(Clone)]
+pub struct NoTransport;
+
+impl reconcile_engine::Transport for NoTransport {
+    fn send(
+        &self,
+        request: http::Request<Vec<u8>>,
+    ) -> BoxFuture<
+        Result<http::Response<reconcile_engine::BodyStream>, reconcile_engine::TransportError>,
+    > {
+        panic!("an in-process source sent {}", request.uri());
+    }
+}

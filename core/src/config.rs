@@ -3,84 +3,17 @@
 use std::fmt;
 use std::time::Duration;
 
+use std::sync::Arc;
+
 use crate::key_map::KeyMap;
+use crate::object::Object;
+pub use crate::params::WatchParams;
 use crate::retry::Backoff;
+use crate::secondary::SecondaryFactory;
 
 /// The largest `concurrency` accepted: far above any useful number of parallel reconciles,
 /// low enough that a typo cannot ask for millions of in-flight tasks.
 pub const MAX_CONCURRENCY: usize = 4096;
-
-/// What to LIST and WATCH (kube-runtime's `watcher::Config`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WatchParams {
-    /// Namespace, or all namespaces when `None`.
-    pub namespace: Option<String>,
-    /// `labelSelector`, applied server-side to LIST and WATCH alike.
-    pub label_selector: Option<String>,
-    /// `fieldSelector`.
-    pub field_selector: Option<String>,
-    /// `timeoutSeconds`, sent on every WATCH (default 300).
-    pub timeout_seconds: u32,
-}
-
-impl Default for WatchParams {
-    fn default() -> Self {
-        WatchParams {
-            namespace: None,
-            label_selector: None,
-            field_selector: None,
-            timeout_seconds: 300,
-        }
-    }
-}
-
-impl WatchParams {
-    /// Watches everything in `namespace`.
-    #[must_use]
-    pub fn namespaced(namespace: impl Into<String>) -> Self {
-        WatchParams {
-            namespace: Some(namespace.into()),
-            ..WatchParams::default()
-        }
-    }
-
-    /// Sets the label selector.
-    #[must_use]
-    pub fn labels(mut self, selector: impl Into<String>) -> Self {
-        self.label_selector = Some(selector.into());
-        self
-    }
-
-    /// Sets the field selector.
-    #[must_use]
-    pub fn fields(mut self, selector: impl Into<String>) -> Self {
-        self.field_selector = Some(selector.into());
-        self
-    }
-
-    /// Sets `timeoutSeconds`.
-    #[must_use]
-    pub fn timeout(mut self, seconds: u32) -> Self {
-        self.timeout_seconds = seconds;
-        self
-    }
-}
-
-impl fmt::Display for WatchParams {
-    /// Renders the scoping as a suffix: ` ns=a labels=x=y`, empty when unscoped.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if let Some(ns) = &self.namespace {
-            write!(f, " ns={ns}")?;
-        }
-        if let Some(l) = &self.label_selector {
-            write!(f, " labels={l}")?;
-        }
-        if let Some(s) = &self.field_selector {
-            write!(f, " fields={s}")?;
-        }
-        Ok(())
-    }
-}
 
 /// Where objects come from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -110,6 +43,8 @@ pub struct Config<O, P> {
     /// Wait before reopening an in-process stream that ended or did not open with a
     /// `Replace` (default 1 s).
     pub source_retry_delay: Duration,
+    /// The secondary sources, in the order added: source `S1`, `S2`, ...
+    pub(crate) secondaries: Vec<SecondaryFactory<O, P>>,
 }
 
 impl<O, P> Clone for Config<O, P> {
@@ -122,6 +57,7 @@ impl<O, P> Clone for Config<O, P> {
             backoff: self.backoff,
             retry_delay: self.retry_delay,
             source_retry_delay: self.source_retry_delay,
+            secondaries: self.secondaries.clone(),
         }
     }
 }
@@ -135,6 +71,7 @@ impl<O, P> fmt::Debug for Config<O, P> {
             .field("backoff", &self.backoff)
             .field("retry_delay", &self.retry_delay)
             .field("source_retry_delay", &self.source_retry_delay)
+            .field("secondaries", &self.secondaries.len())
             .finish_non_exhaustive()
     }
 }
@@ -159,7 +96,33 @@ impl<O, P> Config<O, P> {
             backoff: Backoff::default(),
             retry_delay: Duration::from_secs(1),
             source_retry_delay: Duration::from_secs(1),
+            secondaries: Vec::new(),
         }
+    }
+
+    /// Adds a secondary source: `C`s listed and watched with `params`, each waking the
+    /// parents `map` names (kube-runtime's `watches`, controller-runtime's `Watches` with a
+    /// map function). No reconcile runs until every source has synced once.
+    #[must_use]
+    pub fn watches<C>(
+        mut self,
+        params: WatchParams,
+        map: impl Fn(&C) -> Vec<P> + Send + Sync + 'static,
+    ) -> Self
+    where
+        O: 'static,
+        P: Ord + Clone + Send + 'static,
+        C: Object + Send + Sync,
+    {
+        self.secondaries
+            .push(crate::secondary::factory(params, Arc::new(map)));
+        self
+    }
+
+    /// The number of secondary sources.
+    #[must_use]
+    pub fn secondary_count(&self) -> usize {
+        self.secondaries.len()
     }
 
     /// Sets the number of parallel reconciles.

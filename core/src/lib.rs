@@ -63,11 +63,13 @@
 //! | `key_map` | object → parent key, with ready-made maps that name themselves | `EnqueueRequestForOwner` |
 //! | [`frame`] | watch frame and `Status` parsing | `watch.Event` decoding |
 //! | [`list`] | LIST bodies, whole or decoded while they stream in | `List` decoding |
-//! | `config` | settings and their bounds | `Options` |
+//! | `params` | what to LIST and WATCH | `watcher::Config` |
 //! | `output` | commands, events, deadlines | (the sans-IO boundary) |
 //! | `source` | store writes as values; in-process sources | `Store` write methods |
 //! | `store` | cache with a parent index; a change log a driver keeps a copy in step with | `cache.Store`, `DeltaFIFO.Replace` |
 //! | `reflector` | cursor, LIST / WATCH, relist | `cache.Reflector` |
+//! | `secondary` | sources of other kinds: own reflector and store, objects mapped to parents | `Owns`, `Watches` |
+//! | `config` | settings and their bounds | `Options` |
 //! | `queue`, `retry` | dedup queue; per-key backoff | `workqueue`, rate limiter |
 //! | `reconcile_loop` | inputs, lifecycle, sync barrier, dispatch at drain, resync | controller-runtime `Controller` |
 //! | `step_line` | one readable line per step, for snapshots and the simulator | |
@@ -79,11 +81,13 @@ mod key_map;
 pub mod list;
 mod object;
 mod output;
+mod params;
 pub mod pod;
 mod queue;
 mod reconcile_loop;
 mod reflector;
 mod retry;
+mod secondary;
 mod source;
 mod step_line;
 mod store;
@@ -94,11 +98,12 @@ pub use config::{Config, ConfigError, SourceConfig, WatchParams};
 pub use key_map::{KeyBy, KeyByParseError, KeyMap, KeyMapError};
 pub use object::{Object, ObjectKey};
 pub use output::{
-    Command, Deadline, Event, ListFailure, Output, RelistReason, RequestId, StreamId, Ticket, Wake,
-    WatchRetryReason,
+    Command, Deadline, Event, ListFailure, Output, RelistReason, RequestId, SourceId, StreamId,
+    Ticket, Wake, WatchRetryReason,
 };
 pub use reconcile_loop::{Input, Lifecycle, Outcome, ReconcileLoop, Stats};
 pub use reflector::{ListResponse, StreamEnd};
+pub use secondary::Related;
 pub use retry::Backoff;
 pub use source::SourceEvent;
 pub use step_line::StepLine;

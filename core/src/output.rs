@@ -6,7 +6,8 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::config::WatchParams;
+use crate::params::WatchParams;
+use crate::secondary::Related;
 use crate::frame::{FrameError, Status};
 use crate::key_map::KeyMapError;
 use crate::list::{ItemError, ListBodyError};
@@ -56,6 +57,23 @@ id_type!(
     Ticket,
     "R"
 );
+id_type!(
+    /// Names one source of a loop: [`SourceId::PRIMARY`] for the objects the controller is
+    /// for, then each secondary source in the order it was configured.
+    SourceId,
+    "S"
+);
+
+impl SourceId {
+    /// The primary source: the objects the controller is for.
+    pub const PRIMARY: SourceId = SourceId(0);
+
+    /// The `n`th source (0 is the primary).
+    #[must_use]
+    pub fn nth(n: u64) -> Self {
+        SourceId(n)
+    }
+}
 
 /// One thing for the driver to do.
 #[derive(Debug, Clone)]
@@ -65,6 +83,8 @@ pub enum Command<O, P> {
     List {
         /// Hand back with the response.
         req: RequestId,
+        /// Which source's collection to list.
+        source: SourceId,
         /// Namespace and selectors.
         params: Arc<WatchParams>,
     },
@@ -77,6 +97,8 @@ pub enum Command<O, P> {
     Watch {
         /// Tag every line and the end of this stream with it.
         stream: StreamId,
+        /// Which source's collection to watch.
+        source: SourceId,
         /// Namespace and selectors.
         params: Arc<WatchParams>,
         /// The cursor: never empty, always from a LIST or a frame.
@@ -113,6 +135,8 @@ pub enum Command<O, P> {
         attempt: u32,
         /// The parent's objects at dispatch time, in key order.
         members: Vec<Arc<O>>,
+        /// Each secondary source's objects of the parent at dispatch time, by source.
+        related: Vec<Related>,
     },
     /// Abandon a running reconcile (on stop); its outcome will be ignored.
     CancelReconcile {
@@ -354,19 +378,31 @@ pub enum Output<O, P> {
 impl<O: Object, P: fmt::Display> fmt::Display for Command<O, P> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Command::List { req, params } => write!(f, "list {req}{params}"),
+            // The primary's name is left out, so single-source lines read as they always did.
+            Command::List {
+                req,
+                source,
+                params,
+            } if *source == SourceId::PRIMARY => write!(f, "list {req}{params}"),
+            Command::List {
+                req,
+                source,
+                params,
+            } => write!(f, "list {req} {source}{params}"),
             Command::CancelList { req } => write!(f, "cancel-list {req}"),
             Command::Watch {
                 stream,
+                source,
                 params,
                 resource_version,
                 timeout_seconds,
                 allow_bookmarks,
             } => {
-                write!(
-                    f,
-                    "watch {stream} rv={resource_version} timeout={timeout_seconds}s"
-                )?;
+                write!(f, "watch {stream}")?;
+                if *source != SourceId::PRIMARY {
+                    write!(f, " {source}")?;
+                }
+                write!(f, " rv={resource_version} timeout={timeout_seconds}s")?;
                 if *allow_bookmarks {
                     f.write_str(" bookmarks")?;
                 }
@@ -380,6 +416,7 @@ impl<O: Object, P: fmt::Display> fmt::Display for Command<O, P> {
                 parent,
                 attempt,
                 members,
+                related,
             } => {
                 write!(f, "reconcile {parent} {ticket} attempt={attempt} members=[")?;
                 for (i, m) in members.iter().enumerate() {
@@ -391,7 +428,12 @@ impl<O: Object, P: fmt::Display> fmt::Display for Command<O, P> {
                         None => f.write_str("?")?,
                     }
                 }
-                f.write_str("]")
+                f.write_str("]")?;
+                // Counts only: the secondaries' objects are type-erased here.
+                for r in related {
+                    write!(f, " {}={}", r.source, r.objects.len())?;
+                }
+                Ok(())
             }
             Command::CancelReconcile { ticket } => write!(f, "cancel-reconcile {ticket}"),
         }

@@ -11,10 +11,13 @@ use bytes::Bytes;
 use crate::config::{Config, ConfigError, SourceConfig};
 use crate::key_map::KeyMap;
 use crate::object::Object;
-use crate::output::{Command, Deadline, Event, Outbox, Output, RequestId, StreamId, Ticket, Wake};
+use crate::output::{
+    Command, Deadline, Event, Outbox, Output, RequestId, SourceId, StreamId, Ticket, Wake,
+};
 use crate::queue::WorkQueue;
 use crate::reflector::{ListResponse, MintIds, Reflector, StreamEnd};
 use crate::retry::RetryScheduler;
+use crate::secondary::Secondary;
 use crate::source::{Change, InProcessSource, SourceEvent};
 use crate::store::{CacheChange, Rejected, Store};
 use crate::time::Instant;
@@ -240,11 +243,16 @@ pub struct ReconcileLoop<O, P> {
     lifecycle: Lifecycle,
     now: Instant,
     source: Source<O>,
+    /// The secondary sources, `S1` onwards, in the order configured.
+    secondaries: Vec<Box<dyn Secondary<O, P> + Send>>,
     store: Store<O, P>,
     queue: WorkQueue<P>,
     retry: RetryScheduler<P>,
     /// Invariant: `in_flight.len() <= concurrency`, and no parent appears twice.
     in_flight: BTreeMap<Ticket, P>,
+    /// The primary's first whole listing has been applied.
+    primary_synced: bool,
+    /// Every source has applied a whole listing: the sync barrier is passed.
     synced: bool,
     resync_at: Option<Instant>,
     out: Outbox<O, P>,
@@ -277,13 +285,21 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
     pub fn new(config: Config<O, P>, now: Instant) -> Result<Self, ConfigError> {
         config.validate()?;
         let source = match config.source {
-            SourceConfig::Kubernetes(params) => {
-                Source::Kubernetes(Reflector::new(params, config.retry_delay))
-            }
+            SourceConfig::Kubernetes(params) => Source::Kubernetes(Reflector::new(
+                SourceId::PRIMARY,
+                params,
+                config.retry_delay,
+            )),
             SourceConfig::InProcess => {
                 Source::InProcess(InProcessSource::new(config.source_retry_delay))
             }
         };
+        let secondaries = config
+            .secondaries
+            .iter()
+            .zip(1..)
+            .map(|(build, n)| build(SourceId::nth(n), config.retry_delay))
+            .collect();
         Ok(ReconcileLoop {
             key_map: config.key_map,
             concurrency: config.concurrency,
@@ -291,10 +307,12 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
             lifecycle: Lifecycle::New,
             now,
             source,
+            secondaries,
             store: Store::default(),
             queue: WorkQueue::default(),
             retry: RetryScheduler::new(config.backoff),
             in_flight: BTreeMap::new(),
+            primary_synced: false,
             synced: false,
             resync_at: None,
             out: Outbox::new(),
@@ -322,7 +340,58 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
             (Lifecycle::Running, Input::Reconciled { ticket, outcome }) => {
                 self.handle_reconciled(now, ticket, outcome);
             }
-            (Lifecycle::Running, input) => match (&mut self.source, input) {
+            (Lifecycle::Running, input) => match self.to_secondary(now, input) {
+                Some(input) => self.to_primary(now, kind, input),
+                None => {}
+            },
+            _ => self.stale(kind),
+        }
+    }
+
+    /// Hands `input` to the secondary source whose LIST or WATCH it answers; gives it back
+    /// when it is none of theirs.
+    fn to_secondary(&mut self, now: Instant, input: Input<O>) -> Option<Input<O>> {
+        let owner = match &input {
+            Input::List { req, .. } => self.secondaries.iter().position(|s| s.owns_list(*req)),
+            Input::WatchOpened { stream }
+            | Input::WatchLine { stream, .. }
+            | Input::WatchEnd { stream, .. } => {
+                self.secondaries.iter().position(|s| s.owns_stream(*stream))
+            }
+            _ => None,
+        };
+        let Some(i) = owner else {
+            return Some(input);
+        };
+        let source = &mut self.secondaries[i];
+        let before = self.wakes.len();
+        match input {
+            Input::List { req, response } => source.handle_list(
+                now,
+                req,
+                response,
+                &mut self.ids,
+                &mut self.out,
+                &mut self.wakes,
+            ),
+            Input::WatchOpened { stream } => source.handle_watch_opened(now, stream, &mut self.out),
+            Input::WatchLine { stream, line } => {
+                source.handle_watch_line(now, stream, &line, &mut self.out, &mut self.wakes);
+            }
+            Input::WatchEnd { stream, end } => {
+                source.handle_watch_end(now, stream, end, &mut self.ids, &mut self.out);
+            }
+            _ => unreachable!("only LIST and WATCH inputs have an owner"),
+        }
+        if self.wakes.len() > before {
+            self.dispatch_due = true;
+        }
+        self.check_synced(now);
+        None
+    }
+
+    fn to_primary(&mut self, now: Instant, kind: &'static str, input: Input<O>) {
+        match (&mut self.source, input) {
                 (Source::Kubernetes(reflector), Input::List { req, response }) => {
                     let change =
                         reflector.handle_list(now, req, response, &mut self.ids, &mut self.out);
@@ -346,8 +415,6 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
                     source.handle_end(now, stream, error, &mut self.out);
                 }
                 _ => self.stale(kind),
-            },
-            _ => self.stale(kind),
         }
     }
 
@@ -360,6 +427,9 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
                 source.start(stream, &mut self.out);
             }
         }
+        for source in &mut self.secondaries {
+            source.start(&mut self.ids, &mut self.out);
+        }
     }
 
     fn stop(&mut self) {
@@ -369,6 +439,9 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
         match &mut self.source {
             Source::Kubernetes(reflector) => reflector.stop(&mut self.out),
             Source::InProcess(source) => source.stop(&mut self.out),
+        }
+        for source in &mut self.secondaries {
+            source.stop(&mut self.out);
         }
         for ticket in std::mem::take(&mut self.in_flight).into_keys() {
             self.out
@@ -431,6 +504,9 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
                 source.handle_timeout(now, || ids.stream(), &mut self.out);
             }
         }
+        for source in &mut self.secondaries {
+            source.handle_timeout(now, &mut self.ids, &mut self.out);
+        }
         while let Some(parent) = self.retry.pop_due(now) {
             self.wake(parent);
         }
@@ -474,6 +550,7 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
             Source::Kubernetes(reflector) => reflector.deadline(),
             Source::InProcess(source) => source.deadline(),
         };
+        let secondaries = self.secondaries.iter().filter_map(|s| s.deadline());
         let requeue = self.retry.next_deadline().map(|at| Deadline {
             at,
             wake: Wake::Requeue,
@@ -482,9 +559,11 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
             at,
             wake: Wake::Resync,
         });
-        [source, requeue, resync]
+        source
             .into_iter()
-            .flatten()
+            .chain(secondaries)
+            .chain(requeue)
+            .chain(resync)
             .reduce(|a, b| if b.at < a.at { b } else { a })
     }
 
@@ -558,6 +637,16 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
         if let Source::InProcess(source) = &self.source {
             stats.stale_inputs += source.stale_inputs;
         }
+        // Every source counts: the figures are the loop's, whichever source did the work.
+        for source in &self.secondaries {
+            let r = source.counters();
+            stats.frames += r.frames;
+            stats.frames_skipped += r.frames_skipped;
+            stats.lists += r.lists;
+            stats.watches += r.watches;
+            stats.relists += r.relists;
+            stats.stale_inputs += r.stale_inputs;
+        }
         stats
     }
 
@@ -617,15 +706,26 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
         if self.wakes.len() > before {
             self.dispatch_due = true;
         }
-        if replace && !self.synced {
-            self.synced = true;
-            self.dispatch_due = true;
-            // The first resync is one full period after the first sync, not after start: a
-            // source that syncs late must not be resynced early.
-            self.resync_at = self.resync.map(|period| now + period);
-            let objects = self.store.len();
-            self.event(Event::Synced { objects });
+        if replace {
+            self.primary_synced = true;
         }
+        self.check_synced(now);
+    }
+
+    /// Passes the sync barrier once every source has applied a whole listing: no reconcile
+    /// runs before, so none sees a partial world.
+    fn check_synced(&mut self, now: Instant) {
+        if self.synced || !self.primary_synced || !self.secondaries.iter().all(|s| s.is_synced())
+        {
+            return;
+        }
+        self.synced = true;
+        self.dispatch_due = true;
+        // The first resync is one full period after the first sync, not after start: a
+        // source that syncs late must not be resynced early.
+        self.resync_at = self.resync.map(|period| now + period);
+        let objects = self.store.len() + self.secondaries.iter().map(|s| s.len()).sum::<usize>();
+        self.event(Event::Synced { objects });
     }
 
     fn wake(&mut self, parent: P) {
@@ -661,6 +761,13 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
             let ticket = Ticket(self.ids.bump());
             let attempt = self.retry.failures(&parent).saturating_add(1);
             let members = self.store.snapshot(&parent);
+            // Every source's objects of this parent, read now: a parent whose children
+            // changed sees them.
+            let related = self
+                .secondaries
+                .iter()
+                .map(|s| s.related(&parent))
+                .collect();
             self.in_flight.insert(ticket, parent.clone());
             self.stats.reconciles += 1;
             self.out.push_back(Output::Command(Command::Reconcile {
@@ -668,6 +775,7 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
                 parent,
                 attempt,
                 members,
+                related,
             }));
         }
         debug_assert!(self.in_flight.len() <= self.concurrency);

@@ -15,15 +15,15 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::config::WatchParams;
+use crate::params::WatchParams;
 use bytes::Bytes;
 
 use crate::frame::{self, Status, WatchEvent};
 use crate::list::{self, ListBodyError, ObjectList};
 use crate::object::Object;
 use crate::output::{
-    Command, Deadline, Event, ListFailure, Outbox, Output, RelistReason, RequestId, StreamId, Wake,
-    WatchRetryReason,
+    Command, Deadline, Event, ListFailure, Outbox, Output, RelistReason, RequestId, SourceId,
+    StreamId, Wake, WatchRetryReason,
 };
 use crate::source::Change;
 use crate::time::Instant;
@@ -111,6 +111,7 @@ pub(crate) trait MintIds {
 /// into the loop's outbox and hands store writes back to the caller.
 #[derive(Debug)]
 pub(crate) struct Reflector<O> {
+    source: SourceId,
     params: Arc<WatchParams>,
     retry_delay: Duration,
     /// Invariant: `Some` whenever a WATCH is open or about to be opened.
@@ -121,8 +122,9 @@ pub(crate) struct Reflector<O> {
 }
 
 impl<O: Object> Reflector<O> {
-    pub(crate) fn new(params: WatchParams, retry_delay: Duration) -> Self {
+    pub(crate) fn new(source: SourceId, params: WatchParams, retry_delay: Duration) -> Self {
         Reflector {
+            source,
             params: Arc::new(params),
             retry_delay,
             cursor: None,
@@ -140,17 +142,33 @@ impl<O: Object> Reflector<O> {
         self.cursor.as_deref()
     }
 
-    pub(crate) fn start<P>(&mut self, ids: &mut impl MintIds, out: &mut Outbox<O, P>) {
+    /// The LIST in flight, if any: its answer is this reflector's to handle.
+    pub(crate) fn current_list(&self) -> Option<RequestId> {
+        match self.phase {
+            Phase::Listing { req } => Some(req),
+            _ => None,
+        }
+    }
+
+    /// The WATCH open, if any: its lines and end are this reflector's to handle.
+    pub(crate) fn current_stream(&self) -> Option<StreamId> {
+        match self.phase {
+            Phase::Watching { stream, .. } => Some(stream),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn start<Q, P>(&mut self, ids: &mut (impl MintIds + ?Sized), out: &mut Outbox<Q, P>) {
         self.list(ids, out);
     }
 
-    pub(crate) fn handle_list<P>(
+    pub(crate) fn handle_list<Q, P>(
         &mut self,
         now: Instant,
         req: RequestId,
         response: ListResponse<O>,
-        ids: &mut impl MintIds,
-        out: &mut Outbox<O, P>,
+        ids: &mut (impl MintIds + ?Sized),
+        out: &mut Outbox<Q, P>,
     ) -> Option<Change<O>> {
         if !self.is_current_list(req, out) {
             return None;
@@ -170,7 +188,7 @@ impl<O: Object> Reflector<O> {
     }
 
     /// Whether `req` is the LIST in flight; an answer to any other is reported stale.
-    fn is_current_list<P>(&mut self, req: RequestId, out: &mut Outbox<O, P>) -> bool {
+    fn is_current_list<Q, P>(&mut self, req: RequestId, out: &mut Outbox<Q, P>) -> bool {
         if matches!(self.phase, Phase::Listing { req: current } if current == req) {
             return true;
         }
@@ -181,13 +199,13 @@ impl<O: Object> Reflector<O> {
         false
     }
 
-    fn listed<P>(
+    fn listed<Q, P>(
         &mut self,
         now: Instant,
         req: RequestId,
         list: Result<ObjectList<O>, ListBodyError>,
-        ids: &mut impl MintIds,
-        out: &mut Outbox<O, P>,
+        ids: &mut (impl MintIds + ?Sized),
+        out: &mut Outbox<Q, P>,
     ) -> Option<Change<O>> {
         match list {
             Ok(list) => {
@@ -205,22 +223,22 @@ impl<O: Object> Reflector<O> {
         }
     }
 
-    fn list_failed<P>(
+    fn list_failed<Q, P>(
         &mut self,
         now: Instant,
         req: RequestId,
         error: ListFailure,
-        out: &mut Outbox<O, P>,
+        out: &mut Outbox<Q, P>,
     ) {
         out.push_back(Output::Event(Event::ListFailed { req, error }));
         self.wait(now, Next::List);
     }
 
-    pub(crate) fn handle_watch_opened<P>(
+    pub(crate) fn handle_watch_opened<Q, P>(
         &mut self,
         now: Instant,
         stream: StreamId,
-        out: &mut Outbox<O, P>,
+        out: &mut Outbox<Q, P>,
     ) {
         match &mut self.phase {
             Phase::Watching {
@@ -237,12 +255,12 @@ impl<O: Object> Reflector<O> {
         }
     }
 
-    pub(crate) fn handle_watch_line<P>(
+    pub(crate) fn handle_watch_line<Q, P>(
         &mut self,
         now: Instant,
         stream: StreamId,
         line: &[u8],
-        out: &mut Outbox<O, P>,
+        out: &mut Outbox<Q, P>,
     ) -> Option<Change<O>> {
         let Phase::Watching {
             stream: current,
@@ -304,13 +322,13 @@ impl<O: Object> Reflector<O> {
         Some(change)
     }
 
-    pub(crate) fn handle_watch_end<P>(
+    pub(crate) fn handle_watch_end<Q, P>(
         &mut self,
         now: Instant,
         stream: StreamId,
         end: StreamEnd,
-        ids: &mut impl MintIds,
-        out: &mut Outbox<O, P>,
+        ids: &mut (impl MintIds + ?Sized),
+        out: &mut Outbox<Q, P>,
     ) {
         let Phase::Watching {
             stream: current,
@@ -353,11 +371,11 @@ impl<O: Object> Reflector<O> {
         self.wait(now, Next::Watch);
     }
 
-    pub(crate) fn handle_timeout<P>(
+    pub(crate) fn handle_timeout<Q, P>(
         &mut self,
         now: Instant,
-        ids: &mut impl MintIds,
-        out: &mut Outbox<O, P>,
+        ids: &mut (impl MintIds + ?Sized),
+        out: &mut Outbox<Q, P>,
     ) {
         if let Phase::Waiting { at, next } = self.phase
             && at <= now
@@ -382,7 +400,7 @@ impl<O: Object> Reflector<O> {
         }
     }
 
-    pub(crate) fn stop<P>(&mut self, out: &mut Outbox<O, P>) {
+    pub(crate) fn stop<Q, P>(&mut self, out: &mut Outbox<Q, P>) {
         match self.phase {
             Phase::Listing { req } => out.push_back(Output::Command(Command::CancelList { req })),
             Phase::Watching { stream, .. } => {
@@ -393,12 +411,12 @@ impl<O: Object> Reflector<O> {
         self.phase = Phase::Stopped;
     }
 
-    fn on_error_frame<P>(
+    fn on_error_frame<Q, P>(
         &mut self,
         now: Instant,
         stream: StreamId,
         status: Status,
-        out: &mut Outbox<O, P>,
+        out: &mut Outbox<Q, P>,
     ) {
         if status.cursor_unusable() {
             self.relist(now, RelistReason::ErrorFrame(status), out);
@@ -426,7 +444,7 @@ impl<O: Object> Reflector<O> {
         }
     }
 
-    fn relist<P>(&mut self, now: Instant, reason: RelistReason, out: &mut Outbox<O, P>) {
+    fn relist<Q, P>(&mut self, now: Instant, reason: RelistReason, out: &mut Outbox<Q, P>) {
         // The cursor is dead: never watch from it again.
         self.cursor = None;
         self.counters.relists += 1;
@@ -441,17 +459,18 @@ impl<O: Object> Reflector<O> {
         };
     }
 
-    fn list<P>(&mut self, ids: &mut impl MintIds, out: &mut Outbox<O, P>) {
+    fn list<Q, P>(&mut self, ids: &mut (impl MintIds + ?Sized), out: &mut Outbox<Q, P>) {
         let req = ids.request();
         self.counters.lists += 1;
         self.phase = Phase::Listing { req };
         out.push_back(Output::Command(Command::List {
             req,
+            source: self.source,
             params: Arc::clone(&self.params),
         }));
     }
 
-    fn watch<P>(&mut self, now: Instant, ids: &mut impl MintIds, out: &mut Outbox<O, P>) {
+    fn watch<Q, P>(&mut self, now: Instant, ids: &mut (impl MintIds + ?Sized), out: &mut Outbox<Q, P>) {
         let Some(cursor) = self.cursor.clone() else {
             // Unreachable by construction; relisting is the safe answer if it ever happens.
             debug_assert!(false, "WATCH without a cursor");
@@ -466,6 +485,7 @@ impl<O: Object> Reflector<O> {
         };
         out.push_back(Output::Command(Command::Watch {
             stream,
+            source: self.source,
             params: Arc::clone(&self.params),
             resource_version: cursor,
             timeout_seconds: self.params.timeout_seconds,

@@ -307,7 +307,8 @@ where
 
     fn perform(&mut self, command: Command<O, P>) {
         match command {
-            Command::List { req, params } => self.list(req, &params),
+            // One source per controller in the engine so far: the primary's.
+            Command::List { req, params, .. } => self.list(req, &params),
             Command::CancelList { req } => self.abort(TaskKey::List(req)),
             Command::Watch {
                 stream,
@@ -315,6 +316,7 @@ where
                 resource_version,
                 timeout_seconds,
                 allow_bookmarks,
+                ..
             } => self.watch(
                 stream,
                 &params,
@@ -329,11 +331,13 @@ where
                     self.open_source = None;
                 }
             }
+            // No secondary sources in the engine yet, so `related` is empty.
             Command::Reconcile {
                 ticket,
                 parent,
                 attempt,
                 members,
+                ..
             } => self.reconcile(ticket, parent, attempt, members),
             Command::CancelReconcile { ticket } => self.abort(TaskKey::Reconcile(ticket)),
             other => tracing::warn!(command = %other, "command not understood by this driver"),

@@ -148,6 +148,7 @@ where
                     parent: parent.clone(),
                     attempt: *attempt,
                     members: Vec::new(),
+                    related: Vec::new(),
                 },
                 other => other.clone(),
             })

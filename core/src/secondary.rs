@@ -1,0 +1,319 @@
+//! Secondary sources: objects of other kinds that wake the primary's parents
+//! (kube-runtime's `owns` and `watches`, controller-runtime's `Owns` and `Watches`).
+//!
+//! Each secondary owns its reflector (cursor, LIST / WATCH, relist, retry) and its store, so
+//! a 410 on one never touches another's cursor. Its objects are of its own type; the loop
+//! holds it behind [`Secondary`], so one loop holds sources of several kinds, and hands its
+//! members to a reconcile type-erased ([`Related`]), for the driver to downcast.
+
+use std::any::Any;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::params::WatchParams;
+use crate::object::{Object, ObjectKey};
+use crate::output::{Deadline, Outbox, RequestId, SourceId, StreamId};
+use crate::reflector::{Counters, ListResponse, MintIds, Reflector, StreamEnd};
+use crate::source::Change;
+use crate::time::Instant;
+
+/// Maps a secondary object to the parents it wakes: none, one (an owner) or several.
+pub type SecondaryMap<C, P> = Arc<dyn Fn(&C) -> Vec<P> + Send + Sync>;
+
+/// A secondary source's objects that belong to one parent, as of a reconcile's dispatch,
+/// type-erased: [`Related::downcast`] gives them back typed.
+#[derive(Clone)]
+pub struct Related {
+    /// The source they come from.
+    pub source: SourceId,
+    /// The objects, in key order.
+    pub objects: Vec<Arc<dyn Any + Send + Sync>>,
+}
+
+impl fmt::Debug for Related {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Related")
+            .field("source", &self.source)
+            .field("objects", &self.objects.len())
+            .finish()
+    }
+}
+
+impl Related {
+    /// The objects as `C`; `None` when the source holds another type.
+    #[must_use]
+    pub fn downcast<C: Send + Sync + 'static>(&self) -> Option<Vec<Arc<C>>> {
+        self.objects
+            .iter()
+            .map(|o| Arc::clone(o).downcast::<C>().ok())
+            .collect()
+    }
+}
+
+/// One secondary source, whatever its object type.
+pub(crate) trait Secondary<O, P> {
+    fn owns_list(&self, req: RequestId) -> bool;
+    fn owns_stream(&self, stream: StreamId) -> bool;
+    fn start(&mut self, ids: &mut dyn MintIds, out: &mut Outbox<O, P>);
+    #[allow(clippy::too_many_arguments)]
+    fn handle_list(
+        &mut self,
+        now: Instant,
+        req: RequestId,
+        response: ListResponse<O>,
+        ids: &mut dyn MintIds,
+        out: &mut Outbox<O, P>,
+        wakes: &mut Vec<P>,
+    );
+    fn handle_watch_opened(&mut self, now: Instant, stream: StreamId, out: &mut Outbox<O, P>);
+    fn handle_watch_line(
+        &mut self,
+        now: Instant,
+        stream: StreamId,
+        line: &[u8],
+        out: &mut Outbox<O, P>,
+        wakes: &mut Vec<P>,
+    );
+    fn handle_watch_end(
+        &mut self,
+        now: Instant,
+        stream: StreamId,
+        end: StreamEnd,
+        ids: &mut dyn MintIds,
+        out: &mut Outbox<O, P>,
+    );
+    fn handle_timeout(&mut self, now: Instant, ids: &mut dyn MintIds, out: &mut Outbox<O, P>);
+    fn deadline(&self) -> Option<Deadline>;
+    fn stop(&mut self, out: &mut Outbox<O, P>);
+    /// Whether a whole listing has been applied at least once.
+    fn is_synced(&self) -> bool;
+    fn related(&self, parent: &P) -> Related;
+    fn counters(&self) -> Counters;
+    fn len(&self) -> usize;
+}
+
+/// How a secondary source is built, kept in the [`Config`](crate::Config) so the config
+/// stays cloneable.
+pub(crate) type SecondaryFactory<O, P> =
+    Arc<dyn Fn(SourceId, Duration) -> Box<dyn Secondary<O, P> + Send> + Send + Sync>;
+
+/// The factory of a secondary source of `C`s listed and watched with `params`, whose objects
+/// wake the parents `map` names.
+pub(crate) fn factory<O, P, C>(params: WatchParams, map: SecondaryMap<C, P>) -> SecondaryFactory<O, P>
+where
+    O: 'static,
+    P: Ord + Clone + Send + 'static,
+    C: Object + Send + Sync,
+{
+    Arc::new(move |id, retry_delay| {
+        Box::new(Source::<C, P> {
+            id,
+            reflector: Reflector::new(id, params.clone(), retry_delay),
+            map: Arc::clone(&map),
+            objects: BTreeMap::new(),
+            index: BTreeMap::new(),
+            synced: false,
+        })
+    })
+}
+
+/// A secondary source of `C`s.
+struct Source<C, P> {
+    id: SourceId,
+    reflector: Reflector<C>,
+    map: SecondaryMap<C, P>,
+    /// Key → the object and the parents it wakes (sorted, deduplicated).
+    objects: BTreeMap<ObjectKey, (Arc<C>, Vec<P>)>,
+    /// Parent → its related objects, in key order. Invariant: `k ∈ index[p]` exactly when
+    /// `p ∈ objects[k].1`, and no member map is empty.
+    index: BTreeMap<P, BTreeMap<ObjectKey, Arc<C>>>,
+    synced: bool,
+}
+
+impl<C: Object + Send + Sync, P: Ord + Clone> Source<C, P> {
+    fn apply(&mut self, change: Change<C>, wakes: &mut Vec<P>) {
+        match change {
+            Change::Upsert(object) => self.upsert(object, wakes),
+            Change::Delete(tombstone) => {
+                if let Some(key) = tombstone.key() {
+                    self.remove(&key, wakes);
+                }
+            }
+            Change::Replace(objects) => {
+                let incoming: BTreeMap<ObjectKey, C> = objects
+                    .into_iter()
+                    .filter_map(|o| Some((o.key()?, o)))
+                    .collect();
+                let gone: Vec<ObjectKey> = self
+                    .objects
+                    .keys()
+                    .filter(|k| !incoming.contains_key(*k))
+                    .cloned()
+                    .collect();
+                for key in gone {
+                    self.remove(&key, wakes);
+                }
+                for (_, object) in incoming {
+                    self.upsert(Arc::new(object), wakes);
+                }
+                self.synced = true;
+            }
+        }
+    }
+
+    fn upsert(&mut self, object: Arc<C>, wakes: &mut Vec<P>) {
+        let Some(key) = object.key() else {
+            return;
+        };
+        if let Some((cached, _)) = self.objects.get(&key)
+            && let (Some(new), Some(old)) = (
+                object.object_resource_version(),
+                cached.object_resource_version(),
+            )
+            && new == old
+        {
+            // The version already held: nothing changed, nothing wakes.
+            return;
+        }
+        let mut parents = (self.map)(&object);
+        parents.sort_unstable();
+        parents.dedup();
+        self.remove(&key, wakes);
+        for parent in &parents {
+            self.index
+                .entry(parent.clone())
+                .or_default()
+                .insert(key.clone(), Arc::clone(&object));
+            wakes.push(parent.clone());
+        }
+        self.objects.insert(key, (object, parents));
+    }
+
+    fn remove(&mut self, key: &ObjectKey, wakes: &mut Vec<P>) {
+        let Some((_, parents)) = self.objects.remove(key) else {
+            return;
+        };
+        for parent in parents {
+            if let Some(members) = self.index.get_mut(&parent) {
+                members.remove(key);
+                if members.is_empty() {
+                    self.index.remove(&parent);
+                }
+            }
+            wakes.push(parent);
+        }
+    }
+}
+
+/// A LIST answer meant for a secondary: the raw forms carry over, a body decoded as the
+/// primary's type cannot.
+fn for_secondary<O, C>(response: ListResponse<O>) -> ListResponse<C> {
+    match response {
+        ListResponse::Response { status, body } => ListResponse::Response { status, body },
+        ListResponse::TransportError(e) => ListResponse::TransportError(e),
+        ListResponse::Decoded(_) => ListResponse::TransportError(
+            "a LIST of a secondary source was decoded as the primary's type".into(),
+        ),
+    }
+}
+
+impl<O, C, P> Secondary<O, P> for Source<C, P>
+where
+    C: Object + Send + Sync,
+    P: Ord + Clone,
+{
+    fn owns_list(&self, req: RequestId) -> bool {
+        self.reflector.current_list() == Some(req)
+    }
+
+    fn owns_stream(&self, stream: StreamId) -> bool {
+        self.reflector.current_stream() == Some(stream)
+    }
+
+    fn start(&mut self, ids: &mut dyn MintIds, out: &mut Outbox<O, P>) {
+        self.reflector.start(ids, out);
+    }
+
+    fn handle_list(
+        &mut self,
+        now: Instant,
+        req: RequestId,
+        response: ListResponse<O>,
+        ids: &mut dyn MintIds,
+        out: &mut Outbox<O, P>,
+        wakes: &mut Vec<P>,
+    ) {
+        let response = for_secondary(response);
+        if let Some(change) = self.reflector.handle_list(now, req, response, ids, out) {
+            self.apply(change, wakes);
+        }
+    }
+
+    fn handle_watch_opened(&mut self, now: Instant, stream: StreamId, out: &mut Outbox<O, P>) {
+        self.reflector.handle_watch_opened(now, stream, out);
+    }
+
+    fn handle_watch_line(
+        &mut self,
+        now: Instant,
+        stream: StreamId,
+        line: &[u8],
+        out: &mut Outbox<O, P>,
+        wakes: &mut Vec<P>,
+    ) {
+        if let Some(change) = self.reflector.handle_watch_line(now, stream, line, out) {
+            self.apply(change, wakes);
+        }
+    }
+
+    fn handle_watch_end(
+        &mut self,
+        now: Instant,
+        stream: StreamId,
+        end: StreamEnd,
+        ids: &mut dyn MintIds,
+        out: &mut Outbox<O, P>,
+    ) {
+        self.reflector.handle_watch_end(now, stream, end, ids, out);
+    }
+
+    fn handle_timeout(&mut self, now: Instant, ids: &mut dyn MintIds, out: &mut Outbox<O, P>) {
+        self.reflector.handle_timeout(now, ids, out);
+    }
+
+    fn deadline(&self) -> Option<Deadline> {
+        self.reflector.deadline()
+    }
+
+    fn stop(&mut self, out: &mut Outbox<O, P>) {
+        self.reflector.stop(out);
+    }
+
+    fn is_synced(&self) -> bool {
+        self.synced
+    }
+
+    fn related(&self, parent: &P) -> Related {
+        let objects = self
+            .index
+            .get(parent)
+            .into_iter()
+            .flat_map(BTreeMap::values)
+            .map(|o| Arc::clone(o) as Arc<dyn Any + Send + Sync>)
+            .collect();
+        Related {
+            source: self.id,
+            objects,
+        }
+    }
+
+    fn counters(&self) -> Counters {
+        self.reflector.counters()
+    }
+
+    fn len(&self) -> usize {
+        self.objects.len()
+    }
+}

@@ -6,7 +6,7 @@ use std::time::Duration;
 use std::sync::Arc;
 
 use crate::key_map::KeyMap;
-use crate::object::Object;
+use crate::object::{Object, ObjectKey};
 pub use crate::params::WatchParams;
 use crate::retry::Backoff;
 use crate::secondary::SecondaryFactory;
@@ -204,4 +204,38 @@ pub enum ConfigError {
     /// `timeoutSeconds` of 0 lets the apiserver pick 30 to 60 minutes; ask for it explicitly.
     #[error("watch timeout_seconds must be positive")]
     WatchTimeout,
+}
+
+impl<O: 'static> Config<O, ObjectKey> {
+    /// Adds a secondary source of children: `C`s listed and watched with `params`, each
+    /// waking its controller owner when that owner is of `kind` (kube-runtime's `owns`,
+    /// controller-runtime's `Owns` with `OnlyControllerOwner`). The owner is looked up in
+    /// the child's namespace.
+    #[must_use]
+    pub fn owns<C: Object + Send + Sync>(self, params: WatchParams, kind: &str) -> Self {
+        let kind = kind.to_owned();
+        self.watches(params, move |child: &C| {
+            child
+                .controller_owner()
+                .filter(|owner| owner.kind == kind)
+                .map(|owner| ObjectKey::new(child.object_namespace(), owner.name))
+                .into_iter()
+                .collect()
+        })
+    }
+
+    /// As [`Config::owns`], but every owner of `kind` is woken, controller or not
+    /// (controller-runtime's `Owns` without `OnlyControllerOwner`).
+    #[must_use]
+    pub fn owns_any_owner<C: Object + Send + Sync>(self, params: WatchParams, kind: &str) -> Self {
+        let kind = kind.to_owned();
+        self.watches(params, move |child: &C| {
+            child
+                .owner_refs()
+                .into_iter()
+                .filter(|owner| owner.kind == kind)
+                .map(|owner| ObjectKey::new(child.object_namespace(), owner.name))
+                .collect()
+        })
+    }
 }

@@ -103,8 +103,8 @@ pub use output::{
 };
 pub use reconcile_loop::{Input, Lifecycle, Outcome, ReconcileLoop, Stats};
 pub use reflector::{ListResponse, StreamEnd};
-pub use secondary::Related;
 pub use retry::Backoff;
+pub use secondary::Related;
 pub use source::SourceEvent;
 pub use step_line::StepLine;
 pub use store::{CacheChange, Store};

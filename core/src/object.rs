@@ -32,6 +32,12 @@ pub trait Object: DeserializeOwned + 'static {
     /// that manages this one (a Pod's ReplicaSet, a ReplicaSet's Deployment).
     fn controller_owner(&self) -> Option<OwnerRef<'_>>;
 
+    /// Every entry of `metadata.ownerReferences`, controller or not. A view that keeps only
+    /// the controller owner (as [`PodView`](crate::pod::PodView) does) reports that one.
+    fn owner_refs(&self) -> Vec<OwnerRef<'_>> {
+        self.controller_owner().into_iter().collect()
+    }
+
     /// The store key, `namespace/name`; `None` when the object has no name.
     #[must_use]
     fn key(&self) -> Option<ObjectKey> {
@@ -165,6 +171,20 @@ where
             name: &owner.name,
             uid: &owner.uid,
         })
+    }
+
+    fn owner_refs(&self) -> Vec<OwnerRef<'_>> {
+        self.meta()
+            .owner_references
+            .iter()
+            .flatten()
+            .map(|owner| OwnerRef {
+                api_version: &owner.api_version,
+                kind: &owner.kind,
+                name: &owner.name,
+                uid: &owner.uid,
+            })
+            .collect()
     }
 }
 

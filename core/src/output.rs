@@ -6,12 +6,12 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::params::WatchParams;
-use crate::secondary::Related;
 use crate::frame::{FrameError, Status};
 use crate::key_map::KeyMapError;
 use crate::list::{ItemError, ListBodyError};
 use crate::object::{Object, ObjectKey};
+use crate::params::WatchParams;
+use crate::secondary::Related;
 use crate::time::Instant;
 
 macro_rules! id_type {

@@ -340,17 +340,18 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
             (Lifecycle::Running, Input::Reconciled { ticket, outcome }) => {
                 self.handle_reconciled(now, ticket, outcome);
             }
-            (Lifecycle::Running, input) => match self.to_secondary(now, input) {
-                Some(input) => self.to_primary(now, kind, input),
-                None => {}
-            },
+            (Lifecycle::Running, input) => {
+                if let Some(input) = self.route_to_secondary(now, input) {
+                    self.feed_primary(now, kind, input);
+                }
+            }
             _ => self.stale(kind),
         }
     }
 
     /// Hands `input` to the secondary source whose LIST or WATCH it answers; gives it back
     /// when it is none of theirs.
-    fn to_secondary(&mut self, now: Instant, input: Input<O>) -> Option<Input<O>> {
+    fn route_to_secondary(&mut self, now: Instant, input: Input<O>) -> Option<Input<O>> {
         let owner = match &input {
             Input::List { req, .. } => self.secondaries.iter().position(|s| s.owns_list(*req)),
             Input::WatchOpened { stream }
@@ -390,31 +391,31 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
         None
     }
 
-    fn to_primary(&mut self, now: Instant, kind: &'static str, input: Input<O>) {
+    fn feed_primary(&mut self, now: Instant, kind: &'static str, input: Input<O>) {
         match (&mut self.source, input) {
-                (Source::Kubernetes(reflector), Input::List { req, response }) => {
-                    let change =
-                        reflector.handle_list(now, req, response, &mut self.ids, &mut self.out);
-                    self.after_source(now, change);
-                }
-                (Source::Kubernetes(reflector), Input::WatchOpened { stream }) => {
-                    reflector.handle_watch_opened(now, stream, &mut self.out);
-                }
-                (Source::Kubernetes(reflector), Input::WatchLine { stream, line }) => {
-                    let change = reflector.handle_watch_line(now, stream, &line, &mut self.out);
-                    self.after_source(now, change);
-                }
-                (Source::Kubernetes(reflector), Input::WatchEnd { stream, end }) => {
-                    reflector.handle_watch_end(now, stream, end, &mut self.ids, &mut self.out);
-                }
-                (Source::InProcess(source), Input::SourceEvent { stream, event }) => {
-                    let change = source.handle_event(now, stream, event, &mut self.out);
-                    self.after_source(now, change.map(Change::from));
-                }
-                (Source::InProcess(source), Input::SourceEnd { stream, error }) => {
-                    source.handle_end(now, stream, error, &mut self.out);
-                }
-                _ => self.stale(kind),
+            (Source::Kubernetes(reflector), Input::List { req, response }) => {
+                let change =
+                    reflector.handle_list(now, req, response, &mut self.ids, &mut self.out);
+                self.after_source(now, change);
+            }
+            (Source::Kubernetes(reflector), Input::WatchOpened { stream }) => {
+                reflector.handle_watch_opened(now, stream, &mut self.out);
+            }
+            (Source::Kubernetes(reflector), Input::WatchLine { stream, line }) => {
+                let change = reflector.handle_watch_line(now, stream, &line, &mut self.out);
+                self.after_source(now, change);
+            }
+            (Source::Kubernetes(reflector), Input::WatchEnd { stream, end }) => {
+                reflector.handle_watch_end(now, stream, end, &mut self.ids, &mut self.out);
+            }
+            (Source::InProcess(source), Input::SourceEvent { stream, event }) => {
+                let change = source.handle_event(now, stream, event, &mut self.out);
+                self.after_source(now, change.map(Change::from));
+            }
+            (Source::InProcess(source), Input::SourceEnd { stream, error }) => {
+                source.handle_end(now, stream, error, &mut self.out);
+            }
+            _ => self.stale(kind),
         }
     }
 
@@ -715,8 +716,7 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
     /// Passes the sync barrier once every source has applied a whole listing: no reconcile
     /// runs before, so none sees a partial world.
     fn check_synced(&mut self, now: Instant) {
-        if self.synced || !self.primary_synced || !self.secondaries.iter().all(|s| s.is_synced())
-        {
+        if self.synced || !self.primary_synced || !self.secondaries.iter().all(|s| s.is_synced()) {
             return;
         }
         self.synced = true;

@@ -158,7 +158,11 @@ impl<O: Object> Reflector<O> {
         }
     }
 
-    pub(crate) fn start<Q, P>(&mut self, ids: &mut (impl MintIds + ?Sized), out: &mut Outbox<Q, P>) {
+    pub(crate) fn start<Q, P>(
+        &mut self,
+        ids: &mut (impl MintIds + ?Sized),
+        out: &mut Outbox<Q, P>,
+    ) {
         self.list(ids, out);
     }
 
@@ -470,7 +474,12 @@ impl<O: Object> Reflector<O> {
         }));
     }
 
-    fn watch<Q, P>(&mut self, now: Instant, ids: &mut (impl MintIds + ?Sized), out: &mut Outbox<Q, P>) {
+    fn watch<Q, P>(
+        &mut self,
+        now: Instant,
+        ids: &mut (impl MintIds + ?Sized),
+        out: &mut Outbox<Q, P>,
+    ) {
         let Some(cursor) = self.cursor.clone() else {
             // Unreachable by construction; relisting is the safe answer if it ever happens.
             debug_assert!(false, "WATCH without a cursor");

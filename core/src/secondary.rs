@@ -12,9 +12,9 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::params::WatchParams;
 use crate::object::{Object, ObjectKey};
 use crate::output::{Deadline, Outbox, RequestId, SourceId, StreamId};
+use crate::params::WatchParams;
 use crate::reflector::{Counters, ListResponse, MintIds, Reflector, StreamEnd};
 use crate::source::Change;
 use crate::time::Instant;
@@ -101,7 +101,10 @@ pub(crate) type SecondaryFactory<O, P> =
 
 /// The factory of a secondary source of `C`s listed and watched with `params`, whose objects
 /// wake the parents `map` names.
-pub(crate) fn factory<O, P, C>(params: WatchParams, map: SecondaryMap<C, P>) -> SecondaryFactory<O, P>
+pub(crate) fn factory<O, P, C>(
+    params: WatchParams,
+    map: SecondaryMap<C, P>,
+) -> SecondaryFactory<O, P>
 where
     O: 'static,
     P: Ord + Clone + Send + 'static,

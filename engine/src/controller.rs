@@ -37,6 +37,8 @@ impl<P> ParentKey for P where
 pub struct Controller<O, P, R: Runtime, T> {
     runtime: R,
     remote: Option<Remote<T>>,
+    /// The secondary sources' collections, in the order added (`S1` first).
+    secondaries: Vec<Remote<T>>,
     config: Config<O, P>,
     limits: Limits,
     shared: Arc<Shared<O>>,
@@ -80,6 +82,32 @@ where
     pub fn for_objects_with(runtime: R, source: Source<O, T>) -> Self {
         Self::with_runtime(runtime, source, KeyMap::by_object())
     }
+
+    /// Adds the children of `source`: each wakes its controller owner when that owner is of
+    /// the controller's own kind (kube-runtime's `owns`, controller-runtime's `Owns`). Their
+    /// objects reach the reconcile through [`Reconcile::related`].
+    #[must_use]
+    pub fn owns<C>(self, source: Source<C, T>) -> Self
+    where
+        O: kube_core::Resource,
+        O::DynamicType: Default,
+        C: Object + Send + Sync,
+    {
+        let kind = O::kind(&O::DynamicType::default()).into_owned();
+        self.owns_kind(source, &kind)
+    }
+
+    /// [`Controller::owns`] for owners of `kind`: for a primary whose kind its type does not
+    /// name (a `DynamicObject`).
+    #[must_use]
+    pub fn owns_kind<C>(mut self, source: Source<C, T>, kind: &str) -> Self
+    where
+        C: Object + Send + Sync,
+    {
+        self.config = self.config.owns::<C>(source.params.clone(), kind);
+        self.add_secondary(source.remote);
+        self
+    }
 }
 
 impl<O, P, R, T> Controller<O, P, R, T>
@@ -102,7 +130,7 @@ where
             Some((transport, requests)) => (
                 Config::kubernetes(source.params, key_map),
                 Some(Remote {
-                    transport,
+                    transport: Some(transport),
                     requests,
                 }),
             ),
@@ -113,6 +141,7 @@ where
         Controller {
             runtime,
             remote,
+            secondaries: Vec::new(),
             config,
             limits,
             shared: Arc::new(Shared::new(stop_tx, inbox_tx)),
@@ -141,6 +170,40 @@ where
     {
         let signal = self.runtime.shutdown_signal();
         self.graceful_shutdown_on(signal)
+    }
+
+    /// Adds a secondary source: each `C` of `source` wakes the parents `map` names
+    /// (kube-runtime's `watches`, controller-runtime's `Watches`). Its objects reach the
+    /// reconcile through [`Reconcile::related`]. No reconcile runs before every source has
+    /// synced once.
+    ///
+    /// An in-process `source` has nowhere to list from: every LIST of it fails, and the
+    /// controller never syncs.
+    #[must_use]
+    pub fn watches<C>(
+        mut self,
+        source: Source<C, T>,
+        map: impl Fn(&C) -> Vec<P> + Send + Sync + 'static,
+    ) -> Self
+    where
+        C: Object + Send + Sync,
+    {
+        self.config = self.config.watches(source.params, map);
+        self.add_secondary(source.remote);
+        self
+    }
+
+    fn add_secondary(&mut self, remote: Option<(T, super::transport::Requests)>) {
+        if let Some((transport, requests)) = remote {
+            self.secondaries.push(Remote {
+                transport: Some(transport),
+                requests,
+            });
+        } else {
+            // Keeps the numbering: S_n is secondaries[n - 1]. Its LISTs fail (no transport).
+            tracing::warn!("a secondary source without a transport never syncs");
+            self.secondaries.push(Remote::none());
+        }
     }
 
     /// Reconciles at most `n` keys at once (default 1); one key never runs twice at once.
@@ -387,6 +450,7 @@ where
             runtime: self.runtime,
             origin,
             remote: self.remote,
+            secondaries: self.secondaries,
             reconcile,
             limits: self.limits,
             shared: self.shared,

@@ -22,7 +22,7 @@ use futures_lite::{FutureExt, StreamExt};
 use reconcile_core::list::ListDecoder;
 use reconcile_core::{
     Command, Deadline, Event, Input, Instant, Lifecycle, ListResponse, Object, Outcome, Output,
-    ReconcileLoop, RequestId, StreamEnd, StreamId, Ticket, WatchParams,
+    ReconcileLoop, Related, RequestId, SourceId, StreamEnd, StreamId, Ticket, WatchParams,
 };
 use tracing::Instrument;
 
@@ -89,8 +89,18 @@ enum Woken<O> {
 
 /// Where LIST / WATCH go, for a Kubernetes source.
 pub(crate) struct Remote<T> {
-    pub(crate) transport: T,
+    /// `None` for an in-process source added as a secondary: it has nowhere to list from.
+    pub(crate) transport: Option<T>,
     pub(crate) requests: Requests,
+}
+
+impl<T> Remote<T> {
+    pub(crate) fn none() -> Self {
+        Remote {
+            transport: None,
+            requests: Requests::new(""),
+        }
+    }
 }
 
 pub(crate) struct Driver<O, P, R: Runtime, T> {
@@ -98,6 +108,8 @@ pub(crate) struct Driver<O, P, R: Runtime, T> {
     pub(crate) runtime: R,
     pub(crate) origin: std::time::Instant,
     pub(crate) remote: Option<Remote<T>>,
+    /// The secondary sources' collections: `S1` first.
+    pub(crate) secondaries: Vec<Remote<T>>,
     pub(crate) reconcile: ReconcileFn<O, P>,
     pub(crate) limits: Limits,
     pub(crate) shared: Arc<Shared<O>>,
@@ -307,18 +319,22 @@ where
 
     fn perform(&mut self, command: Command<O, P>) {
         match command {
-            // One source per controller in the engine so far: the primary's.
-            Command::List { req, params, .. } => self.list(req, &params),
+            Command::List {
+                req,
+                source,
+                params,
+            } => self.list(req, source, &params),
             Command::CancelList { req } => self.abort(TaskKey::List(req)),
             Command::Watch {
                 stream,
+                source,
                 params,
                 resource_version,
                 timeout_seconds,
                 allow_bookmarks,
-                ..
             } => self.watch(
                 stream,
+                source,
                 &params,
                 &resource_version,
                 timeout_seconds,
@@ -331,22 +347,31 @@ where
                     self.open_source = None;
                 }
             }
-            // No secondary sources in the engine yet, so `related` is empty.
             Command::Reconcile {
                 ticket,
                 parent,
                 attempt,
                 members,
-                ..
-            } => self.reconcile(ticket, parent, attempt, members),
+                related,
+            } => self.reconcile(ticket, parent, attempt, members, related),
             Command::CancelReconcile { ticket } => self.abort(TaskKey::Reconcile(ticket)),
             other => tracing::warn!(command = %other, "command not understood by this driver"),
         }
     }
 
-    fn list(&mut self, req: RequestId, params: &WatchParams) {
-        self.watched_since_list = false;
-        let Some(remote) = &self.remote else {
+    /// Where `source`'s LIST and WATCH go.
+    fn remote(&self, source: SourceId) -> Option<&Remote<T>> {
+        match usize::try_from(source.get()).ok()? {
+            0 => self.remote.as_ref(),
+            n => self.secondaries.get(n - 1),
+        }
+    }
+
+    fn list(&mut self, req: RequestId, source: SourceId, params: &WatchParams) {
+        if source == SourceId::PRIMARY {
+            self.watched_since_list = false;
+        }
+        let Some(remote) = self.remote(source) else {
             // The core only lists for a Kubernetes source, which always has a remote.
             let _ = self
                 .shared
@@ -354,16 +379,28 @@ where
                 .try_send(Msg::List(req, Err("no transport configured".into())));
             return;
         };
-        tracing::info!(%req, "list");
+        tracing::info!(%req, %source, "list");
         let request = remote.requests.list(params);
-        let transport = remote.transport.clone();
+        let Some(transport) = remote.transport.clone() else {
+            let _ = self
+                .shared
+                .inbox()
+                .try_send(Msg::List(req, Err("no transport configured".into())));
+            return;
+        };
         let runtime = self.runtime.clone();
         let inbox = self.shared.inbox().clone();
         let limits = self.limits;
         let keep_body = self.recorder.is_some();
+        let primary = source == SourceId::PRIMARY;
         let task = self.runtime.spawn(Box::pin(async move {
             let result = match request {
-                Ok(request) => list(&runtime, &transport, request, limits, keep_body)
+                // Only the primary's objects are of type `O`: a secondary's body goes to the
+                // core raw, which decodes it as that source's type.
+                Ok(request) if primary => list(&runtime, &transport, request, limits, keep_body)
+                    .await
+                    .map_err(|e| e.0),
+                Ok(request) => list_raw(&runtime, &transport, request, limits)
                     .await
                     .map_err(|e| e.0),
                 Err(e) => Err(format!("cannot build the LIST request: {e}")),
@@ -376,28 +413,39 @@ where
     fn watch(
         &mut self,
         stream: StreamId,
+        source: SourceId,
         params: &WatchParams,
         resource_version: &str,
         timeout_seconds: u32,
         bookmarks: bool,
     ) {
-        let Some(remote) = &self.remote else {
+        if source != SourceId::PRIMARY {
+            tracing::info!(%stream, %source, resource_version, timeout_seconds, "watch");
+        } else if !self.watched_since_list {
+            tracing::info!(%stream, resource_version, timeout_seconds, "watch open");
+        } else {
+            tracing::info!(%stream, resource_version, timeout_seconds, "watch reopen");
+        }
+        if source == SourceId::PRIMARY {
+            self.watched_since_list = true;
+        }
+        let Some(remote) = self.remote(source) else {
             let _ = self.shared.inbox().try_send(Msg::WatchEnd(
                 stream,
                 StreamEnd::TransportError("no transport configured".into()),
             ));
             return;
         };
-        if !self.watched_since_list {
-            tracing::info!(%stream, resource_version, timeout_seconds, "watch open");
-        } else {
-            tracing::info!(%stream, resource_version, timeout_seconds, "watch reopen");
-        }
-        self.watched_since_list = true;
         let request = remote
             .requests
             .watch(params, resource_version, timeout_seconds, bookmarks);
-        let transport = remote.transport.clone();
+        let Some(transport) = remote.transport.clone() else {
+            let _ = self.shared.inbox().try_send(Msg::WatchEnd(
+                stream,
+                StreamEnd::TransportError("no transport configured".into()),
+            ));
+            return;
+        };
         let runtime = self.runtime.clone();
         let inbox = self.shared.inbox().clone();
         let limits = self.limits;
@@ -414,9 +462,16 @@ where
         self.tasks.insert(TaskKey::Watch(stream), task);
     }
 
-    fn reconcile(&mut self, ticket: Ticket, parent: P, attempt: u32, members: Vec<Arc<O>>) {
+    fn reconcile(
+        &mut self,
+        ticket: Ticket,
+        parent: P,
+        attempt: u32,
+        members: Vec<Arc<O>>,
+        related: Vec<Related>,
+    ) {
         let span = tracing::info_span!("reconcile", key = %parent, attempt, %ticket);
-        let request = Reconcile::new(parent, members, attempt, self.cache.clone());
+        let request = Reconcile::new(parent, members, related, attempt, self.cache.clone());
         let future = (self.reconcile)(request);
         let inbox = self.shared.inbox().clone();
         let task = self.runtime.spawn(Box::pin(
@@ -522,6 +577,26 @@ async fn list<R: Runtime, T: Transport, O: Object>(
     Ok(Listed::Decoded {
         list,
         body: kept.map(Bytes::from),
+    })
+}
+
+/// Sends a LIST and reads its whole answer undecoded: a secondary source's, which the core
+/// decodes as that source's type.
+async fn list_raw<R: Runtime, T: Transport, O>(
+    runtime: &R,
+    transport: &T,
+    request: http::Request<Vec<u8>>,
+    limits: Limits,
+) -> Result<Listed<O>, TransportError> {
+    let response = timeout(runtime, limits.list_idle, transport.send(request))
+        .await
+        .ok_or_else(|| TransportError::new("LIST got no response head in time"))??;
+    let status = response.status().as_u16();
+    let mut body = response.into_body();
+    let body = read_body(runtime, &mut body, limits.list_idle, limits.max_list_body).await?;
+    Ok(Listed::Status {
+        status,
+        body: body.into(),
     })
 }
 

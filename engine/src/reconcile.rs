@@ -5,7 +5,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use reconcile_core::Outcome;
+use reconcile_core::{Outcome, Related};
 
 use super::cache::CacheSnapshot;
 
@@ -91,6 +91,7 @@ pub fn default_error_policy<O, P, E, C>(
 pub struct Reconcile<O, P> {
     parent: P,
     members: Vec<Arc<O>>,
+    related: Vec<Related>,
     attempt: u32,
     cache: CacheSnapshot<O, P>,
 }
@@ -100,6 +101,7 @@ impl<O, P: Clone> Clone for Reconcile<O, P> {
         Reconcile {
             parent: self.parent.clone(),
             members: self.members.clone(),
+            related: self.related.clone(),
             attempt: self.attempt,
             cache: self.cache.clone(),
         }
@@ -120,12 +122,14 @@ impl<O, P> Reconcile<O, P> {
     pub(crate) fn new(
         parent: P,
         members: Vec<Arc<O>>,
+        related: Vec<Related>,
         attempt: u32,
         cache: CacheSnapshot<O, P>,
     ) -> Self {
         Reconcile {
             parent,
             members,
+            related,
             attempt,
             cache,
         }
@@ -150,6 +154,23 @@ impl<O, P> Reconcile<O, P> {
     #[must_use]
     pub fn object(&self) -> Option<&Arc<O>> {
         self.members.first()
+    }
+
+    /// The parent's objects of type `C` in the secondary sources (`owns`, `watches`) at
+    /// dispatch, in key order, from every source of that type.
+    #[must_use]
+    pub fn related<C: Send + Sync + 'static>(&self) -> Vec<Arc<C>> {
+        self.related
+            .iter()
+            .filter_map(|r| r.downcast::<C>())
+            .flatten()
+            .collect()
+    }
+
+    /// Each secondary source's objects of the parent at dispatch, type-erased, by source.
+    #[must_use]
+    pub fn related_by_source(&self) -> &[Related] {
+        &self.related
     }
 
     /// 1 plus the key's failures in a row: 1 unless the runs before failed with the default

@@ -230,6 +230,11 @@ pub enum Event<P> {
         /// How many parents were queued.
         parents: usize,
     },
+    /// A reconcile-all trigger came: every parent with members was queued.
+    ReconcileAll {
+        /// How many parents were queued.
+        parents: usize,
+    },
     /// The in-process stream did not open with a whole-world `Replace`: closed, reopened later.
     SourceNotSynced {
         /// The stream.
@@ -493,6 +498,7 @@ impl<P: fmt::Display> fmt::Display for Event<P> {
                 None => write!(f, "error-handled {parent} await-change ({error})"),
             },
             Event::Resync { parents } => write!(f, "resync parents={parents}"),
+            Event::ReconcileAll { parents } => write!(f, "reconcile-all parents={parents}"),
             Event::SourceNotSynced { stream } => write!(f, "source-not-synced {stream}"),
             Event::SourceEnded { stream, error } => match error {
                 Some(e) => write!(f, "source-ended {stream} ({e})"),

@@ -115,6 +115,9 @@ pub enum Input<O> {
     /// A deadline may have passed: fires every timer that is due. An early or spurious one
     /// does nothing.
     Timeout,
+    /// A reconcile-all trigger (kube-runtime's `reconcile_all_on`): every parent with
+    /// members is queued, each once.
+    ReconcileAll,
     /// Stop: closes the open LIST / WATCH / source and cancels running reconciles. Nothing
     /// but those closes is emitted afterwards, and every later input is ignored. Stopping
     /// twice is a no-op; it may come while a reconcile runs, or as its outcome. Ignored as
@@ -136,6 +139,7 @@ impl<O> Input<O> {
             Input::SourceEnd { .. } => "source end",
             Input::Reconciled { .. } => "reconcile outcome",
             Input::Timeout => "timeout",
+            Input::ReconcileAll => "reconcile all",
             Input::Stop => "stop",
         }
     }
@@ -337,6 +341,7 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
             (Lifecycle::Stopped, Input::Stop) => {}
             (Lifecycle::Running, Input::Timeout) => self.handle_timeout(now),
             (_, Input::Timeout) => {}
+            (Lifecycle::Running, Input::ReconcileAll) => self.reconcile_all(),
             (Lifecycle::Running, Input::Reconciled { ticket, outcome }) => {
                 self.handle_reconciled(now, ticket, outcome);
             }
@@ -726,6 +731,13 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
         self.resync_at = self.resync.map(|period| now + period);
         let objects = self.store.len() + self.secondaries.iter().map(|s| s.len()).sum::<usize>();
         self.event(Event::Synced { objects });
+    }
+
+    fn reconcile_all(&mut self) {
+        let parents = self.store.parents().len();
+        self.wakes.extend(self.store.parents().cloned());
+        self.dispatch_due = true;
+        self.event(Event::ReconcileAll { parents });
     }
 
     fn wake(&mut self, parent: P) {

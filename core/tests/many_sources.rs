@@ -321,3 +321,24 @@ fn a_410_on_one_source_relists_it_alone_and_wakes_only_what_changed() {
     r.ok("b");
     insta::assert_snapshot!(r.log);
 }
+
+#[test]
+fn a_reconcile_all_trigger_queues_every_parent_once() {
+    let mut r = Run::new();
+    r.start()
+        .list(PRIMARY, 10, &[parent("a", 5), parent("b", 6)])
+        .list(children(), 20, &[child("a-1", "a", 11)])
+        .ok("a")
+        .ok("b");
+    let before = r.dispatched.len();
+    r.at(1);
+    r.feed(Input::ReconcileAll);
+    r.feed(Input::ReconcileAll);
+    r.step("reconcile-all trigger, twice").ok("a").ok("b");
+    let woken: Vec<&str> = r.dispatched[before..]
+        .iter()
+        .map(|(p, _, _)| p.as_str())
+        .collect();
+    assert_eq!(woken, ["a", "b"]);
+    insta::assert_snapshot!(r.log);
+}

@@ -47,6 +47,8 @@ pub struct Controller<O, P, R: Runtime, T> {
     stop: async_channel::Receiver<()>,
     recorder: Option<Box<dyn Recorder<O, P>>>,
     shutdown_on: Vec<BoxFuture<()>>,
+    /// Reconcile-all triggers, read on tasks of their own while the controller runs.
+    triggers: Vec<BoxFuture<()>>,
 }
 
 impl<O, P, R: Runtime, T> fmt::Debug for Controller<O, P, R, T> {
@@ -150,6 +152,7 @@ where
             stop,
             recorder: None,
             shutdown_on: Vec::new(),
+            triggers: Vec::new(),
         }
     }
 
@@ -277,6 +280,26 @@ where
     #[must_use]
     pub fn recorder(mut self, recorder: impl Recorder<O, P>) -> Self {
         self.recorder = Some(Box::new(recorder));
+        self
+    }
+
+    /// Reconciles every parent with members, each once, whenever `trigger` yields
+    /// (kube-runtime's `reconcile_all_on`). The stream is read until it ends or the
+    /// controller stops.
+    #[must_use]
+    pub fn reconcile_all_on(
+        mut self,
+        trigger: impl futures_core::Stream<Item = ()> + Send + 'static,
+    ) -> Self {
+        let handle = self.handle();
+        self.triggers.push(Box::pin(async move {
+            let mut trigger = std::pin::pin!(trigger);
+            while futures_lite::StreamExt::next(&mut trigger).await.is_some() {
+                if handle.reconcile_all().await.is_err() {
+                    break;
+                }
+            }
+        }));
         self
     }
 
@@ -433,6 +456,11 @@ where
                 Err(_) => Box::pin(async { Outcome::Error("reconcile panicked".into()) }),
             }
         });
+        let triggers: Vec<R::Task> = self
+            .triggers
+            .into_iter()
+            .map(|trigger| self.runtime.spawn(trigger))
+            .collect();
         let signals = self
             .shutdown_on
             .into_iter()
@@ -444,6 +472,8 @@ where
                     handle.stop();
                 }))
             })
+            // The trigger tasks end with the controller too.
+            .chain(triggers)
             .collect();
         let driver = Driver {
             core,

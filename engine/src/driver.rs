@@ -303,6 +303,7 @@ where
                     return;
                 }
             },
+            Msg::ReconcileAll => Input::ReconcileAll,
             Msg::SourceEnd(error) => match self.open_source.take() {
                 Some(stream) => Input::SourceEnd { stream, error },
                 None => return,

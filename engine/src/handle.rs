@@ -26,6 +26,8 @@ pub(crate) enum Msg<O> {
     Source(SourceEvent<O>),
     /// The in-process source ended, with an error or without.
     SourceEnd(Option<String>),
+    /// A reconcile-all trigger.
+    ReconcileAll,
 }
 
 /// A LIST's answer, as the LIST task read it.
@@ -214,6 +216,15 @@ impl<O, P> Handle<O, P> {
     /// The error the controller ended with.
     pub async fn stopped(&self) -> Result<(), Error> {
         self.shared.wait_for(|s| s.finished.clone()).await
+    }
+
+    /// Queues every parent with members for a reconcile, each once (kube-runtime's
+    /// `reconcile_all_on`, one trigger).
+    ///
+    /// # Errors
+    /// [`Error::NotRunning`] once the controller has ended.
+    pub async fn reconcile_all(&self) -> Result<(), Error> {
+        self.push(Msg::ReconcileAll).await
     }
 
     /// Pushes an in-process insert or update.

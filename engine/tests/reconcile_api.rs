@@ -279,3 +279,33 @@ async fn a_start_dropped_before_the_sync_stops_what_it_spawned() {
         .await
         .expect("a clean stop");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_reconcile_all_trigger_runs_every_parent_again() {
+    let (trigger_tx, trigger_rx) = async_channel::bounded::<()>(1);
+    let controller = by_cell().await.reconcile_all_on(trigger_rx);
+    let handle = controller.handle();
+    handle
+        .replace(vec![pod("a1", "a", 1), pod("b1", "b", 1)])
+        .await
+        .expect("pushed");
+    let runs: Arc<Mutex<Vec<String>>> = Arc::default();
+    let task = tokio::spawn(controller.run(
+        |req: Reconcile<PodView, String>, runs: Arc<Mutex<Vec<String>>>| async move {
+            runs.lock().unwrap().push(req.parent().clone());
+            Ok::<_, String>(Action::await_change())
+        },
+        default_error_policy,
+        Arc::clone(&runs),
+    ));
+    until("both cells ran once", || runs.lock().unwrap().len() == 2).await;
+    trigger_tx.send(()).await.expect("the trigger is read");
+    until("both cells ran again", || runs.lock().unwrap().len() == 4).await;
+    assert_eq!(runs.lock().unwrap()[2..], ["a".to_owned(), "b".to_owned()]);
+    handle.reconcile_all().await.expect("running");
+    until("and once more from the handle", || {
+        runs.lock().unwrap().len() == 6
+    })
+    .await;
+    stop_cleanly(&handle, task).await;
+}

@@ -337,6 +337,14 @@ impl Harness {
         )
     }
 
+    /// A reconcile-all trigger.
+    pub fn reconcile_all(&mut self) -> StepIo {
+        self.step(
+            || "reconcile-all trigger".into(),
+            |core, now| core.handle_input(now, Input::ReconcileAll),
+        )
+    }
+
     /// Stops the core.
     pub fn stop(&mut self) -> StepIo {
         self.stopped = true;
@@ -552,6 +560,7 @@ impl Harness {
             Event::RequeueScheduled { .. } => "requeue-after",
             Event::ErrorHandled { .. } => "error handled by policy",
             Event::Resync { .. } => "resync",
+            Event::ReconcileAll { .. } => "reconcile-all trigger",
             Event::Unmapped { .. } => "unmapped object evicted",
             Event::Stale { .. } => "stale input ignored",
             Event::Synced { .. } => "synced",

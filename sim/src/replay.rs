@@ -434,6 +434,10 @@ impl Replay<'_> {
             }
             Record::Advance { .. } => {}
             Record::Fault(fault) => self.fault(fault),
+            Record::ReconcileAll => {
+                let io = self.h.reconcile_all();
+                self.handle_io(io);
+            }
             Record::Stop => {
                 let io = self.h.stop();
                 self.handle_io(io);

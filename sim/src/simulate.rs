@@ -655,6 +655,10 @@ impl Sim<'_> {
             }
             Record::Advance { .. } => {}
             Record::Fault(fault) => self.fault(fault),
+            Record::ReconcileAll => {
+                let io = self.h.reconcile_all();
+                self.handle_io(io);
+            }
             Record::Stop => {
                 let io = self.h.stop();
                 self.handle_io(io);

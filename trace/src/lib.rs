@@ -265,6 +265,8 @@ pub enum Record {
     },
     /// Inject a fault.
     Fault(Fault),
+    /// A reconcile-all trigger: every parent with members is queued.
+    ReconcileAll,
     /// Stop the loop.
     Stop,
 }
@@ -643,6 +645,7 @@ fn parse_record(l: &Line<'_>) -> Result<Record, String> {
         },
         "fault" => Record::Fault(parse_fault(l)?),
         "stop" => Record::Stop,
+        "reconcile_all" => Record::ReconcileAll,
         other => return Err(format!("unknown record kind {other:?}")),
     })
 }
@@ -785,6 +788,7 @@ impl Entry {
             Record::Advance { .. } => "advance",
             Record::Fault(_) => "fault",
             Record::Stop => "stop",
+            Record::ReconcileAll => "reconcile_all",
         };
         out.push_str(&serde_json::Value::from(kind).to_string());
         if let Some(at) = self.at {
@@ -886,7 +890,7 @@ impl Entry {
             }
             Record::Advance { by } => push_num(&mut out, "by_s", by.as_secs_f64()),
             Record::Fault(fault) => push_fault(&mut out, fault),
-            Record::Stop => {}
+            Record::Stop | Record::ReconcileAll => {}
         }
         if let Some(note) = &self.note {
             push_str(&mut out, "note", note);

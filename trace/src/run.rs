@@ -10,6 +10,7 @@
 //! | [`Input::WatchLine`] | `frame` (the exact bytes) |
 //! | [`Input::WatchEnd`] | `watch_end` (clean / transport) |
 //! | [`Input::Reconciled`] | a `reconcile` script, placed before the input that dispatched it |
+//! | [`Input::ReconcileAll`] | `reconcile_all` |
 //! | [`Input::Stop`] | `stop` |
 //!
 //! Timers, commands and dispatches are not written: the replaying core derives them. A
@@ -202,6 +203,7 @@ pub fn to_trace<O, P: fmt::Display>(
                 }
             }
             Input::Stop => push(Record::Stop, None),
+            Input::ReconcileAll => push(Record::ReconcileAll, None),
             // Derived by the replaying core, or (in-process objects) not recorded.
             Input::Start | Input::Timeout | Input::SourceEvent { .. } | Input::SourceEnd { .. } => {
             }

@@ -21,8 +21,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use reconcile_core::{
-    Command, Config, Input, Instant, KeyBy, ListResponse, Outcome, SourceConfig, StreamEnd,
-    StreamId, Ticket,
+    Command, Config, Input, Instant, KeyBy, ListResponse, Outcome, RequestId, SourceConfig,
+    SourceId, StreamEnd, StreamId, Ticket,
 };
 
 use crate::{Entry, Header, Record, RecordedEnd, ScriptedOutcome, Trace};
@@ -87,6 +87,10 @@ pub fn to_trace<O, P: fmt::Display>(
     let mut dispatched: BTreeMap<Ticket, (Option<usize>, Instant, String)> = BTreeMap::new();
     // Scripts for reconciles dispatched before any input was written.
     let mut leading: Vec<Entry> = Vec::new();
+    // The LISTs and WATCHes of secondary sources: version 1 of the format names no source,
+    // so their answers are left out, and the header says so.
+    let mut secondary_lists: BTreeSet<RequestId> = BTreeSet::new();
+    let mut secondary_streams: BTreeSet<StreamId> = BTreeSet::new();
     for (at, recorded) in records {
         let at = *at;
         let mut push = |record: Record, note: Option<&str>| {
@@ -95,6 +99,18 @@ pub fn to_trace<O, P: fmt::Display>(
             entries.push((entry, Vec::new()));
         };
         let input = match recorded {
+            Recorded::Command(Command::List { req, source, .. })
+                if *source != SourceId::PRIMARY =>
+            {
+                secondary_lists.insert(*req);
+                continue;
+            }
+            Recorded::Command(Command::Watch { stream, source, .. })
+                if *source != SourceId::PRIMARY =>
+            {
+                secondary_streams.insert(*stream);
+                continue;
+            }
             Recorded::Command(Command::Watch {
                 stream,
                 resource_version,
@@ -109,7 +125,19 @@ pub fn to_trace<O, P: fmt::Display>(
                 continue;
             }
             Recorded::Command(_) => continue,
-            Recorded::Input(input) => input,
+            Recorded::Input(input) => {
+                let secondary = match input {
+                    Input::List { req, .. } => secondary_lists.contains(req),
+                    Input::WatchOpened { stream }
+                    | Input::WatchLine { stream, .. }
+                    | Input::WatchEnd { stream, .. } => secondary_streams.contains(stream),
+                    _ => false,
+                };
+                if secondary {
+                    continue;
+                }
+                input
+            }
         };
         match input {
             Input::List { response, .. } => match response {
@@ -213,6 +241,14 @@ pub fn to_trace<O, P: fmt::Display>(
     for (entry, scripts) in entries {
         flat.extend(scripts);
         flat.push(entry);
+    }
+    let mut header = header;
+    if !secondary_lists.is_empty() {
+        let note = "secondary sources left out: this trace format names no source";
+        header.description = Some(match header.description.take() {
+            Some(d) => format!("{d} ({note})"),
+            None => note.to_owned(),
+        });
     }
     Trace {
         name: name.to_owned(),

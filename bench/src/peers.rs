@@ -284,13 +284,14 @@ async fn core(client: kube::Client, args: &PeerArgs, heap: Heap) -> Result<PeerR
         let mut open = None;
         loop {
             match core.poll_output() {
-                Output::Command(Command::List { req, params }) => list = Some((req, params)),
+                Output::Command(Command::List { req, params, .. }) => list = Some((req, params)),
                 Output::Command(Command::Watch {
                     stream,
                     params,
                     resource_version,
                     timeout_seconds,
                     allow_bookmarks,
+                    ..
                 }) => {
                     open = Some((
                         stream,

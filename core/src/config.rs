@@ -44,7 +44,57 @@ pub struct Config<O, P> {
     /// `Replace` (default 1 s).
     pub source_retry_delay: Duration,
     /// The secondary sources, in the order added: source `S1`, `S2`, ...
-    pub(crate) secondaries: Vec<SecondaryFactory<O, P>>,
+    pub(crate) secondaries: Vec<(SecondaryConfig, SecondaryFactory<O, P>)>,
+}
+
+/// How a secondary source's objects map to parents, as far as a trace header can say.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum ParentsBy {
+    /// The object's controller owner of this kind ([`Config::owns`]).
+    ControllerOwner(String),
+    /// Every owner of this kind ([`Config::owns_any_owner`]).
+    AnyOwner(String),
+    /// A function of the user's ([`Config::watches`]): a replay cannot rebuild it.
+    Custom,
+}
+
+impl fmt::Display for ParentsBy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ParentsBy::ControllerOwner(kind) => write!(f, "owner:{kind}"),
+            ParentsBy::AnyOwner(kind) => write!(f, "any-owner:{kind}"),
+            ParentsBy::Custom => f.write_str("custom"),
+        }
+    }
+}
+
+impl std::str::FromStr for ParentsBy {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match (s, s.split_once(':')) {
+            ("custom", _) => Ok(ParentsBy::Custom),
+            (_, Some(("owner", kind))) if !kind.is_empty() => {
+                Ok(ParentsBy::ControllerOwner(kind.to_owned()))
+            }
+            (_, Some(("any-owner", kind))) if !kind.is_empty() => {
+                Ok(ParentsBy::AnyOwner(kind.to_owned()))
+            }
+            _ => Err(format!(
+                "a secondary maps by \"owner:<kind>\", \"any-owner:<kind>\" or \"custom\", got {s:?}"
+            )),
+        }
+    }
+}
+
+/// A secondary source as configured: what it lists and watches, and how its objects map
+/// to parents.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SecondaryConfig {
+    /// Namespace, selectors and watch timeout.
+    pub params: WatchParams,
+    /// How its objects map to parents.
+    pub parents_by: ParentsBy,
 }
 
 impl<O, P> Clone for Config<O, P> {
@@ -71,7 +121,10 @@ impl<O, P> fmt::Debug for Config<O, P> {
             .field("backoff", &self.backoff)
             .field("retry_delay", &self.retry_delay)
             .field("source_retry_delay", &self.source_retry_delay)
-            .field("secondaries", &self.secondaries.len())
+            .field(
+                "secondaries",
+                &self.secondaries.iter().map(|(c, _)| c).collect::<Vec<_>>(),
+            )
             .finish_non_exhaustive()
     }
 }
@@ -105,7 +158,7 @@ impl<O, P> Config<O, P> {
     /// map function). No reconcile runs until every source has synced once.
     #[must_use]
     pub fn watches<C>(
-        mut self,
+        self,
         params: WatchParams,
         map: impl Fn(&C) -> Vec<P> + Send + Sync + 'static,
     ) -> Self
@@ -114,15 +167,29 @@ impl<O, P> Config<O, P> {
         P: Ord + Clone + Send + 'static,
         C: Object + Send + Sync,
     {
+        self.add_secondary(params, ParentsBy::Custom, map)
+    }
+
+    fn add_secondary<C>(
+        mut self,
+        params: WatchParams,
+        parents_by: ParentsBy,
+        map: impl Fn(&C) -> Vec<P> + Send + Sync + 'static,
+    ) -> Self
+    where
+        O: 'static,
+        P: Ord + Clone + Send + 'static,
+        C: Object + Send + Sync,
+    {
+        let factory = crate::secondary::factory(params.clone(), Arc::new(map));
         self.secondaries
-            .push(crate::secondary::factory(params, Arc::new(map)));
+            .push((SecondaryConfig { params, parents_by }, factory));
         self
     }
 
-    /// The number of secondary sources.
-    #[must_use]
-    pub fn secondary_count(&self) -> usize {
-        self.secondaries.len()
+    /// The secondary sources, `S1` first.
+    pub fn secondaries(&self) -> impl ExactSizeIterator<Item = &SecondaryConfig> {
+        self.secondaries.iter().map(|(c, _)| c)
     }
 
     /// Sets the number of parallel reconciles.
@@ -206,19 +273,33 @@ pub enum ConfigError {
     WatchTimeout,
 }
 
-impl<O: 'static> Config<O, ObjectKey> {
+impl<O: 'static, P: From<ObjectKey> + Ord + Clone + Send + 'static> Config<O, P> {
+    /// Adds the secondary source `secondary` describes, its objects decoded as `C`: how a
+    /// replay rebuilds the sources a trace header names. A [`ParentsBy::Custom`] map cannot
+    /// be rebuilt, so its objects are cached and wake no parent.
+    #[must_use]
+    pub fn secondary<C: Object + Send + Sync>(self, secondary: SecondaryConfig) -> Self {
+        let SecondaryConfig { params, parents_by } = secondary;
+        match parents_by {
+            ParentsBy::ControllerOwner(kind) => self.owns::<C>(params, &kind),
+            ParentsBy::AnyOwner(kind) => self.owns_any_owner::<C>(params, &kind),
+            ParentsBy::Custom => self.add_secondary(params, ParentsBy::Custom, |_: &C| Vec::new()),
+        }
+    }
+
     /// Adds a secondary source of children: `C`s listed and watched with `params`, each
     /// waking its controller owner when that owner is of `kind` (kube-runtime's `owns`,
     /// controller-runtime's `Owns` with `OnlyControllerOwner`). The owner is looked up in
     /// the child's namespace.
     #[must_use]
     pub fn owns<C: Object + Send + Sync>(self, params: WatchParams, kind: &str) -> Self {
+        let parents_by = ParentsBy::ControllerOwner(kind.to_owned());
         let kind = kind.to_owned();
-        self.watches(params, move |child: &C| {
+        self.add_secondary(params, parents_by, move |child: &C| {
             child
                 .controller_owner()
                 .filter(|owner| owner.kind == kind)
-                .map(|owner| ObjectKey::new(child.object_namespace(), owner.name))
+                .map(|owner| ObjectKey::new(child.object_namespace(), owner.name).into())
                 .into_iter()
                 .collect()
         })
@@ -228,13 +309,14 @@ impl<O: 'static> Config<O, ObjectKey> {
     /// (controller-runtime's `Owns` without `OnlyControllerOwner`).
     #[must_use]
     pub fn owns_any_owner<C: Object + Send + Sync>(self, params: WatchParams, kind: &str) -> Self {
+        let parents_by = ParentsBy::AnyOwner(kind.to_owned());
         let kind = kind.to_owned();
-        self.watches(params, move |child: &C| {
+        self.add_secondary(params, parents_by, move |child: &C| {
             child
                 .owner_refs()
                 .into_iter()
                 .filter(|owner| owner.kind == kind)
-                .map(|owner| ObjectKey::new(child.object_namespace(), owner.name))
+                .map(|owner| ObjectKey::new(child.object_namespace(), owner.name).into())
                 .collect()
         })
     }

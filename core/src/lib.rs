@@ -94,7 +94,7 @@ mod store;
 mod string_map;
 mod time;
 
-pub use config::{Config, ConfigError, SourceConfig, WatchParams};
+pub use config::{Config, ConfigError, ParentsBy, SecondaryConfig, SourceConfig, WatchParams};
 pub use key_map::{KeyBy, KeyByParseError, KeyMap, KeyMapError};
 pub use object::{Object, ObjectKey};
 pub use output::{

@@ -123,6 +123,13 @@ pub(crate) fn write_key(buf: &mut String, namespace: Option<&str>, name: &str) {
     buf.push_str(name);
 }
 
+/// The joined form, `namespace/name`: the parent key of a loop keyed by `String`.
+impl From<ObjectKey> for String {
+    fn from(key: ObjectKey) -> String {
+        key.0.as_ref().to_owned()
+    }
+}
+
 impl fmt::Display for ObjectKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)

@@ -302,7 +302,7 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
             .secondaries
             .iter()
             .zip(1..)
-            .map(|(build, n)| build(SourceId::nth(n), config.retry_delay))
+            .map(|((_, build), n)| build(SourceId::nth(n), config.retry_delay))
             .collect();
         Ok(ReconcileLoop {
             key_map: config.key_map,

@@ -56,7 +56,14 @@ pub fn config(header: &Header) -> Result<Config<PodView, String>, ConfigError> {
         let mut params = WatchParams::default().timeout(header.timeout_seconds);
         params.namespace.clone_from(&header.namespace);
         params.label_selector.clone_from(&header.label_selector);
-        Config::kubernetes(params, key_map)
+        // Secondaries' objects are decoded as pods too: a replay needs only their names,
+        // versions and owners.
+        header
+            .secondaries
+            .iter()
+            .fold(Config::kubernetes(params, key_map), |config, secondary| {
+                config.secondary::<PodView>(secondary.clone())
+            })
     };
     let config = config
         .concurrency(header.concurrency)

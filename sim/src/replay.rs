@@ -51,7 +51,9 @@ struct Pending {
 struct Replay<'a> {
     trace: &'a Trace,
     h: Harness,
-    p: Pending,
+    /// What each source waits for: index 0 the primary (and an in-process source), `n` the
+    /// header's `n`th secondary.
+    p: Vec<Pending>,
     diverged: bool,
 }
 
@@ -67,7 +69,9 @@ pub fn replay(
     let mut r = Replay {
         trace,
         h,
-        p: Pending::default(),
+        p: std::iter::repeat_with(Pending::default)
+            .take(trace.header.secondaries.len() + 1)
+            .collect(),
         diverged: false,
     };
     r.run();
@@ -97,14 +101,16 @@ impl Replay<'_> {
         if !self.diverged {
             self.settle();
             let mut pending = Vec::new();
-            if let Some(req) = self.p.list {
-                pending.push(format!("LIST {req}"));
-            }
-            if let Some((s, rv)) = &self.p.watch {
-                pending.push(format!("WATCH {s} rv={rv}"));
-            }
-            if let Some(s) = self.p.open {
-                pending.push(format!("open watch {s}"));
+            for p in &self.p {
+                if let Some(req) = p.list {
+                    pending.push(format!("LIST {req}"));
+                }
+                if let Some((s, rv)) = &p.watch {
+                    pending.push(format!("WATCH {s} rv={rv}"));
+                }
+                if let Some(s) = p.open {
+                    pending.push(format!("open watch {s}"));
+                }
             }
             let stats = self.h.core().stats();
             let text = format!(
@@ -138,25 +144,46 @@ impl Replay<'_> {
     fn handle_io(&mut self, io: StepIo) {
         for command in io.commands {
             match command {
-                Command::List { req, .. } => self.p.list = Some(req),
-                Command::CancelList { req } if self.p.list == Some(req) => self.p.list = None,
+                Command::List { req, source, .. } => {
+                    if let Some(p) = self.p.get_mut(source_index(source)) {
+                        p.list = Some(req);
+                    }
+                }
+                Command::CancelList { req } => {
+                    for p in &mut self.p {
+                        if p.list == Some(req) {
+                            p.list = None;
+                        }
+                    }
+                }
                 Command::Watch {
                     stream,
+                    source,
                     resource_version,
                     ..
-                } => self.p.watch = Some((stream, resource_version)),
-                Command::CloseWatch { stream } => {
-                    if self.p.open == Some(stream) {
-                        self.p.open = None;
+                } => {
+                    if let Some(p) = self.p.get_mut(source_index(source)) {
+                        p.watch = Some((stream, resource_version));
                     }
-                    if self.p.watch.as_ref().is_some_and(|(s, _)| *s == stream) {
-                        self.p.watch = None;
-                    }
-                    self.p.closed_by_core = Some(stream);
                 }
-                Command::OpenSource { stream } => self.p.source = Some(stream),
-                Command::CloseSource { stream } if self.p.source == Some(stream) => {
-                    self.p.source = None;
+                Command::CloseWatch { stream } => {
+                    for p in &mut self.p {
+                        let mine = p.open == Some(stream)
+                            || p.watch.as_ref().is_some_and(|(s, _)| *s == stream);
+                        if p.open == Some(stream) {
+                            p.open = None;
+                        }
+                        if p.watch.as_ref().is_some_and(|(s, _)| *s == stream) {
+                            p.watch = None;
+                        }
+                        if mine {
+                            p.closed_by_core = Some(stream);
+                        }
+                    }
+                }
+                Command::OpenSource { stream } => self.p[0].source = Some(stream),
+                Command::CloseSource { stream } if self.p[0].source == Some(stream) => {
+                    self.p[0].source = None;
                 }
                 // Cancels of what is already gone, reconciles (the harness runs them).
                 _ => {}
@@ -225,14 +252,16 @@ impl Replay<'_> {
 
     fn what_core_waits_for(&self) -> String {
         let mut parts = Vec::new();
-        if let Some(req) = self.p.list {
-            parts.push(format!("the answer to LIST {req}"));
-        }
-        if let Some((s, rv)) = &self.p.watch {
-            parts.push(format!("the answer to WATCH {s} from rv={rv}"));
-        }
-        if let Some(s) = self.p.open {
-            parts.push(format!("frames on watch {s}"));
+        for p in &self.p {
+            if let Some(req) = p.list {
+                parts.push(format!("the answer to LIST {req}"));
+            }
+            if let Some((s, rv)) = &p.watch {
+                parts.push(format!("the answer to WATCH {s} from rv={rv}"));
+            }
+            if let Some(s) = p.open {
+                parts.push(format!("frames on watch {s}"));
+            }
         }
         if let Some(d) = self.h.core_deadline() {
             parts.push(format!("its {} timer at {}", d.wake, d.at));
@@ -245,16 +274,20 @@ impl Replay<'_> {
     }
 
     fn apply(&mut self, entry: &Entry) {
+        // The parser checked the source against the header.
+        let s = usize::try_from(entry.source)
+            .unwrap_or(0)
+            .min(self.p.len() - 1);
         match &entry.record {
             Record::List {
                 status,
                 body,
                 transport_error,
             } => {
-                if self.p.list.is_none() {
+                if self.p[s].list.is_none() {
                     self.meet(Wake::ListRetry);
                 }
-                let Some(req) = self.p.list.take() else {
+                let Some(req) = self.p[s].list.take() else {
                     let waits = self.what_core_waits_for();
                     return self.diverge(
                         entry,
@@ -282,10 +315,10 @@ impl Replay<'_> {
                 body,
                 resource_version,
             } => {
-                if self.p.watch.is_none() {
+                if self.p[s].watch.is_none() {
                     self.meet(Wake::WatchRetry);
                 }
-                let Some((stream, asked)) = self.p.watch.take() else {
+                let Some((stream, asked)) = self.p[s].watch.take() else {
                     let waits = self.what_core_waits_for();
                     return self.diverge(
                         entry,
@@ -301,7 +334,7 @@ impl Replay<'_> {
                     );
                 }
                 if *status == 200 {
-                    self.p.open = Some(stream);
+                    self.p[s].open = Some(stream);
                     let io = self.h.step(
                         || format!("watch {stream} opened"),
                         |core, now| core.handle_input(now, Input::WatchOpened { stream }),
@@ -319,13 +352,13 @@ impl Replay<'_> {
                 }
             }
             Record::Frame { line } => {
-                if self.p.open.is_none()
-                    && let Some((stream, _)) = self.p.watch.take()
+                if self.p[s].open.is_none()
+                    && let Some((stream, _)) = self.p[s].watch.take()
                 {
                     // A frame with no recorded open: the 200 is implied.
-                    self.p.open = Some(stream);
+                    self.p[s].open = Some(stream);
                 }
-                let Some(stream) = self.p.open else {
+                let Some(stream) = self.p[s].open else {
                     let waits = self.what_core_waits_for();
                     return self.diverge(
                         entry,
@@ -341,8 +374,8 @@ impl Replay<'_> {
                 self.handle_io(io);
             }
             Record::WatchEnd(end) => {
-                let Some(stream) = self.p.open.take() else {
-                    if self.p.closed_by_core.take().is_some() {
+                let Some(stream) = self.p[s].open.take() else {
+                    if self.p[s].closed_by_core.take().is_some() {
                         self.h
                             .note("recorded stream end after the core closed the stream: ignored");
                         return;
@@ -377,10 +410,10 @@ impl Replay<'_> {
                 duration,
             } => self.h.script(parent.clone(), outcome.clone(), *duration),
             Record::Source(op) => {
-                if self.p.source.is_none() {
+                if self.p[s].source.is_none() {
                     self.meet(Wake::SourceReopen);
                 }
-                let Some(stream) = self.p.source else {
+                let Some(stream) = self.p[s].source else {
                     return self.diverge(
                         entry,
                         "the trace has a source event, but no source stream is open".into(),
@@ -419,7 +452,7 @@ impl Replay<'_> {
                 self.handle_io(io);
             }
             Record::SourceEnd { error } => {
-                let Some(stream) = self.p.source.take() else {
+                let Some(stream) = self.p[s].source.take() else {
                     return self.diverge(
                         entry,
                         "the trace ends a source stream, but none is open".into(),
@@ -449,7 +482,7 @@ impl Replay<'_> {
     /// reconcile and clock faults act as in world mode, the rest only leave a note.
     fn fault(&mut self, fault: &Fault) {
         self.h.note(&format!("fault: {fault}"));
-        let stream = self.p.open;
+        let stream = self.p[0].open;
         let line = match fault {
             Fault::GoneStorm { .. } => Some(
                 "{\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\",\"reason\":\"Expired\",\"code\":410}}".to_owned(),
@@ -466,7 +499,7 @@ impl Replay<'_> {
         };
         match fault {
             Fault::WatchDrop | Fault::Restart { .. } => {
-                if let Some(stream) = self.p.open.take() {
+                if let Some(stream) = self.p[0].open.take() {
                     let io = self.h.watch_end(
                         stream,
                         StreamEnd::TransportError("connection reset (injected)".into()),
@@ -497,4 +530,9 @@ impl Replay<'_> {
             }
         }
     }
+}
+
+/// The index of `source` among the replay's pendings.
+fn source_index(source: reconcile_core::SourceId) -> usize {
+    usize::try_from(source.get()).unwrap_or(usize::MAX)
 }

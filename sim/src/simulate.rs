@@ -116,6 +116,27 @@ pub fn simulate(
     trace: &Trace,
     opts: &SimOptions,
 ) -> Result<RunReport, reconcile_core::ConfigError> {
+    if !trace.header.secondaries.is_empty() {
+        // The world holds one kind; with no apiserver for the secondaries the core would
+        // wait at the sync barrier forever, which must not pass for a result.
+        return Ok(RunReport {
+            output: String::new(),
+            violations: vec![Violation {
+                at: Instant::ZERO,
+                invariant: "unsupported",
+                detail: format!(
+                    "{}: world mode simulates one kind, and this trace has {} secondary source(s); replay it instead",
+                    trace.name,
+                    trace.header.secondaries.len()
+                ),
+            }],
+            paths: PathCounts::new(),
+            stats: reconcile_core::Stats::default(),
+            cursor: None,
+            steps: 0,
+            end: Instant::ZERO,
+        });
+    }
     let mut h = Harness::new(&trace.header, opts.render, opts.max_steps)?;
     h.set_default_duration(opts.reconcile_duration);
     h.check_cursors();

@@ -19,10 +19,12 @@ pub mod selector;
 
 pub use run::{Recorded, header_for, to_trace};
 
-/// The header key that marks a trace, and the only version this crate reads and writes.
+/// The header key that marks a trace, with its version.
 pub const FORMAT_KEY: &str = "reconcile_sim_trace";
-/// The trace format version.
-pub const FORMAT_VERSION: u64 = 1;
+/// The newest trace format version: 2 names the source of every LIST, WATCH, frame and
+/// stream end. A trace with no secondary source is written as version 1, which every
+/// version reads.
+pub const FORMAT_VERSION: u64 = 2;
 
 /// Upper bound on records in one trace: far above any capture, low enough to refuse a runaway
 /// file before it exhausts memory.
@@ -78,6 +80,9 @@ pub struct Header {
     pub bookmark_interval: Option<Duration>,
     /// World: how a compacted cursor is reported.
     pub gone_as: GoneAs,
+    /// The secondary sources (version 2): `S1` first. Their objects are decoded as the
+    /// primary's type in a replay, which keeps names, versions and owners.
+    pub secondaries: Vec<reconcile_core::SecondaryConfig>,
 }
 
 impl Default for Header {
@@ -96,6 +101,7 @@ impl Default for Header {
             compaction_window: Duration::from_secs(300),
             bookmark_interval: Some(Duration::from_secs(60)),
             gone_as: GoneAs::Frame,
+            secondaries: Vec::new(),
         }
     }
 }
@@ -291,6 +297,9 @@ pub struct Entry {
     pub at: Option<Instant>,
     /// Free text carried along (importers say what they synthesized).
     pub note: Option<String>,
+    /// The source a LIST, WATCH, frame or stream end belongs to: 0 for the primary, `n` for
+    /// the header's `n`th secondary (version 2).
+    pub source: u64,
     /// The record.
     pub record: Record,
 }
@@ -337,6 +346,7 @@ struct Line<'a> {
     fault: Option<String>,
     count: Option<u32>,
     cursor: Option<bool>,
+    source: Option<u64>,
 }
 
 /// Tells an absent field (`None`, the default) from an explicit `null` (`Some(None)`: off).
@@ -364,6 +374,18 @@ struct HeaderLine {
     #[serde(default, deserialize_with = "present")]
     bookmark_interval_s: Option<Option<f64>>,
     gone_as: Option<String>,
+    secondaries: Option<Vec<SecondaryLine>>,
+}
+
+/// One secondary source in a version 2 header.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SecondaryLine {
+    namespace: Option<String>,
+    label_selector: Option<String>,
+    field_selector: Option<String>,
+    timeout_seconds: Option<u32>,
+    parents_by: String,
 }
 
 /// A non-negative, finite number of seconds, at most about 31 years (the core's `Instant`
@@ -391,11 +413,30 @@ fn positive(field: &str, s: f64) -> Result<Duration, String> {
 
 impl Header {
     fn from_line(h: HeaderLine) -> Result<Self, String> {
-        if h.reconcile_sim_trace != FORMAT_VERSION {
+        if !(1..=FORMAT_VERSION).contains(&h.reconcile_sim_trace) {
             return Err(format!(
-                "trace format version {} is not supported (this build reads {FORMAT_VERSION})",
+                "trace format version {} is not supported (this build reads 1 to {FORMAT_VERSION})",
                 h.reconcile_sim_trace
             ));
+        }
+        if h.reconcile_sim_trace < 2 && h.secondaries.is_some() {
+            return Err("secondaries need trace format version 2".into());
+        }
+        let mut secondaries = Vec::new();
+        for (i, s) in h.secondaries.into_iter().flatten().enumerate() {
+            let n = i + 1;
+            let defaults = reconcile_core::WatchParams::default();
+            let params = reconcile_core::WatchParams {
+                namespace: s.namespace,
+                label_selector: s.label_selector,
+                field_selector: s.field_selector,
+                timeout_seconds: s.timeout_seconds.unwrap_or(defaults.timeout_seconds),
+            };
+            let parents_by = s
+                .parents_by
+                .parse()
+                .map_err(|e| format!("secondary S{n}: {e}"))?;
+            secondaries.push(reconcile_core::SecondaryConfig { params, parents_by });
         }
         let d = Header::default();
         let in_process = match h.source.as_deref() {
@@ -451,6 +492,7 @@ impl Header {
                 Some(Some(s)) => Some(positive("bookmark_interval_s", s)?),
             },
             gone_as,
+            secondaries,
         };
         if let Some(selector) = &header.label_selector {
             crate::selector::Selector::parse(selector)
@@ -463,7 +505,8 @@ impl Header {
     #[must_use]
     pub fn to_line(&self) -> String {
         let mut m = serde_json::Map::new();
-        m.insert(FORMAT_KEY.into(), FORMAT_VERSION.into());
+        let version = if self.secondaries.is_empty() { 1 } else { 2 };
+        m.insert(FORMAT_KEY.into(), version.into());
         if let Some(d) = &self.description {
             m.insert("description".into(), d.clone().into());
         }
@@ -499,6 +542,28 @@ impl Header {
         );
         if self.gone_as == GoneAs::Status {
             m.insert("gone_as".into(), "status".into());
+        }
+        if !self.secondaries.is_empty() {
+            let list = self
+                .secondaries
+                .iter()
+                .map(|s| {
+                    let mut o = serde_json::Map::new();
+                    if let Some(ns) = &s.params.namespace {
+                        o.insert("namespace".into(), ns.clone().into());
+                    }
+                    if let Some(l) = &s.params.label_selector {
+                        o.insert("label_selector".into(), l.clone().into());
+                    }
+                    if let Some(f) = &s.params.field_selector {
+                        o.insert("field_selector".into(), f.clone().into());
+                    }
+                    o.insert("timeout_seconds".into(), s.params.timeout_seconds.into());
+                    o.insert("parents_by".into(), s.parents_by.to_string().into());
+                    serde_json::Value::Object(o)
+                })
+                .collect();
+            m.insert("secondaries".into(), serde_json::Value::Array(list));
         }
         serde_json::Value::Object(m).to_string()
     }
@@ -701,10 +766,35 @@ impl Trace {
                 }
                 None => None,
             };
+            let source = line.source.unwrap_or(0);
+            if source != 0 {
+                if !matches!(
+                    record,
+                    Record::List { .. }
+                        | Record::Watch { .. }
+                        | Record::Frame { .. }
+                        | Record::WatchEnd(_)
+                ) {
+                    return Err(err(
+                        number,
+                        "only list, watch, frame and watch_end records name a source".into(),
+                    ));
+                }
+                if source > header.secondaries.len() as u64 {
+                    return Err(err(
+                        number,
+                        format!(
+                            "source {source} is not in the header ({} secondaries)",
+                            header.secondaries.len()
+                        ),
+                    ));
+                }
+            }
             entries.push(Entry {
                 line: number,
                 at,
                 note: line.note,
+                source,
                 record,
             });
         }
@@ -769,6 +859,7 @@ impl Entry {
             line: 0,
             at,
             note: None,
+            source: 0,
             record,
         }
     }
@@ -793,6 +884,9 @@ impl Entry {
         out.push_str(&serde_json::Value::from(kind).to_string());
         if let Some(at) = self.at {
             push_num(&mut out, "t", at.since_origin().as_secs_f64());
+        }
+        if self.source != 0 {
+            out.push_str(&format!(",\"source\":{}", self.source));
         }
         let is_json = |s: &str| serde_json::from_str::<&RawValue>(s).is_ok();
         match &self.record {
@@ -999,9 +1093,60 @@ mod tests {
     fn a_missing_or_newer_header_is_refused() {
         let e = Trace::parse("a", "{\"record\":\"stop\"}\n").unwrap_err();
         assert!(e.message.contains("not a trace header"), "{e}");
-        let e = Trace::parse("a", "{\"reconcile_sim_trace\":2}\n").unwrap_err();
-        assert!(e.message.contains("version 2"), "{e}");
+        let e = Trace::parse("a", "{\"reconcile_sim_trace\":3}\n").unwrap_err();
+        assert!(e.message.contains("version 3"), "{e}");
         assert_eq!(Trace::parse("a", "").unwrap_err().line, 0);
+    }
+
+    #[test]
+    fn version_2_names_each_records_source_and_version_1_cannot() {
+        let text = concat!(
+            r#"{"reconcile_sim_trace":2,"parent":"name","secondaries":[{"namespace":"ns","label_selector":"role=child","timeout_seconds":60,"parents_by":"owner:Pod"}]}"#,
+            "\n",
+            r#"{"record":"list","t":0,"status":200,"body":{"metadata":{"resourceVersion":"1"},"items":[]}}"#,
+            "\n",
+            r#"{"record":"list","t":0,"source":1,"status":200,"body":{"metadata":{"resourceVersion":"2"},"items":[]}}"#,
+            "\n",
+        );
+        let trace = Trace::parse("v2", text).unwrap();
+        assert_eq!(trace.header.secondaries.len(), 1);
+        assert_eq!(
+            trace.header.secondaries[0].parents_by,
+            reconcile_core::ParentsBy::ControllerOwner("Pod".into())
+        );
+        assert_eq!(
+            trace.entries.iter().map(|e| e.source).collect::<Vec<_>>(),
+            [0, 1]
+        );
+        // Written back, it reads the same.
+        let again = Trace::parse("again", &trace.to_jsonl()).unwrap();
+        assert_eq!(again.to_jsonl(), trace.to_jsonl());
+        assert!(trace.to_jsonl().contains(r#""reconcile_sim_trace":2"#));
+        // A source the header does not name, a source on a record that has none, and
+        // secondaries in a version 1 header are refused, each with its line.
+        let bad_source = text.replace(r#""source":1"#, r#""source":2"#);
+        let e = Trace::parse("x", &bad_source).unwrap_err();
+        assert_eq!(e.line, 3, "{e}");
+        let e = Trace::parse(
+            "x",
+            &format!(
+                "{}\n{{\"record\":\"stop\",\"source\":1}}\n",
+                text.lines().next().unwrap()
+            ),
+        )
+        .unwrap_err();
+        assert!(e.message.contains("name a source"), "{e}");
+        let v1 = text.replacen(
+            r#""reconcile_sim_trace":2"#,
+            r#""reconcile_sim_trace":1"#,
+            1,
+        );
+        assert!(
+            Trace::parse("x", &v1)
+                .unwrap_err()
+                .message
+                .contains("version 2")
+        );
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //!
 //! | at the boundary | in the trace |
 //! |---|---|
-//! | [`Input::List`] answered / failed | `list` (status + body / `transport_error`) |
+//! | [`Input::List`] answered / failed | `list` (status + body / `transport_error`), with its `source` when not the primary |
 //! | [`Input::WatchOpened`] | `watch` (status 200, the cursor its [`Command::Watch`] asked from) |
 //! | [`Input::WatchEnd`] with a non-200 status | `watch` (that status and body) |
 //! | [`Input::WatchEnd`] with a transport error before the head | `watch` 200, then `watch_end` transport (with a note) |
@@ -22,7 +22,7 @@ use std::fmt;
 
 use reconcile_core::{
     Command, Config, Input, Instant, KeyBy, ListResponse, Outcome, RequestId, SourceConfig,
-    SourceId, StreamEnd, StreamId, Ticket,
+    StreamEnd, StreamId, Ticket,
 };
 
 use crate::{Entry, Header, Record, RecordedEnd, ScriptedOutcome, Trace};
@@ -65,6 +65,7 @@ pub fn header_for<O, P>(description: &str, config: &Config<O, P>) -> Header {
         resync: config.resync,
         retry_delay: config.retry_delay,
         backoff: (config.backoff.base, config.backoff.cap),
+        secondaries: config.secondaries().cloned().collect(),
         ..defaults
     }
 }
@@ -87,35 +88,38 @@ pub fn to_trace<O, P: fmt::Display>(
     let mut dispatched: BTreeMap<Ticket, (Option<usize>, Instant, String)> = BTreeMap::new();
     // Scripts for reconciles dispatched before any input was written.
     let mut leading: Vec<Entry> = Vec::new();
-    // The LISTs and WATCHes of secondary sources: version 1 of the format names no source,
-    // so their answers are left out, and the header says so.
-    let mut secondary_lists: BTreeSet<RequestId> = BTreeSet::new();
-    let mut secondary_streams: BTreeSet<StreamId> = BTreeSet::new();
+    // Which source each LIST and WATCH belongs to: every answer names it (version 2).
+    let mut list_source: BTreeMap<RequestId, u64> = BTreeMap::new();
+    let mut stream_source: BTreeMap<StreamId, u64> = BTreeMap::new();
     for (at, recorded) in records {
         let at = *at;
+        let source = match recorded {
+            Recorded::Input(Input::List { req, .. }) => list_source.get(req).copied().unwrap_or(0),
+            Recorded::Input(
+                Input::WatchOpened { stream }
+                | Input::WatchLine { stream, .. }
+                | Input::WatchEnd { stream, .. },
+            ) => stream_source.get(stream).copied().unwrap_or(0),
+            _ => 0,
+        };
         let mut push = |record: Record, note: Option<&str>| {
             let mut entry = Entry::new(Some(at), record);
             entry.note = note.map(str::to_owned);
+            entry.source = source;
             entries.push((entry, Vec::new()));
         };
         let input = match recorded {
-            Recorded::Command(Command::List { req, source, .. })
-                if *source != SourceId::PRIMARY =>
-            {
-                secondary_lists.insert(*req);
-                continue;
-            }
-            Recorded::Command(Command::Watch { stream, source, .. })
-                if *source != SourceId::PRIMARY =>
-            {
-                secondary_streams.insert(*stream);
+            Recorded::Command(Command::List { req, source, .. }) => {
+                list_source.insert(*req, source.get());
                 continue;
             }
             Recorded::Command(Command::Watch {
                 stream,
+                source,
                 resource_version,
                 ..
             }) => {
+                stream_source.insert(*stream, source.get());
                 asked.insert(*stream, resource_version.clone());
                 continue;
             }
@@ -125,19 +129,7 @@ pub fn to_trace<O, P: fmt::Display>(
                 continue;
             }
             Recorded::Command(_) => continue,
-            Recorded::Input(input) => {
-                let secondary = match input {
-                    Input::List { req, .. } => secondary_lists.contains(req),
-                    Input::WatchOpened { stream }
-                    | Input::WatchLine { stream, .. }
-                    | Input::WatchEnd { stream, .. } => secondary_streams.contains(stream),
-                    _ => false,
-                };
-                if secondary {
-                    continue;
-                }
-                input
-            }
+            Recorded::Input(input) => input,
         };
         match input {
             Input::List { response, .. } => match response {
@@ -241,14 +233,6 @@ pub fn to_trace<O, P: fmt::Display>(
     for (entry, scripts) in entries {
         flat.extend(scripts);
         flat.push(entry);
-    }
-    let mut header = header;
-    if !secondary_lists.is_empty() {
-        let note = "secondary sources left out: this trace format names no source";
-        header.description = Some(match header.description.take() {
-            Some(d) => format!("{d} ({note})"),
-            None => note.to_owned(),
-        });
     }
     Trace {
         name: name.to_owned(),

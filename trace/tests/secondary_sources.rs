@@ -1,5 +1,5 @@
-//! A run with a secondary source becomes a trace of the primary alone, saying so: this
-//! format names no source, so the secondary's answers cannot be told apart in a replay.
+//! A run with a secondary source becomes a version 2 trace: the header names the secondary,
+//! and every answer names its source.
 
 use reconcile_core::pod::PodView;
 use reconcile_core::{
@@ -9,7 +9,7 @@ use reconcile_core::{
 use reconcile_trace::{Record, Recorded, header_for, to_trace};
 
 #[test]
-fn a_secondary_sources_answers_are_left_out_and_the_header_says_so() {
+fn every_answer_names_its_source_and_the_header_the_secondaries() {
     let config: Config<PodView, ObjectKey> =
         Config::kubernetes(WatchParams::namespaced("ns"), KeyMap::by_object())
             .owns::<PodView>(WatchParams::namespaced("ns").labels("role=child"), "Pod");
@@ -41,19 +41,20 @@ fn a_secondary_sources_answers_are_left_out_and_the_header_says_so() {
         ));
     }
     let trace = to_trace("t", header, &records);
-    let lists: Vec<&Record> = trace
+    let lists: Vec<(u64, &Record)> = trace
         .entries
         .iter()
-        .map(|e| &e.record)
-        .filter(|r| matches!(r, Record::List { .. }))
+        .filter(|e| matches!(e.record, Record::List { .. }))
+        .map(|e| (e.source, &e.record))
         .collect();
-    assert_eq!(lists.len(), 1, "only the primary's LIST: {lists:?}");
-    assert!(
-        matches!(lists[0], Record::List { body, .. } if body.contains(r#""resourceVersion":"1""#))
-    );
-    let description = trace.header.description.unwrap_or_default();
-    assert!(
-        description.contains("secondary sources left out"),
-        "{description}"
-    );
+    assert_eq!(lists.len(), 2, "{lists:?}");
+    for (source, record) in lists {
+        let rv = format!(r#""resourceVersion":"{}""#, source + 1);
+        assert!(
+            matches!(record, Record::List { body, .. } if body.contains(&rv)),
+            "source {source}: {record:?}"
+        );
+    }
+    assert_eq!(trace.header.secondaries.len(), 1);
+    assert!(trace.to_jsonl().contains(r#""reconcile_sim_trace":2"#));
 }

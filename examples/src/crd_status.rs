@@ -15,10 +15,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResource;
 use kube::CustomResourceExt;
-use kube::core::params::{Patch, PatchParams, PostParams};
+use kube::core::params::{Patch, PatchParams};
 use reconcile_core::ObjectKey;
 use reconcile_engine::{
     Action, ApiClient, Controller, Reconcile, Running, Runtime, ShutdownSignal, Source, Transport,
@@ -64,7 +63,8 @@ pub fn desired(shop: &Shop) -> ShopStatus {
 }
 
 /// Creates the `Shop` CRD (an existing one is fine) and waits, at most `limit`, until the
-/// apiserver reports it `Established`, polling on `runtime`'s timers.
+/// apiserver reports it `Established`, polling on `runtime`'s timers (see
+/// [`crate::install_crd`]).
 ///
 /// # Errors
 /// [`Error::InstallCrd`] when the apiserver refuses, [`Error::NotEstablished`] after `limit`.
@@ -73,39 +73,7 @@ pub async fn install_crd<R: Runtime, T: Transport>(
     transport: T,
     limit: Duration,
 ) -> Result<(), Error> {
-    let name = Shop::crd_name();
-    let failed = |source| Error::InstallCrd {
-        name: name.to_owned(),
-        source,
-    };
-    let crds = ApiClient::<CustomResourceDefinition, T>::all(transport);
-    match crds.create(&PostParams::default(), &Shop::crd()).await {
-        Ok(_) => tracing::info!(name, "CRD created"),
-        Err(e) if e.is_already_exists() => tracing::info!(name, "CRD already there"),
-        Err(e) => return Err(failed(e)),
-    }
-    let began = runtime.now();
-    let mut pause = Duration::from_millis(50);
-    loop {
-        let crd = crds.get(name).await.map_err(failed)?;
-        let conditions = crd.status.and_then(|s| s.conditions).unwrap_or_default();
-        if conditions
-            .iter()
-            .any(|c| c.type_ == "Established" && c.status == "True")
-        {
-            return Ok(());
-        }
-        let waited = runtime.now().duration_since(began);
-        if waited >= limit {
-            return Err(Error::NotEstablished {
-                name: name.to_owned(),
-                waited,
-                conditions: serde_json::to_string(&conditions).unwrap_or_default(),
-            });
-        }
-        runtime.sleep_until(runtime.now() + pause).await;
-        pause = (pause * 2).min(Duration::from_millis(500));
-    }
+    crate::install_crd(runtime, transport, &Shop::crd(), limit).await
 }
 
 /// What the reconcile needs: a transport to write back with, and the log of its runs.

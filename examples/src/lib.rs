@@ -1,13 +1,13 @@
 //! # reconcile-examples
 //!
-//! Controllers of kube's own types, each written once over any
-//! [`Runtime`](reconcile_engine::Runtime) and [`Transport`](reconcile_engine::Transport),
-//! with a few lines of `main` per runtime:
+//! Controllers of kube's own types, each written once over any [`Runtime`] and
+//! [`Transport`], with a few lines of `main` per runtime:
 //!
 //! | example | what it shows |
 //! |---|---|
-//! | [`deployment_annotate`] | `Controller::for_objects` over `Deployment`s; a merge patch through [`ApiClient`](reconcile_engine::ApiClient) only when the annotation differs, so it settles |
+//! | [`deployment_annotate`] | `Controller::for_objects` over `Deployment`s; a merge patch through [`ApiClient`] only when the annotation differs, so it settles |
 //! | [`crd_status`] | a `#[derive(CustomResource)]` type, its CRD installed through the API, status written with `patch_status` only when it differs |
+//! | [`configmap_generator`] | an operator (kube-runtime's `configmapgen`): a custom resource that `owns` the ConfigMap it generates, written by server-side apply with an owner reference only when the child differs; the child's changes wake its owner, and the garbage collector removes it with its owner |
 //! | [`dynamic_configmaps`] | a `DynamicObject` controller named by an `ApiResource`, writing back through the same `ApiResource` |
 //! | [`secret_metadata`] | a metadata-only watch (`PartialObjectMeta<Secret>`): no secret data ever enters the process |
 //!
@@ -16,16 +16,20 @@
 //! cargo run -p reconcile-examples --example deployment-annotate-smol -- [--namespace NS] [--selector SEL]
 //! ```
 //!
-//! and the same for `crd-status`, `dynamic-configmaps` and `secret-metadata`. The smol
-//! mains start no tokio runtime (`smol::block_on`, `SmolTransport`); the tokio ones use
-//! `#[tokio::main]` and a `kube::Client`.
+//! and the same for `crd-status`, `configmap-generator`, `dynamic-configmaps` and
+//! `secret-metadata`. The smol mains start no tokio runtime (`smol::block_on`,
+//! `SmolTransport`); the tokio ones use `#[tokio::main]` and a `kube::Client`.
 //!
 //! Each module has the same shape, so a test can drive the very body a main runs (the
 //! e2e suite's `kinds` cases do, on both drivers):
 //! - `source(transport, &args)`: what it lists and watches;
 //! - `controller(runtime, source)`: the controller and its settings (`deployment_annotate`
 //!   uses `Controller::for_objects`, which runs on the runtime's default value, so there the
-//!   runtime is a type parameter: `controller::<R, _>(source)`);
+//!   runtime is a type parameter: `controller::<R, _>(source)`; `configmap_generator` also
+//!   watches what it owns, from `children(transport, &args)`, so it takes
+//!   `controller(runtime, source, children)`);
+//! - `install_crd(&runtime, transport, limit)` for the examples with a custom resource,
+//!   over the shared [`install_crd`];
 //! - `Context`: what the reconcile needs, and the [`Observations`] it leaves;
 //! - `reconcile`, and [`error_policy`] (the metadata-only one cannot fail, so it keeps
 //!   `default_error_policy`);
@@ -40,11 +44,13 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use kube::core::params::{Patch, PatchParams};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::core::params::{Patch, PatchParams, PostParams};
 use reconcile_core::ObjectKey;
-use reconcile_engine::{Action, ApiClient, ApiError, Reconcile, Source, Transport};
+use reconcile_engine::{Action, ApiClient, ApiError, Reconcile, Runtime, Source, Transport};
 use serde_json::json;
 
+pub mod configmap_generator;
 pub mod crd_status;
 pub mod deployment_annotate;
 pub mod dynamic_configmaps;
@@ -239,6 +245,54 @@ where
             source,
         })?;
     Ok(())
+}
+
+/// Creates `crd` (an existing one is fine: a restarted example finds it there) and waits,
+/// at most `limit`, until the apiserver reports it `Established`, polling on `runtime`'s
+/// timers: what the examples with a custom resource do before they start their controller
+/// (`crd_status::install_crd`, `configmap_generator::install_crd`).
+///
+/// # Errors
+/// [`Error::InstallCrd`] when the apiserver refuses, [`Error::NotEstablished`] after `limit`.
+pub async fn install_crd<R: Runtime, T: Transport>(
+    runtime: &R,
+    transport: T,
+    crd: &CustomResourceDefinition,
+    limit: Duration,
+) -> Result<(), Error> {
+    let name = crd.metadata.name.as_deref().unwrap_or_default();
+    let failed = |source| Error::InstallCrd {
+        name: name.to_owned(),
+        source,
+    };
+    let crds = ApiClient::<CustomResourceDefinition, T>::all(transport);
+    match crds.create(&PostParams::default(), crd).await {
+        Ok(_) => tracing::info!(name, "CRD created"),
+        Err(e) if e.is_already_exists() => tracing::info!(name, "CRD already there"),
+        Err(e) => return Err(failed(e)),
+    }
+    let began = runtime.now();
+    let mut pause = Duration::from_millis(50);
+    loop {
+        let crd = crds.get(name).await.map_err(failed)?;
+        let conditions = crd.status.and_then(|s| s.conditions).unwrap_or_default();
+        if conditions
+            .iter()
+            .any(|c| c.type_ == "Established" && c.status == "True")
+        {
+            return Ok(());
+        }
+        let waited = runtime.now().duration_since(began);
+        if waited >= limit {
+            return Err(Error::NotEstablished {
+                name: name.to_owned(),
+                waited,
+                conditions: serde_json::to_string(&conditions).unwrap_or_default(),
+            });
+        }
+        runtime.sleep_until(runtime.now() + pause).await;
+        pause = (pause * 2).min(Duration::from_millis(500));
+    }
 }
 
 /// What the reconciles of one controller did, in order: a hook for tests (and a log for a

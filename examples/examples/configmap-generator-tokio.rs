@@ -1,0 +1,25 @@
+//! `configmap-generator` on tokio: installs the `ConfigMapGenerator` CRD, then keeps each generator's ConfigMap in step with it.
+//!
+//! ```text
+//! cargo run -p reconcile-examples --example configmap-generator-tokio -- [--namespace NS] [--selector SEL]
+//! ```
+//!
+//! Stops on Ctrl-C or SIGTERM. The body is `reconcile_examples::configmap_generator`, written once over
+//! any runtime; this main starts tokio and builds a [`KubeTransport`] from the kubeconfig
+//! (or the in-cluster config). The same body on smol: the `configmap-generator-smol` example.
+
+use reconcile_examples::{Args, configmap_generator};
+use reconcile_tokio::{KubeTransport, TokioRuntime};
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .init();
+    let args = Args::parse(std::env::args().skip(1))?;
+    let transport = KubeTransport::infer().await?;
+    configmap_generator::run(TokioRuntime, transport, &args).await?;
+    Ok(())
+}

@@ -1,15 +1,18 @@
 //! What the cases read off a controller's tape (the engine's in-memory recorder): watch
-//! frames, opens, ends and cursors, as queries over [`Tape::all`].
+//! frames, opens, ends, cursors and LISTs, as queries over [`Tape::all`], for a controller
+//! of any kind.
+
+use std::collections::BTreeSet;
 
 use reconcile_core::pod::PodView;
-use reconcile_core::{Command, Input};
+use reconcile_core::{Command, Input, SourceId};
 use reconcile_engine::tape::Tape as EngineTape;
 use reconcile_trace::Recorded;
 
 /// The tape of the cell controller under test.
 pub type Tape = EngineTape<PodView, String>;
 
-/// One watch frame, as far as a case cares: type, pod name, resourceVersion.
+/// One watch frame, as far as a case cares: type, object name, resourceVersion.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Frame {
     /// `ADDED`, `MODIFIED`, `DELETED`, `BOOKMARK`, `ERROR`.
@@ -33,9 +36,16 @@ pub trait TapeExt {
 
     /// The cursor of every WATCH sent, in order.
     fn watch_cursors(&self) -> Vec<String>;
+
+    /// The watch lines of `source`'s streams so far (a controller with secondary sources
+    /// watches one collection per source).
+    fn frames_of(&self, source: SourceId) -> Vec<Frame>;
+
+    /// How many LISTs of `source` were sent: 1 for its first sync, one more per relist.
+    fn lists_of(&self, source: SourceId) -> usize;
 }
 
-impl TapeExt for Tape {
+impl<O: Clone, P: Clone> TapeExt for EngineTape<O, P> {
     fn frames(&self) -> Vec<Frame> {
         self.all()
             .iter()
@@ -44,6 +54,31 @@ impl TapeExt for Tape {
                 _ => None,
             })
             .collect()
+    }
+
+    fn frames_of(&self, of: SourceId) -> Vec<Frame> {
+        // A WATCH command names its source and its stream; the lines name the stream only.
+        let mut streams = BTreeSet::new();
+        let mut frames = Vec::new();
+        for (_, record) in self.all() {
+            match record {
+                Recorded::Command(Command::Watch { stream, source, .. }) if source == of => {
+                    streams.insert(stream);
+                }
+                Recorded::Input(Input::WatchLine { stream, line }) if streams.contains(&stream) => {
+                    frames.push(frame(&line));
+                }
+                _ => {}
+            }
+        }
+        frames
+    }
+
+    fn lists_of(&self, of: SourceId) -> usize {
+        self.all()
+            .iter()
+            .filter(|(_, r)| matches!(r, Recorded::Command(Command::List { source, .. }) if *source == of))
+            .count()
     }
 
     fn watches_opened(&self) -> usize {

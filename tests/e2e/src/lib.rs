@@ -71,8 +71,8 @@ macro_rules! apiserver_suite {
 }
 
 /// Controllers of other kinds than pods (`reconcile-examples`' bodies: Deployments, a
-/// CRD's status, `DynamicObject` ConfigMaps, metadata-only Secrets), in a module `kinds`
-/// so that `cargo test kinds` selects them.
+/// CRD's status, `DynamicObject` ConfigMaps, metadata-only Secrets, an operator owning
+/// ConfigMaps), in a module `kinds` so that `cargo test kinds` selects them.
 #[macro_export]
 macro_rules! kinds_suite {
     ($driver:ty) => {
@@ -85,6 +85,7 @@ macro_rules! kinds_suite {
                 a_crd_controller_writes_status_without_looping,
                 a_dynamic_object_controller_reconciles_configmaps,
                 a_metadata_only_watch_sends_metadata_only,
+                an_operator_owning_configmaps_keeps_them_in_step,
             );
         }
     };

@@ -357,6 +357,10 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
     /// Hands `input` to the secondary source whose LIST or WATCH it answers; gives it back
     /// when it is none of theirs.
     fn route_to_secondary(&mut self, now: Instant, input: Input<O>) -> Option<Input<O>> {
+        if self.secondaries.is_empty() {
+            // The single-source loop, and its per-frame path, pay nothing for secondaries.
+            return Some(input);
+        }
         let owner = match &input {
             Input::List { req, .. } => self.secondaries.iter().position(|s| s.owns_list(*req)),
             Input::WatchOpened { stream }

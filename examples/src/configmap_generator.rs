@@ -39,7 +39,7 @@ use reconcile_engine::{
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::{Args, Effect, Error, Observations, error_policy, scoped};
+use crate::{Args, Effect, Error, error_policy, scoped};
 
 /// What a generator asks for.
 #[derive(CustomResource, Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -117,28 +117,8 @@ pub async fn install_crd<R: Runtime, T: Transport>(
     crate::install_crd(runtime, transport, &ConfigMapGenerator::crd(), limit).await
 }
 
-/// What the reconcile needs: a transport to write back with, and the log of its runs.
-#[derive(Debug)]
-pub struct Context<T> {
-    transport: T,
-    observations: Observations,
-}
-
-impl<T: Transport> Context<T> {
-    /// A context writing back through `transport`.
-    pub fn new(transport: T) -> Self {
-        Context {
-            transport,
-            observations: Observations::default(),
-        }
-    }
-
-    /// What the reconciles did, by generator: the content written, or found in place.
-    #[must_use]
-    pub fn observations(&self) -> &Observations {
-        &self.observations
-    }
-}
+/// What the reconcile needs (shared by the examples that write back).
+pub use crate::Context;
 
 /// The generators of `args.namespace` (scoped by `args.selector`).
 pub fn source<T>(transport: T, args: &Args) -> Source<ConfigMapGenerator, T> {

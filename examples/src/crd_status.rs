@@ -26,7 +26,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use crate::{Args, Effect, Error, Observations, error_policy, scoped};
+use crate::{Args, Effect, Error, error_policy, scoped};
 
 /// What a shop asks for.
 #[derive(CustomResource, Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -76,28 +76,8 @@ pub async fn install_crd<R: Runtime, T: Transport>(
     crate::install_crd(runtime, transport, &Shop::crd(), limit).await
 }
 
-/// What the reconcile needs: a transport to write back with, and the log of its runs.
-#[derive(Debug)]
-pub struct Context<T> {
-    transport: T,
-    observations: Observations,
-}
-
-impl<T: Transport> Context<T> {
-    /// A context writing back through `transport`.
-    pub fn new(transport: T) -> Self {
-        Context {
-            transport,
-            observations: Observations::default(),
-        }
-    }
-
-    /// What the reconciles did.
-    #[must_use]
-    pub fn observations(&self) -> &Observations {
-        &self.observations
-    }
-}
+/// What the reconcile needs (shared by the examples that write back).
+pub use crate::Context;
 
 /// The shops of `args.namespace` (scoped by `args.selector`).
 pub fn source<T>(transport: T, args: &Args) -> Source<Shop, T> {

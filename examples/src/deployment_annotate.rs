@@ -20,7 +20,7 @@ use reconcile_engine::{
     Action, ApiClient, Controller, Reconcile, Running, Runtime, ShutdownSignal, Source, Transport,
 };
 
-use crate::{Args, Effect, Error, Observations, annotate, error_policy, scoped};
+use crate::{Args, Effect, Error, annotate, error_policy, scoped};
 
 /// The annotation this controller owns.
 pub const ANNOTATION: &str = "reconcile-loop.dev/replicas";
@@ -49,28 +49,8 @@ pub fn current(deployment: &Deployment) -> Option<&str> {
         .map(String::as_str)
 }
 
-/// What the reconcile needs: a transport to write back with, and the log of its runs.
-#[derive(Debug)]
-pub struct Context<T> {
-    transport: T,
-    observations: Observations,
-}
-
-impl<T: Transport> Context<T> {
-    /// A context writing back through `transport`.
-    pub fn new(transport: T) -> Self {
-        Context {
-            transport,
-            observations: Observations::default(),
-        }
-    }
-
-    /// What the reconciles did.
-    #[must_use]
-    pub fn observations(&self) -> &Observations {
-        &self.observations
-    }
-}
+/// What the reconcile needs (shared by the examples that write back).
+pub use crate::Context;
 
 /// The Deployments of `args.namespace` (scoped by `args.selector`).
 pub fn source<T>(transport: T, args: &Args) -> Source<Deployment, T> {

@@ -215,6 +215,30 @@ pub struct Observation {
 /// a runaway loop from growing memory without end (the oldest are dropped).
 pub const MAX_OBSERVATIONS: usize = 100_000;
 
+/// What a reconcile that writes back needs: a transport to write with, and the log of its
+/// runs.
+#[derive(Debug)]
+pub struct Context<T> {
+    pub(crate) transport: T,
+    pub(crate) observations: Observations,
+}
+
+impl<T: Transport> Context<T> {
+    /// A context writing back through `transport`.
+    pub fn new(transport: T) -> Self {
+        Context {
+            transport,
+            observations: Observations::default(),
+        }
+    }
+
+    /// What the reconciles did, by key.
+    #[must_use]
+    pub fn observations(&self) -> &Observations {
+        &self.observations
+    }
+}
+
 /// Sets the annotation `name` of the object at `key` to `value` through `api`, with the
 /// `resourceVersion` the value was computed from as a precondition: a copy that is out of
 /// date gets a 409 rather than writing over a newer object.

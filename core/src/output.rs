@@ -177,6 +177,8 @@ pub enum Event<P> {
     },
     /// The cursor cannot be used any more: a LIST follows after `retry_delay`.
     Relist {
+        /// The source whose cursor died; the others keep theirs.
+        source: SourceId,
         /// Why.
         reason: RelistReason,
     },
@@ -458,7 +460,11 @@ impl<P: fmt::Display> fmt::Display for Event<P> {
                 )
             }
             Event::FrameSkipped { stream, error } => write!(f, "frame-skipped {stream} ({error})"),
-            Event::Relist { reason } => write!(f, "relist ({reason})"),
+            // The primary's name is left out, as in commands.
+            Event::Relist { source, reason } if *source == SourceId::PRIMARY => {
+                write!(f, "relist ({reason})")
+            }
+            Event::Relist { source, reason } => write!(f, "relist {source} ({reason})"),
             Event::WatchRetry { stream, reason } => write!(f, "watch-retry {stream} ({reason})"),
             Event::Unmapped {
                 key,

@@ -17,7 +17,7 @@ use crate::output::{
 use crate::queue::WorkQueue;
 use crate::reflector::{ListResponse, MintIds, Reflector, StreamEnd};
 use crate::retry::RetryScheduler;
-use crate::secondary::Secondary;
+use crate::secondary::{Related, Secondary};
 use crate::source::{Change, InProcessSource, SourceEvent};
 use crate::store::{CacheChange, Rejected, Store};
 use crate::time::Instant;
@@ -623,6 +623,25 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
             Source::Kubernetes(reflector) => reflector.cursor(),
             Source::InProcess(_) => None,
         }
+    }
+
+    /// Every object secondary source `source` holds now, in key order, type-erased as in a
+    /// reconcile ([`Related::downcast`]); `None` for the primary or a source not configured.
+    #[must_use]
+    pub fn secondary_objects(&self, source: SourceId) -> Option<Related> {
+        self.secondary(source).map(|s| s.objects())
+    }
+
+    /// Secondary source `source`'s cursor (`None` while it lists, or for a source not
+    /// configured): each source watches from its own.
+    #[must_use]
+    pub fn secondary_cursor(&self, source: SourceId) -> Option<&str> {
+        self.secondary(source).and_then(|s| s.cursor())
+    }
+
+    fn secondary(&self, source: SourceId) -> Option<&(dyn Secondary<O, P> + Send)> {
+        let n = usize::try_from(source.get()).ok()?.checked_sub(1)?;
+        self.secondaries.get(n).map(|s| &**s)
     }
 
     /// The latest `now` seen.

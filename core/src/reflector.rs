@@ -452,7 +452,10 @@ impl<O: Object> Reflector<O> {
         // The cursor is dead: never watch from it again.
         self.cursor = None;
         self.counters.relists += 1;
-        out.push_back(Output::Event(Event::Relist { reason }));
+        out.push_back(Output::Event(Event::Relist {
+            source: self.source,
+            reason,
+        }));
         self.wait(now, Next::List);
     }
 

@@ -90,6 +90,9 @@ pub(crate) trait Secondary<O, P> {
     /// Whether a whole listing has been applied at least once.
     fn is_synced(&self) -> bool;
     fn related(&self, parent: &P) -> Related;
+    /// Every object held, in key order.
+    fn objects(&self) -> Related;
+    fn cursor(&self) -> Option<&str>;
     fn counters(&self) -> Counters;
     fn len(&self) -> usize;
 }
@@ -310,6 +313,21 @@ where
             source: self.id,
             objects,
         }
+    }
+
+    fn objects(&self) -> Related {
+        Related {
+            source: self.id,
+            objects: self
+                .objects
+                .values()
+                .map(|(o, _)| Arc::clone(o) as Arc<dyn Any + Send + Sync>)
+                .collect(),
+        }
+    }
+
+    fn cursor(&self) -> Option<&str> {
+        self.reflector.cursor()
     }
 
     fn counters(&self) -> Counters {

@@ -507,7 +507,7 @@ where
                 self.published.set_ready();
                 self.shared.set_synced();
             }
-            Event::Relist { reason } => tracing::warn!(%reason, "relist"),
+            Event::Relist { source, reason } => tracing::warn!(%source, %reason, "relist"),
             Event::WatchRetry { stream, reason } => {
                 tracing::info!(%stream, %reason, "watch will reopen");
             }

@@ -11,8 +11,8 @@ use std::time::Duration;
 use reconcile_core::pod::PodView;
 use reconcile_core::{
     Backoff, CacheChange, Command, Config, ConfigError, Event, Input, Instant, KeyMap, ObjectKey,
-    Outcome, Output, ReconcileLoop, RelistReason, StepLine, StreamId, Ticket, Wake, WatchParams,
-    WatchRetryReason,
+    Outcome, Output, ReconcileLoop, Related, RelistReason, RequestId, SourceId, StepLine, StreamId, Ticket,
+    Wake, WatchParams, WatchRetryReason,
 };
 
 use crate::trace::{Header, ScriptedOutcome};
@@ -75,6 +75,17 @@ pub fn config(header: &Header) -> Result<Config<PodView, String>, ConfigError> {
     Ok(config)
 }
 
+/// What a reconcile was handed.
+#[derive(Debug, Clone)]
+pub struct Dispatch {
+    /// When.
+    pub at: Instant,
+    /// The parent's members.
+    pub members: Vec<Arc<PodView>>,
+    /// Each secondary source's objects of the parent, `S1` first.
+    pub related: Vec<Related>,
+}
+
 /// One reconcile the driver is running.
 #[derive(Debug)]
 struct Running {
@@ -111,8 +122,13 @@ pub struct Harness {
     failing: u32,
     /// Invariant bookkeeping.
     open_streams: BTreeSet<StreamId>,
-    served_rvs: BTreeSet<String>,
-    retry_armed: Option<Instant>,
+    /// Versions each source was served (a LIST's or a frame's): its WATCHes start from one.
+    served_rvs: BTreeMap<SourceId, BTreeSet<String>>,
+    /// Per source, when a failure armed its retry: its next LIST or WATCH waits from then.
+    retry_armed: BTreeMap<SourceId, Instant>,
+    /// The live LIST and WATCH of each source, to tell whose a failure event is.
+    lists: BTreeMap<RequestId, SourceId>,
+    streams: BTreeMap<StreamId, SourceId>,
     /// Failures in a row per parent, as the outcomes fed imply: a backoff must count the
     /// same (an error policy's outcome, a success or a requeue starts the count over).
     failures_in_a_row: BTreeMap<String, u32>,
@@ -122,9 +138,9 @@ pub struct Harness {
     /// A copy of the cache kept only from the core's change log, as a driver keeps its
     /// readers' copy: at quiescence it must equal the cache.
     pub cache_copy: BTreeMap<ObjectKey, Arc<PodView>>,
-    /// Last dispatch per parent: when, and the members it saw (the core's own `Arc`s, moved
-    /// out of the command, so recording them costs no copy).
-    pub last_dispatch: BTreeMap<String, (Instant, Vec<Arc<PodView>>)>,
+    /// Last dispatch per parent (the core's own `Arc`s, moved out of the command, so
+    /// recording them costs no copy).
+    pub last_dispatch: BTreeMap<String, Dispatch>,
     /// Invariants broken so far.
     pub violations: Vec<Violation>,
     /// Fault paths reached.
@@ -158,8 +174,10 @@ impl Harness {
             slow: VecDeque::new(),
             failing: 0,
             open_streams: BTreeSet::new(),
-            served_rvs: BTreeSet::new(),
-            retry_armed: None,
+            served_rvs: BTreeMap::new(),
+            retry_armed: BTreeMap::new(),
+            lists: BTreeMap::new(),
+            streams: BTreeMap::new(),
             failures_in_a_row: BTreeMap::new(),
             stopped: false,
             queue_bound: None,
@@ -257,10 +275,22 @@ impl Harness {
         self.check_cursors = true;
     }
 
-    /// Records a resourceVersion the apiserver side served (a LIST's or a frame's): a WATCH
-    /// may only start from one of these.
-    pub fn served_rv(&mut self, rv: &str) {
-        self.served_rvs.insert(rv.to_owned());
+    /// Records a resourceVersion the apiserver side served `source` (a LIST's or a frame's):
+    /// a WATCH of that source may only start from one of these.
+    pub fn served_rv(&mut self, source: SourceId, rv: &str) {
+        self.served_rvs
+            .entry(source)
+            .or_default()
+            .insert(rv.to_owned());
+    }
+
+    /// The source a WATCH stream belongs to (the primary for one the harness never saw).
+    #[must_use]
+    pub fn source_of_stream(&self, stream: StreamId) -> SourceId {
+        self.streams
+            .get(&stream)
+            .copied()
+            .unwrap_or(SourceId::PRIMARY)
     }
 
     /// Queues a scripted outcome for the next reconcile of `parent` (any when `None`).
@@ -511,10 +541,10 @@ impl Harness {
 
     fn on_event(&mut self, event: &Event<String>) {
         let path = match event {
-            Event::Relist { reason } => {
+            Event::Relist { source, reason } => {
                 // The dead cursor may never be watched from again.
-                self.served_rvs.clear();
-                self.retry_armed = Some(self.now);
+                self.served_rvs.remove(source);
+                self.retry_armed.insert(*source, self.now);
                 match reason {
                     RelistReason::ErrorFrame(s) if s.is_expired() => "relist: 410 ERROR frame",
                     RelistReason::ErrorFrame(_) => "relist: 504 ERROR frame",
@@ -523,8 +553,9 @@ impl Harness {
                     RelistReason::UndecodableFrame(_) => "relist: frame without cursor",
                 }
             }
-            Event::WatchRetry { reason, .. } => {
-                self.retry_armed = Some(self.now);
+            Event::WatchRetry { stream, reason } => {
+                let source = self.source_of_stream(*stream);
+                self.retry_armed.insert(source, self.now);
                 match reason {
                     WatchRetryReason::ShortWatch => "watch retry: very short watch",
                     WatchRetryReason::Transport(_) => "watch retry: transport error",
@@ -532,8 +563,9 @@ impl Harness {
                     WatchRetryReason::ErrorFrame(_) => "watch retry: ERROR frame",
                 }
             }
-            Event::ListFailed { .. } => {
-                self.retry_armed = Some(self.now);
+            Event::ListFailed { req, .. } => {
+                let source = self.lists.get(req).copied().unwrap_or(SourceId::PRIMARY);
+                self.retry_armed.insert(source, self.now);
                 "list failed -> retry"
             }
             Event::FrameSkipped { .. } => "frame skipped, cursor advanced",
@@ -595,6 +627,7 @@ impl Harness {
                 ticket,
                 parent,
                 members,
+                related,
                 ..
             } => {
                 // Running reconciles are at most `concurrency`: a scan is cheaper than a set.
@@ -604,11 +637,15 @@ impl Harness {
                         format!("{parent} dispatched as {ticket} while still running"),
                     );
                 }
+                let dispatch = Dispatch {
+                    at: self.now,
+                    members,
+                    related,
+                };
                 match self.last_dispatch.get_mut(&parent) {
-                    Some(last) => *last = (self.now, members),
+                    Some(last) => *last = dispatch,
                     None => {
-                        self.last_dispatch
-                            .insert(parent.clone(), (self.now, members));
+                        self.last_dispatch.insert(parent.clone(), dispatch);
                     }
                 }
                 let (outcome, duration) = self.outcome_for(&parent);
@@ -621,21 +658,31 @@ impl Harness {
             }
             Command::Watch {
                 stream,
+                source,
                 ref resource_version,
                 ..
             } => {
-                if self.check_cursors && !self.served_rvs.contains(resource_version) {
+                let served = self
+                    .served_rvs
+                    .get(&source)
+                    .is_some_and(|rvs| rvs.contains(resource_version));
+                if self.check_cursors && !served {
                     self.violation(
                         "WATCH without a cursor from a LIST or a frame",
-                        format!("{stream} from rv={resource_version}"),
+                        format!("{stream} {source} from rv={resource_version}"),
                     );
                 }
-                self.check_retry_delay("WATCH");
+                self.check_retry_delay(source, "WATCH");
                 self.open_streams.insert(stream);
+                // One live stream per source: the map stays as small as the source list.
+                self.streams.retain(|_, s| *s != source);
+                self.streams.insert(stream, source);
                 io.commands.push(command);
             }
-            Command::List { .. } => {
-                self.check_retry_delay("LIST");
+            Command::List { req, source, .. } => {
+                self.check_retry_delay(source, "LIST");
+                self.lists.retain(|_, s| *s != source);
+                self.lists.insert(req, source);
                 io.commands.push(command);
             }
             Command::CloseWatch { stream } => {
@@ -657,14 +704,14 @@ impl Harness {
     }
 
     /// A LIST or WATCH that follows a failure must wait at least `retry_delay`.
-    fn check_retry_delay(&mut self, what: &str) {
-        if let Some(since) = self.retry_armed.take() {
+    fn check_retry_delay(&mut self, source: SourceId, what: &str) {
+        if let Some(since) = self.retry_armed.remove(&source) {
             let waited = self.now.saturating_duration_since(since);
             if waited < self.retry_delay {
                 self.violation(
                     "retry delay out of bounds",
                     format!(
-                        "{what} {}s after a failure, retry_delay is {}s",
+                        "{what} of {source} {}s after a failure, retry_delay is {}s",
                         waited.as_secs_f64(),
                         self.retry_delay.as_secs_f64()
                     ),

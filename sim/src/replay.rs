@@ -275,7 +275,7 @@ impl Replay<'_> {
 
     fn apply(&mut self, entry: &Entry) {
         // The parser checked the source against the header.
-        let s = usize::try_from(entry.source)
+        let s = usize::try_from(entry.source_index())
             .unwrap_or(0)
             .min(self.p.len() - 1);
         match &entry.record {

@@ -6,6 +6,7 @@
 //! ties. Records at time zero build the world before the controller starts.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,7 +15,8 @@ use serde_json::Value;
 use bytes::Bytes;
 use reconcile_core::pod::PodView;
 use reconcile_core::{
-    Command, Input, Instant, ListResponse, Object, SourceEvent, StreamEnd, StreamId,
+    Command, Input, Instant, ListResponse, Object, ObjectKey, ParentsBy, SourceEvent, SourceId,
+    StreamEnd, StreamId,
 };
 
 use crate::describe;
@@ -91,7 +93,14 @@ struct Sim<'a> {
     trace: &'a Trace,
     opts: &'a SimOptions,
     h: Harness,
-    world: World,
+    /// One simulated resource per source, `S0` (the primary) first: each with its own
+    /// versions, history, compaction and faults.
+    worlds: Vec<World>,
+    /// How each secondary source maps its objects to parents (`S1` first).
+    parents_by: Vec<ParentsBy>,
+    /// The source of each live LIST and WATCH.
+    list_source: BTreeMap<reconcile_core::RequestId, usize>,
+    stream_source: BTreeMap<StreamId, usize>,
     agenda: BTreeMap<(Instant, u64), Action>,
     seq: u64,
     /// Streams the core asked for and has not closed or seen end.
@@ -104,8 +113,21 @@ struct Sim<'a> {
     parents_seen: BTreeSet<String>,
     /// Changes still to be lost (the `lose_change` fault).
     lose: u32,
-    /// When each parent's membership last changed in the world.
+    /// When each parent's membership, or any of its related objects, last changed in the
+    /// world.
     membership_changed: BTreeMap<String, Instant>,
+}
+
+/// The resource a secondary source watches, as a world: the header's settings with the
+/// source's namespace and selector.
+fn secondary_header(header: &crate::trace::Header, params: &reconcile_core::WatchParams) -> crate::trace::Header {
+    crate::trace::Header {
+        namespace: params.namespace.clone(),
+        label_selector: params.label_selector.clone(),
+        timeout_seconds: params.timeout_seconds,
+        secondaries: Vec::new(),
+        ..header.clone()
+    }
 }
 
 /// Runs `trace` in world mode.
@@ -116,27 +138,6 @@ pub fn simulate(
     trace: &Trace,
     opts: &SimOptions,
 ) -> Result<RunReport, reconcile_core::ConfigError> {
-    if !trace.header.secondaries.is_empty() {
-        // The world holds one kind; with no apiserver for the secondaries the core would
-        // wait at the sync barrier forever, which must not pass for a result.
-        return Ok(RunReport {
-            output: String::new(),
-            violations: vec![Violation {
-                at: Instant::ZERO,
-                invariant: "unsupported",
-                detail: format!(
-                    "{}: world mode simulates one kind, and this trace has {} secondary source(s); replay it instead",
-                    trace.name,
-                    trace.header.secondaries.len()
-                ),
-            }],
-            paths: PathCounts::new(),
-            stats: reconcile_core::Stats::default(),
-            cursor: None,
-            steps: 0,
-            end: Instant::ZERO,
-        });
-    }
     let mut h = Harness::new(&trace.header, opts.render, opts.max_steps)?;
     h.set_default_duration(opts.reconcile_duration);
     h.check_cursors();
@@ -144,7 +145,23 @@ pub fn simulate(
         trace,
         opts,
         h,
-        world: World::new(&trace.header),
+        worlds: std::iter::once(World::new(&trace.header))
+            .chain(
+                trace
+                    .header
+                    .secondaries
+                    .iter()
+                    .map(|s| World::new(&secondary_header(&trace.header, &s.params))),
+            )
+            .collect(),
+        parents_by: trace
+            .header
+            .secondaries
+            .iter()
+            .map(|s| s.parents_by.clone())
+            .collect(),
+        list_source: BTreeMap::new(),
+        stream_source: BTreeMap::new(),
         agenda: BTreeMap::new(),
         seq: 0,
         alive: BTreeSet::new(),
@@ -262,9 +279,18 @@ impl Sim<'_> {
             stats.relists,
             stats.reconciles,
             stats.reconcile_errors,
-            self.world.rv(),
+            self.worlds[0].rv(),
             self.h.core().store().len()
         );
+        let mut summary = summary;
+        for (n, world) in self.worlds.iter().enumerate().skip(1) {
+            let held = self
+                .h
+                .core()
+                .secondary_objects(SourceId::nth(n as u64))
+                .map_or(0, |r| r.objects.len());
+            let _ = write!(summary, "; S{n}: world rv={}, {held} objects held", world.rv());
+        }
         self.h.note(&summary);
     }
 
@@ -280,21 +306,27 @@ impl Sim<'_> {
         let now = self.h.now();
         for command in io.commands {
             match command {
-                Command::List { req, .. } => self.schedule(now, Action::List(req)),
+                Command::List { req, source, .. } => {
+                    self.list_source.insert(req, source_index(source));
+                    self.schedule(now, Action::List(req));
+                }
                 Command::CancelList { req } => {
                     self.cancelled_lists.insert(req);
                 }
                 Command::Watch {
                     stream,
+                    source,
                     resource_version,
                     ..
                 } => {
                     self.alive.insert(stream);
+                    self.stream_source.insert(stream, source_index(source));
                     self.schedule(now, Action::WatchOpen(stream, resource_version));
                 }
                 Command::CloseWatch { stream } => {
                     self.alive.remove(&stream);
                     self.open.remove(&stream);
+                    self.stream_source.remove(&stream);
                 }
                 Command::OpenSource { stream } => {
                     self.source = Some(stream);
@@ -312,6 +344,7 @@ impl Sim<'_> {
     fn end_stream(&mut self, stream: StreamId, end: StreamEnd, why: &'static str) {
         self.alive.remove(&stream);
         self.open.remove(&stream);
+        self.stream_source.remove(&stream);
         let rendering = self.h.rendering();
         let io = self.h.watch_end(stream, end.clone(), || {
             if rendering {
@@ -327,9 +360,15 @@ impl Sim<'_> {
         self.handle_io(io);
     }
 
+    /// The source (index into `worlds`) a stream belongs to.
+    fn source_of(&self, stream: StreamId) -> usize {
+        self.stream_source.get(&stream).copied().unwrap_or(0)
+    }
+
     fn deliver(&mut self, stream: StreamId, frame: &Frame) {
         if let Some(rv) = frame.rv {
-            self.h.served_rv(&rv.to_string());
+            let source = SourceId::nth(self.source_of(stream) as u64);
+            self.h.served_rv(source, &rv.to_string());
         }
         let line = Bytes::copy_from_slice(frame.line.as_bytes());
         let text = self.h.label(|| describe::frame(stream, &line));
@@ -344,12 +383,15 @@ impl Sim<'_> {
         let now = self.h.now();
         match action {
             Action::List(req) => {
+                let source = self.list_source.remove(&req).unwrap_or(0);
                 if self.cancelled_lists.remove(&req) {
                     return;
                 }
-                let answer = self.world.list(now);
+                let world = &mut self.worlds[source];
+                let answer = world.list(now);
                 if let ListAnswer::Response(200, _) = &answer {
-                    self.h.served_rv(&self.world.rv().to_string());
+                    let rv = world.rv().to_string();
+                    self.h.served_rv(SourceId::nth(source as u64), &rv);
                 }
                 let response = match &answer {
                     ListAnswer::Response(status, body) => ListResponse::Response {
@@ -361,8 +403,11 @@ impl Sim<'_> {
                 // A driver streams a 200 body through the core's `ListDecoder`: half the
                 // bodies (by length, so that no draw moves the seeded run) take that path, in
                 // chunks whose size also follows the length, and must act as the whole body.
+                // A secondary's objects are decoded by the source itself, from the raw body.
                 let streamed = match &response {
-                    ListResponse::Response { status: 200, body } if body.len() % 2 == 0 => {
+                    ListResponse::Response { status: 200, body }
+                        if source == 0 && body.len() % 2 == 0 =>
+                    {
                         Some(decode_in_chunks(body, 1 + body.len() % 997))
                     }
                     _ => None,
@@ -382,7 +427,8 @@ impl Sim<'_> {
                 if !self.alive.contains(&stream) {
                     return;
                 }
-                match self.world.watch(now, &cursor) {
+                let source = self.source_of(stream);
+                match self.worlds[source].watch(now, &cursor) {
                     WatchAnswer::Open(frames) => {
                         if cursor.is_empty() || cursor == "0" {
                             self.h.count("synthetic ADDED (no version)");
@@ -444,7 +490,7 @@ impl Sim<'_> {
                             _ => None,
                         })
                         .min();
-                    let frame = self.world.bookmark(pending);
+                    let frame = self.worlds[self.source_of(stream)].bookmark(pending);
                     self.deliver(stream, &frame);
                     if let Some(interval) = self.trace.header.bookmark_interval {
                         self.schedule(now + interval, Action::Bookmark(stream));
@@ -455,7 +501,7 @@ impl Sim<'_> {
                 if self.source != Some(stream) {
                     return;
                 }
-                let objects = self.world.snapshot();
+                let objects = self.worlds[0].snapshot();
                 self.source_event(stream, SourceOp::Replace(objects));
             }
             Action::SourceEvent(stream, op) => {
@@ -474,7 +520,11 @@ impl Sim<'_> {
             |core, now| core.handle_input(now, Input::WatchOpened { stream }),
         );
         self.handle_io(io);
-        let timeout = Duration::from_secs(u64::from(self.trace.header.timeout_seconds));
+        let timeout_seconds = match self.source_of(stream) {
+            0 => self.trace.header.timeout_seconds,
+            n => self.trace.header.secondaries[n - 1].params.timeout_seconds,
+        };
+        let timeout = Duration::from_secs(u64::from(timeout_seconds));
         self.schedule(now + timeout, Action::Timeout(stream));
         if let Some(interval) = self.trace.header.bookmark_interval
             && interval < timeout
@@ -520,53 +570,82 @@ impl Sim<'_> {
         self.handle_io(io);
     }
 
-    /// Every open stream gets the frame for the world's last change.
-    fn broadcast_last_change(&mut self) {
+    /// Every open stream of `source` gets the frame for its world's last change.
+    fn broadcast_last_change(&mut self, source: usize) {
         let now = self.h.now();
-        if self.lose > 0 && !self.open.is_empty() {
+        let open: Vec<StreamId> = self
+            .open
+            .iter()
+            .copied()
+            .filter(|s| self.source_of(*s) == source)
+            .collect();
+        if self.lose > 0 && !open.is_empty() {
             self.lose -= 1;
             self.h.count("world: change lost (injected bug)");
             return;
         }
-        if let Some(frame) = self.world.frames_for_last_change() {
-            let open: Vec<StreamId> = self.open.iter().copied().collect();
+        if let Some(frame) = self.worlds[source].frames_for_last_change() {
             for stream in open {
                 self.schedule(now, Action::Frame(stream, frame.clone()));
             }
         }
     }
 
-    fn members_of(&self, object_key: &str) -> Option<String> {
-        let obj = self.world.visible_objects().find(|o| o.key == object_key)?;
-        let pod: PodView = serde_json::from_str(&obj.json).ok()?;
-        self.trace.header.parent.parent_of(&pod).ok()
+    /// The parents the object under `object_key` in `source`'s world belongs to, as the core
+    /// maps it: the primary's key map, a secondary's owner references (a custom map wakes
+    /// nothing, as in a replay).
+    fn parents_of(&self, source: usize, object_key: &str) -> Vec<String> {
+        let world = &self.worlds[source];
+        let Some(obj) = world.visible_objects().find(|o| o.key == object_key) else {
+            return Vec::new();
+        };
+        let Ok(object) = serde_json::from_str::<PodView>(&obj.json) else {
+            return Vec::new();
+        };
+        match source {
+            0 => self
+                .trace
+                .header
+                .parent
+                .parent_of(&object)
+                .ok()
+                .into_iter()
+                .collect(),
+            n => parents_by(&self.parents_by[n - 1], &object),
+        }
     }
 
-    fn world_put(&mut self, json: &str) {
+    fn world_put(&mut self, source: usize, json: &str) {
         let now = self.h.now();
-        let key = self.world.key_of(json).ok();
-        let before = key.as_deref().and_then(|k| self.members_of(k));
-        match self.world.put(now, json) {
+        let key = self.worlds[source].key_of(json).ok();
+        let before = key
+            .as_deref()
+            .map(|k| self.parents_of(source, k))
+            .unwrap_or_default();
+        match self.worlds[source].put(now, json) {
             Ok(()) => {
-                let after = key.as_deref().and_then(|k| self.members_of(k));
+                let after = key
+                    .as_deref()
+                    .map(|k| self.parents_of(source, k))
+                    .unwrap_or_default();
                 self.membership_moved(before, after);
-                self.broadcast_last_change();
+                self.broadcast_last_change(source);
             }
             Err(e) => self.h.note(&format!("world refused an object: {e}")),
         }
     }
 
-    fn world_delete(&mut self, key: &str) {
-        let before = self.members_of(key);
-        if self.world.delete(self.h.now(), key) {
-            self.membership_moved(before, None);
-            self.broadcast_last_change();
+    fn world_delete(&mut self, source: usize, key: &str) {
+        let before = self.parents_of(source, key);
+        if self.worlds[source].delete(self.h.now(), key) {
+            self.membership_moved(before, Vec::new());
+            self.broadcast_last_change(source);
         }
     }
 
-    fn membership_moved(&mut self, before: Option<String>, after: Option<String>) {
+    fn membership_moved(&mut self, before: Vec<String>, after: Vec<String>) {
         let now = self.h.now();
-        for parent in [before, after].into_iter().flatten() {
+        for parent in before.into_iter().chain(after) {
             self.parents_seen.insert(parent.clone());
             self.membership_changed.insert(parent, now);
         }
@@ -575,6 +654,10 @@ impl Sim<'_> {
 
     fn apply(&mut self, entry: &Entry) {
         let now = self.h.now();
+        // The parser checked the source against the header.
+        let source = usize::try_from(entry.source_index())
+            .unwrap_or(0)
+            .min(self.worlds.len() - 1);
         match &entry.record {
             Record::List {
                 status: 200,
@@ -592,22 +675,20 @@ impl Sim<'_> {
                     .as_array()
                     .map(|a| a.iter().map(Value::to_string).collect())
                     .unwrap_or_default();
-                let keep: BTreeSet<String> = items
-                    .iter()
-                    .filter_map(|i| self.world.key_of(i).ok())
-                    .collect();
-                let gone: Vec<String> = self
-                    .world
+                let world = &self.worlds[source];
+                let keep: BTreeSet<String> =
+                    items.iter().filter_map(|i| world.key_of(i).ok()).collect();
+                let gone: Vec<String> = world
                     .all_objects()
                     .map(|o| o.key.clone())
                     .filter(|k| !keep.contains(k))
                     .collect();
                 for key in gone {
-                    self.world_delete(&key);
+                    self.world_delete(source, &key);
                 }
                 for item in items {
-                    if !self.world.unchanged(&item) {
-                        self.world_put(&item);
+                    if !self.worlds[source].unchanged(&item) {
+                        self.world_put(source, &item);
                     }
                 }
             }
@@ -626,10 +707,10 @@ impl Sim<'_> {
                     return;
                 }
                 match v["type"].as_str() {
-                    Some("ADDED" | "MODIFIED") => self.world_put(&object),
+                    Some("ADDED" | "MODIFIED") => self.world_put(source, &object),
                     Some("DELETED") => {
-                        if let Ok(key) = self.world.key_of(&object) {
-                            self.world_delete(&key);
+                        if let Ok(key) = self.worlds[source].key_of(&object) {
+                            self.world_delete(source, &key);
                         }
                     }
                     _ => {}
@@ -643,20 +724,20 @@ impl Sim<'_> {
             } => self.h.script(parent.clone(), outcome.clone(), *duration),
             Record::Source(op) => {
                 match op {
-                    SourceOp::Upsert(o) => self.world_put(o),
+                    SourceOp::Upsert(o) => self.world_put(0, o),
                     SourceOp::Delete(o) => {
-                        if let Ok(key) = self.world.key_of(o) {
-                            self.world_delete(&key);
+                        if let Ok(key) = self.worlds[0].key_of(o) {
+                            self.world_delete(0, &key);
                         }
                     }
                     SourceOp::Replace(objects) => {
                         let keys: Vec<String> =
-                            self.world.all_objects().map(|o| o.key.clone()).collect();
+                            self.worlds[0].all_objects().map(|o| o.key.clone()).collect();
                         for key in keys {
-                            self.world_delete(&key);
+                            self.world_delete(0, &key);
                         }
                         for o in objects {
-                            self.world_put(o);
+                            self.world_put(0, o);
                         }
                     }
                 }
@@ -675,7 +756,14 @@ impl Sim<'_> {
                 }
             }
             Record::Advance { .. } => {}
-            Record::Fault(fault) => self.fault(fault),
+            Record::Fault(fault) => {
+                // A fault naming a source hits that source's resource alone.
+                let targets: Vec<usize> = match entry.source {
+                    Some(n) => vec![source.min(usize::try_from(n).unwrap_or(0))],
+                    None => (0..self.worlds.len()).collect(),
+                };
+                self.fault(fault, &targets);
+            }
             Record::ReconcileAll => {
                 let io = self.h.reconcile_all();
                 self.handle_io(io);
@@ -697,16 +785,27 @@ impl Sim<'_> {
         }
     }
 
-    fn fault(&mut self, fault: &Fault) {
+    fn fault(&mut self, fault: &Fault, targets: &[usize]) {
         let now = self.h.now();
-        self.h.note(&format!("fault: {fault}"));
-        let open: Vec<StreamId> = self.open.iter().copied().collect();
+        if self.worlds.len() > 1 && targets.len() == 1 {
+            self.h.note(&format!("fault on S{}: {fault}", targets[0]));
+        } else {
+            self.h.note(&format!("fault: {fault}"));
+        }
+        let open: Vec<StreamId> = self
+            .open
+            .iter()
+            .copied()
+            .filter(|s| targets.contains(&self.source_of(*s)))
+            .collect();
         match fault {
             Fault::WatchDrop => {
                 self.cut_streams(now, open, "connection reset (injected)", "drop");
             }
             Fault::GoneStorm { count } => {
-                self.world.gone_storm(*count);
+                for &t in targets {
+                    self.worlds[t].gone_storm(*count);
+                }
                 let error = Frame {
                     line: "{\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\",\"message\":\"too old resource version\",\"reason\":\"Expired\",\"code\":410}}".into(),
                     rv: None,
@@ -717,21 +816,37 @@ impl Sim<'_> {
                 }
             }
             Fault::TooLarge { count } => {
-                self.world.too_large_storm(*count);
+                for &t in targets {
+                    self.worlds[t].too_large_storm(*count);
+                }
                 self.cut_streams(now, open, "connection reset (injected)", "drop");
             }
             Fault::MalformedFrame { cursor } => {
-                let frame = self.world.malformed_frame(now, *cursor);
-                for s in open {
-                    self.schedule(now, Action::Frame(s, frame.clone()));
+                for &t in targets {
+                    let frame = self.worlds[t].malformed_frame(now, *cursor);
+                    for &s in &open {
+                        if self.source_of(s) == t {
+                            self.schedule(now, Action::Frame(s, frame.clone()));
+                        }
+                    }
                 }
             }
             Fault::Restart { down } => {
-                self.world.restart(now, *down);
+                for &t in targets {
+                    self.worlds[t].restart(now, *down);
+                }
                 self.cut_streams(now, open, "apiserver restarted", "restart");
             }
-            Fault::Compact => self.world.compact(),
-            Fault::ListFail { count, status } => self.world.fail_lists(*count, *status),
+            Fault::Compact => {
+                for &t in targets {
+                    self.worlds[t].compact();
+                }
+            }
+            Fault::ListFail { count, status } => {
+                for &t in targets {
+                    self.worlds[t].fail_lists(*count, *status);
+                }
+            }
             Fault::SlowReconcile { count, duration } => self.h.slow_reconciles(*count, *duration),
             Fault::FailReconcile { count } => self.h.fail_reconciles(*count),
             Fault::LoseChange { count } => self.lose = self.lose.saturating_add(*count),
@@ -743,8 +858,10 @@ impl Sim<'_> {
         }
     }
 
-    /// At the end: the store equals the world for the selector, and every parent whose
-    /// membership changed was last dispatched with its final membership, after the change.
+    /// At the end, per source: the cache equals the world for the source's selector (no
+    /// ghost, missing or stale object); and every parent whose members or related objects
+    /// changed was last dispatched after its last change, with what the world holds for it
+    /// in every source.
     fn check_quiescent(&mut self) {
         if self.h.core().lifecycle() != reconcile_core::Lifecycle::Running {
             return;
@@ -752,7 +869,7 @@ impl Sim<'_> {
         let parent_by = self.trace.header.parent.clone();
         let mut world: BTreeMap<String, (String, String)> = BTreeMap::new();
         let mut members: BTreeMap<String, Vec<String>> = BTreeMap::new();
-        for obj in self.world.visible_objects() {
+        for obj in self.worlds[0].visible_objects() {
             let Ok(pod) = serde_json::from_str::<PodView>(&obj.json) else {
                 continue;
             };
@@ -796,17 +913,45 @@ impl Sim<'_> {
             );
         }
         if store != world {
-            let ghosts: Vec<&String> = store.keys().filter(|k| !world.contains_key(*k)).collect();
-            let missing: Vec<&String> = world.keys().filter(|k| !store.contains_key(*k)).collect();
-            let stale: Vec<&String> = world
+            let detail = differences(&store, &world);
+            self.violation("store differs from the world at quiescence", detail);
+        }
+        // Each secondary: what it holds against its world, and each parent's related objects
+        // as the world has them.
+        let mut related: Vec<BTreeMap<String, Vec<(String, String)>>> = Vec::new();
+        for n in 1..self.worlds.len() {
+            let mut world: BTreeMap<String, (String, String)> = BTreeMap::new();
+            let mut by_parent: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();
+            for obj in self.worlds[n].visible_objects() {
+                let Ok(object) = serde_json::from_str::<PodView>(&obj.json) else {
+                    continue;
+                };
+                let rv = object.object_resource_version().unwrap_or("").to_owned();
+                for parent in parents_by(&self.parents_by[n - 1], &object) {
+                    by_parent
+                        .entry(parent)
+                        .or_default()
+                        .push((obj.key.clone(), rv.clone()));
+                }
+                world.insert(obj.key.clone(), (String::new(), rv));
+            }
+            let held: BTreeMap<String, (String, String)> = self
+                .h
+                .core()
+                .secondary_objects(SourceId::nth(n as u64))
+                .and_then(|r| r.downcast::<PodView>())
+                .unwrap_or_default()
                 .iter()
-                .filter(|(k, v)| store.get(*k).is_some_and(|s| s != *v))
-                .map(|(k, _)| k)
+                .map(|o| {
+                    let rv = o.object_resource_version().unwrap_or("").to_owned();
+                    (key(o), (String::new(), rv))
+                })
                 .collect();
-            self.violation(
-                "store differs from the world at quiescence",
-                format!("ghosts {ghosts:?}, missing {missing:?}, stale {stale:?}"),
-            );
+            if held != world {
+                let detail = format!("S{n}: {}", differences(&held, &world));
+                self.violation("source differs from the world at quiescence", detail);
+            }
+            related.push(by_parent);
         }
         let changed: Vec<(String, Instant)> = self
             .membership_changed
@@ -815,33 +960,103 @@ impl Sim<'_> {
             .collect();
         for (parent, changed_at) in changed {
             let want = members.get(&parent).cloned().unwrap_or_default();
+            let want_related: Vec<Vec<(String, String)>> = related
+                .iter()
+                .map(|r| r.get(&parent).cloned().unwrap_or_default())
+                .collect();
             let ever_reconciled = self.h.last_dispatch.contains_key(&parent);
-            if want.is_empty() && !ever_reconciled {
+            if want.is_empty() && want_related.iter().all(Vec::is_empty) && !ever_reconciled {
                 // The core never saw this parent with members: nothing to converge.
                 continue;
             }
-            let last = self.h.last_dispatch.get(&parent).map(|(at, members)| {
-                let keys: Vec<String> = members
+            let last = self.h.last_dispatch.get(&parent).map(|d| {
+                let keys: Vec<String> = d
+                    .members
                     .iter()
                     .filter_map(|m| m.key().map(|k| k.to_string()))
                     .collect();
-                (*at, keys)
+                let related: Vec<Vec<(String, String)>> = d
+                    .related
+                    .iter()
+                    .map(|r| {
+                        r.downcast::<PodView>()
+                            .unwrap_or_default()
+                            .iter()
+                            .map(|o| {
+                                let rv = o.object_resource_version().unwrap_or("").to_owned();
+                                (key(o), rv)
+                            })
+                            .collect()
+                    })
+                    .collect();
+                (d.at, keys, related)
             });
             match last {
-                Some((at, seen)) if seen == want && at >= changed_at => {}
-                Some((at, seen)) => {
-                    let detail = format!(
-                        "{parent}: last reconcile at {at} saw {seen:?}, membership is {want:?} since {changed_at}"
-                    );
+                Some((at, seen, seen_related))
+                    if seen == want && seen_related == want_related && at >= changed_at => {}
+                Some((at, seen, seen_related)) => {
+                    let detail = if seen_related == want_related {
+                        format!(
+                            "{parent}: last reconcile at {at} saw {seen:?}, membership is {want:?} since {changed_at}"
+                        )
+                    } else {
+                        format!(
+                            "{parent}: last reconcile at {at} saw related {seen_related:?}, the world has {want_related:?} since {changed_at}"
+                        )
+                    };
                     self.violation("parent not reconciled after its last change", detail);
                 }
                 None => self.violation(
                     "parent not reconciled after its last change",
-                    format!("{parent}: never reconciled, membership is {want:?}"),
+                    format!("{parent}: never reconciled, membership is {want:?}, related {want_related:?}"),
                 ),
             }
         }
     }
+}
+
+/// What a cache holds that the world does not, what it misses, and what it holds stale.
+fn differences(
+    held: &BTreeMap<String, (String, String)>,
+    world: &BTreeMap<String, (String, String)>,
+) -> String {
+    let ghosts: Vec<&String> = held.keys().filter(|k| !world.contains_key(*k)).collect();
+    let missing: Vec<&String> = world.keys().filter(|k| !held.contains_key(*k)).collect();
+    let stale: Vec<&String> = world
+        .iter()
+        .filter(|(k, v)| held.get(*k).is_some_and(|s| s != *v))
+        .map(|(k, _)| k)
+        .collect();
+    format!("ghosts {ghosts:?}, missing {missing:?}, stale {stale:?}")
+}
+
+/// The parents a secondary's object wakes, as the core's `owns` maps compute them.
+fn parents_by(how: &ParentsBy, object: &PodView) -> Vec<String> {
+    let namespace = object.object_namespace();
+    let owner_key = |name: &str| String::from(ObjectKey::new(namespace, name));
+    let mut parents: Vec<String> = match how {
+        ParentsBy::ControllerOwner(kind) => object
+            .controller_owner()
+            .filter(|o| o.kind == *kind)
+            .map(|o| owner_key(o.name))
+            .into_iter()
+            .collect(),
+        ParentsBy::AnyOwner(kind) => object
+            .owner_refs()
+            .into_iter()
+            .filter(|o| o.kind == *kind)
+            .map(|o| owner_key(o.name))
+            .collect(),
+        ParentsBy::Custom => Vec::new(),
+    };
+    parents.sort_unstable();
+    parents.dedup();
+    parents
+}
+
+/// A source's index in `worlds`.
+fn source_index(source: SourceId) -> usize {
+    usize::try_from(source.get()).unwrap_or(0)
 }
 
 fn key(pod: &PodView) -> String {

@@ -297,9 +297,10 @@ pub struct Entry {
     pub at: Option<Instant>,
     /// Free text carried along (importers say what they synthesized).
     pub note: Option<String>,
-    /// The source a LIST, WATCH, frame or stream end belongs to: 0 for the primary, `n` for
-    /// the header's `n`th secondary (version 2).
-    pub source: u64,
+    /// The source a LIST, WATCH, frame or stream end belongs to: 0 (or none) for the
+    /// primary, `n` for the header's `n`th secondary (version 2). On a fault, the one source
+    /// it hits; a fault naming none hits every source.
+    pub source: Option<u64>,
     /// The record.
     pub record: Record,
 }
@@ -766,18 +767,20 @@ impl Trace {
                 }
                 None => None,
             };
-            let source = line.source.unwrap_or(0);
-            if source != 0 {
+            let source = line.source;
+            if let Some(source) = source {
                 if !matches!(
                     record,
                     Record::List { .. }
                         | Record::Watch { .. }
                         | Record::Frame { .. }
                         | Record::WatchEnd(_)
+                        | Record::Fault(_)
                 ) {
                     return Err(err(
                         number,
-                        "only list, watch, frame and watch_end records name a source".into(),
+                        "only list, watch, frame, watch_end and fault records name a source"
+                            .into(),
                     ));
                 }
                 if source > header.secondaries.len() as u64 {
@@ -859,9 +862,15 @@ impl Entry {
             line: 0,
             at,
             note: None,
-            source: 0,
+            source: None,
             record,
         }
+    }
+
+    /// The source a LIST, WATCH, frame or stream end belongs to: 0 for the primary.
+    #[must_use]
+    pub fn source_index(&self) -> u64 {
+        self.source.unwrap_or(0)
     }
 
     /// The entry as one JSON line.
@@ -885,8 +894,11 @@ impl Entry {
         if let Some(at) = self.at {
             push_num(&mut out, "t", at.since_origin().as_secs_f64());
         }
-        if self.source != 0 {
-            out.push_str(&format!(",\"source\":{}", self.source));
+        // The primary goes unnamed, except on a fault, where no source means every source.
+        if let Some(source) = self.source
+            && (source != 0 || matches!(self.record, Record::Fault(_)))
+        {
+            out.push_str(&format!(",\"source\":{source}"));
         }
         let is_json = |s: &str| serde_json::from_str::<&RawValue>(s).is_ok();
         match &self.record {
@@ -1115,9 +1127,21 @@ mod tests {
             reconcile_core::ParentsBy::ControllerOwner("Pod".into())
         );
         assert_eq!(
-            trace.entries.iter().map(|e| e.source).collect::<Vec<_>>(),
+            trace.entries.iter().map(Entry::source_index).collect::<Vec<_>>(),
             [0, 1]
         );
+        // A fault names the one source it hits, or none for every source.
+        let faults = format!(
+            "{text}{}\n{}\n",
+            r#"{"record":"fault","t":1,"fault":"gone_storm","count":1,"source":1}"#,
+            r#"{"record":"fault","t":2,"fault":"watch_drop"}"#,
+        );
+        let with_faults = Trace::parse("faults", &faults).unwrap();
+        assert_eq!(with_faults.entries[2].source, Some(1));
+        assert_eq!(with_faults.entries[3].source, None);
+        let again = Trace::parse("again", &with_faults.to_jsonl()).unwrap();
+        assert_eq!(again.entries[2].source, Some(1));
+        assert_eq!(again.entries[3].source, None);
         // Written back, it reads the same.
         let again = Trace::parse("again", &trace.to_jsonl()).unwrap();
         assert_eq!(again.to_jsonl(), trace.to_jsonl());

@@ -105,7 +105,7 @@ pub fn to_trace<O, P: fmt::Display>(
         let mut push = |record: Record, note: Option<&str>| {
             let mut entry = Entry::new(Some(at), record);
             entry.note = note.map(str::to_owned);
-            entry.source = source;
+            entry.source = (source != 0).then_some(source);
             entries.push((entry, Vec::new()));
         };
         let input = match recorded {

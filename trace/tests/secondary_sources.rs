@@ -45,7 +45,7 @@ fn every_answer_names_its_source_and_the_header_the_secondaries() {
         .entries
         .iter()
         .filter(|e| matches!(e.record, Record::List { .. }))
-        .map(|e| (e.source, &e.record))
+        .map(|e| (e.source_index(), &e.record))
         .collect();
     assert_eq!(lists.len(), 2, "{lists:?}");
     for (source, record) in lists {

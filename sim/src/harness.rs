@@ -11,10 +11,11 @@ use std::time::Duration;
 use reconcile_core::pod::PodView;
 use reconcile_core::{
     Backoff, CacheChange, Command, Config, ConfigError, Event, Input, Instant, KeyMap, ObjectKey,
-    Outcome, Output, ReconcileLoop, Related, RelistReason, RequestId, SourceId, StepLine, StreamId, Ticket,
-    Wake, WatchParams, WatchRetryReason,
+    Outcome, Output, ReconcileLoop, Related, RelistReason, RequestId, SourceId, StepLine, StreamId,
+    Ticket, Wake, WatchParams, WatchRetryReason,
 };
 
+use crate::meta_view::MetaView;
 use crate::trace::{Header, ScriptedOutcome};
 
 /// The core as the simulator runs it: partial pod views, parents named by strings.
@@ -56,13 +57,13 @@ pub fn config(header: &Header) -> Result<Config<PodView, String>, ConfigError> {
         let mut params = WatchParams::default().timeout(header.timeout_seconds);
         params.namespace.clone_from(&header.namespace);
         params.label_selector.clone_from(&header.label_selector);
-        // Secondaries' objects are decoded as pods too: a replay needs only their names,
-        // versions and owners.
+        // Secondaries' objects are decoded as metadata: a replay needs only their names,
+        // versions and owners (every owner, for an `any-owner` source).
         header
             .secondaries
             .iter()
             .fold(Config::kubernetes(params, key_map), |config, secondary| {
-                config.secondary::<PodView>(secondary.clone())
+                config.secondary::<MetaView>(secondary.clone())
             })
     };
     let config = config

@@ -8,6 +8,7 @@
 //! |---|---|
 //! | [`trace`] | the JSON Lines trace format: header, records, faults |
 //! | [`import`] | other capture formats into traces, recognised by content |
+//! | [`meta_view`] | how a secondary source's objects are decoded: metadata, every owner |
 //! | [`harness`] | drives the core one input per step, renders lines, runs reconciles, checks invariants |
 //! | [`replay`](mod@replay) | replay mode: recorded answers in order, divergence reports |
 //! | [`world`], [`selector`] | the simulated apiserver: history, compaction, LIST / WATCH, selectors |
@@ -24,6 +25,7 @@ pub mod describe;
 pub mod explore;
 pub mod harness;
 pub mod import;
+pub mod meta_view;
 pub mod replay;
 pub mod rng;
 pub mod schedule;

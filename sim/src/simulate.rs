@@ -21,6 +21,7 @@ use reconcile_core::{
 
 use crate::describe;
 use crate::harness::{Harness, PathCounts, Render, StepIo, Violation};
+use crate::meta_view::MetaView;
 use crate::schedule::timeline;
 use crate::trace::{Entry, Fault, Record, SourceOp, Trace};
 use crate::world::{Frame, ListAnswer, WatchAnswer, World};
@@ -120,7 +121,10 @@ struct Sim<'a> {
 
 /// The resource a secondary source watches, as a world: the header's settings with the
 /// source's namespace and selector.
-fn secondary_header(header: &crate::trace::Header, params: &reconcile_core::WatchParams) -> crate::trace::Header {
+fn secondary_header(
+    header: &crate::trace::Header,
+    params: &reconcile_core::WatchParams,
+) -> crate::trace::Header {
     crate::trace::Header {
         namespace: params.namespace.clone(),
         label_selector: params.label_selector.clone(),
@@ -289,7 +293,11 @@ impl Sim<'_> {
                 .core()
                 .secondary_objects(SourceId::nth(n as u64))
                 .map_or(0, |r| r.objects.len());
-            let _ = write!(summary, "; S{n}: world rv={}, {held} objects held", world.rv());
+            let _ = write!(
+                summary,
+                "; S{n}: world rv={}, {held} objects held",
+                world.rv()
+            );
         }
         self.h.note(&summary);
     }
@@ -599,19 +607,15 @@ impl Sim<'_> {
         let Some(obj) = world.visible_objects().find(|o| o.key == object_key) else {
             return Vec::new();
         };
-        let Ok(object) = serde_json::from_str::<PodView>(&obj.json) else {
-            return Vec::new();
-        };
         match source {
-            0 => self
-                .trace
-                .header
-                .parent
-                .parent_of(&object)
+            0 => serde_json::from_str::<PodView>(&obj.json)
                 .ok()
+                .and_then(|pod| self.trace.header.parent.parent_of(&pod).ok())
                 .into_iter()
                 .collect(),
-            n => parents_by(&self.parents_by[n - 1], &object),
+            n => serde_json::from_str::<MetaView>(&obj.json)
+                .map(|object| parents_by(&self.parents_by[n - 1], &object))
+                .unwrap_or_default(),
         }
     }
 
@@ -731,8 +735,10 @@ impl Sim<'_> {
                         }
                     }
                     SourceOp::Replace(objects) => {
-                        let keys: Vec<String> =
-                            self.worlds[0].all_objects().map(|o| o.key.clone()).collect();
+                        let keys: Vec<String> = self.worlds[0]
+                            .all_objects()
+                            .map(|o| o.key.clone())
+                            .collect();
                         for key in keys {
                             self.world_delete(0, &key);
                         }
@@ -923,7 +929,7 @@ impl Sim<'_> {
             let mut world: BTreeMap<String, (String, String)> = BTreeMap::new();
             let mut by_parent: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();
             for obj in self.worlds[n].visible_objects() {
-                let Ok(object) = serde_json::from_str::<PodView>(&obj.json) else {
+                let Ok(object) = serde_json::from_str::<MetaView>(&obj.json) else {
                     continue;
                 };
                 let rv = object.object_resource_version().unwrap_or("").to_owned();
@@ -939,12 +945,12 @@ impl Sim<'_> {
                 .h
                 .core()
                 .secondary_objects(SourceId::nth(n as u64))
-                .and_then(|r| r.downcast::<PodView>())
+                .and_then(|r| r.downcast::<MetaView>())
                 .unwrap_or_default()
                 .iter()
                 .map(|o| {
                     let rv = o.object_resource_version().unwrap_or("").to_owned();
-                    (key(o), (String::new(), rv))
+                    (key(&**o), (String::new(), rv))
                 })
                 .collect();
             if held != world {
@@ -979,12 +985,12 @@ impl Sim<'_> {
                     .related
                     .iter()
                     .map(|r| {
-                        r.downcast::<PodView>()
+                        r.downcast::<MetaView>()
                             .unwrap_or_default()
                             .iter()
                             .map(|o| {
                                 let rv = o.object_resource_version().unwrap_or("").to_owned();
-                                (key(o), rv)
+                                (key(&**o), rv)
                             })
                             .collect()
                     })
@@ -1031,7 +1037,7 @@ fn differences(
 }
 
 /// The parents a secondary's object wakes, as the core's `owns` maps compute them.
-fn parents_by(how: &ParentsBy, object: &PodView) -> Vec<String> {
+fn parents_by(how: &ParentsBy, object: &MetaView) -> Vec<String> {
     let namespace = object.object_namespace();
     let owner_key = |name: &str| String::from(ObjectKey::new(namespace, name));
     let mut parents: Vec<String> = match how {
@@ -1059,8 +1065,8 @@ fn source_index(source: SourceId) -> usize {
     usize::try_from(source.get()).unwrap_or(0)
 }
 
-fn key(pod: &PodView) -> String {
-    pod.key().map_or_else(|| "?".into(), |k| k.to_string())
+fn key(object: &impl Object) -> String {
+    object.key().map_or_else(|| "?".into(), |k| k.to_string())
 }
 
 /// Decodes `body` as a driver does while it streams in, `chunk` bytes at a time.

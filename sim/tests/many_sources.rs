@@ -126,7 +126,11 @@ fn a_change_lost_on_one_source_breaks_that_sources_invariants() {
         .iter()
         .find(|v| v.invariant == "source differs from the world at quiescence")
         .unwrap();
-    assert!(ghost.detail.starts_with("S1: ghosts [\"ns/b-1\"]"), "{}", ghost.detail);
+    assert!(
+        ghost.detail.starts_with("S1: ghosts [\"ns/b-1\"]"),
+        "{}",
+        ghost.detail
+    );
     assert!(
         invariants.contains(&"parent not reconciled after its last change"),
         "{:?}",

@@ -38,6 +38,8 @@ pub struct ExploreOptions {
     /// Extra fault records added to every seed's trace (to watch the invariants and the
     /// minimizer fire, for example with the `lose_change` bug).
     pub inject: Vec<Entry>,
+    /// One-source seeds, many-source seeds, or both.
+    pub sources: Sources,
 }
 
 impl Default for ExploreOptions {
@@ -48,6 +50,7 @@ impl Default for ExploreOptions {
             verbose: false,
             minimize: true,
             inject: Vec::new(),
+            sources: Sources::Both,
         }
     }
 }
@@ -103,6 +106,62 @@ pub const PROFILES: &[&str] = &[
     "clock-jumps",
     "chaos",
 ];
+
+/// The profiles of a seed whose controller has several sources (a primary, the children it
+/// owns, and objects that name several owners): the same faults as [`PROFILES`], in the
+/// same order, each fault hitting one source or every source.
+pub const MANY_SOURCE_PROFILES: &[&str] = &[
+    "sources/calm",
+    "sources/watch-drops",
+    "sources/gone-frame",
+    "sources/gone-status",
+    "sources/too-large",
+    "sources/malformed-cursor",
+    "sources/malformed-nocursor",
+    "sources/restart",
+    "sources/compaction",
+    "sources/list-failures",
+    "sources/slow-reconciles",
+    "sources/failing-reconciles",
+    "sources/clock-jumps",
+    "sources/chaos",
+];
+
+/// Which controllers a run's seeds build.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Sources {
+    /// Half the seeds one source, half several (decided by the seed alone).
+    #[default]
+    Both,
+    /// Every seed one source: the workloads and profiles of [`PROFILES`].
+    One,
+    /// Every seed several sources: [`MANY_SOURCE_PROFILES`].
+    Many,
+}
+
+impl std::str::FromStr for Sources {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "both" => Ok(Sources::Both),
+            "one" => Ok(Sources::One),
+            "many" => Ok(Sources::Many),
+            other => Err(format!("--sources {other:?}: expected one, many or both")),
+        }
+    }
+}
+
+/// Whether seed `seed` builds a controller with several sources: drawn from its own stream,
+/// so a one-source seed generates exactly the trace it always did.
+#[must_use]
+pub fn many_sources(seed: u64, sources: Sources) -> bool {
+    match sources {
+        Sources::One => false,
+        Sources::Many => true,
+        Sources::Both => Rng::new(seed ^ 0x6d61_6e79_2d73_7263).chance(50),
+    }
+}
 
 /// Parses `A..B` (B excluded) or a single seed.
 ///
@@ -199,7 +258,48 @@ fn fault(rng: &mut Rng, kind: &str) -> Fault {
     }
 }
 
-/// The trace seed `seed` runs, and its profile.
+/// The fault kinds a profile draws from (a many-source profile as its one-source twin).
+fn fault_kinds(profile: &str) -> &'static [&'static str] {
+    match profile.strip_prefix("sources/").unwrap_or(profile) {
+        "calm" => &[],
+        "watch-drops" => &["watch_drop"],
+        "gone-frame" | "gone-status" => &["gone"],
+        "too-large" => &["too_large"],
+        "malformed-cursor" => &["malformed_cursor"],
+        "malformed-nocursor" => &["malformed_nocursor"],
+        "restart" => &["restart"],
+        "compaction" => &["compact", "watch_drop"],
+        "list-failures" => &["list_fail", "gone"],
+        "slow-reconciles" => &["slow"],
+        "failing-reconciles" => &["fail"],
+        "clock-jumps" => &["clock_jump"],
+        _ => &[
+            "watch_drop",
+            "gone",
+            "too_large",
+            "malformed_cursor",
+            "malformed_nocursor",
+            "restart",
+            "compact",
+            "list_fail",
+            "slow",
+            "fail",
+            "clock_jump",
+        ],
+    }
+}
+
+/// The trace seed `seed` runs, and its profile, for `sources`.
+#[must_use]
+pub fn generate_for(seed: u64, long: bool, sources: Sources) -> (Trace, &'static str) {
+    if many_sources(seed, sources) {
+        generate_many(seed, long)
+    } else {
+        generate(seed, long)
+    }
+}
+
+/// The one-source trace seed `seed` runs, and its profile.
 #[must_use]
 pub fn generate(seed: u64, long: bool) -> (Trace, &'static str) {
     let mut rng = Rng::new(seed);
@@ -323,33 +423,7 @@ pub fn generate(seed: u64, long: bool) -> (Trace, &'static str) {
         ));
     }
     // Faults.
-    let kinds: &[&str] = match profile {
-        "calm" => &[],
-        "watch-drops" => &["watch_drop"],
-        "gone-frame" | "gone-status" => &["gone"],
-        "too-large" => &["too_large"],
-        "malformed-cursor" => &["malformed_cursor"],
-        "malformed-nocursor" => &["malformed_nocursor"],
-        "restart" => &["restart"],
-        "compaction" => &["compact", "watch_drop"],
-        "list-failures" => &["list_fail", "gone"],
-        "slow-reconciles" => &["slow"],
-        "failing-reconciles" => &["fail"],
-        "clock-jumps" => &["clock_jump"],
-        _ => &[
-            "watch_drop",
-            "gone",
-            "too_large",
-            "malformed_cursor",
-            "malformed_nocursor",
-            "restart",
-            "compact",
-            "list_fail",
-            "slow",
-            "fail",
-            "clock_jump",
-        ],
-    };
+    let kinds = fault_kinds(profile);
     if !kinds.is_empty() {
         let n = if profile == "chaos" {
             rng.range(3, 10)
@@ -373,6 +447,332 @@ pub fn generate(seed: u64, long: bool) -> (Trace, &'static str) {
             name: format!("seed-{seed}"),
             header,
             entries,
+        },
+        profile,
+    )
+}
+
+/// An object of `kind` as the many-source workloads write it; `owners` are
+/// `(kind, name, controller)`.
+fn object(
+    kind: &str,
+    name: &str,
+    uid: u64,
+    app: &str,
+    phase: &str,
+    owners: &[(&str, String, bool)],
+) -> String {
+    let owners: Vec<String> = owners
+        .iter()
+        .map(|(kind, name, controller)| {
+            format!(
+                "{{\"apiVersion\":\"example.dev/v1\",\"kind\":\"{kind}\",\"name\":\"{name}\",\"uid\":\"uid-{name}\",\"controller\":{controller}}}"
+            )
+        })
+        .collect();
+    let owners = if owners.is_empty() {
+        String::new()
+    } else {
+        format!(",\"ownerReferences\":[{}]", owners.join(","))
+    };
+    format!(
+        "{{\"kind\":\"{kind}\",\"metadata\":{{\"name\":\"{name}\",\"namespace\":\"default\",\"uid\":\"u{uid}\",\"labels\":{{\"app\":\"{app}\"}}{owners}}},\"status\":{{\"phase\":\"{phase}\"}}}}"
+    )
+}
+
+fn toggle<'a>(value: &'a str, a: &'a str, b: &'a str) -> &'a str {
+    if value == a { b } else { a }
+}
+
+/// One object of a many-source workload, as the generator last wrote it.
+#[derive(Clone)]
+struct Written {
+    uid: u64,
+    app: &'static str,
+    phase: &'static str,
+    /// `(kind, owner name, controller)`.
+    owners: Vec<(&'static str, String, bool)>,
+}
+
+impl Written {
+    fn json(&self, kind: &str, name: &str) -> String {
+        object(kind, name, self.uid, self.app, self.phase, &self.owners)
+    }
+}
+
+/// A many-source seed: `Cell`s (the primary, one parent each), the `Part`s they own as
+/// controller (S1: created, edited, deleted behind the controller's back, re-owned, orphaned,
+/// moved out of and into the selector), and, on half the seeds, `Link`s that name one to
+/// three cells as owners (S2, any owner: one object waking several parents). A deleted cell
+/// has its parts and links collected later, as the garbage collector would. Reconcile-all
+/// triggers come at random times, and each fault hits one source or all.
+#[must_use]
+pub fn generate_many(seed: u64, long: bool) -> (Trace, &'static str) {
+    let mut rng = Rng::new(seed);
+    let i = usize::try_from(rng.below(MANY_SOURCE_PROFILES.len() as u64)).unwrap_or(0);
+    let profile = MANY_SOURCE_PROFILES[i];
+    let base = PROFILES[i];
+    let window = if long { 3600 } else { 300 };
+    let links = rng.chance(50);
+    let timeout = |rng: &mut Rng| *rng.pick(&[30, 60, 300]);
+    let mut secondaries = vec![reconcile_core::SecondaryConfig {
+        params: reconcile_core::WatchParams {
+            namespace: Some("default".into()),
+            label_selector: Some("app=cell".into()),
+            ..reconcile_core::WatchParams::default().timeout(timeout(&mut rng))
+        },
+        parents_by: reconcile_core::ParentsBy::ControllerOwner("Cell".into()),
+    }];
+    if links {
+        secondaries.push(reconcile_core::SecondaryConfig {
+            params: reconcile_core::WatchParams {
+                namespace: Some("default".into()),
+                ..reconcile_core::WatchParams::default().timeout(timeout(&mut rng))
+            },
+            parents_by: reconcile_core::ParentsBy::AnyOwner("Cell".into()),
+        });
+    }
+    let sources = 1 + secondaries.len() as u64;
+    let mut header = Header {
+        description: Some(format!("explore seed {seed}, profile {profile}")),
+        namespace: Some("default".into()),
+        label_selector: Some("app=cell".into()),
+        parent: KeyBy::Name,
+        concurrency: usize::try_from(rng.range(1, 4)).unwrap_or(1),
+        timeout_seconds: timeout(&mut rng),
+        bookmark_interval: if rng.chance(70) {
+            Some(Duration::from_secs(rng.range(5, 60)))
+        } else {
+            None
+        },
+        gone_as: if base == "gone-status" || (base == "chaos" && rng.chance(50)) {
+            GoneAs::Status
+        } else {
+            GoneAs::Frame
+        },
+        secondaries,
+        ..Header::default()
+    };
+    if base == "compaction" {
+        header.compaction_window = Duration::from_secs(rng.range(5, 30));
+    }
+    let max_cells = if long { 8 } else { 4 };
+    let max_parts = if long { 24 } else { 10 };
+    let max_links = if long { 8 } else { 4 };
+    let ops = if long {
+        rng.range(60, 300)
+    } else {
+        rng.range(10, 40)
+    };
+    let mut times: Vec<u64> = (0..ops).map(|_| rng.range(0, window)).collect();
+    times.sort_unstable();
+    let cell_name = |rng: &mut Rng| format!("c{}", rng.below(max_cells));
+    let mut cells: BTreeMap<String, Written> = BTreeMap::new();
+    let mut parts: BTreeMap<String, Written> = BTreeMap::new();
+    let mut linked: BTreeMap<String, Written> = BTreeMap::new();
+    let mut uid = 0;
+    let mut events: Vec<(u64, u64, Record)> = Vec::new();
+    let mut push = |t: u64, source: u64, record: Record| events.push((t, source, record));
+    for t in times {
+        let roll = rng.below(100);
+        if roll < 35 {
+            // A cell.
+            let name = cell_name(&mut rng);
+            let Some(mut cell) = cells.get(&name).cloned() else {
+                uid += 1;
+                let cell = Written {
+                    uid,
+                    app: "cell",
+                    phase: "Pending",
+                    owners: Vec::new(),
+                };
+                push(t, 0, frame("ADDED", &cell.json("Cell", &name)));
+                cells.insert(name, cell);
+                continue;
+            };
+            match rng.below(5) {
+                0 => {
+                    push(t, 0, frame("DELETED", &cell.json("Cell", &name)));
+                    cells.remove(&name);
+                    // The garbage collector, a little later: the parts it controlled go,
+                    // and links drop it from their owners (or go, when it was the last).
+                    let later = t + rng.range(1, 30);
+                    let owned: Vec<String> = parts
+                        .iter()
+                        .filter(|(_, p)| p.owners.iter().any(|(_, n, c)| *c && *n == name))
+                        .map(|(k, _)| k.clone())
+                        .collect();
+                    for key in owned {
+                        if let Some(part) = parts.remove(&key) {
+                            push(later, 1, frame("DELETED", &part.json("Part", &key)));
+                        }
+                    }
+                    let named: Vec<String> = linked
+                        .iter()
+                        .filter(|(_, l)| l.owners.iter().any(|(_, n, _)| *n == name))
+                        .map(|(k, _)| k.clone())
+                        .collect();
+                    for key in named {
+                        let Some(mut link) = linked.remove(&key) else {
+                            continue;
+                        };
+                        link.owners.retain(|(_, n, _)| *n != name);
+                        if link.owners.is_empty() {
+                            push(later, 2, frame("DELETED", &link.json("Link", &key)));
+                        } else {
+                            push(later, 2, frame("MODIFIED", &link.json("Link", &key)));
+                            linked.insert(key, link);
+                        }
+                    }
+                    continue;
+                }
+                1 => cell.app = toggle(cell.app, "cell", "other"),
+                _ => cell.phase = toggle(cell.phase, "Running", "Pending"),
+            }
+            push(t, 0, frame("MODIFIED", &cell.json("Cell", &name)));
+            cells.insert(name, cell);
+        } else if roll < 80 || !links {
+            // A part.
+            let name = format!("part-{}", rng.below(max_parts));
+            let Some(mut part) = parts.get(&name).cloned() else {
+                uid += 1;
+                let part = Written {
+                    uid,
+                    app: "cell",
+                    phase: "Pending",
+                    owners: vec![("Cell", cell_name(&mut rng), true)],
+                };
+                push(t, 1, frame("ADDED", &part.json("Part", &name)));
+                parts.insert(name, part);
+                continue;
+            };
+            match rng.below(8) {
+                // Deleted behind the controller's back.
+                0 => {
+                    push(t, 1, frame("DELETED", &part.json("Part", &name)));
+                    parts.remove(&name);
+                    continue;
+                }
+                // Re-owned by another cell.
+                1 | 2 => part.owners = vec![("Cell", cell_name(&mut rng), true)],
+                // Orphaned (no longer a controller reference), or adopted again.
+                3 => {
+                    if let Some(owner) = part.owners.first_mut() {
+                        owner.2 = !owner.2;
+                    }
+                }
+                // Owned by a kind the controller does not own.
+                4 => {
+                    if let Some(owner) = part.owners.first_mut() {
+                        owner.0 = toggle(owner.0, "Cell", "Other");
+                    }
+                }
+                5 => part.app = toggle(part.app, "cell", "other"),
+                _ => part.phase = toggle(part.phase, "Running", "Pending"),
+            }
+            push(t, 1, frame("MODIFIED", &part.json("Part", &name)));
+            parts.insert(name, part);
+        } else {
+            // A link.
+            let name = format!("link-{}", rng.below(max_links));
+            let Some(mut link) = linked.get(&name).cloned() else {
+                uid += 1;
+                let mut owners = vec![("Cell", cell_name(&mut rng), false)];
+                for _ in 0..rng.below(3) {
+                    owners.push(("Cell", cell_name(&mut rng), false));
+                }
+                let link = Written {
+                    uid,
+                    app: "cell",
+                    phase: "Pending",
+                    owners,
+                };
+                push(t, 2, frame("ADDED", &link.json("Link", &name)));
+                linked.insert(name, link);
+                continue;
+            };
+            match rng.below(5) {
+                0 => {
+                    push(t, 2, frame("DELETED", &link.json("Link", &name)));
+                    linked.remove(&name);
+                    continue;
+                }
+                1 => link.owners.push(("Cell", cell_name(&mut rng), false)),
+                2 if link.owners.len() > 1 => {
+                    let drop = usize::try_from(rng.below(link.owners.len() as u64)).unwrap_or(0);
+                    link.owners.remove(drop);
+                }
+                _ => link.phase = toggle(link.phase, "Running", "Pending"),
+            }
+            push(t, 2, frame("MODIFIED", &link.json("Link", &name)));
+            linked.insert(name, link);
+        }
+    }
+    // Reconcile-all triggers, as `reconcile_all_on` would send them.
+    for _ in 0..rng.below(3) {
+        push(rng.range(1, window), 0, Record::ReconcileAll);
+    }
+    // Scripted outcomes, as in the one-source workloads.
+    for _ in 0..rng.below(4) {
+        let t = rng.range(0, window);
+        let parent = Some(format!("default/{}", cell_name(&mut rng)));
+        let outcome = match rng.below(4) {
+            0 => ScriptedOutcome::RequeueAfter(Duration::from_secs(rng.range(1, 120))),
+            1 => ScriptedOutcome::ErrorHandled {
+                error: "scripted conflict".into(),
+                requeue_after: rng
+                    .chance(50)
+                    .then(|| Duration::from_secs(rng.range(1, 120))),
+            },
+            _ => ScriptedOutcome::Error("scripted failure".into()),
+        };
+        push(
+            t,
+            0,
+            Record::Reconcile {
+                parent,
+                outcome,
+                duration: Duration::ZERO,
+            },
+        );
+    }
+    // Faults, each on one source (a 410 on the children while the cells stream, say) or on
+    // every source.
+    let kinds = fault_kinds(profile);
+    let mut faults: Vec<(u64, Option<u64>, Record)> = Vec::new();
+    if !kinds.is_empty() {
+        let n = if base == "chaos" {
+            rng.range(3, 10)
+        } else {
+            rng.range(1, 5)
+        };
+        for _ in 0..n {
+            let kind = *rng.pick(kinds);
+            let t = rng.range(1, window);
+            let target = rng.chance(60).then(|| rng.below(sources));
+            faults.push((t, target, Record::Fault(fault(&mut rng, kind))));
+        }
+    }
+    let mut entries: Vec<(u64, Entry)> = events
+        .into_iter()
+        .map(|(t, source, record)| {
+            let mut entry = Entry::new(at(t), record);
+            entry.source = (source != 0).then_some(source);
+            (t, entry)
+        })
+        .chain(faults.into_iter().map(|(t, target, record)| {
+            let mut entry = Entry::new(at(t), record);
+            entry.source = target;
+            (t, entry)
+        }))
+        .collect();
+    // Stable by time: same-time events keep generation order.
+    entries.sort_by_key(|(t, _)| *t);
+    (
+        Trace {
+            name: format!("seed-{seed}"),
+            header,
+            entries: entries.into_iter().map(|(_, e)| e).collect(),
         },
         profile,
     )
@@ -495,7 +895,7 @@ pub fn explore(seeds: Range<u64>, opts: &ExploreOptions) -> ExploreReport {
         ..ExploreReport::default()
     };
     for seed in seeds {
-        let (mut trace, profile) = generate(seed, opts.long);
+        let (mut trace, profile) = generate_for(seed, opts.long, opts.sources);
         if !opts.inject.is_empty() {
             trace.entries.extend(opts.inject.iter().cloned());
             trace.entries.sort_by_key(|e| e.at);
@@ -621,6 +1021,33 @@ mod tests {
         assert_eq!(pa, pb);
         assert_eq!(a.to_jsonl(), b.to_jsonl());
         assert_ne!(generate(43, false).0.to_jsonl(), a.to_jsonl());
+    }
+
+    #[test]
+    fn one_source_seeds_generate_what_they_always_did_and_many_source_seeds_name_sources() {
+        let mut many = 0;
+        for seed in 0..40 {
+            let (one, _) = generate(seed, false);
+            let (both, profile) = generate_for(seed, false, Sources::Both);
+            if many_sources(seed, Sources::Both) {
+                many += 1;
+                assert!(profile.starts_with("sources/"), "seed {seed}: {profile}");
+                assert!(!both.header.secondaries.is_empty(), "seed {seed}");
+                assert!(
+                    both.entries.iter().any(|e| e.source_index() > 0),
+                    "seed {seed}"
+                );
+            } else {
+                assert_eq!(both.to_jsonl(), one.to_jsonl(), "seed {seed}");
+            }
+            let (again, _) = generate_many(seed, false);
+            let parsed = Trace::parse("g", &again.to_jsonl()).unwrap();
+            assert_eq!(parsed.to_jsonl(), again.to_jsonl(), "seed {seed}");
+        }
+        assert!(
+            (10..=30).contains(&many),
+            "{many} of 40 seeds had several sources"
+        );
     }
 
     #[test]

@@ -90,6 +90,10 @@ enum Cmd {
         /// Add a fault to every seed (NAME[:ARG]@SECONDS, as for simulate).
         #[arg(long = "fault")]
         faults: Vec<String>,
+        /// Controllers with one source, with several (a primary, owned children, objects
+        /// with several owners), or both (each seed decides).
+        #[arg(long, default_value = "both")]
+        sources: explore::Sources,
     },
 }
 
@@ -162,6 +166,7 @@ fn run(cli: Cli) -> Result<bool, String> {
             out,
             verbose,
             faults,
+            sources,
         } => {
             let seeds = explore::parse_seeds(&seeds)?;
             let inject = faults
@@ -173,6 +178,7 @@ fn run(cli: Cli) -> Result<bool, String> {
                 out_dir: Some(out),
                 verbose,
                 inject,
+                sources,
                 ..ExploreOptions::default()
             };
             let report = explore::explore(seeds, &opts);

@@ -874,7 +874,7 @@ impl Sim<'_> {
         }
         let parent_by = self.trace.header.parent.clone();
         let mut world: BTreeMap<String, (String, String)> = BTreeMap::new();
-        let mut members: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        let mut members: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();
         for obj in self.worlds[0].visible_objects() {
             let Ok(pod) = serde_json::from_str::<PodView>(&obj.json) else {
                 continue;
@@ -883,8 +883,11 @@ impl Sim<'_> {
                 continue;
             };
             let rv = pod.object_resource_version().unwrap_or("").to_owned();
-            world.insert(obj.key.clone(), (parent.clone(), rv));
-            members.entry(parent).or_default().push(obj.key.clone());
+            members
+                .entry(parent.clone())
+                .or_default()
+                .push((obj.key.clone(), rv.clone()));
+            world.insert(obj.key.clone(), (parent, rv));
         }
         let store: BTreeMap<String, (String, String)> = self
             .h
@@ -976,10 +979,13 @@ impl Sim<'_> {
                 continue;
             }
             let last = self.h.last_dispatch.get(&parent).map(|d| {
-                let keys: Vec<String> = d
+                let keys: Vec<(String, String)> = d
                     .members
                     .iter()
-                    .filter_map(|m| m.key().map(|k| k.to_string()))
+                    .map(|m| {
+                        let rv = m.object_resource_version().unwrap_or("").to_owned();
+                        (key(&**m), rv)
+                    })
                     .collect();
                 let related: Vec<Vec<(String, String)>> = d
                     .related
@@ -997,9 +1003,12 @@ impl Sim<'_> {
                     .collect();
                 (d.at, keys, related)
             });
+            // Converged when the last reconcile saw every object of the parent at its final
+            // version. Not necessarily after the last change: a change the world undid while a
+            // source relisted (a child owned, then disowned, between two LISTs) never reached
+            // the controller, and level-triggered, it needs not.
             match last {
-                Some((at, seen, seen_related))
-                    if seen == want && seen_related == want_related && at >= changed_at => {}
+                Some((_, seen, seen_related)) if seen == want && seen_related == want_related => {}
                 Some((at, seen, seen_related)) => {
                     let detail = if seen_related == want_related {
                         format!(

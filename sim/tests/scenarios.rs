@@ -229,6 +229,7 @@ const REQUIRED_PATHS: &[&str] = &[
     "clock jump",
     "unmapped object evicted",
     "requeue-after",
+    "reconcile-all trigger",
 ];
 
 #[test]
@@ -243,7 +244,46 @@ fn explore_200_seeds_hold_every_invariant_and_reach_every_fault_path() {
             "{path} never reached:\n{text}"
         );
     }
-    assert_eq!(report.profiles.len(), explore::PROFILES.len(), "{text}");
+    assert_eq!(
+        report.profiles.len(),
+        explore::PROFILES.len() + explore::MANY_SOURCE_PROFILES.len(),
+        "{text}"
+    );
+}
+
+/// The many-source seeds alone: a primary, the children it owns and objects with several
+/// owners, each fault on one source or all; every invariant holds per source, and a relist
+/// of one source happens while another streams.
+#[test]
+fn explore_200_many_source_seeds_hold_every_invariant_per_source() {
+    let opts = ExploreOptions {
+        sources: explore::Sources::Many,
+        ..ExploreOptions::default()
+    };
+    let report = explore::explore(0..200, &opts);
+    let text = report.render(false);
+    assert!(report.failures.is_empty(), "{text}");
+    assert_eq!(
+        report.profiles.len(),
+        explore::MANY_SOURCE_PROFILES.len(),
+        "{text}"
+    );
+    for path in [
+        "relist: 410 ERROR frame",
+        "relist: WATCH HTTP 410",
+        "relist: WATCH HTTP 504",
+        "relist: frame without cursor",
+        "frame skipped, cursor advanced",
+        "watch retry: transport error",
+        "list failed -> retry",
+        "reconcile backoff",
+        "reconcile-all trigger",
+    ] {
+        assert!(
+            report.paths.get(path).is_some_and(|(seeds, _)| *seeds > 0),
+            "{path} never reached:\n{text}"
+        );
+    }
 }
 
 #[test]

@@ -6,7 +6,7 @@ use std::time::Duration;
 use std::sync::Arc;
 
 use crate::key_map::KeyMap;
-use crate::object::{Object, ObjectKey};
+use crate::object::{Object, ObjectKey, OwnerRef};
 pub use crate::params::WatchParams;
 use crate::retry::Backoff;
 use crate::secondary::SecondaryFactory;
@@ -48,14 +48,60 @@ pub struct Config<O, P> {
 }
 
 /// How a secondary source's objects map to parents, as far as a trace header can say.
+///
+/// An owner type is a kind, `Deployment`, matched whatever the owner reference's API group,
+/// or a kind and group as kubectl writes them, `Deployment.apps` (`Pod.` for the core
+/// group), matched on both. The version is not compared, as in controller-runtime: an owner
+/// reference written at an older version still names the same owner.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum ParentsBy {
-    /// The object's controller owner of this kind ([`Config::owns`]).
+    /// The object's controller owner of this type ([`Config::owns`]).
     ControllerOwner(String),
-    /// Every owner of this kind ([`Config::owns_any_owner`]).
+    /// Every owner of this type ([`Config::owns_any_owner`]).
     AnyOwner(String),
     /// A function of the user's ([`Config::watches`]): a replay cannot rebuild it.
     Custom,
+}
+
+impl ParentsBy {
+    /// The parents `child` wakes under this rule, each looked up in the child's namespace,
+    /// sorted and without repeats; none for [`ParentsBy::Custom`], whose function only the
+    /// controller holds.
+    #[must_use]
+    pub fn parents_of<C: Object>(&self, child: &C) -> Vec<ObjectKey> {
+        let namespace = child.object_namespace();
+        let mut parents: Vec<ObjectKey> = match self {
+            ParentsBy::ControllerOwner(owner_type) => child
+                .controller_owner()
+                .filter(|owner| owner_is(owner_type, owner))
+                .map(|owner| ObjectKey::new(namespace, owner.name))
+                .into_iter()
+                .collect(),
+            ParentsBy::AnyOwner(owner_type) => child
+                .owner_refs()
+                .into_iter()
+                .filter(|owner| owner_is(owner_type, owner))
+                .map(|owner| ObjectKey::new(namespace, owner.name))
+                .collect(),
+            ParentsBy::Custom => Vec::new(),
+        };
+        parents.sort_unstable();
+        parents.dedup();
+        parents
+    }
+}
+
+/// Whether `owner` is of `owner_type`: `Kind`, or `Kind.group` (the core group is `""`).
+/// A view that keeps no `apiVersion` (a [`PodView`](crate::pod::PodView)'s controller) is
+/// matched by kind.
+fn owner_is(owner_type: &str, owner: &OwnerRef<'_>) -> bool {
+    match owner_type.split_once('.') {
+        Some((kind, group)) => {
+            let owner_group = owner.api_version.rsplit_once('/').map_or("", |(g, _)| g);
+            owner.kind == kind && (owner.api_version.is_empty() || owner_group == group)
+        }
+        None => owner.kind == owner_type,
+    }
 }
 
 impl fmt::Display for ParentsBy {
@@ -288,36 +334,126 @@ impl<O: 'static, P: From<ObjectKey> + Ord + Clone + Send + 'static> Config<O, P>
     }
 
     /// Adds a secondary source of children: `C`s listed and watched with `params`, each
-    /// waking its controller owner when that owner is of `kind` (kube-runtime's `owns`,
-    /// controller-runtime's `Owns` with `OnlyControllerOwner`). The owner is looked up in
-    /// the child's namespace.
+    /// waking its controller owner when that owner is of `owner_type`, `Kind` or
+    /// `Kind.group` (controller-runtime's `Owns`, which defaults to `OnlyControllerOwner`).
+    /// The owner is looked up in the child's namespace.
     #[must_use]
-    pub fn owns<C: Object + Send + Sync>(self, params: WatchParams, kind: &str) -> Self {
-        let parents_by = ParentsBy::ControllerOwner(kind.to_owned());
-        let kind = kind.to_owned();
-        self.add_secondary(params, parents_by, move |child: &C| {
-            child
-                .controller_owner()
-                .filter(|owner| owner.kind == kind)
-                .map(|owner| ObjectKey::new(child.object_namespace(), owner.name).into())
-                .into_iter()
-                .collect()
-        })
+    pub fn owns<C: Object + Send + Sync>(self, params: WatchParams, owner_type: &str) -> Self {
+        self.owns_by::<C>(params, ParentsBy::ControllerOwner(owner_type.to_owned()))
     }
 
-    /// As [`Config::owns`], but every owner of `kind` is woken, controller or not
-    /// (controller-runtime's `Owns` without `OnlyControllerOwner`).
+    /// As [`Config::owns`], but every owner of `owner_type` is woken, controller or not
+    /// (kube-runtime's `owns`; controller-runtime's `Owns` without `OnlyControllerOwner`).
     #[must_use]
-    pub fn owns_any_owner<C: Object + Send + Sync>(self, params: WatchParams, kind: &str) -> Self {
-        let parents_by = ParentsBy::AnyOwner(kind.to_owned());
-        let kind = kind.to_owned();
+    pub fn owns_any_owner<C: Object + Send + Sync>(
+        self,
+        params: WatchParams,
+        owner_type: &str,
+    ) -> Self {
+        self.owns_by::<C>(params, ParentsBy::AnyOwner(owner_type.to_owned()))
+    }
+
+    fn owns_by<C: Object + Send + Sync>(self, params: WatchParams, parents_by: ParentsBy) -> Self {
+        let rule = parents_by.clone();
         self.add_secondary(params, parents_by, move |child: &C| {
-            child
-                .owner_refs()
-                .into_iter()
-                .filter(|owner| owner.kind == kind)
-                .map(|owner| ObjectKey::new(child.object_namespace(), owner.name).into())
-                .collect()
+            rule.parents_of(child).into_iter().map(P::from).collect()
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A child with owner references `(apiVersion, kind, name, controller)`.
+    #[derive(serde::Deserialize)]
+    struct Child {
+        owners: Vec<(String, String, String, bool)>,
+    }
+
+    impl Object for Child {
+        fn object_namespace(&self) -> Option<&str> {
+            Some("ns")
+        }
+        fn object_name(&self) -> Option<&str> {
+            Some("child")
+        }
+        fn object_resource_version(&self) -> Option<&str> {
+            None
+        }
+        fn label(&self, _: &str) -> Option<&str> {
+            None
+        }
+        fn controller_owner(&self) -> Option<OwnerRef<'_>> {
+            self.owner_refs()
+                .into_iter()
+                .zip(&self.owners)
+                .find(|(_, o)| o.3)
+                .map(|(r, _)| r)
+        }
+        fn owner_refs(&self) -> Vec<OwnerRef<'_>> {
+            self.owners
+                .iter()
+                .map(|(api_version, kind, name, _)| OwnerRef {
+                    api_version,
+                    kind,
+                    name,
+                    uid: "",
+                })
+                .collect()
+        }
+    }
+
+    fn child(owners: &[(&str, &str, &str, bool)]) -> Child {
+        Child {
+            owners: owners
+                .iter()
+                .map(|(a, k, n, c)| ((*a).into(), (*k).into(), (*n).into(), *c))
+                .collect(),
+        }
+    }
+
+    fn names(parents: Vec<ObjectKey>) -> Vec<String> {
+        parents.into_iter().map(|k| k.to_string()).collect()
+    }
+
+    #[test]
+    fn owners_match_by_kind_or_by_kind_and_group_whatever_the_version() {
+        let c = child(&[
+            ("apps/v1", "ReplicaSet", "rs", true),
+            ("example.dev/v1beta1", "ReplicaSet", "other-group", false),
+            ("apps/v1", "ReplicaSet", "second", false),
+            ("v1", "ConfigMap", "cm", false),
+        ]);
+        let owner = |t: &str| ParentsBy::ControllerOwner(t.into());
+        let any = |t: &str| ParentsBy::AnyOwner(t.into());
+        assert_eq!(names(owner("ReplicaSet").parents_of(&c)), ["ns/rs"]);
+        assert_eq!(names(owner("ReplicaSet.apps").parents_of(&c)), ["ns/rs"]);
+        assert!(owner("ReplicaSet.example.dev").parents_of(&c).is_empty());
+        assert_eq!(
+            names(any("ReplicaSet").parents_of(&c)),
+            ["ns/other-group", "ns/rs", "ns/second"]
+        );
+        assert_eq!(
+            names(any("ReplicaSet.apps").parents_of(&c)),
+            ["ns/rs", "ns/second"]
+        );
+        assert_eq!(
+            names(any("ReplicaSet.example.dev").parents_of(&c)),
+            ["ns/other-group"]
+        );
+        // A core-group owner type: `Kind.` names the empty group.
+        assert_eq!(names(any("ConfigMap.").parents_of(&c)), ["ns/cm"]);
+        assert!(ParentsBy::Custom.parents_of(&c).is_empty());
+    }
+
+    #[test]
+    fn a_view_without_api_versions_is_matched_by_kind() {
+        let pod: crate::pod::PodView = serde_json::from_str(
+            r#"{"metadata":{"name":"p","namespace":"ns","ownerReferences":[{"apiVersion":"apps/v1","kind":"ReplicaSet","name":"rs","uid":"u","controller":true}]}}"#,
+        )
+        .unwrap();
+        let owner = ParentsBy::ControllerOwner("ReplicaSet.apps".into());
+        assert_eq!(names(owner.parents_of(&pod)), ["ns/rs"]);
     }
 }

@@ -86,8 +86,9 @@ where
     }
 
     /// Adds the children of `source`: each wakes its controller owner when that owner is of
-    /// the controller's own kind (kube-runtime's `owns`, controller-runtime's `Owns`). Their
-    /// objects reach the reconcile through [`Reconcile::related`].
+    /// the controller's own kind and API group (controller-runtime's `Owns`; kube-runtime's
+    /// `owns` wakes every owner, as [`Controller::owns_any_owner`] does). Their objects reach
+    /// the reconcile through [`Reconcile::related`].
     #[must_use]
     pub fn owns<C>(self, source: Source<C, T>) -> Self
     where
@@ -95,18 +96,35 @@ where
         O::DynamicType: Default,
         C: Object + Send + Sync,
     {
-        let kind = O::kind(&O::DynamicType::default()).into_owned();
-        self.owns_kind(source, &kind)
+        let owner_type = owner_type::<O>();
+        self.owns_kind(source, &owner_type)
     }
 
-    /// [`Controller::owns`] for owners of `kind`: for a primary whose kind its type does not
-    /// name (a `DynamicObject`).
+    /// As [`Controller::owns`], but each child wakes every owner of the controller's kind
+    /// and group, controller or not (kube-runtime's `owns`).
     #[must_use]
-    pub fn owns_kind<C>(mut self, source: Source<C, T>, kind: &str) -> Self
+    pub fn owns_any_owner<C>(mut self, source: Source<C, T>) -> Self
+    where
+        O: kube_core::Resource,
+        O::DynamicType: Default,
+        C: Object + Send + Sync,
+    {
+        let owner_type = owner_type::<O>();
+        self.config = self
+            .config
+            .owns_any_owner::<C>(source.params.clone(), &owner_type);
+        self.add_secondary(source.remote);
+        self
+    }
+
+    /// [`Controller::owns`] for owners of `owner_type`, `Kind` or `Kind.group`: for a
+    /// primary whose kind its type does not name (a `DynamicObject`).
+    #[must_use]
+    pub fn owns_kind<C>(mut self, source: Source<C, T>, owner_type: &str) -> Self
     where
         C: Object + Send + Sync,
     {
-        self.config = self.config.owns::<C>(source.params.clone(), kind);
+        self.config = self.config.owns::<C>(source.params.clone(), owner_type);
         self.add_secondary(source.remote);
         self
     }
@@ -573,6 +591,16 @@ fn runtime_name<R>() -> &'static str {
     let full = std::any::type_name::<R>();
     let outer = full.split('<').next().unwrap_or(full);
     outer.rsplit("::").next().unwrap_or(outer)
+}
+
+/// `K`'s owner type as `owns` matches it: `Kind.group`, where `Kind.` is the core group.
+fn owner_type<K>() -> String
+where
+    K: kube_core::Resource,
+    K::DynamicType: Default,
+{
+    let dt = K::DynamicType::default();
+    format!("{}.{}", K::kind(&dt), K::group(&dt))
 }
 
 #[cfg(test)]

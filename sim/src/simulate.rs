@@ -15,8 +15,8 @@ use serde_json::Value;
 use bytes::Bytes;
 use reconcile_core::pod::PodView;
 use reconcile_core::{
-    Command, Input, Instant, ListResponse, Object, ObjectKey, ParentsBy, SourceEvent, SourceId,
-    StreamEnd, StreamId,
+    Command, Input, Instant, ListResponse, Object, ParentsBy, SourceEvent, SourceId, StreamEnd,
+    StreamId,
 };
 
 use crate::describe;
@@ -1045,28 +1045,12 @@ fn differences(
     format!("ghosts {ghosts:?}, missing {missing:?}, stale {stale:?}")
 }
 
-/// The parents a secondary's object wakes, as the core's `owns` maps compute them.
+/// The parents a secondary's object wakes: the core's own rule.
 fn parents_by(how: &ParentsBy, object: &MetaView) -> Vec<String> {
-    let namespace = object.object_namespace();
-    let owner_key = |name: &str| String::from(ObjectKey::new(namespace, name));
-    let mut parents: Vec<String> = match how {
-        ParentsBy::ControllerOwner(kind) => object
-            .controller_owner()
-            .filter(|o| o.kind == *kind)
-            .map(|o| owner_key(o.name))
-            .into_iter()
-            .collect(),
-        ParentsBy::AnyOwner(kind) => object
-            .owner_refs()
-            .into_iter()
-            .filter(|o| o.kind == *kind)
-            .map(|o| owner_key(o.name))
-            .collect(),
-        ParentsBy::Custom => Vec::new(),
-    };
-    parents.sort_unstable();
-    parents.dedup();
-    parents
+    how.parents_of(object)
+        .into_iter()
+        .map(String::from)
+        .collect()
 }
 
 /// A source's index in `worlds`.

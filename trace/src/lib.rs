@@ -779,8 +779,7 @@ impl Trace {
                 ) {
                     return Err(err(
                         number,
-                        "only list, watch, frame, watch_end and fault records name a source"
-                            .into(),
+                        "only list, watch, frame, watch_end and fault records name a source".into(),
                     ));
                 }
                 if source > header.secondaries.len() as u64 {
@@ -1127,7 +1126,11 @@ mod tests {
             reconcile_core::ParentsBy::ControllerOwner("Pod".into())
         );
         assert_eq!(
-            trace.entries.iter().map(Entry::source_index).collect::<Vec<_>>(),
+            trace
+                .entries
+                .iter()
+                .map(Entry::source_index)
+                .collect::<Vec<_>>(),
             [0, 1]
         );
         // A fault names the one source it hits, or none for every source.

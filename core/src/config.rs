@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use std::sync::Arc;
 
+use crate::election::{ElectionConfig, ElectionConfigError};
 use crate::key_map::KeyMap;
 use crate::object::{Object, ObjectKey, OwnerRef};
 pub use crate::params::WatchParams;
@@ -45,6 +46,8 @@ pub struct Config<O, P> {
     pub source_retry_delay: Duration,
     /// The secondary sources, in the order added: source `S1`, `S2`, ...
     pub(crate) secondaries: Vec<(SecondaryConfig, SecondaryFactory<O, P>)>,
+    /// Leader election: reconciles run only while this candidate leads (default: off).
+    pub election: Option<ElectionConfig>,
 }
 
 /// How a secondary source's objects map to parents, as far as a trace header can say.
@@ -154,6 +157,7 @@ impl<O, P> Clone for Config<O, P> {
             retry_delay: self.retry_delay,
             source_retry_delay: self.source_retry_delay,
             secondaries: self.secondaries.clone(),
+            election: self.election.clone(),
         }
     }
 }
@@ -195,6 +199,7 @@ impl<O, P> Config<O, P> {
             backoff: Backoff::default(),
             retry_delay: Duration::from_secs(1),
             source_retry_delay: Duration::from_secs(1),
+            election: None,
             secondaries: Vec::new(),
         }
     }
@@ -273,6 +278,14 @@ impl<O, P> Config<O, P> {
         self
     }
 
+    /// Runs reconciles only while this candidate leads the election on `election`'s Lease;
+    /// the sources list and watch all along, so a new leader's cache is already warm.
+    #[must_use]
+    pub fn leader_election(mut self, election: ElectionConfig) -> Self {
+        self.election = Some(election);
+        self
+    }
+
     /// Checks every bound.
     ///
     /// # Errors
@@ -289,6 +302,9 @@ impl<O, P> Config<O, P> {
         }
         if self.source_retry_delay.is_zero() {
             return Err(ConfigError::ZeroDelay("source_retry_delay"));
+        }
+        if let Some(election) = &self.election {
+            election.validate().map_err(ConfigError::Election)?;
         }
         if self.resync.is_some_and(|r| r.is_zero()) {
             return Err(ConfigError::ZeroDelay("resync"));
@@ -317,6 +333,9 @@ pub enum ConfigError {
     /// `timeoutSeconds` of 0 lets the apiserver pick 30 to 60 minutes; ask for it explicitly.
     #[error("watch timeout_seconds must be positive")]
     WatchTimeout,
+    /// The election's settings.
+    #[error("leader election: {0}")]
+    Election(ElectionConfigError),
 }
 
 impl<O: 'static, P: From<ObjectKey> + Ord + Clone + Send + 'static> Config<O, P> {

@@ -75,6 +75,7 @@
 //! | `step_line` | one readable line per step, for snapshots and the simulator | |
 
 mod config;
+pub mod election;
 pub mod frame;
 mod hashing;
 mod key_map;
@@ -95,6 +96,7 @@ mod string_map;
 mod time;
 
 pub use config::{Config, ConfigError, ParentsBy, SecondaryConfig, SourceConfig, WatchParams};
+pub use election::{ElectionConfig, Leadership, LeaseRequest, LeaseResponse, OnLost};
 pub use key_map::{KeyBy, KeyByParseError, KeyMap, KeyMapError};
 pub use object::{Object, ObjectKey, OwnerRef};
 pub use output::{

@@ -6,6 +6,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::election::{LeaseRequest, LostReason};
 use crate::frame::{FrameError, Status};
 use crate::key_map::KeyMapError;
 use crate::list::{ItemError, ListBodyError};
@@ -138,10 +139,23 @@ pub enum Command<O, P> {
         /// Each secondary source's objects of the parent at dispatch time, by source.
         related: Vec<Related>,
     },
-    /// Abandon a running reconcile (on stop); its outcome will be ignored.
+    /// Abandon a running reconcile (on stop, or on losing leadership); its outcome will be
+    /// ignored.
     CancelReconcile {
         /// The run to abandon.
         ticket: Ticket,
+    },
+    /// Read or write the election's `coordination.k8s.io/v1` Lease; report back with
+    /// [`Input::Lease`](crate::Input::Lease).
+    Lease {
+        /// Hand back with the response.
+        req: RequestId,
+        /// The Lease's namespace.
+        namespace: String,
+        /// The Lease's name.
+        name: String,
+        /// What to do.
+        request: LeaseRequest,
     },
 }
 
@@ -249,6 +263,32 @@ pub enum Event<P> {
         /// The error it ended with, if any.
         error: Option<String>,
     },
+    /// This candidate won the election: reconciles may run.
+    LeadershipAcquired {
+        /// This candidate.
+        identity: String,
+        /// The Lease's `leaseTransitions` after the win.
+        transitions: u32,
+    },
+    /// This candidate stopped leading: no reconcile starts until it wins again.
+    LeadershipLost {
+        /// This candidate.
+        identity: String,
+        /// Why.
+        reason: LostReason,
+    },
+    /// The Lease names a new holder (`None`: released, or never held).
+    LeaderObserved {
+        /// The holder now.
+        holder: Option<String>,
+    },
+    /// A Lease request failed; the election tries again after `retry_period`.
+    LeaseFailed {
+        /// The request.
+        req: RequestId,
+        /// What went wrong.
+        error: String,
+    },
     /// An input named a request, stream or ticket that is no longer live: ignored.
     Stale {
         /// What it was.
@@ -340,6 +380,10 @@ pub enum Wake {
     Requeue,
     /// The resync period elapsed.
     Resync,
+    /// Time to try to acquire or renew the election's Lease.
+    LeaseRetry,
+    /// The leader's term ends unless renewed by then.
+    TermEnd,
 }
 
 impl fmt::Display for Wake {
@@ -350,6 +394,8 @@ impl fmt::Display for Wake {
             Wake::SourceReopen => "source-reopen",
             Wake::Requeue => "requeue",
             Wake::Resync => "resync",
+            Wake::LeaseRetry => "lease-retry",
+            Wake::TermEnd => "term-end",
         })
     }
 }
@@ -443,6 +489,12 @@ impl<O: Object, P: fmt::Display> fmt::Display for Command<O, P> {
                 Ok(())
             }
             Command::CancelReconcile { ticket } => write!(f, "cancel-reconcile {ticket}"),
+            Command::Lease {
+                req,
+                namespace,
+                name,
+                request,
+            } => write!(f, "lease {req} {namespace}/{name} {request}"),
         }
     }
 }
@@ -511,6 +563,16 @@ impl<P: fmt::Display> fmt::Display for Event<P> {
                 None => write!(f, "source-ended {stream}"),
             },
             Event::Stale { input } => write!(f, "stale {input} ignored"),
+            Event::LeadershipAcquired {
+                identity,
+                transitions,
+            } => write!(f, "leading {identity} transitions={transitions}"),
+            Event::LeadershipLost { identity, reason } => {
+                write!(f, "leadership lost {identity} ({reason})")
+            }
+            Event::LeaseFailed { req, error } => write!(f, "lease {req} failed ({error})"),
+            Event::LeaderObserved { holder: Some(h) } => write!(f, "leader is {h}"),
+            Event::LeaderObserved { holder: None } => f.write_str("no leader"),
         }
     }
 }

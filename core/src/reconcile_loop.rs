@@ -9,6 +9,9 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use crate::config::{Config, ConfigError, SourceConfig};
+use crate::election::{
+    Change as ElectionChange, ElectionWake, Elector, Leadership, LeaseResponse, OnLost,
+};
 use crate::key_map::KeyMap;
 use crate::object::Object;
 use crate::output::{
@@ -119,10 +122,17 @@ pub enum Input<O> {
     /// members is queued, each once.
     ReconcileAll,
     /// Stop: closes the open LIST / WATCH / source and cancels running reconciles. Nothing
-    /// but those closes is emitted afterwards, and every later input is ignored. Stopping
-    /// twice is a no-op; it may come while a reconcile runs, or as its outcome. Ignored as
-    /// stale before [`Input::Start`].
+    /// but those closes (and a leader's release of its Lease) is emitted afterwards, and
+    /// every later input is ignored. Stopping twice is a no-op; it may come while a
+    /// reconcile runs, or as its outcome. Ignored as stale before [`Input::Start`].
     Stop,
+    /// The answer to [`Command::Lease`] `req`.
+    Lease {
+        /// The request answered.
+        req: RequestId,
+        /// What came back.
+        response: LeaseResponse,
+    },
 }
 
 impl<O> Input<O> {
@@ -141,6 +151,7 @@ impl<O> Input<O> {
             Input::Timeout => "timeout",
             Input::ReconcileAll => "reconcile all",
             Input::Stop => "stop",
+            Input::Lease { .. } => "lease response",
         }
     }
 }
@@ -267,6 +278,9 @@ pub struct ReconcileLoop<O, P> {
     /// Something since the last drain may let a reconcile start (a wake, a freed slot).
     dispatch_due: bool,
     rejected: Vec<Rejected<P>>,
+    /// The election, when configured: dispatch waits for leadership.
+    elector: Option<Elector>,
+    on_lost: OnLost,
 }
 
 impl<O, P: fmt::Debug> fmt::Debug for ReconcileLoop<O, P> {
@@ -304,7 +318,13 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
             .zip(1..)
             .map(|((_, build), n)| build(SourceId::nth(n), config.retry_delay))
             .collect();
+        let on_lost = config
+            .election
+            .as_ref()
+            .map_or(OnLost::Cancel, |e| e.on_lost);
         Ok(ReconcileLoop {
+            elector: config.election.map(Elector::new),
+            on_lost,
             key_map: config.key_map,
             concurrency: config.concurrency,
             resync: config.resync,
@@ -342,6 +362,9 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
             (Lifecycle::Running, Input::Timeout) => self.handle_timeout(now),
             (_, Input::Timeout) => {}
             (Lifecycle::Running, Input::ReconcileAll) => self.reconcile_all(),
+            (Lifecycle::Running, Input::Lease { req, response }) => {
+                self.handle_lease(now, req, response);
+            }
             (Lifecycle::Running, Input::Reconciled { ticket, outcome }) => {
                 self.handle_reconciled(now, ticket, outcome);
             }
@@ -430,6 +453,9 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
 
     fn start(&mut self) {
         self.lifecycle = Lifecycle::Running;
+        if let Some(elector) = &mut self.elector {
+            elector.start(self.now, &mut self.ids, &mut self.out);
+        }
         match &mut self.source {
             Source::Kubernetes(reflector) => reflector.start(&mut self.ids, &mut self.out),
             Source::InProcess(source) => {
@@ -452,6 +478,9 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
         }
         for source in &mut self.secondaries {
             source.stop(&mut self.out);
+        }
+        if let Some(elector) = &mut self.elector {
+            elector.stop(self.now, &mut self.ids, &mut self.out);
         }
         for ticket in std::mem::take(&mut self.in_flight).into_keys() {
             self.out
@@ -504,7 +533,38 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
         }
     }
 
+    fn handle_lease(&mut self, now: Instant, req: RequestId, response: LeaseResponse) {
+        let Some(elector) = self.elector.as_mut().filter(|e| e.owns_request(req)) else {
+            return self.stale("lease response");
+        };
+        let change = elector.handle_response(now, req, response, &mut self.ids, &mut self.out);
+        self.leadership_changed(change);
+    }
+
+    fn leadership_changed(&mut self, change: ElectionChange) {
+        match change {
+            ElectionChange::None => {}
+            // Whatever queued while standing by may run now.
+            ElectionChange::Acquired => self.dispatch_due = true,
+            ElectionChange::Lost => {
+                if self.on_lost == OnLost::Cancel {
+                    // Abandoned runs go back to the queue, for this candidate's next term.
+                    for (ticket, parent) in std::mem::take(&mut self.in_flight) {
+                        self.queue.done(&parent);
+                        self.queue.add(parent);
+                        self.out
+                            .push_back(Output::Command(Command::CancelReconcile { ticket }));
+                    }
+                }
+            }
+        }
+    }
+
     fn handle_timeout(&mut self, now: Instant) {
+        if let Some(elector) = &mut self.elector {
+            let change = elector.handle_timeout(now, &mut self.ids, &mut self.out);
+            self.leadership_changed(change);
+        }
         match &mut self.source {
             Source::Kubernetes(reflector) => {
                 reflector.handle_timeout(now, &mut self.ids, &mut self.out);
@@ -556,6 +616,17 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
             return None;
         }
         // Listed in handle_timeout's firing order, so a tie names the first to fire.
+        let election = self
+            .elector
+            .as_ref()
+            .and_then(Elector::deadline)
+            .map(|(at, wake)| Deadline {
+                at,
+                wake: match wake {
+                    ElectionWake::Attempt => Wake::LeaseRetry,
+                    ElectionWake::TermEnd => Wake::TermEnd,
+                },
+            });
         let source = match &self.source {
             Source::Kubernetes(reflector) => reflector.deadline(),
             Source::InProcess(source) => source.deadline(),
@@ -569,8 +640,9 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
             at,
             wake: Wake::Resync,
         });
-        source
+        election
             .into_iter()
+            .chain(source)
             .chain(secondaries)
             .chain(requeue)
             .chain(resync)
@@ -602,6 +674,12 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
     /// Reports nothing unless [`log_cache_changes`](ReconcileLoop::log_cache_changes) is on.
     pub fn drain_cache_changes(&mut self, each: impl FnMut(CacheChange<'_, O, P>)) {
         self.store.take_changes(each);
+    }
+
+    /// The election as this candidate sees it; `None` when no election is configured.
+    #[must_use]
+    pub fn leadership(&self) -> Option<Leadership> {
+        self.elector.as_ref().map(|e| e.leadership(self.now))
     }
 
     /// Whether the first whole-world listing has been applied.
@@ -780,9 +858,17 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
         }
     }
 
-    /// Hands queued keys to free reconcile slots, once synced.
+    /// Hands queued keys to free reconcile slots, once synced, and while leading when an
+    /// election is configured.
     fn dispatch(&mut self) {
         if self.lifecycle != Lifecycle::Running || !self.synced {
+            return;
+        }
+        if self
+            .elector
+            .as_ref()
+            .is_some_and(|e| !e.is_leader(self.now))
+        {
             return;
         }
         while self.in_flight.len() < self.concurrency {

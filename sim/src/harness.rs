@@ -619,6 +619,13 @@ impl Harness {
                 | Command::CancelList { .. }
                 | Command::CancelReconcile { .. }
                 | Command::CloseSource { .. }
+        ) || matches!(
+            &command,
+            // A leader's release of its Lease.
+            Command::Lease {
+                request: reconcile_core::LeaseRequest::Update { spec, .. },
+                ..
+            } if spec.holder.is_empty()
         );
         if self.stopped && !allowed_after_stop {
             self.violation("command after stop", command.to_string());

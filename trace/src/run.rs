@@ -224,9 +224,14 @@ pub fn to_trace<O, P: fmt::Display>(
             }
             Input::Stop => push(Record::Stop, None),
             Input::ReconcileAll => push(Record::ReconcileAll, None),
-            // Derived by the replaying core, or (in-process objects) not recorded.
-            Input::Start | Input::Timeout | Input::SourceEvent { .. } | Input::SourceEnd { .. } => {
-            }
+            // Derived by the replaying core, or (in-process objects) not recorded. Lease
+            // answers have no record kind yet: a recorded election replays as a controller
+            // that always leads.
+            Input::Start
+            | Input::Timeout
+            | Input::SourceEvent { .. }
+            | Input::SourceEnd { .. }
+            | Input::Lease { .. } => {}
         }
     }
     let mut flat = leading;

@@ -1,0 +1,747 @@
+//! Leader election on a `coordination.k8s.io/v1` Lease, as a pure state machine.
+//!
+//! Every `retry_period` the elector tries to acquire or renew the Lease (client-go's
+//! `tryAcquireOrRenew`): it reads it, and writes itself in as holder when the Lease is free,
+//! expired, or already its own, with optimistic concurrency on the Lease's resourceVersion.
+//! A leader that holds the Lease skips the read and writes straight away.
+//!
+//! **Expiry is judged by local observation only.** A record is expired when the local clock
+//! has moved `leaseDurationSeconds` past the instant this elector last *saw the record
+//! change* (a new resourceVersion), never by the holder's `renewTime`: clocks of different
+//! machines are never compared, so an absolute offset between them does not matter.
+//!
+//! **A leader steps down before anyone can take over.** Its term lasts `renew_deadline` from
+//! the instant it *sent* its last successful write. The write reached the apiserver no
+//! earlier, and another candidate observes it no earlier than that and then waits the full
+//! lease duration, so it can take over no sooner than `lease_duration` after the send. The
+//! gap, `lease_duration - renew_deadline`, absorbs clock *rate* drift: the terms cannot
+//! overlap while every clock runs within a factor `1 ± ρ` of real time, with
+//! `ρ < (lease_duration - renew_deadline) / (lease_duration + renew_deadline)` (20 % with
+//! the defaults).
+
+use std::fmt;
+use std::time::Duration;
+
+use bytes::Bytes;
+use serde::Deserialize;
+
+use crate::output::{Command, Event, Outbox, Output, RequestId};
+use crate::reflector::MintIds;
+use crate::time::Instant;
+
+/// Lease bytes read at most: a Lease is a few hundred bytes.
+pub const MAX_LEASE_BYTES: usize = 64 * 1024;
+
+/// Identities longer than this are refused (a Lease's holder is a name, not a document).
+pub const MAX_IDENTITY_BYTES: usize = 253;
+
+/// What a controller that may act only while it leads is configured with; the durations
+/// are client-go's `LeaseDuration`, `RenewDeadline` and `RetryPeriod`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ElectionConfig {
+    /// The Lease's namespace.
+    pub namespace: String,
+    /// The Lease's name.
+    pub name: String,
+    /// This candidate's identity, written as the Lease's holder: unique per replica
+    /// (drivers default it to the hostname plus a random suffix).
+    pub identity: String,
+    /// How long a holder's claim lasts after another candidate last saw it renewed
+    /// (default 15 s).
+    pub lease_duration: Duration,
+    /// How long a leader keeps leading without a successful renewal (default 10 s).
+    pub renew_deadline: Duration,
+    /// How often to try to acquire or renew (default 2 s).
+    pub retry_period: Duration,
+    /// On stop, a leader writes the Lease free so that another replica takes over at once
+    /// (client-go's `ReleaseOnCancel`; default on).
+    pub release_on_stop: bool,
+    /// What happens to running reconciles when leadership is lost (default: cancelled).
+    pub on_lost: OnLost,
+}
+
+/// What happens to running reconciles when leadership is lost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnLost {
+    /// Cancelled, as on stop: their outcomes are ignored and their parents stay queued
+    /// for the next term.
+    #[default]
+    Cancel,
+    /// Left to finish; no new reconcile starts.
+    Drain,
+}
+
+impl ElectionConfig {
+    /// The Lease `namespace/name`, for `identity`, with client-go's durations.
+    #[must_use]
+    pub fn new(namespace: &str, name: &str, identity: &str) -> Self {
+        ElectionConfig {
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+            identity: identity.to_owned(),
+            lease_duration: Duration::from_secs(15),
+            renew_deadline: Duration::from_secs(10),
+            retry_period: Duration::from_secs(2),
+            release_on_stop: true,
+            on_lost: OnLost::Cancel,
+        }
+    }
+
+    /// The clock rate drift the election tolerates: `(L - R) / (L + R)`.
+    #[must_use]
+    pub fn drift_bound(&self) -> f64 {
+        let l = self.lease_duration.as_secs_f64();
+        let r = self.renew_deadline.as_secs_f64();
+        (l - r) / (l + r)
+    }
+
+    /// Checks the bounds client-go checks, and the names.
+    ///
+    /// # Errors
+    /// The first setting out of bounds.
+    pub fn validate(&self) -> Result<(), ElectionConfigError> {
+        if self.namespace.is_empty() || self.name.is_empty() {
+            return Err(ElectionConfigError::NoLease);
+        }
+        if self.identity.is_empty() || self.identity.len() > MAX_IDENTITY_BYTES {
+            return Err(ElectionConfigError::Identity(self.identity.len()));
+        }
+        if self.retry_period.is_zero() {
+            return Err(ElectionConfigError::Durations(
+                "retry_period must be positive",
+            ));
+        }
+        if self.lease_duration <= self.renew_deadline {
+            return Err(ElectionConfigError::Durations(
+                "lease_duration must be greater than renew_deadline",
+            ));
+        }
+        // client-go: the renew deadline must leave room for retries with jitter.
+        if self.renew_deadline.as_secs_f64() <= 1.2 * self.retry_period.as_secs_f64() {
+            return Err(ElectionConfigError::Durations(
+                "renew_deadline must be greater than 1.2 × retry_period",
+            ));
+        }
+        if self.lease_duration < Duration::from_secs(1) {
+            return Err(ElectionConfigError::Durations(
+                "lease_duration must be at least 1 s (the Lease stores whole seconds)",
+            ));
+        }
+        Ok(())
+    }
+
+    fn lease_seconds(&self) -> u32 {
+        u32::try_from(self.lease_duration.as_secs()).unwrap_or(u32::MAX)
+    }
+}
+
+/// An election setting out of bounds.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ElectionConfigError {
+    /// The Lease needs a namespace and a name.
+    #[error("the Lease needs a namespace and a name")]
+    NoLease,
+    /// The identity must be 1 to 253 bytes.
+    #[error("identity must be 1 to {MAX_IDENTITY_BYTES} bytes, got {0}")]
+    Identity(usize),
+    /// Durations out of order.
+    #[error("{0}")]
+    Durations(&'static str),
+}
+
+/// A Lease request for the driver.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LeaseRequest {
+    /// `GET` the Lease.
+    Get,
+    /// `POST` a new Lease with this spec.
+    Create(LeaseSpec),
+    /// `PUT` the Lease with this spec, if its resourceVersion is still `resource_version`
+    /// (409 Conflict otherwise).
+    Update {
+        /// The version read; the write fails if the Lease changed since.
+        resource_version: String,
+        /// The spec to write.
+        spec: LeaseSpec,
+    },
+}
+
+/// The `spec` a candidate writes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseSpec {
+    /// `holderIdentity`; empty when released.
+    pub holder: String,
+    /// `leaseDurationSeconds`.
+    pub lease_duration_seconds: u32,
+    /// `acquireTime`: kept from the Lease when renewing; `None` means now.
+    pub acquire_time: Option<String>,
+    /// `leaseTransitions`.
+    pub transitions: u32,
+}
+
+impl LeaseSpec {
+    /// The Lease body to send, with `now` (the driver's wall clock, RFC 3339 with
+    /// microseconds) as `renewTime` and, unless kept, `acquireTime`.
+    #[must_use]
+    pub fn to_json(
+        &self,
+        namespace: &str,
+        name: &str,
+        resource_version: Option<&str>,
+        now: &str,
+    ) -> String {
+        let mut metadata = serde_json::json!({ "name": name, "namespace": namespace });
+        if let Some(rv) = resource_version {
+            metadata["resourceVersion"] = rv.into();
+        }
+        let holder = if self.holder.is_empty() {
+            serde_json::Value::Null
+        } else {
+            self.holder.clone().into()
+        };
+        serde_json::json!({
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": metadata,
+            "spec": {
+                "holderIdentity": holder,
+                "leaseDurationSeconds": self.lease_duration_seconds,
+                "acquireTime": self.acquire_time.as_deref().unwrap_or(now),
+                "renewTime": now,
+                "leaseTransitions": self.transitions,
+            }
+        })
+        .to_string()
+    }
+}
+
+impl fmt::Display for LeaseRequest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LeaseRequest::Get => f.write_str("get"),
+            LeaseRequest::Create(spec) => write!(f, "create {spec}"),
+            LeaseRequest::Update {
+                resource_version,
+                spec,
+            } => write!(f, "update rv={resource_version} {spec}"),
+        }
+    }
+}
+
+impl fmt::Display for LeaseSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.holder.is_empty() {
+            f.write_str("holder=none")?;
+        } else {
+            write!(f, "holder={}", self.holder)?;
+        }
+        write!(
+            f,
+            " duration={}s transitions={}",
+            self.lease_duration_seconds, self.transitions
+        )
+    }
+}
+
+/// The answer to a [`Command::Lease`].
+#[derive(Debug, Clone)]
+pub enum LeaseResponse {
+    /// An HTTP status and its body (the Lease on 200 / 201, a `Status` otherwise).
+    Response {
+        /// The HTTP status.
+        status: u16,
+        /// The body.
+        body: Bytes,
+    },
+    /// No answer: connection refused, reset, timed out.
+    TransportError(String),
+}
+
+/// Why leadership ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LostReason {
+    /// No renewal succeeded within `renew_deadline` of the last successful one's send.
+    RenewDeadline,
+    /// The loop stopped (the Lease was released if so configured).
+    Stopped,
+}
+
+impl fmt::Display for LostReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            LostReason::RenewDeadline => "renew deadline passed",
+            LostReason::Stopped => "stopped",
+        })
+    }
+}
+
+/// What a candidate knows about the election, for handles and metrics.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Leadership {
+    /// This candidate leads now.
+    pub leading: bool,
+    /// The holder last observed on the Lease (this candidate when it leads); `None` when
+    /// the Lease was free or never read.
+    pub holder: Option<String>,
+    /// `leaseTransitions` last observed.
+    pub transitions: u32,
+    /// Terms this candidate has begun.
+    pub terms: u64,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct LeaseBody {
+    #[serde(default)]
+    metadata: LeaseMeta,
+    #[serde(default)]
+    spec: LeaseBodySpec,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct LeaseMeta {
+    resource_version: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct LeaseBodySpec {
+    holder_identity: Option<String>,
+    lease_duration_seconds: Option<u32>,
+    acquire_time: Option<String>,
+    lease_transitions: Option<u32>,
+}
+
+/// The Lease as last read or written, and when this candidate saw it change.
+#[derive(Debug, Clone)]
+struct Observed {
+    resource_version: String,
+    holder: String,
+    lease_duration: Duration,
+    acquire_time: Option<String>,
+    transitions: u32,
+    /// Local time at which this version was first seen.
+    at: Instant,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Step {
+    Get,
+    Create,
+    Update,
+    Release,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Pending {
+    req: RequestId,
+    step: Step,
+    sent_at: Instant,
+}
+
+/// The election state machine: one per candidate, owned by its loop.
+#[derive(Debug)]
+pub(crate) struct Elector {
+    config: ElectionConfig,
+    observed: Option<Observed>,
+    /// Leading until this local instant, unless renewed.
+    lead_until: Option<Instant>,
+    pending: Option<Pending>,
+    next_try: Option<Instant>,
+    terms: u64,
+    stopped: bool,
+}
+
+/// What one input did to leadership.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Change {
+    None,
+    Acquired,
+    Lost,
+}
+
+impl Elector {
+    pub(crate) fn new(config: ElectionConfig) -> Self {
+        Elector {
+            config,
+            observed: None,
+            lead_until: None,
+            pending: None,
+            next_try: None,
+            terms: 0,
+            stopped: false,
+        }
+    }
+
+    /// Whether this candidate may dispatch at `now`.
+    pub(crate) fn is_leader(&self, now: Instant) -> bool {
+        self.lead_until.is_some_and(|until| now < until)
+    }
+
+    pub(crate) fn owns_request(&self, req: RequestId) -> bool {
+        self.pending.is_some_and(|p| p.req == req)
+    }
+
+    pub(crate) fn leadership(&self, now: Instant) -> Leadership {
+        Leadership {
+            leading: self.is_leader(now),
+            holder: self
+                .observed
+                .as_ref()
+                .map(|o| o.holder.clone())
+                .filter(|h| !h.is_empty()),
+            transitions: self.observed.as_ref().map_or(0, |o| o.transitions),
+            terms: self.terms,
+        }
+    }
+
+    pub(crate) fn start<O, P>(
+        &mut self,
+        now: Instant,
+        ids: &mut (impl MintIds + ?Sized),
+        out: &mut Outbox<O, P>,
+    ) {
+        self.attempt(now, ids, out);
+    }
+
+    /// The next instant a timer is due: the next attempt (or giving up on an unanswered
+    /// request), or the end of the term.
+    pub(crate) fn deadline(&self) -> Option<(Instant, ElectionWake)> {
+        let attempt = match self.pending {
+            // A request nobody answers must not stall the election.
+            Some(p) if p.step != Step::Release => Some((
+                p.sent_at + self.config.renew_deadline,
+                ElectionWake::Attempt,
+            )),
+            Some(_) => None,
+            None => self.next_try.map(|at| (at, ElectionWake::Attempt)),
+        };
+        let expiry = self.lead_until.map(|at| (at, ElectionWake::TermEnd));
+        [expiry, attempt]
+            .into_iter()
+            .flatten()
+            .reduce(|a, b| if b.0 < a.0 { b } else { a })
+    }
+
+    pub(crate) fn handle_timeout<O, P>(
+        &mut self,
+        now: Instant,
+        ids: &mut (impl MintIds + ?Sized),
+        out: &mut Outbox<O, P>,
+    ) -> Change {
+        let mut change = Change::None;
+        if self.lead_until.is_some_and(|until| now >= until) {
+            self.lose(LostReason::RenewDeadline, out);
+            change = Change::Lost;
+        }
+        if let Some(p) = self.pending
+            && p.step != Step::Release
+            && now >= p.sent_at + self.config.renew_deadline
+        {
+            // Its answer, should it still come, is stale.
+            self.pending = None;
+            out.push_back(Output::Event(Event::LeaseFailed {
+                req: p.req,
+                error: "no answer within renew_deadline".into(),
+            }));
+            self.attempt(now, ids, out);
+        } else if self.pending.is_none() && self.next_try.is_some_and(|at| now >= at) {
+            self.attempt(now, ids, out);
+        }
+        change
+    }
+
+    /// Writes the Lease free if this candidate leads and release is configured; ends the
+    /// term either way. Returns whether a term ended.
+    pub(crate) fn stop<O, P>(
+        &mut self,
+        now: Instant,
+        ids: &mut (impl MintIds + ?Sized),
+        out: &mut Outbox<O, P>,
+    ) -> bool {
+        self.stopped = true;
+        self.next_try = None;
+        let leading = self.is_leader(now);
+        if leading
+            && self.config.release_on_stop
+            && let Some(observed) = &self.observed
+            && observed.holder == self.config.identity
+        {
+            let spec = LeaseSpec {
+                holder: String::new(),
+                lease_duration_seconds: 1,
+                acquire_time: None,
+                transitions: observed.transitions,
+            };
+            let resource_version = observed.resource_version.clone();
+            self.send(
+                now,
+                Step::Release,
+                LeaseRequest::Update {
+                    resource_version,
+                    spec,
+                },
+                ids,
+                out,
+            );
+        }
+        if self.lead_until.is_some() {
+            self.lose(LostReason::Stopped, out);
+            return true;
+        }
+        false
+    }
+
+    pub(crate) fn handle_response<O, P>(
+        &mut self,
+        now: Instant,
+        req: RequestId,
+        response: LeaseResponse,
+        ids: &mut (impl MintIds + ?Sized),
+        out: &mut Outbox<O, P>,
+    ) -> Change {
+        let Some(pending) = self.pending.filter(|p| p.req == req) else {
+            return Change::None;
+        };
+        self.pending = None;
+        if pending.step == Step::Release {
+            return Change::None;
+        }
+        let (status, body) = match response {
+            LeaseResponse::Response { status, body } => (status, body),
+            LeaseResponse::TransportError(error) => {
+                return self.failed(now, pending, format!("transport: {error}"), out);
+            }
+        };
+        match (pending.step, status) {
+            (Step::Get, 404) => {
+                let spec = LeaseSpec {
+                    holder: self.config.identity.clone(),
+                    lease_duration_seconds: self.config.lease_seconds(),
+                    acquire_time: None,
+                    transitions: 0,
+                };
+                self.send(now, Step::Create, LeaseRequest::Create(spec), ids, out);
+                Change::None
+            }
+            (Step::Get, 200) => match self.observe(now, &body, out) {
+                Ok(()) => self.try_write(now, pending, ids, out),
+                Err(e) => self.failed(now, pending, e, out),
+            },
+            (Step::Create | Step::Update, 200 | 201) => match self.observe(now, &body, out) {
+                Ok(()) => self.succeeded(now, pending, out),
+                Err(e) => self.failed(now, pending, e, out),
+            },
+            (Step::Update, 409) => {
+                // Someone wrote first: read again on the next try.
+                if let Some(observed) = &mut self.observed {
+                    observed.resource_version.clear();
+                }
+                self.failed(now, pending, "conflict".into(), out)
+            }
+            (_, status) => self.failed(now, pending, format!("HTTP {status}"), out),
+        }
+    }
+
+    fn attempt<O, P>(
+        &mut self,
+        now: Instant,
+        ids: &mut (impl MintIds + ?Sized),
+        out: &mut Outbox<O, P>,
+    ) {
+        self.next_try = None;
+        if self.stopped {
+            return;
+        }
+        // A leader that still holds the version it wrote renews without reading first.
+        if self.is_leader(now)
+            && let Some(observed) = &self.observed
+            && observed.holder == self.config.identity
+            && !observed.resource_version.is_empty()
+        {
+            let request = self.write_request(observed, true);
+            self.send(now, Step::Update, request, ids, out);
+            return;
+        }
+        self.send(now, Step::Get, LeaseRequest::Get, ids, out);
+    }
+
+    /// After a read: write ourselves in if the Lease is ours, free, or expired as observed
+    /// locally.
+    fn try_write<O, P>(
+        &mut self,
+        now: Instant,
+        pending: Pending,
+        ids: &mut (impl MintIds + ?Sized),
+        out: &mut Outbox<O, P>,
+    ) -> Change {
+        let Some(observed) = self.observed.clone() else {
+            return self.failed(now, pending, "no lease read".into(), out);
+        };
+        let ours = observed.holder == self.config.identity;
+        let held = !observed.holder.is_empty() && !ours;
+        if held && now < observed.at + observed.lease_duration {
+            // Held by another and not expired: stand by.
+            self.schedule(now);
+            return Change::None;
+        }
+        let request = self.write_request(&observed, ours);
+        self.send(now, Step::Update, request, ids, out);
+        Change::None
+    }
+
+    fn write_request(&self, observed: &Observed, ours: bool) -> LeaseRequest {
+        LeaseRequest::Update {
+            resource_version: observed.resource_version.clone(),
+            spec: LeaseSpec {
+                holder: self.config.identity.clone(),
+                lease_duration_seconds: self.config.lease_seconds(),
+                acquire_time: if ours {
+                    observed.acquire_time.clone()
+                } else {
+                    None
+                },
+                transitions: if ours {
+                    observed.transitions
+                } else {
+                    observed.transitions.saturating_add(1)
+                },
+            },
+        }
+    }
+
+    fn succeeded<O, P>(
+        &mut self,
+        now: Instant,
+        pending: Pending,
+        out: &mut Outbox<O, P>,
+    ) -> Change {
+        self.schedule(now);
+        let ours = self
+            .observed
+            .as_ref()
+            .is_some_and(|o| o.holder == self.config.identity);
+        // The term runs from the send: the write took effect no earlier.
+        let until = pending.sent_at + self.config.renew_deadline;
+        if !ours || until <= now {
+            return Change::None;
+        }
+        let was_leading = self.is_leader(now);
+        self.lead_until = Some(until);
+        if was_leading {
+            return Change::None;
+        }
+        self.terms += 1;
+        let transitions = self.observed.as_ref().map_or(0, |o| o.transitions);
+        out.push_back(Output::Event(Event::LeadershipAcquired {
+            identity: self.config.identity.clone(),
+            transitions,
+        }));
+        Change::Acquired
+    }
+
+    fn failed<O, P>(
+        &mut self,
+        now: Instant,
+        pending: Pending,
+        error: String,
+        out: &mut Outbox<O, P>,
+    ) -> Change {
+        self.schedule(now);
+        out.push_back(Output::Event(Event::LeaseFailed {
+            req: pending.req,
+            error,
+        }));
+        Change::None
+    }
+
+    fn schedule(&mut self, now: Instant) {
+        if !self.stopped {
+            self.next_try = Some(now + self.config.retry_period);
+        }
+    }
+
+    fn lose<O, P>(&mut self, reason: LostReason, out: &mut Outbox<O, P>) {
+        self.lead_until = None;
+        out.push_back(Output::Event(Event::LeadershipLost {
+            identity: self.config.identity.clone(),
+            reason,
+        }));
+    }
+
+    /// Reads a Lease body: a new resourceVersion is a change, seen now.
+    fn observe<O, P>(
+        &mut self,
+        now: Instant,
+        body: &[u8],
+        out: &mut Outbox<O, P>,
+    ) -> Result<(), String> {
+        if body.len() > MAX_LEASE_BYTES {
+            return Err(format!(
+                "lease body of {} bytes, more than {MAX_LEASE_BYTES}",
+                body.len()
+            ));
+        }
+        let lease: LeaseBody =
+            serde_json::from_slice(body).map_err(|e| format!("lease body: {e}"))?;
+        let resource_version = lease
+            .metadata
+            .resource_version
+            .filter(|rv| !rv.is_empty())
+            .ok_or_else(|| "lease without metadata.resourceVersion".to_owned())?;
+        if self
+            .observed
+            .as_ref()
+            .is_some_and(|o| o.resource_version == resource_version)
+        {
+            return Ok(());
+        }
+        let holder = lease.spec.holder_identity.unwrap_or_default();
+        if self.observed.as_ref().is_none_or(|o| o.holder != holder) {
+            out.push_back(Output::Event(Event::LeaderObserved {
+                holder: (!holder.is_empty()).then(|| holder.clone()),
+            }));
+        }
+        self.observed = Some(Observed {
+            resource_version,
+            holder,
+            lease_duration: Duration::from_secs(u64::from(
+                lease.spec.lease_duration_seconds.unwrap_or(0),
+            )),
+            acquire_time: lease.spec.acquire_time,
+            transitions: lease.spec.lease_transitions.unwrap_or(0),
+            at: now,
+        });
+        Ok(())
+    }
+
+    fn send<O, P>(
+        &mut self,
+        now: Instant,
+        step: Step,
+        request: LeaseRequest,
+        ids: &mut (impl MintIds + ?Sized),
+        out: &mut Outbox<O, P>,
+    ) {
+        let req = ids.request();
+        self.pending = Some(Pending {
+            req,
+            step,
+            sent_at: now,
+        });
+        out.push_back(Output::Command(Command::Lease {
+            req,
+            namespace: self.config.namespace.clone(),
+            name: self.config.name.clone(),
+            request,
+        }));
+    }
+}
+
+/// Which election timer is due.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ElectionWake {
+    Attempt,
+    TermEnd,
+}

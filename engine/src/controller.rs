@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_lite::FutureExt;
-use reconcile_core::{Config, KeyMap, Object, ObjectKey, Outcome, ReconcileLoop};
+use reconcile_core::{Config, ElectionConfig, KeyMap, Object, ObjectKey, Outcome, ReconcileLoop};
 
 use super::cache::{Cache, CacheSnapshot, Published};
 use super::driver::{Driver, Limits, ReconcileFn, Remote};
@@ -49,6 +49,8 @@ pub struct Controller<O, P, R: Runtime, T> {
     shutdown_on: Vec<BoxFuture<()>>,
     /// Reconcile-all triggers, read on tasks of their own while the controller runs.
     triggers: Vec<BoxFuture<()>>,
+    /// Where the election's Lease requests go (the primary's transport unless given).
+    lease: Option<T>,
 }
 
 impl<O, P, R: Runtime, T> fmt::Debug for Controller<O, P, R, T> {
@@ -171,6 +173,7 @@ where
             recorder: None,
             shutdown_on: Vec::new(),
             triggers: Vec::new(),
+            lease: None,
         }
     }
 
@@ -181,6 +184,32 @@ where
         R: Default,
     {
         Self::with_runtime(R::default(), source, key_map)
+    }
+
+    /// Reconciles only while this replica leads the election on the Lease
+    /// `namespace/name` (client-go's `leaderelection`, on by default in controller-runtime),
+    /// as [`default_identity`](crate::default_identity), with client-go's durations: lease
+    /// 15 s, renew deadline 10 s, retry 2 s. The sources list and watch all along, so a
+    /// replica that takes over has a warm cache. On stop a leader releases the Lease.
+    #[must_use]
+    pub fn leader_election(self, namespace: &str, name: &str) -> Self {
+        let identity = crate::election::default_identity();
+        self.leader_election_with(ElectionConfig::new(namespace, name, &identity))
+    }
+
+    /// [`Controller::leader_election`] with every setting given.
+    #[must_use]
+    pub fn leader_election_with(mut self, election: ElectionConfig) -> Self {
+        self.config = self.config.leader_election(election);
+        self
+    }
+
+    /// Sends the election's Lease requests through `transport` (by default, the primary
+    /// source's): for an in-process primary, or a Lease in another cluster.
+    #[must_use]
+    pub fn lease_transport(mut self, transport: T) -> Self {
+        self.lease = Some(transport);
+        self
     }
 
     /// Stops gracefully on SIGINT or SIGTERM, as the runtime's [`ShutdownSignal`] sees them.
@@ -436,6 +465,11 @@ where
         C: Send + Sync + 'static,
     {
         let origin = self.runtime.now();
+        let lease = self.lease.or_else(|| {
+            self.remote
+                .as_ref()
+                .and_then(|remote| remote.transport.clone())
+        });
         let cache = CacheSnapshot::new(self.config.key_map.clone());
         let mut core = match ReconcileLoop::new(self.config, reconcile_core::Instant::ZERO) {
             Ok(core) => core,
@@ -510,6 +544,7 @@ where
             tasks: BTreeMap::new(),
             open_source: None,
             watched_since_list: false,
+            lease,
         };
         Ok((driver, signals))
     }

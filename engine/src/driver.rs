@@ -21,12 +21,14 @@ use bytes::Bytes;
 use futures_lite::{FutureExt, StreamExt};
 use reconcile_core::list::ListDecoder;
 use reconcile_core::{
-    Command, Deadline, Event, Input, Instant, Lifecycle, ListResponse, Object, Outcome, Output,
-    ReconcileLoop, Related, RequestId, SourceId, StreamEnd, StreamId, Ticket, WatchParams,
+    Command, Deadline, Event, Input, Instant, LeaseRequest, LeaseResponse, Lifecycle,
+    ListResponse, Object, Outcome, Output, ReconcileLoop, Related, RequestId, SourceId,
+    StreamEnd, StreamId, Ticket, WatchParams,
 };
 use tracing::Instrument;
 
 use super::cache::{CacheSnapshot, Published};
+use super::election::{lease_call, lease_request};
 use super::error::Error;
 use super::handle::{Listed, Msg, Shared};
 use super::lines::LineSplitter;
@@ -57,6 +59,9 @@ pub struct Limits {
     pub max_error_body: usize,
     /// Capacity of the inbox; a full inbox slows the watch readers down (backpressure).
     pub inbox: usize,
+    /// Longest wait for a Lease request's answer; also how long a stopping leader waits for
+    /// its release to be written.
+    pub lease_request: Duration,
 }
 
 impl Default for Limits {
@@ -68,6 +73,7 @@ impl Default for Limits {
             max_watch_line: 16 << 20,
             max_error_body: 1 << 20,
             inbox: 1024,
+            lease_request: Duration::from_secs(5),
         }
     }
 }
@@ -78,6 +84,7 @@ pub(crate) enum TaskKey {
     List(RequestId),
     Watch(StreamId),
     Reconcile(Ticket),
+    Lease(RequestId),
 }
 
 /// What ended a wait.
@@ -125,6 +132,8 @@ pub(crate) struct Driver<O, P, R: Runtime, T> {
     pub(crate) open_source: Option<StreamId>,
     /// A WATCH was sent since the last LIST: the next one is a reopen.
     pub(crate) watched_since_list: bool,
+    /// Where the election's Lease requests go.
+    pub(crate) lease: Option<T>,
 }
 
 impl<O, P, R, T> Driver<O, P, R, T>
@@ -149,6 +158,7 @@ where
     /// Runs until stopped; the result is also published to every handle.
     pub(crate) async fn run(mut self) -> Result<(), Error> {
         let result = self.turns().await;
+        self.await_release().await;
         for (_, task) in std::mem::take(&mut self.tasks) {
             task.abort();
         }
@@ -171,6 +181,7 @@ where
             let deadline = self.drain();
             self.published.publish(self.cache.clone());
             self.shared.publish(self.core.stats(), self.core.cursor());
+            self.shared.publish_leadership(self.core.leadership());
             if self.core.lifecycle() == Lifecycle::Stopped {
                 return Ok(());
             }
@@ -194,6 +205,42 @@ where
                     self.input(now, Input::Timeout);
                 }
             }
+        }
+    }
+
+    /// A stopping leader's release of its Lease is in flight: wait for its answer (bounded)
+    /// so the next leader can take over at once instead of waiting out the lease.
+    async fn await_release(&mut self) {
+        let pending: Vec<RequestId> = self
+            .tasks
+            .keys()
+            .filter_map(|k| match k {
+                TaskKey::Lease(req) => Some(*req),
+                _ => None,
+            })
+            .collect();
+        if pending.is_empty() {
+            return;
+        }
+        let inbox = self.inbox.clone();
+        let released = timeout(&self.runtime, self.limits.lease_request, async move {
+            while let Ok(msg) = inbox.recv().await {
+                if let Msg::Lease(req, response) = msg
+                    && pending.contains(&req)
+                {
+                    return Some(response);
+                }
+            }
+            None
+        })
+        .await
+        .flatten();
+        match released {
+            Some(LeaseResponse::Response { status, .. }) if status < 300 => {
+                tracing::info!("lease released");
+            }
+            Some(other) => tracing::warn!(answer = ?other, "lease not released"),
+            None => tracing::warn!("lease release unanswered"),
         }
     }
 
@@ -304,6 +351,10 @@ where
                 }
             },
             Msg::ReconcileAll => Input::ReconcileAll,
+            Msg::Lease(req, response) => {
+                self.tasks.remove(&TaskKey::Lease(req));
+                Input::Lease { req, response }
+            }
             Msg::SourceEnd(error) => match self.open_source.take() {
                 Some(stream) => Input::SourceEnd { stream, error },
                 None => return,
@@ -356,8 +407,37 @@ where
                 related,
             } => self.reconcile(ticket, parent, attempt, members, related),
             Command::CancelReconcile { ticket } => self.abort(TaskKey::Reconcile(ticket)),
+            Command::Lease {
+                req,
+                namespace,
+                name,
+                request,
+            } => self.lease(req, &namespace, &name, &request),
             other => tracing::warn!(command = %other, "command not understood by this driver"),
         }
+    }
+
+    fn lease(&mut self, req: RequestId, namespace: &str, name: &str, request: &LeaseRequest) {
+        tracing::debug!(%req, %request, "lease");
+        let inbox = self.shared.inbox().clone();
+        let Some(transport) = self.lease.clone() else {
+            let answer = LeaseResponse::TransportError("no transport for the Lease".into());
+            let _ = inbox.try_send(Msg::Lease(req, answer));
+            return;
+        };
+        let request = lease_request(namespace, name, request);
+        let runtime = self.runtime.clone();
+        let limit = self.limits.lease_request;
+        let task = self.runtime.spawn(Box::pin(async move {
+            let answer = match request {
+                Ok(request) => lease_call(&runtime, &transport, request, limit).await,
+                Err(e) => {
+                    LeaseResponse::TransportError(format!("cannot build the Lease request: {e}"))
+                }
+            };
+            let _ = inbox.send(Msg::Lease(req, answer)).await;
+        }));
+        self.tasks.insert(TaskKey::Lease(req), task);
     }
 
     /// Where `source`'s LIST and WATCH go.
@@ -522,6 +602,15 @@ where
             } => tracing::warn!(key = %parent, failures, ?delay, %error, "backoff scheduled"),
             Event::ListFailed { req, error } => tracing::warn!(%req, %error, "list failed"),
             Event::Stale { input } => tracing::trace!(input, "stale input ignored"),
+            Event::LeadershipAcquired {
+                identity,
+                transitions,
+            } => tracing::info!(%identity, transitions, "leading"),
+            Event::LeadershipLost { identity, reason } => {
+                tracing::warn!(%identity, %reason, "leadership lost");
+            }
+            Event::LeaderObserved { holder } => tracing::info!(?holder, "leader observed"),
+            Event::LeaseFailed { req, error } => tracing::info!(%req, %error, "lease try failed"),
             other => tracing::debug!(event = %other, "core event"),
         }
     }

@@ -28,6 +28,8 @@ pub(crate) enum Msg<O> {
     SourceEnd(Option<String>),
     /// A reconcile-all trigger.
     ReconcileAll,
+    /// A Lease request answered or failed.
+    Lease(reconcile_core::RequestId, reconcile_core::LeaseResponse),
 }
 
 /// A LIST's answer, as the LIST task read it.
@@ -49,6 +51,7 @@ struct State {
     finished: Option<Result<(), Error>>,
     stats: Stats,
     cursor: Option<String>,
+    leadership: Option<reconcile_core::Leadership>,
 }
 
 /// State shared by the driver task and every handle.
@@ -93,6 +96,14 @@ impl<O> Shared<O> {
         state.stats = stats;
         if state.cursor.as_deref() != cursor {
             state.cursor = cursor.map(str::to_owned);
+        }
+    }
+
+    /// Publishes the election as the core sees it after a turn.
+    pub(crate) fn publish_leadership(&self, leadership: Option<reconcile_core::Leadership>) {
+        let mut state = self.state();
+        if state.leadership != leadership {
+            state.leadership = leadership;
         }
     }
 
@@ -186,6 +197,24 @@ impl<O, P> Handle<O, P> {
     #[must_use]
     pub fn cursor(&self) -> Option<String> {
         self.shared.state().cursor.clone()
+    }
+
+    /// The election as of the driver's last turn: whether this candidate leads, the holder
+    /// last seen on the Lease, its transitions, the terms begun here. `None` without an
+    /// election.
+    #[must_use]
+    pub fn leadership(&self) -> Option<reconcile_core::Leadership> {
+        self.shared.state().leadership.clone()
+    }
+
+    /// Whether reconciles may run: always without an election, while leading with one.
+    #[must_use]
+    pub fn is_leader(&self) -> bool {
+        self.shared
+            .state()
+            .leadership
+            .as_ref()
+            .is_none_or(|l| l.leading)
     }
 
     /// Whether the controller has ended.

@@ -40,6 +40,7 @@ pub mod api;
 pub mod cache;
 pub mod controller;
 mod driver;
+pub mod election;
 pub mod error;
 #[cfg(feature = "example")]
 pub mod example;
@@ -57,6 +58,8 @@ pub use api::{ApiClient, ApiError};
 pub use cache::{Cache, CacheSnapshot, NeverReady};
 pub use controller::{Controller, ParentKey, Running};
 pub use driver::Limits;
+pub use election::default_identity;
+pub use reconcile_core::{ElectionConfig, Leadership, OnLost};
 pub use error::Error;
 pub use handle::Handle;
 pub use reconcile::{Action, Reconcile, default_error_policy};

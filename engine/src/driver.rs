@@ -21,9 +21,9 @@ use bytes::Bytes;
 use futures_lite::{FutureExt, StreamExt};
 use reconcile_core::list::ListDecoder;
 use reconcile_core::{
-    Command, Deadline, Event, Input, Instant, LeaseRequest, LeaseResponse, Lifecycle,
-    ListResponse, Object, Outcome, Output, ReconcileLoop, Related, RequestId, SourceId,
-    StreamEnd, StreamId, Ticket, WatchParams,
+    Command, Deadline, Event, Input, Instant, LeaseRequest, LeaseResponse, Lifecycle, ListResponse,
+    Object, Outcome, Output, ReconcileLoop, Related, RequestId, SourceId, StreamEnd, StreamId,
+    Ticket, WatchParams,
 };
 use tracing::Instrument;
 
@@ -606,6 +606,10 @@ where
                 identity,
                 transitions,
             } => tracing::info!(%identity, transitions, "leading"),
+            Event::LeadershipLost {
+                identity,
+                reason: reason @ reconcile_core::election::LostReason::Stopped,
+            } => tracing::info!(%identity, %reason, "leadership ended"),
             Event::LeadershipLost { identity, reason } => {
                 tracing::warn!(%identity, %reason, "leadership lost");
             }

@@ -91,6 +91,23 @@ macro_rules! kinds_suite {
     };
 }
 
+/// Leader election between two controllers on the apiserver, in a module `election` so
+/// that `cargo test election` selects them.
+#[macro_export]
+macro_rules! election_suite {
+    ($driver:ty) => {
+        mod election {
+            #[allow(unused_imports)]
+            use super::*;
+
+            $crate::cases!($driver, election:
+                a_standby_takes_over_at_once_when_the_leader_stops,
+                a_standby_takes_over_within_the_lease_when_the_leader_is_cut_off,
+            );
+        }
+    };
+}
+
 /// The cases that need kwok's pod lifecycle.
 #[macro_export]
 macro_rules! kwok_suite {

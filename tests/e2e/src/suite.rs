@@ -6,5 +6,6 @@
 #![allow(clippy::await_holding_lock)]
 
 pub mod apiserver;
+pub mod election;
 pub mod kinds;
 pub mod kwok;

@@ -63,6 +63,7 @@ impl DriverUnderTest for Smol {
 reconcile_e2e::apiserver_suite!(Smol);
 reconcile_e2e::kwok_suite!(Smol);
 reconcile_e2e::kinds_suite!(Smol);
+reconcile_e2e::election_suite!(Smol);
 
 // ---------------------------------------------------------------------------------------
 // The probe: smol's runtime, with a tokio check on every poll of every spawned task.

@@ -49,3 +49,4 @@ impl DriverUnderTest for Tokio {
 reconcile_e2e::apiserver_suite!(Tokio);
 reconcile_e2e::kwok_suite!(Tokio);
 reconcile_e2e::kinds_suite!(Tokio);
+reconcile_e2e::election_suite!(Tokio);

@@ -1,0 +1,398 @@
+//! Leader election on the real apiserver: two cell controllers over the same pods, each
+//! with its own identity, electing one leader on a `coordination.k8s.io/v1` Lease.
+//!
+//! Durations are short (lease 4 s, renew deadline 3 s, retry 0.5 s) so failovers fit in a
+//! CI run; their ratios are client-go's. A candidate is cut off by a transport that refuses
+//! every new request once the case says so (its open watch keeps streaming, so it still sees
+//! changes it must not act on). What each controller dispatched is read off its in-memory
+//! tape, against the term its own Lease writes gave it.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use reconcile_core::pod::PodView;
+use reconcile_core::{Command, ElectionConfig, Input, KeyMap, LeaseRequest, LeaseResponse};
+use reconcile_engine::runtime::timeout;
+use reconcile_engine::{
+    Action, BodyStream, BoxFuture, Controller, Handle, Limits, Reconcile, Running, Source, Tape,
+    Transport, TransportError, default_error_policy,
+};
+use reconcile_k8s_env::pod_manifest;
+use reconcile_trace::Recorded;
+use serde_json::Value;
+
+use crate::harness::{CELL, Case, DriverUnderTest, WAIT};
+use crate::observe::{Call, Member, Observed};
+
+const LEASE: &str = "e2e-leader";
+const LEASE_DURATION: Duration = Duration::from_secs(4);
+const RENEW_DEADLINE: Duration = Duration::from_secs(3);
+const RETRY_PERIOD: Duration = Duration::from_millis(500);
+
+/// A transport the case can cut: every request sent after [`Cut::cut`] fails at once.
+#[derive(Clone)]
+pub struct Cuttable<T> {
+    inner: T,
+    cut: Arc<AtomicBool>,
+}
+
+impl<T: Transport> Transport for Cuttable<T> {
+    fn send(
+        &self,
+        request: http::Request<Vec<u8>>,
+    ) -> BoxFuture<Result<http::Response<BodyStream>, TransportError>> {
+        if self.cut.load(Ordering::SeqCst) {
+            return Box::pin(async { Err(TransportError("connection cut by the case".into())) });
+        }
+        self.inner.send(request)
+    }
+}
+
+/// One candidate: a cell controller with leader election, its tape and what it reconciled.
+struct Candidate<D: DriverUnderTest> {
+    identity: &'static str,
+    running: Option<Running<PodView, String, D::Runtime>>,
+    handle: Handle<PodView, String>,
+    tape: Tape<PodView, String>,
+    observed: Observed,
+    cut: Arc<AtomicBool>,
+}
+
+impl<D: DriverUnderTest> Candidate<D> {
+    async fn start(case: &Case<D>, ns: &str, identity: &'static str) -> Self {
+        let inner = D::connect(
+            case.env
+                .kubeconfig_path(reconcile_k8s_env::ApiServer::Cached),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{}: cannot connect: {e}", case.name));
+        let cut = Arc::new(AtomicBool::new(false));
+        let transport = Cuttable {
+            inner,
+            cut: Arc::clone(&cut),
+        };
+        let source = Source::<PodView, Cuttable<D::Transport>>::pods(transport, Some(ns))
+            .labels("app=e2e")
+            .timeout(60);
+        let mut election = ElectionConfig::new(ns, LEASE, identity);
+        election.lease_duration = LEASE_DURATION;
+        election.renew_deadline = RENEW_DEADLINE;
+        election.retry_period = RETRY_PERIOD;
+        let tape: Tape<PodView, String> = Tape::default();
+        let controller = Controller::with_runtime(D::runtime(), source, KeyMap::by_label(CELL))
+            .retry_delay(Duration::from_millis(200))
+            .resync(None)
+            .limits(Limits {
+                lease_request: Duration::from_secs(2),
+                ..Limits::default()
+            })
+            .leader_election_with(election)
+            .recorder(tape.clone());
+        let handle = controller.handle();
+        let observed = Observed::default();
+        let sink = observed.clone();
+        let started = timeout(
+            &case.runtime,
+            WAIT,
+            controller.start(
+                move |request: Reconcile<PodView, String>, sink: Arc<Observed>| async move {
+                    let (cell, members) = request.into_parts();
+                    sink.push(Call {
+                        cell,
+                        members: members.iter().map(|p| Member::of(p)).collect(),
+                    });
+                    Ok::<_, std::convert::Infallible>(Action::await_change())
+                },
+                default_error_policy,
+                Arc::new(sink),
+            ),
+        )
+        .await;
+        let running = match started {
+            Some(Ok(running)) => running,
+            Some(Err(e)) => panic!("{}: {identity} did not start: {e}", case.name),
+            None => panic!("{}: {identity} did not sync within {WAIT:?}", case.name),
+        };
+        Candidate {
+            identity,
+            running: Some(running),
+            handle,
+            tape,
+            observed,
+            cut,
+        }
+    }
+
+    fn leads(&self) -> bool {
+        self.handle.leadership().is_some_and(|l| l.leading)
+    }
+
+    async fn shutdown(&mut self, case: &Case<D>) {
+        if let Some(running) = self.running.take() {
+            let result = timeout(&case.runtime, WAIT, running.shutdown())
+                .await
+                .unwrap_or_else(|| panic!("{}: {} did not stop", case.name, self.identity));
+            if let Err(e) = result {
+                panic!("{}: {} ended with {e}", case.name, self.identity);
+            }
+        }
+    }
+
+    /// The end of each term, on this controller's clock: the send of every successful
+    /// write of itself as holder, plus the renew deadline. And every dispatch's instant.
+    fn terms_and_dispatches(&self) -> (Vec<reconcile_core::Instant>, Vec<reconcile_core::Instant>) {
+        let mut sent = std::collections::BTreeMap::new();
+        let mut ends = Vec::new();
+        let mut dispatches = Vec::new();
+        for (at, recorded) in self.tape.all() {
+            match recorded {
+                Recorded::Command(Command::Lease { req, request, .. }) => {
+                    let ours = match &request {
+                        LeaseRequest::Create(spec) | LeaseRequest::Update { spec, .. } => {
+                            spec.holder == self.identity
+                        }
+                        LeaseRequest::Get => false,
+                    };
+                    if ours {
+                        sent.insert(req, at);
+                    }
+                }
+                Recorded::Input(Input::Lease {
+                    req,
+                    response: LeaseResponse::Response { status, .. },
+                }) if status < 300 => {
+                    if let Some(at) = sent.remove(&req) {
+                        ends.push(at + RENEW_DEADLINE);
+                    }
+                }
+                Recorded::Command(Command::Reconcile { .. }) => dispatches.push(at),
+                _ => {}
+            }
+        }
+        (ends, dispatches)
+    }
+
+    /// No dispatch after the end of the last term this controller had begun by then.
+    fn dispatched_only_in_term(&self, case: &Case<D>) {
+        let (ends, dispatches) = self.terms_and_dispatches();
+        for at in dispatches {
+            let covered = ends.iter().any(|end| *end > at);
+            assert!(
+                covered,
+                "{}: {} dispatched at {at} after its last term ended ({ends:?})",
+                case.name, self.identity
+            );
+        }
+    }
+}
+
+impl<D: DriverUnderTest> Drop for Candidate<D> {
+    fn drop(&mut self) {
+        if self.running.is_some() {
+            self.handle.stop();
+        }
+    }
+}
+
+fn pod(name: &str, cell: &str) -> Value {
+    pod_manifest(name, &[("app", "e2e"), ("cell", cell)])
+}
+
+fn lease<D: DriverUnderTest>(case: &Case<D>, ns: &str) -> Value {
+    case.api()
+        .get(&format!(
+            "/apis/coordination.k8s.io/v1/namespaces/{ns}/leases/{LEASE}"
+        ))
+        .unwrap_or_else(|e| panic!("{}: get lease: {e}", case.name))
+}
+
+/// Waits until `who` leads; returns how long that took.
+async fn wait_leading<D: DriverUnderTest>(
+    case: &Case<D>,
+    who: &Candidate<D>,
+    limit: Duration,
+) -> Duration {
+    let since = Instant::now();
+    crate::harness::eventually(
+        &case.runtime,
+        limit,
+        &format!("{} leads", who.identity),
+        || {
+            if who.leads() {
+                Ok(())
+            } else {
+                Err(format!("{:?}", who.handle.leadership()))
+            }
+        },
+    )
+    .await;
+    since.elapsed()
+}
+
+/// The first candidate leads and reconciles, the second stands by with a warm cache and
+/// reconciles nothing; stopped gracefully, the leader releases the Lease and the standby
+/// leads within about a retry period, and reconciles what the leader had.
+pub async fn a_standby_takes_over_at_once_when_the_leader_stops<D: DriverUnderTest>(case: Case<D>) {
+    let _steady = case.env.steady();
+    let ns = case.namespace();
+    case.api()
+        .create_pod(&ns, &pod("p1", "a"))
+        .unwrap_or_else(|e| panic!("create pod: {e}"));
+    let mut a = Candidate::start(&case, &ns, "e2e-a").await;
+    wait_leading(&case, &a, WAIT).await;
+    let mut b = Candidate::start(&case, &ns, "e2e-b").await;
+    let observed = a.observed.clone();
+    case.eventually("a reconciles cell a", || {
+        observed
+            .latest("a")
+            .map(|_| ())
+            .ok_or_else(|| "not yet".to_owned())
+    })
+    .await;
+    let holder = b.handle.clone();
+    case.eventually("b sees a as the holder", || match holder.leadership() {
+        Some(l) if l.holder.as_deref() == Some("e2e-a") && !l.leading => Ok(()),
+        other => Err(format!("{other:?}")),
+    })
+    .await;
+    assert!(b.handle.is_synced(), "the standby's cache is warm");
+    assert!(
+        b.observed.all().is_empty(),
+        "the standby reconciled nothing"
+    );
+
+    let stopped = Instant::now();
+    a.shutdown(&case).await;
+    let released = stopped.elapsed();
+    let took = wait_leading(&case, &b, WAIT).await;
+    eprintln!(
+        "{} [{}]: graceful failover: leader stopped in {:.3}s, standby leading {:.3}s after the stop returned (retry period {:.1}s)",
+        case.name,
+        D::NAME,
+        released.as_secs_f64(),
+        took.as_secs_f64(),
+        RETRY_PERIOD.as_secs_f64()
+    );
+    assert!(
+        took < RETRY_PERIOD + Duration::from_secs(2),
+        "{}: a released Lease took {took:?} to change hands",
+        case.name
+    );
+    let observed = b.observed.clone();
+    case.eventually("b reconciles cell a", || {
+        observed
+            .latest("a")
+            .map(|_| ())
+            .ok_or_else(|| "not yet".to_owned())
+    })
+    .await;
+    // The Lease as `kubectl get lease -o yaml` shows it.
+    let lease = lease(&case, &ns);
+    let spec = &lease["spec"];
+    assert_eq!(spec["holderIdentity"], "e2e-b", "{lease}");
+    assert_eq!(spec["leaseDurationSeconds"], 4, "{lease}");
+    assert_eq!(spec["leaseTransitions"], 1, "{lease}");
+    for time in ["acquireTime", "renewTime"] {
+        let value = spec[time].as_str().unwrap_or_default();
+        assert!(
+            value.ends_with('Z') && value.contains('.'),
+            "{time}: {value:?} is not a MicroTime ({lease})"
+        );
+    }
+    a.dispatched_only_in_term(&case);
+    b.dispatched_only_in_term(&case);
+    b.shutdown(&case).await;
+}
+
+/// The leader is cut off from the apiserver: it steps down at its renew deadline, and the
+/// standby leads within lease duration plus a retry period of the leader's last renewal.
+/// A pod created afterwards reaches the old leader's cache, yet only the new leader
+/// reconciles it; the tapes show the old leader dispatched nothing after its term.
+pub async fn a_standby_takes_over_within_the_lease_when_the_leader_is_cut_off<
+    D: DriverUnderTest,
+>(
+    case: Case<D>,
+) {
+    let _steady = case.env.steady();
+    let ns = case.namespace();
+    case.api()
+        .create_pod(&ns, &pod("p1", "a"))
+        .unwrap_or_else(|e| panic!("create pod: {e}"));
+    let mut a = Candidate::start(&case, &ns, "e2e-a").await;
+    wait_leading(&case, &a, WAIT).await;
+    let mut b = Candidate::start(&case, &ns, "e2e-b").await;
+    let holder = b.handle.clone();
+    case.eventually("b sees a as the holder", || match holder.leadership() {
+        Some(l) if l.holder.as_deref() == Some("e2e-a") => Ok(()),
+        other => Err(format!("{other:?}")),
+    })
+    .await;
+
+    a.cut.store(true, Ordering::SeqCst);
+    let took = wait_leading(&case, &b, WAIT).await;
+    let stepped_down = !a.leads();
+    eprintln!(
+        "{} [{}]: failover after a cut: standby leading {:.3}s after the cut (lease {:.0}s + retry {:.1}s)",
+        case.name,
+        D::NAME,
+        took.as_secs_f64(),
+        LEASE_DURATION.as_secs_f64(),
+        RETRY_PERIOD.as_secs_f64()
+    );
+    assert!(
+        stepped_down,
+        "{}: the cut-off leader still leads",
+        case.name
+    );
+    // The last renewal before the cut was at most a retry period earlier; the standby reads
+    // every retry period and its request may take up to a second on a busy machine.
+    assert!(
+        took <= LEASE_DURATION + RETRY_PERIOD + Duration::from_secs(2),
+        "{}: took {took:?}",
+        case.name
+    );
+    // A change both see: the old leader's watch is still open.
+    case.api()
+        .create_pod(&ns, &pod("p2", "b"))
+        .unwrap_or_else(|e| panic!("create pod: {e}"));
+    let observed = b.observed.clone();
+    case.eventually("b reconciles cell b", || {
+        observed
+            .latest("b")
+            .map(|_| ())
+            .ok_or_else(|| "not yet".to_owned())
+    })
+    .await;
+    let seen = a.handle.cache();
+    case.eventually("a's cache holds p2", || {
+        if seen
+            .state()
+            .iter()
+            .any(|p| p.metadata.name.as_deref() == Some("p2"))
+        {
+            Ok(())
+        } else {
+            Err("not yet".into())
+        }
+    })
+    .await;
+    assert!(
+        a.observed.latest("b").is_none(),
+        "{}: the cut-off leader reconciled cell b",
+        case.name
+    );
+    a.dispatched_only_in_term(&case);
+    b.dispatched_only_in_term(&case);
+    assert_eq!(lease(&case, &ns)["spec"]["holderIdentity"], "e2e-b");
+    // Healed, the old leader stands by.
+    a.cut.store(false, Ordering::SeqCst);
+    let holder = a.handle.clone();
+    case.eventually("a sees b as the holder", || match holder.leadership() {
+        Some(l) if l.holder.as_deref() == Some("e2e-b") && !l.leading => Ok(()),
+        other => Err(format!("{other:?}")),
+    })
+    .await;
+    a.shutdown(&case).await;
+    b.shutdown(&case).await;
+}

@@ -263,6 +263,12 @@ pub enum Event<P> {
         /// The error it ended with, if any.
         error: Option<String>,
     },
+    /// A graceful stop began: nothing new is dispatched, and the loop stops once the
+    /// `running` reconciles have finished.
+    Draining {
+        /// Reconciles still running.
+        running: usize,
+    },
     /// This candidate won the election: reconciles may run.
     LeadershipAcquired {
         /// This candidate.
@@ -572,6 +578,7 @@ impl<P: fmt::Display> fmt::Display for Event<P> {
             }
             Event::LeaseFailed { req, error } => write!(f, "lease {req} failed ({error})"),
             Event::LeaderObserved { holder: Some(h) } => write!(f, "leader is {h}"),
+            Event::Draining { running } => write!(f, "draining running={running}"),
             Event::LeaderObserved { holder: None } => f.write_str("no leader"),
         }
     }

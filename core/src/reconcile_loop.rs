@@ -53,6 +53,9 @@ pub enum Lifecycle {
     New,
     /// Started.
     Running,
+    /// Draining ([`Input::Drain`]): the sources are closed and nothing new is dispatched;
+    /// the running reconciles finish, then the loop stops by itself.
+    Draining,
     /// Stopped; only closes were emitted since.
     Stopped,
 }
@@ -126,6 +129,12 @@ pub enum Input<O> {
     /// every later input is ignored. Stopping twice is a no-op; it may come while a
     /// reconcile runs, or as its outcome. Ignored as stale before [`Input::Start`].
     Stop,
+    /// Graceful stop: the sources are closed and no reconcile starts; the running ones
+    /// finish (their outcomes are fed as usual), and when the last has, the loop stops as on
+    /// [`Input::Stop`] (an elected leader keeps renewing meanwhile, then releases). An
+    /// [`Input::Stop`] while draining cancels what still runs. Ignored as stale unless
+    /// running.
+    Drain,
     /// The answer to [`Command::Lease`] `req`.
     Lease {
         /// The request answered.
@@ -152,6 +161,7 @@ impl<O> Input<O> {
             Input::ReconcileAll => "reconcile all",
             Input::Stop => "stop",
             Input::Lease { .. } => "lease response",
+            Input::Drain => "drain",
         }
     }
 }
@@ -357,7 +367,26 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
         let kind = input.kind();
         match (self.lifecycle, input) {
             (Lifecycle::New, Input::Start) => self.start(),
-            (Lifecycle::Running, Input::Stop) => self.stop(),
+            (Lifecycle::Running | Lifecycle::Draining, Input::Stop) => self.stop(),
+            (Lifecycle::Running, Input::Drain) => self.drain(),
+            (Lifecycle::Draining, Input::Drain) => {}
+            (Lifecycle::Draining, Input::Reconciled { ticket, outcome }) => {
+                self.handle_reconciled(now, ticket, outcome);
+                self.finish_drain();
+            }
+            (Lifecycle::Draining, Input::Lease { req, response }) => {
+                self.handle_lease(now, req, response);
+                self.finish_drain();
+            }
+            (Lifecycle::Draining, Input::Timeout) => {
+                // Only the election's timers still matter: the running reconciles need the
+                // term kept.
+                if let Some(elector) = &mut self.elector {
+                    let change = elector.handle_timeout(now, &mut self.ids, &mut self.out);
+                    self.leadership_changed(change);
+                }
+                self.finish_drain();
+            }
             (Lifecycle::Stopped, Input::Stop) => {}
             (Lifecycle::Running, Input::Timeout) => self.handle_timeout(now),
             (_, Input::Timeout) => {}
@@ -468,10 +497,45 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
         }
     }
 
+    fn drain(&mut self) {
+        self.lifecycle = Lifecycle::Draining;
+        match &mut self.source {
+            Source::Kubernetes(reflector) => reflector.stop(&mut self.out),
+            Source::InProcess(source) => source.stop(&mut self.out),
+        }
+        for source in &mut self.secondaries {
+            source.stop(&mut self.out);
+        }
+        self.retry.clear();
+        self.resync_at = None;
+        self.event(Event::Draining {
+            running: self.in_flight.len(),
+        });
+        self.finish_drain();
+    }
+
+    fn finish_drain(&mut self) {
+        if self.lifecycle == Lifecycle::Draining && self.in_flight.is_empty() {
+            self.stop();
+        }
+    }
+
     fn stop(&mut self) {
         self.lifecycle = Lifecycle::Stopped;
-        // Commands not yet polled would act after the stop; only events may stay.
-        self.out.retain(|o| matches!(o, Output::Event(_)));
+        // Commands not yet polled would act after the stop; only events and closes (a
+        // drain's, say) may stay.
+        self.out.retain(|o| {
+            matches!(
+                o,
+                Output::Event(_)
+                    | Output::Command(
+                        Command::CloseWatch { .. }
+                            | Command::CancelList { .. }
+                            | Command::CloseSource { .. }
+                            | Command::CancelReconcile { .. }
+                    )
+            )
+        });
         match &mut self.source {
             Source::Kubernetes(reflector) => reflector.stop(&mut self.out),
             Source::InProcess(source) => source.stop(&mut self.out),
@@ -612,7 +676,7 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
     /// The next deadline and its reason; `None` when only an input can make progress.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Deadline> {
-        if self.lifecycle != Lifecycle::Running {
+        if !matches!(self.lifecycle, Lifecycle::Running | Lifecycle::Draining) {
             return None;
         }
         // Listed in handle_timeout's firing order, so a tie names the first to fire.

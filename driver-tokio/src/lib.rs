@@ -76,8 +76,9 @@ pub mod runtime;
 pub mod transport;
 
 pub use engine::{
-    Action, ApiClient, ApiError, Cache, CacheSnapshot, Error, Handle, Limits, Reconcile, Recorder,
-    Running, Source, Tape, TraceRecorder, default_error_policy,
+    Action, ApiClient, ApiError, Cache, CacheSnapshot, ElectionConfig, Error, Handle, Leadership,
+    Limits, OnLost, Reconcile, Recorder, Running, Shutdown, Source, Tape, TraceRecorder,
+    default_error_policy, default_identity,
 };
 pub use reconcile_core::pod::PodView;
 pub use reconcile_core::{KeyMap, Object, ObjectKey, WatchParams};

@@ -11,7 +11,7 @@ use futures_lite::FutureExt;
 use reconcile_core::{Config, ElectionConfig, KeyMap, Object, ObjectKey, Outcome, ReconcileLoop};
 
 use super::cache::{Cache, CacheSnapshot, Published};
-use super::driver::{Driver, Limits, ReconcileFn, Remote};
+use super::driver::{Driver, Limits, ReconcileFn, Remote, Shutdown};
 use super::error::Error;
 use super::handle::{Handle, Shared};
 use super::reconcile::{Action, Reconcile};
@@ -51,6 +51,7 @@ pub struct Controller<O, P, R: Runtime, T> {
     triggers: Vec<BoxFuture<()>>,
     /// Where the election's Lease requests go (the primary's transport unless given).
     lease: Option<T>,
+    shutdown: Shutdown,
 }
 
 impl<O, P, R: Runtime, T> fmt::Debug for Controller<O, P, R, T> {
@@ -174,6 +175,7 @@ where
             shutdown_on: Vec::new(),
             triggers: Vec::new(),
             lease: None,
+            shutdown: Shutdown::default(),
         }
     }
 
@@ -184,6 +186,15 @@ where
         R: Default,
     {
         Self::with_runtime(R::default(), source, key_map)
+    }
+
+    /// What a stop request ([`Handle::stop`], a shutdown signal, [`Running::shutdown`]) does
+    /// to the reconciles still running: by default they get 30 s to finish
+    /// ([`Shutdown::FinishRunning`]); [`Shutdown::CancelRunning`] cancels them at once.
+    #[must_use]
+    pub fn shutdown(mut self, shutdown: Shutdown) -> Self {
+        self.shutdown = shutdown;
+        self
     }
 
     /// Reconciles only while this replica leads the election on the Lease
@@ -545,6 +556,8 @@ where
             open_source: None,
             watched_since_list: false,
             lease,
+            shutdown: self.shutdown,
+            drain_until: None,
         };
         Ok((driver, signals))
     }

@@ -78,6 +78,28 @@ impl Default for Limits {
     }
 }
 
+/// What a stop request does to the reconciles still running.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shutdown {
+    /// Nothing new starts; the running reconciles get up to `up_to` to finish, then the
+    /// rest are cancelled (controller-runtime's `GracefulShutdownTimeout`, 30 s by default).
+    /// A second stop request cancels at once.
+    FinishRunning {
+        /// The longest wait for the running reconciles.
+        up_to: Duration,
+    },
+    /// The running reconciles are cancelled at once.
+    CancelRunning,
+}
+
+impl Default for Shutdown {
+    fn default() -> Self {
+        Shutdown::FinishRunning {
+            up_to: Duration::from_secs(30),
+        }
+    }
+}
+
 /// A task the driver may have to cancel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum TaskKey {
@@ -134,6 +156,10 @@ pub(crate) struct Driver<O, P, R: Runtime, T> {
     pub(crate) watched_since_list: bool,
     /// Where the election's Lease requests go.
     pub(crate) lease: Option<T>,
+    /// What a stop request does.
+    pub(crate) shutdown: Shutdown,
+    /// Draining: when the reconciles still running are cancelled.
+    pub(crate) drain_until: Option<Instant>,
 }
 
 impl<O, P, R, T> Driver<O, P, R, T>
@@ -185,11 +211,28 @@ where
             if self.core.lifecycle() == Lifecycle::Stopped {
                 return Ok(());
             }
-            let woken = self.wait(deadline).await;
+            let timer = [deadline.map(|d| d.at), self.drain_until]
+                .into_iter()
+                .flatten()
+                .min();
+            let woken = self.wait(timer).await;
             let now = self.now();
+            if self.drain_until.is_some_and(|until| until <= now) {
+                tracing::warn!("graceful stop timed out: cancelling the reconciles still running");
+                self.drain_until = None;
+                self.input(now, Input::Stop);
+                continue;
+            }
             match woken {
                 Woken::Stop => {
-                    self.input(now, Input::Stop);
+                    match (self.shutdown, self.core.lifecycle()) {
+                        (Shutdown::FinishRunning { up_to }, Lifecycle::Running) => {
+                            tracing::info!(?up_to, "stopping: running reconciles may finish");
+                            self.drain_until = Some(now + up_to);
+                            self.input(now, Input::Drain);
+                        }
+                        _ => self.input(now, Input::Stop),
+                    }
                     continue;
                 }
                 Woken::Input(msg) => {
@@ -259,11 +302,11 @@ where
 
     /// The wait for one turn. Built from clones so the future borrows nothing of the
     /// driver (which holds non-`Sync` parts) and stays `Send`.
-    fn wait(&self, deadline: Option<Deadline>) -> impl Future<Output = Woken<O>> + Send + 'static {
+    fn wait(&self, deadline: Option<Instant>) -> impl Future<Output = Woken<O>> + Send + 'static {
         let stop = self.stop.clone();
         let inbox = self.inbox.clone();
         let timer: BoxFuture<()> = match deadline {
-            Some(d) => self.runtime.sleep_until(self.origin + d.at.since_origin()),
+            Some(at) => self.runtime.sleep_until(self.origin + at.since_origin()),
             None => Box::pin(futures_lite::future::pending()),
         };
         // Stop first: `or` polls its left side first, so a pending stop always wins.

@@ -57,12 +57,12 @@ pub mod transport;
 pub use api::{ApiClient, ApiError};
 pub use cache::{Cache, CacheSnapshot, NeverReady};
 pub use controller::{Controller, ParentKey, Running};
-pub use driver::Limits;
+pub use driver::{Limits, Shutdown};
 pub use election::default_identity;
-pub use reconcile_core::{ElectionConfig, Leadership, OnLost};
 pub use error::Error;
 pub use handle::Handle;
 pub use reconcile::{Action, Reconcile, default_error_policy};
+pub use reconcile_core::{ElectionConfig, Leadership, OnLost};
 /// What a [`Tape`] keeps: an input fed or a command issued (from `reconcile-trace`).
 pub use reconcile_trace::Recorded;
 pub use recorder::Recorder;

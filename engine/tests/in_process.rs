@@ -154,7 +154,8 @@ async fn messages_waiting_together_wake_a_cell_once_and_are_recorded_as_fed() {
             "source event",
             "source event",
             "reconcile outcome",
-            "stop"
+            // A stop request drains by default; nothing runs, so it stops at once.
+            "drain"
         ]
     );
     let reconciles: Vec<_> = records
@@ -172,4 +173,75 @@ async fn messages_waiting_together_wake_a_cell_once_and_are_recorded_as_fed() {
         "a reconcile is taped without its members"
     );
     assert!(!tape.truncated());
+}
+
+type Finished = Arc<Mutex<Vec<String>>>;
+
+/// A reconcile that takes `secs` seconds of (virtual) time, then notes its cell.
+async fn slow(request: Reconcile<PodView, String>, done: Finished) -> Result<Action, String> {
+    let (cell, _) = request.into_parts();
+    let secs = if cell == "slow" { 20 } else { 5 };
+    tokio::time::sleep(std::time::Duration::from_secs(secs)).await;
+    done.lock().unwrap().push(cell);
+    Ok(Action::await_change())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_graceful_stop_lets_running_reconciles_finish_and_cancels_them_past_its_timeout() {
+    use reconcile_engine::Shutdown;
+    let tape: Tape<PodView, String> = Tape::default();
+    let controller = controller()
+        .await
+        .concurrency(2)
+        .shutdown(Shutdown::FinishRunning {
+            up_to: std::time::Duration::from_secs(10),
+        })
+        .recorder(tape.clone());
+    let handle = controller.handle();
+    handle
+        .replace(vec![pod("q1", "quick"), pod("s1", "slow")])
+        .await
+        .expect("pushed");
+    let done: Finished = Arc::default();
+    let task = tokio::spawn(controller.run(slow, default_error_policy, Arc::clone(&done)));
+    until("both running", || {
+        tape.all()
+            .iter()
+            .filter(|(_, r)| matches!(r, Recorded::Command(Command::Reconcile { .. })))
+            .count()
+            == 2
+    })
+    .await;
+    let stopped_at = tokio::time::Instant::now();
+    stop_cleanly(&handle, task).await;
+    // The 5 s reconcile finished; the 20 s one was cancelled at the 10 s timeout.
+    assert_eq!(*done.lock().unwrap(), ["quick"]);
+    let waited = stopped_at.elapsed();
+    assert!(
+        waited >= std::time::Duration::from_secs(10)
+            && waited < std::time::Duration::from_secs(11),
+        "{waited:?}"
+    );
+    let cancelled = tape
+        .all()
+        .iter()
+        .filter(|(_, r)| matches!(r, Recorded::Command(Command::CancelReconcile { .. })))
+        .count();
+    assert_eq!(cancelled, 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn cancel_running_stops_at_once() {
+    use reconcile_engine::Shutdown;
+    let controller = controller().await.shutdown(Shutdown::CancelRunning);
+    let handle = controller.handle();
+    handle.replace(vec![pod("q1", "quick")]).await.expect("pushed");
+    let done: Finished = Arc::default();
+    let task = tokio::spawn(controller.run(slow, default_error_policy, Arc::clone(&done)));
+    within("synced", handle.synced()).await.expect("synced");
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    let stopped_at = tokio::time::Instant::now();
+    stop_cleanly(&handle, task).await;
+    assert!(stopped_at.elapsed() < std::time::Duration::from_secs(1));
+    assert!(done.lock().unwrap().is_empty(), "cancelled, not finished");
 }

@@ -226,8 +226,9 @@ pub fn to_trace<O, P: fmt::Display>(
             Input::ReconcileAll => push(Record::ReconcileAll, None),
             // Derived by the replaying core, or (in-process objects) not recorded. Lease
             // answers have no record kind yet: a recorded election replays as a controller
-            // that always leads.
-            Input::Start
+            // that always leads. A drain only closes and waits: its trace ends as a stop's.
+            Input::Drain
+            | Input::Start
             | Input::Timeout
             | Input::SourceEvent { .. }
             | Input::SourceEnd { .. }

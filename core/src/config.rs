@@ -9,6 +9,7 @@ use crate::election::{ElectionConfig, ElectionConfigError};
 use crate::key_map::KeyMap;
 use crate::object::{Object, ObjectKey, OwnerRef};
 pub use crate::params::WatchParams;
+use crate::predicate::Predicate;
 use crate::retry::Backoff;
 use crate::secondary::SecondaryFactory;
 
@@ -48,6 +49,9 @@ pub struct Config<O, P> {
     pub(crate) secondaries: Vec<(SecondaryConfig, SecondaryFactory<O, P>)>,
     /// Leader election: reconciles run only while this candidate leads (default: off).
     pub election: Option<ElectionConfig>,
+    /// Which updates of the primary's objects wake their parent (default: every new
+    /// resourceVersion).
+    pub predicate: Option<Predicate<O>>,
 }
 
 /// How a secondary source's objects map to parents, as far as a trace header can say.
@@ -158,6 +162,7 @@ impl<O, P> Clone for Config<O, P> {
             source_retry_delay: self.source_retry_delay,
             secondaries: self.secondaries.clone(),
             election: self.election.clone(),
+            predicate: self.predicate.clone(),
         }
     }
 }
@@ -200,6 +205,7 @@ impl<O, P> Config<O, P> {
             retry_delay: Duration::from_secs(1),
             source_retry_delay: Duration::from_secs(1),
             election: None,
+            predicate: None,
             secondaries: Vec::new(),
         }
     }
@@ -275,6 +281,15 @@ impl<O, P> Config<O, P> {
     #[must_use]
     pub fn source_retry_delay(mut self, delay: Duration) -> Self {
         self.source_retry_delay = delay;
+        self
+    }
+
+    /// Filters the primary's updates: an update `predicate` rejects still updates the cache
+    /// but wakes nothing (reported as `Event::Filtered`). New objects, deletions and moves to
+    /// another parent always wake.
+    #[must_use]
+    pub fn predicate(mut self, predicate: Predicate<O>) -> Self {
+        self.predicate = Some(predicate);
         self
     }
 

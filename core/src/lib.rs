@@ -84,6 +84,7 @@ mod object;
 mod output;
 mod params;
 pub mod pod;
+mod predicate;
 mod queue;
 mod reconcile_loop;
 mod reflector;
@@ -103,6 +104,7 @@ pub use output::{
     Command, Deadline, Event, ListFailure, Output, RelistReason, RequestId, SourceId, StreamId,
     Ticket, Wake, WatchRetryReason,
 };
+pub use predicate::Predicate;
 pub use reconcile_loop::{Input, Lifecycle, Outcome, ReconcileLoop, Stats};
 pub use reflector::{ListResponse, StreamEnd};
 pub use retry::Backoff;

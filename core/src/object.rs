@@ -38,6 +38,32 @@ pub trait Object: DeserializeOwned + 'static {
         self.controller_owner().into_iter().collect()
     }
 
+    /// `metadata.generation`, when the view keeps it (for
+    /// [`Predicate::GenerationChanged`](crate::Predicate::GenerationChanged)).
+    fn object_generation(&self) -> Option<i64> {
+        None
+    }
+
+    /// Whether `other` carries the same `metadata.labels`; `None` when the view cannot tell
+    /// (then a labels predicate lets the change through).
+    fn same_labels(&self, other: &Self) -> Option<bool>
+    where
+        Self: Sized,
+    {
+        let _ = other;
+        None
+    }
+
+    /// Whether `other` carries the same `metadata.annotations`; `None` when the view cannot
+    /// tell.
+    fn same_annotations(&self, other: &Self) -> Option<bool>
+    where
+        Self: Sized,
+    {
+        let _ = other;
+        None
+    }
+
     /// The store key, `namespace/name`; `None` when the object has no name.
     #[must_use]
     fn key(&self) -> Option<ObjectKey> {
@@ -163,6 +189,18 @@ where
 
     fn label(&self, key: &str) -> Option<&str> {
         self.meta().labels.as_ref()?.get(key).map(String::as_str)
+    }
+
+    fn object_generation(&self) -> Option<i64> {
+        self.meta().generation
+    }
+
+    fn same_labels(&self, other: &Self) -> Option<bool> {
+        Some(self.meta().labels == other.meta().labels)
+    }
+
+    fn same_annotations(&self, other: &Self) -> Option<bool> {
+        Some(self.meta().annotations == other.meta().annotations)
     }
 
     fn controller_owner(&self) -> Option<OwnerRef<'_>> {

@@ -263,6 +263,14 @@ pub enum Event<P> {
         /// The error it ended with, if any.
         error: Option<String>,
     },
+    /// An update of `key` was cached, but the configured predicate kept it from waking its
+    /// parent.
+    Filtered {
+        /// The object.
+        key: ObjectKey,
+        /// The predicate, as it prints (`generation`, `any(labels,annotations)`, ...).
+        by: Arc<str>,
+    },
     /// A graceful stop began: nothing new is dispatched, and the loop stops once the
     /// `running` reconciles have finished.
     Draining {
@@ -579,6 +587,7 @@ impl<P: fmt::Display> fmt::Display for Event<P> {
             Event::LeaseFailed { req, error } => write!(f, "lease {req} failed ({error})"),
             Event::LeaderObserved { holder: Some(h) } => write!(f, "leader is {h}"),
             Event::Draining { running } => write!(f, "draining running={running}"),
+            Event::Filtered { key, by } => write!(f, "filtered {key} (by {by})"),
             Event::LeaderObserved { holder: None } => f.write_str("no leader"),
         }
     }

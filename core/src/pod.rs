@@ -246,6 +246,14 @@ pub struct ContainerStateTerminated {
 }
 
 impl Object for PodView {
+    fn same_labels(&self, other: &Self) -> Option<bool> {
+        Some(self.metadata.labels == other.metadata.labels)
+    }
+
+    fn same_annotations(&self, other: &Self) -> Option<bool> {
+        Some(self.metadata.annotations == other.metadata.annotations)
+    }
+
     fn object_namespace(&self) -> Option<&str> {
         self.metadata.namespace.as_deref()
     }

@@ -288,6 +288,8 @@ pub struct ReconcileLoop<O, P> {
     /// Something since the last drain may let a reconcile start (a wake, a freed slot).
     dispatch_due: bool,
     rejected: Vec<Rejected<P>>,
+    /// The primary's predicate as it prints, for `Event::Filtered`.
+    predicate_name: Option<Arc<str>>,
     /// The election, when configured: dispatch waits for leadership.
     elector: Option<Elector>,
     on_lost: OnLost,
@@ -328,6 +330,9 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
             .zip(1..)
             .map(|((_, build), n)| build(SourceId::nth(n), config.retry_delay))
             .collect();
+        let mut store = Store::default();
+        let predicate_name = config.predicate.as_ref().map(|p| Arc::from(p.to_string()));
+        store.set_predicate(config.predicate);
         let on_lost = config
             .election
             .as_ref()
@@ -342,7 +347,8 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
             now,
             source,
             secondaries,
-            store: Store::default(),
+            store,
+            predicate_name,
             queue: WorkQueue::default(),
             retry: RetryScheduler::new(config.backoff),
             in_flight: BTreeMap::new(),
@@ -859,6 +865,13 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
         let before = self.wakes.len();
         self.store
             .apply(change, &self.key_map, &mut self.wakes, &mut self.rejected);
+        if let Some(by) = &self.predicate_name {
+            for key in self.store.take_filtered() {
+                let by = Arc::clone(by);
+                self.out
+                    .push_back(Output::Event(Event::Filtered { key, by }));
+            }
+        }
         for rejected in self.rejected.drain(..) {
             self.stats.rejected_objects += 1;
             self.out.push_back(Output::Event(match rejected {

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use crate::hashing::FixedState;
 use crate::key_map::{KeyMap, KeyMapError};
 use crate::object::{Object, ObjectKey, write_key};
+use crate::predicate::Predicate;
 use crate::source::Change;
 #[cfg(test)]
 use crate::source::SourceEvent;
@@ -58,6 +59,10 @@ pub struct Store<O, P> {
     /// The keys written since the driver last took them, when it asked for them; see
     /// [`Store::take_changes`].
     changes: Option<ChangeLog>,
+    /// Which updates wake their parent; `None` wakes on every new version.
+    predicate: Option<Predicate<O>>,
+    /// Updates the predicate kept from waking, since the loop last took them.
+    filtered: Vec<ObjectKey>,
 }
 
 /// The keys written since they were last taken: what a driver needs to keep a copy of the
@@ -109,6 +114,8 @@ impl<O, P> Default for Store<O, P> {
             order: BTreeSet::new(),
             key_buf: String::new(),
             changes: None,
+            predicate: None,
+            filtered: Vec::new(),
         }
     }
 }
@@ -126,6 +133,16 @@ impl<O, P: fmt::Debug + Ord + Hash> fmt::Debug for Store<O, P> {
 }
 
 impl<O: Object, P: Ord + Hash + Clone> Store<O, P> {
+    /// Sets which updates wake their parent.
+    pub(crate) fn set_predicate(&mut self, predicate: Option<Predicate<O>>) {
+        self.predicate = predicate;
+    }
+
+    /// The keys whose updates the predicate kept from waking since the last call.
+    pub(crate) fn take_filtered(&mut self) -> std::vec::Drain<'_, ObjectKey> {
+        self.filtered.drain(..)
+    }
+
     /// Number of cached objects.
     #[must_use]
     pub fn len(&self) -> usize {
@@ -302,9 +319,18 @@ impl<O: Object, P: Ord + Hash + Clone> Store<O, P> {
                     {
                         return;
                     }
+                    let wakes_parent = self
+                        .predicate
+                        .as_ref()
+                        .is_none_or(|p| p.wakes(slot, &object));
                     *slot = object;
                     if let Some(log) = &mut self.changes {
                         log.note(known);
+                    }
+                    if !wakes_parent {
+                        // Cached, but its parent has nothing new to see by the predicate.
+                        self.filtered.push(known.clone());
+                        return;
                     }
                 }
             }

@@ -56,7 +56,7 @@ pub use smol;
 
 pub use engine::{
     Action, ApiClient, ApiError, Cache, CacheSnapshot, ElectionConfig, Error, Handle, Leadership,
-    Limits, OnLost, Reconcile, Recorder, Running, Shutdown, Source, Tape, TraceRecorder,
+    Limits, OnLost, Predicate, Reconcile, Recorder, Running, Shutdown, Source, Tape, TraceRecorder,
     default_error_policy, default_identity,
 };
 pub use reconcile_core::pod::PodView;

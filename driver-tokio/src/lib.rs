@@ -77,7 +77,7 @@ pub mod transport;
 
 pub use engine::{
     Action, ApiClient, ApiError, Cache, CacheSnapshot, ElectionConfig, Error, Handle, Leadership,
-    Limits, OnLost, Reconcile, Recorder, Running, Shutdown, Source, Tape, TraceRecorder,
+    Limits, OnLost, Predicate, Reconcile, Recorder, Running, Shutdown, Source, Tape, TraceRecorder,
     default_error_policy, default_identity,
 };
 pub use reconcile_core::pod::PodView;

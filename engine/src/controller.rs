@@ -8,7 +8,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_lite::FutureExt;
-use reconcile_core::{Config, ElectionConfig, KeyMap, Object, ObjectKey, Outcome, ReconcileLoop};
+use reconcile_core::{
+    Config, ElectionConfig, KeyMap, Object, ObjectKey, Outcome, Predicate, ReconcileLoop,
+};
 
 use super::cache::{Cache, CacheSnapshot, Published};
 use super::driver::{Driver, Limits, ReconcileFn, Remote, Shutdown};
@@ -186,6 +188,17 @@ where
         R: Default,
     {
         Self::with_runtime(R::default(), source, key_map)
+    }
+
+    /// Filters the primary's updates (controller-runtime's predicates, kube-runtime's
+    /// `predicate_filter`): an update `predicate` rejects still reaches the cache but wakes
+    /// no reconcile, so a controller that writes its own status can use
+    /// [`Predicate::GenerationChanged`] and not run again on its own write. New objects,
+    /// deletions and parent moves always wake.
+    #[must_use]
+    pub fn predicate(mut self, predicate: Predicate<O>) -> Self {
+        self.config = self.config.predicate(predicate);
+        self
     }
 
     /// What a stop request ([`Handle::stop`], a shutdown signal, [`Running::shutdown`]) does

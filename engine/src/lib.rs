@@ -62,7 +62,7 @@ pub use election::default_identity;
 pub use error::Error;
 pub use handle::Handle;
 pub use reconcile::{Action, Reconcile, default_error_policy};
-pub use reconcile_core::{ElectionConfig, Leadership, OnLost};
+pub use reconcile_core::{ElectionConfig, Leadership, OnLost, Predicate};
 /// What a [`Tape`] keeps: an input fed or a command issued (from `reconcile-trace`).
 pub use reconcile_trace::Recorded;
 pub use recorder::Recorder;

@@ -218,8 +218,7 @@ async fn a_graceful_stop_lets_running_reconciles_finish_and_cancels_them_past_it
     assert_eq!(*done.lock().unwrap(), ["quick"]);
     let waited = stopped_at.elapsed();
     assert!(
-        waited >= std::time::Duration::from_secs(10)
-            && waited < std::time::Duration::from_secs(11),
+        waited >= std::time::Duration::from_secs(10) && waited < std::time::Duration::from_secs(11),
         "{waited:?}"
     );
     let cancelled = tape
@@ -235,7 +234,10 @@ async fn cancel_running_stops_at_once() {
     use reconcile_engine::Shutdown;
     let controller = controller().await.shutdown(Shutdown::CancelRunning);
     let handle = controller.handle();
-    handle.replace(vec![pod("q1", "quick")]).await.expect("pushed");
+    handle
+        .replace(vec![pod("q1", "quick")])
+        .await
+        .expect("pushed");
     let done: Finished = Arc::default();
     let task = tokio::spawn(controller.run(slow, default_error_policy, Arc::clone(&done)));
     within("synced", handle.synced()).await.expect("synced");

@@ -362,6 +362,95 @@ where
     live.shutdown().await;
 }
 
+/// The status writer with `Predicate::GenerationChanged`: its own status write is cached
+/// but wakes nothing, so each spec change runs the reconcile exactly once (without the
+/// predicate it runs twice: the write, then the no-op its write wakes).
+pub async fn a_status_writer_with_the_generation_predicate_runs_once_per_spec_change<
+    D: DriverUnderTest,
+>(
+    case: Case<D>,
+) {
+    let _steady = case.env.steady();
+    let ns = case.namespace();
+    let transport = connect(&case).await;
+    crd_status::install_crd(&case.runtime, transport.clone(), WAIT)
+        .await
+        .unwrap_or_else(|e| panic!("{}: {e}", case.name));
+    let ctx = Arc::new(crd_status::Context::new(transport.clone()));
+    let seen = ctx.observations().clone();
+    let controller = crd_status::controller(
+        case.runtime.clone(),
+        crd_status::source(transport, &Args::namespace(&ns)),
+    )
+    .predicate(reconcile_core::Predicate::GenerationChanged);
+    let handle = controller.handle();
+    let live = Live::start(&case, handle, crd_status::start(controller, ctx)).await;
+    let collection = format!("/apis/example.reconcile-loop.dev/v1/namespaces/{ns}/shops");
+    let shop = |name: &str, replicas: i32| {
+        json!({
+            "apiVersion": "example.reconcile-loop.dev/v1",
+            "kind": "Shop",
+            "metadata": { "name": name },
+            "spec": { "replicas": replicas },
+        })
+    };
+    let corner = key(&ns, "corner");
+    // Each marker is created after the write it follows, so once the marker's status is
+    // written, the watch has delivered the corner's own status write before it.
+    let marker_done = |name: &'static str| {
+        let seen = seen.clone();
+        let marker = key(&ns, name);
+        move || {
+            if seen.of(&marker).iter().any(Effect::wrote) {
+                Ok(())
+            } else {
+                Err(format!("{name} not reconciled yet"))
+            }
+        }
+    };
+    create(&case, &collection, &shop("corner", 2));
+    let corner_written = |n: usize| {
+        let seen = seen.clone();
+        let corner = corner.clone();
+        move || {
+            let writes = seen.of(&corner).iter().filter(|e| e.wrote()).count();
+            if writes >= n {
+                Ok(())
+            } else {
+                Err(format!("{writes} status writes"))
+            }
+        }
+    };
+    case.eventually("corner's first status write", corner_written(1))
+        .await;
+    create(&case, &collection, &shop("marker-1", 1));
+    case.eventually("marker-1 reconciled", marker_done("marker-1"))
+        .await;
+    assert_eq!(
+        seen.of(&corner),
+        [Effect::Wrote("2 replica(s) wanted".into())],
+        "{}: one run for the creation; the status write woke nothing",
+        case.name
+    );
+    merge_patch(
+        &case,
+        &format!("{collection}/corner"),
+        &json!({"spec": {"replicas": 5}}),
+    );
+    case.eventually("corner's second status write", corner_written(2))
+        .await;
+    create(&case, &collection, &shop("marker-2", 1));
+    case.eventually("marker-2 reconciled", marker_done("marker-2"))
+        .await;
+    assert_eq!(
+        seen.of(&corner),
+        ["2 replica(s) wanted", "5 replica(s) wanted"].map(|v| Effect::Wrote(v.into())),
+        "{}: one run per spec change",
+        case.name
+    );
+    live.shutdown().await;
+}
+
 /// `crd-status`: the case installs the `Shop` CRD through the API and waits until it is
 /// Established; a shop gets its status through the status subresource, the status write
 /// (which does not bump the generation) wakes the shop once more and that run writes

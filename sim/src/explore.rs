@@ -40,6 +40,11 @@ pub struct ExploreOptions {
     pub inject: Vec<Entry>,
     /// One-source seeds, many-source seeds, or both.
     pub sources: Sources,
+    /// Election seeds instead ([`crate::election`]): several candidates share a Lease.
+    pub election: bool,
+    /// The clock rate drift election seeds draw within (a fraction; the default is just
+    /// inside the 20 % the default durations tolerate).
+    pub election_drift: f64,
 }
 
 impl Default for ExploreOptions {
@@ -51,6 +56,8 @@ impl Default for ExploreOptions {
             minimize: true,
             inject: Vec::new(),
             sources: Sources::Both,
+            election: false,
+            election_drift: crate::election::DEFAULT_DRIFT,
         }
     }
 }
@@ -87,6 +94,11 @@ pub struct ExploreReport {
     pub lines: Vec<String>,
     /// The `--fault` flags of injected faults, for the reproduction command.
     pub inject_flags: String,
+    /// The flags that select the kind of seeds again (`--election`), for the reproduction
+    /// command.
+    pub mode_flags: String,
+    /// An election exploration's figures.
+    pub election: Option<crate::election::ElectionTotals>,
 }
 
 /// The fault profiles a seed picks from.
@@ -821,7 +833,16 @@ pub fn minimize(trace: &Trace, invariant: &str, long: bool) -> Trace {
             .iter()
             .any(|v| v.invariant == invariant)
     };
-    let mut entries = trace.entries.clone();
+    Trace {
+        entries: ddmin(&trace.entries, fails),
+        ..trace.clone()
+    }
+}
+
+/// Delta debugging (Zeller's ddmin) over `items`: the smallest subset found, within
+/// [`MAX_MINIMIZE_RUNS`] runs, for which `fails` still holds.
+pub fn ddmin<T: Clone>(items: &[T], mut fails: impl FnMut(&[T]) -> bool) -> Vec<T> {
+    let mut entries = items.to_vec();
     let mut n = 2usize;
     let mut runs = 0;
     while entries.len() >= 2 && runs < MAX_MINIMIZE_RUNS {
@@ -833,7 +854,7 @@ pub fn minimize(trace: &Trace, invariant: &str, long: bool) -> Trace {
                 break;
             }
             let hi = (lo + chunk).min(entries.len());
-            let complement: Vec<Entry> = entries[..lo]
+            let complement: Vec<T> = entries[..lo]
                 .iter()
                 .chain(&entries[hi..])
                 .cloned()
@@ -857,10 +878,7 @@ pub fn minimize(trace: &Trace, invariant: &str, long: bool) -> Trace {
     if entries.len() == 1 && fails(&[]) {
         entries.clear();
     }
-    Trace {
-        entries,
-        ..trace.clone()
-    }
+    entries
 }
 
 /// A fault entry as the `--fault` flag that recreates it.
@@ -886,6 +904,9 @@ fn fault_flag(entry: &Entry) -> String {
 /// Runs every seed in `seeds`.
 #[must_use]
 pub fn explore(seeds: Range<u64>, opts: &ExploreOptions) -> ExploreReport {
+    if opts.election {
+        return crate::election::explore(seeds, opts);
+    }
     let mut report = ExploreReport {
         inject_flags: opts
             .inject
@@ -965,13 +986,29 @@ impl ExploreReport {
             );
             let _ = writeln!(
                 out,
-                "  reproduce: cargo run -p reconcile-sim -- explore --seeds {}..{}{}{}",
+                "  reproduce: cargo run -p reconcile-sim -- explore --seeds {}..{}{}{}{}",
                 f.seed,
                 f.seed + 1,
                 if short { "" } else { " --long" },
+                self.mode_flags,
                 self.inject_flags
             );
-            if let Some(path) = &f.minimized {
+            if let Some(path) = &f.minimized
+                && self.election.is_some()
+            {
+                let _ = writeln!(
+                    out,
+                    "  {} ({} of {} faults and workload ops), step by step: cargo run -p reconcile-sim -- election {}",
+                    if f.records.1 < f.records.0 {
+                        "minimized"
+                    } else {
+                        "scenario"
+                    },
+                    f.records.1,
+                    f.records.0,
+                    path.display()
+                );
+            } else if let Some(path) = &f.minimized {
                 let _ = writeln!(
                     out,
                     "  minimized ({} of {} records): cargo run -p reconcile-sim -- simulate --check --settle {} {}",
@@ -989,6 +1026,29 @@ impl ExploreReport {
             self.steps,
             self.failures.len()
         );
+        if let Some(e) = &self.election {
+            let _ = writeln!(
+                out,
+                "election: clock drift within {}, {} terms, {} takeovers",
+                e.drift, e.terms, e.takeovers
+            );
+            if let Some((gap, seed)) = e.closest_handover {
+                let secs = gap as f64 / 1e9;
+                let _ = writeln!(
+                    out,
+                    "  closest handover: a term began {secs:+.3}s after the previous one ended (seed {seed}){}",
+                    if gap < 0 { ": TERMS OVERLAPPED" } else { "" }
+                );
+            }
+            if let Some((took, bound, seed)) = e.slowest_election {
+                let _ = writeln!(
+                    out,
+                    "  slowest election after healing: {:.3}s of its {:.3}s bound (seed {seed})",
+                    took.as_secs_f64(),
+                    bound.as_secs_f64()
+                );
+            }
+        }
         let _ = writeln!(out, "profiles:");
         for (profile, n) in &self.profiles {
             let _ = writeln!(out, "  {profile:<20} {n:>6} seeds");

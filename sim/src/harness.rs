@@ -8,13 +8,15 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Duration;
 
+use reconcile_core::election::LostReason;
 use reconcile_core::pod::PodView;
 use reconcile_core::{
-    Backoff, CacheChange, Command, Config, ConfigError, Event, Input, Instant, KeyMap, ObjectKey,
-    Outcome, Output, ReconcileLoop, Related, RelistReason, RequestId, SourceId, StepLine, StreamId,
-    Ticket, Wake, WatchParams, WatchRetryReason,
+    Backoff, CacheChange, Command, Config, ConfigError, Deadline, ElectionConfig, Event, Input,
+    Instant, KeyMap, ObjectKey, Outcome, Output, ReconcileLoop, Related, RelistReason, RequestId,
+    SourceId, StepLine, StreamId, Ticket, Wake, WatchParams, WatchRetryReason,
 };
 
+use crate::clock::Clock;
 use crate::meta_view::MetaView;
 use crate::trace::{Header, ScriptedOutcome};
 
@@ -97,8 +99,33 @@ struct Running {
 /// What the harness learned from a step that its caller (the mode) must act on.
 #[derive(Debug, Default)]
 pub struct StepIo {
-    /// Commands for the apiserver side: LIST, WATCH, closes, source open / close.
+    /// Commands for the apiserver side: LIST, WATCH, closes, source open / close, Lease
+    /// requests.
     pub commands: Vec<Cmd>,
+    /// The parents dispatched in this step (kept for a [`Candidate`]'s harness only).
+    pub dispatched: Vec<String>,
+    /// Leadership won or lost in this step, in order (election only).
+    pub leadership: Vec<LeadershipChange>,
+}
+
+/// A change of leadership the core reported.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeadershipChange {
+    /// `LeadershipAcquired`: a term begins.
+    Acquired,
+    /// `LeadershipLost`: the term ended (its deadline passed, or the loop stopped).
+    Lost,
+}
+
+/// In a run of several candidates (election mode): whose harness this is, and its clock.
+/// Its lines start with the real time, then the name (and the candidate's own reading when
+/// it differs); the harness's `now` is the candidate's clock.
+#[derive(Debug, Clone)]
+pub struct Candidate {
+    /// The name its lines carry.
+    pub name: String,
+    /// The candidate's clock.
+    pub clock: Clock,
 }
 
 /// Counters of which fault paths a run went through.
@@ -108,6 +135,10 @@ pub type PathCounts = BTreeMap<&'static str, u64>;
 pub struct Harness {
     core: Core,
     now: Instant,
+    /// Set for a candidate of an election run: its name and clock.
+    candidate: Option<Candidate>,
+    /// Real time, for a candidate's lines (its `now` is its own clock's reading).
+    real: Instant,
     render: Render,
     out: String,
     steps: u64,
@@ -139,6 +170,10 @@ pub struct Harness {
     /// A copy of the cache kept only from the core's change log, as a driver keeps its
     /// readers' copy: at quiescence it must equal the cache.
     pub cache_copy: BTreeMap<ObjectKey, Arc<PodView>>,
+    /// Every parent an object was ever cached under (kept for a [`Candidate`]'s harness
+    /// only): a process cannot reconcile a parent it never knew, one that emptied before it
+    /// started, say.
+    pub known_parents: BTreeSet<String>,
     /// Last dispatch per parent (the core's own `Arc`s, moved out of the command, so
     /// recording them costs no copy).
     pub last_dispatch: BTreeMap<String, Dispatch>,
@@ -154,11 +189,49 @@ impl Harness {
     /// # Errors
     /// When the header's settings are out of the core's bounds.
     pub fn new(header: &Header, render: Render, max_steps: u64) -> Result<Self, ConfigError> {
-        let mut core = ReconcileLoop::new(config(header)?, Instant::ZERO)?;
+        Self::build(
+            config(header)?,
+            header,
+            None,
+            Instant::ZERO,
+            render,
+            max_steps,
+        )
+    }
+
+    /// A harness over a fresh core configured by `header` that runs for election as
+    /// `election.identity`, started at real instant `real` on `candidate`'s clock.
+    ///
+    /// # Errors
+    /// When the header's or the election's settings are out of the core's bounds.
+    pub fn for_candidate(
+        header: &Header,
+        election: ElectionConfig,
+        candidate: Candidate,
+        real: Instant,
+        render: Render,
+        max_steps: u64,
+    ) -> Result<Self, ConfigError> {
+        let config = config(header)?.leader_election(election);
+        Self::build(config, header, Some(candidate), real, render, max_steps)
+    }
+
+    fn build(
+        config: Config<PodView, String>,
+        header: &Header,
+        candidate: Option<Candidate>,
+        real: Instant,
+        render: Render,
+        max_steps: u64,
+    ) -> Result<Self, ConfigError> {
+        let now = candidate.as_ref().map_or(real, |c| c.clock.local(real));
+        let mut core = ReconcileLoop::new(config, now)?;
         core.log_cache_changes(true);
         Ok(Harness {
             core,
-            now: Instant::ZERO,
+            now,
+            candidate,
+            real,
             render,
             out: String::new(),
             steps: 0,
@@ -184,6 +257,7 @@ impl Harness {
             queue_bound: None,
             check_cursors: false,
             cache_copy: BTreeMap::new(),
+            known_parents: BTreeSet::new(),
             last_dispatch: BTreeMap::new(),
             violations: Vec::new(),
             paths: PathCounts::new(),
@@ -227,6 +301,27 @@ impl Harness {
     /// Moves the clock forward (never back).
     pub fn set_now(&mut self, now: Instant) {
         self.now = self.now.max(now);
+    }
+
+    /// A candidate's harness: moves real time to `real` (never back), and the clock to the
+    /// candidate's reading of it.
+    pub fn set_real(&mut self, real: Instant) {
+        self.real = self.real.max(real);
+        if let Some(c) = &self.candidate {
+            self.now = self.now.max(c.clock.local(self.real));
+        }
+    }
+
+    /// Real time (a candidate's harness; otherwise the time `set_real` last gave).
+    #[must_use]
+    pub fn real(&self) -> Instant {
+        self.real
+    }
+
+    /// The candidate this harness runs, if it runs one.
+    #[must_use]
+    pub fn candidate(&self) -> Option<&Candidate> {
+        self.candidate.as_ref()
     }
 
     /// Whether lines are being rendered (callers skip describing inputs otherwise).
@@ -355,10 +450,21 @@ impl Harness {
         let now = self.now;
         feed(&mut self.core, now);
         let copy = &mut self.cache_copy;
+        let mut known = self.candidate.is_some().then_some(&mut self.known_parents);
         self.core.drain_cache_changes(|change| match change {
             CacheChange::Cleared => copy.clear(),
-            CacheChange::Set { key, object, .. } => {
+            CacheChange::Set {
+                key,
+                object,
+                parent,
+                ..
+            } => {
                 copy.insert(key.clone(), Arc::clone(object));
+                if let Some(known) = known.as_deref_mut()
+                    && !known.contains(parent)
+                {
+                    known.insert(parent.clone());
+                }
             }
             CacheChange::Removed { key } => {
                 copy.remove(key);
@@ -494,7 +600,10 @@ impl Harness {
         } else {
             String::new()
         };
-        let mut line = matches!(self.render, Render::Text).then(|| StepLine::new(self.now, &input));
+        let mut line = matches!(self.render, Render::Text).then(|| match &self.candidate {
+            Some(c) => StepLine::new(self.real, &format!("{}  {input}", self.tag(c))),
+            None => StepLine::new(self.now, &input),
+        });
         let json = matches!(self.render, Render::Json);
         let mut commands: Vec<String> = Vec::new();
         let mut events: Vec<String> = Vec::new();
@@ -508,6 +617,13 @@ impl Harness {
             match output {
                 Output::Timeout(next) => break next,
                 Output::Event(event) => {
+                    match event {
+                        Event::LeadershipAcquired { .. } => {
+                            io.leadership.push(LeadershipChange::Acquired);
+                        }
+                        Event::LeadershipLost { .. } => io.leadership.push(LeadershipChange::Lost),
+                        _ => {}
+                    }
                     self.on_event(&event);
                     if json {
                         events.push(event.to_string());
@@ -522,22 +638,42 @@ impl Harness {
             }
         };
         self.after_step();
+        // A candidate's deadlines are its own clock's: its line shows them in real time.
+        let next = match &self.candidate {
+            Some(c) => next.map(|d| Deadline {
+                at: c.clock.real(d.at),
+                wake: d.wake,
+            }),
+            None => next,
+        };
         if let Some(line) = line {
             self.out.push_str(&line.finish(next));
             self.out.push('\n');
         } else if json {
-            let _ = writeln!(
-                self.out,
-                "{}",
-                serde_json::json!({
-                    "t_ns": self.now.as_nanos(),
-                    "input": input,
-                    "commands": commands,
-                    "events": events,
-                })
-            );
+            let mut value = serde_json::json!({
+                "t_ns": self.now.as_nanos(),
+                "input": input,
+                "commands": commands,
+                "events": events,
+            });
+            if let Some(c) = &self.candidate {
+                value["t_ns"] = self.real.as_nanos().into();
+                value["candidate"] = c.name.clone().into();
+                value["local_t_ns"] = self.now.as_nanos().into();
+            }
+            let _ = writeln!(self.out, "{value}");
         }
         io
+    }
+
+    /// A candidate's name on its lines, with its own clock's reading when that is not the
+    /// real time.
+    fn tag(&self, c: &Candidate) -> String {
+        if self.now == self.real {
+            c.name.clone()
+        } else {
+            format!("{}@{}", c.name, self.now)
+        }
     }
 
     fn on_event(&mut self, event: &Event<String>) {
@@ -607,6 +743,29 @@ impl Harness {
             Event::SourceNotSynced { .. } => "source not synced -> reopen",
             Event::SourceEnded { .. } => "source ended -> reopen",
             Event::Unnamed => "unnamed object refused",
+            Event::LeadershipAcquired { .. } => "election: leadership acquired",
+            Event::LeadershipLost {
+                reason: LostReason::RenewDeadline,
+                ..
+            } => "election: term ended at its renew deadline",
+            Event::LeadershipLost {
+                reason: LostReason::Stopped,
+                ..
+            } => "election: term ended by stop",
+            Event::LeaderObserved { .. } => "election: new holder observed",
+            Event::LeaseFailed { error, .. } => {
+                if error == "conflict" {
+                    "election: lease conflict (409)"
+                } else if error.starts_with("transport") {
+                    "election: lease transport error"
+                } else if error.starts_with("no answer") {
+                    "election: lease unanswered, abandoned"
+                } else if error.starts_with("HTTP") {
+                    "election: lease failed (HTTP status)"
+                } else {
+                    "election: lease failed (other)"
+                }
+            }
             _ => "other event",
         };
         self.count(path);
@@ -638,6 +797,9 @@ impl Harness {
                 related,
                 ..
             } => {
+                if self.candidate.is_some() {
+                    io.dispatched.push(parent.clone());
+                }
                 // Running reconciles are at most `concurrency`: a scan is cheaper than a set.
                 if self.running.values().any(|r| r.parent == parent) {
                     self.violation(

@@ -14,6 +14,7 @@
 //! | [`world`], [`selector`] | the simulated apiserver: history, compaction, LIST / WATCH, selectors |
 //! | [`simulate`](mod@simulate) | world mode: a discrete-event loop over the world, the core and the faults |
 //! | [`explore`] | swarm testing: seeded workloads and fault profiles, invariants, minimization |
+//! | [`election`], [`lease`], [`clock`] | election mode: candidates on drifting clocks share a simulated Lease; no two leaders, a leader once faults heal |
 //!
 //! Every run is a pure function of its trace, its options and its seed: no clock is read, no
 //! hash order reaches the output, and two runs give byte-identical output.
@@ -21,10 +22,13 @@
 //! The `reconcile-sim` command line (and clap with it) is the default `cli` feature; with
 //! `default-features = false` the crate is the library and the trace format alone.
 
+pub mod clock;
 pub mod describe;
+pub mod election;
 pub mod explore;
 pub mod harness;
 pub mod import;
+pub mod lease;
 pub mod meta_view;
 pub mod replay;
 pub mod rng;

@@ -1031,7 +1031,7 @@ impl Sim<'_> {
 }
 
 /// What a cache holds that the world does not, what it misses, and what it holds stale.
-fn differences(
+pub(crate) fn differences(
     held: &BTreeMap<String, (String, String)>,
     world: &BTreeMap<String, (String, String)>,
 ) -> String {

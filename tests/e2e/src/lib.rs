@@ -92,8 +92,8 @@ macro_rules! kinds_suite {
     };
 }
 
-/// Leader election between two controllers on the apiserver, in a module `election` so
-/// that `cargo test election` selects them.
+/// Leader election between two controllers on the apiserver, and the graceful stop, in a
+/// module `election` so that `cargo test election` selects them.
 #[macro_export]
 macro_rules! election_suite {
     ($driver:ty) => {
@@ -104,6 +104,9 @@ macro_rules! election_suite {
             $crate::cases!($driver, election:
                 a_standby_takes_over_at_once_when_the_leader_stops,
                 a_standby_takes_over_within_the_lease_when_the_leader_is_cut_off,
+            );
+            $crate::cases!($driver, shutdown:
+                a_graceful_stop_finishes_a_slow_reconcile_and_cancels_one_past_the_timeout,
             );
         }
     };

@@ -9,3 +9,4 @@ pub mod apiserver;
 pub mod election;
 pub mod kinds;
 pub mod kwok;
+pub mod shutdown;

@@ -52,6 +52,10 @@ pub struct Config<O, P> {
     /// Which updates of the primary's objects wake their parent (default: every new
     /// resourceVersion).
     pub predicate: Option<Predicate<O>>,
+    /// Parents woken by a listing (the first sync, a relist), a resync or a reconcile-all
+    /// trigger wait behind live changes, requeues and retries, without starving (default:
+    /// off).
+    pub priority: bool,
 }
 
 /// How a secondary source's objects map to parents, as far as a trace header can say.
@@ -163,6 +167,7 @@ impl<O, P> Clone for Config<O, P> {
             secondaries: self.secondaries.clone(),
             election: self.election.clone(),
             predicate: self.predicate.clone(),
+            priority: self.priority,
         }
     }
 }
@@ -206,6 +211,7 @@ impl<O, P> Config<O, P> {
             source_retry_delay: Duration::from_secs(1),
             election: None,
             predicate: None,
+            priority: false,
             secondaries: Vec::new(),
         }
     }
@@ -290,6 +296,16 @@ impl<O, P> Config<O, P> {
     #[must_use]
     pub fn predicate(mut self, predicate: Predicate<O>) -> Self {
         self.predicate = Some(predicate);
+        self
+    }
+
+    /// Turns priorities on: parents woken by a listing, a resync or a reconcile-all trigger
+    /// go in at low priority, behind live changes, requeues and retries (controller-runtime's
+    /// priority queue), yet get at least a quarter of the dispatches while they wait, so none
+    /// starves.
+    #[must_use]
+    pub fn priority(mut self, on: bool) -> Self {
+        self.priority = on;
         self
     }
 

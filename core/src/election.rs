@@ -130,8 +130,12 @@ impl ElectionConfig {
         Ok(())
     }
 
+    /// The Lease stores whole seconds: rounded up, so others never wait less than this
+    /// candidate's term assumes.
     fn lease_seconds(&self) -> u32 {
-        u32::try_from(self.lease_duration.as_secs()).unwrap_or(u32::MAX)
+        let secs =
+            self.lease_duration.as_secs() + u64::from(self.lease_duration.subsec_nanos() > 0);
+        u32::try_from(secs).unwrap_or(u32::MAX)
     }
 }
 
@@ -463,10 +467,13 @@ impl Elector {
         self.stopped = true;
         self.next_try = None;
         let leading = self.is_leader(now);
+        // After a conflict the version is unknown: an update without one would be refused,
+        // so the Lease is left to expire.
         if leading
             && self.config.release_on_stop
             && let Some(observed) = &self.observed
             && observed.holder == self.config.identity
+            && !observed.resource_version.is_empty()
         {
             let spec = LeaseSpec {
                 holder: String::new(),

@@ -10,61 +10,134 @@ use crate::hashing::FixedState;
 /// holds the order.
 type KeySet<K> = HashSet<K, FixedState>;
 
+/// Normal-priority keys handed out in a row, while low-priority keys wait, before one low
+/// key goes: low keys get at least a quarter of the dispatches, so none starves.
+pub const NORMAL_IN_A_ROW: u32 = 3;
+
 /// Keys waiting for a reconcile, and keys being reconciled.
 ///
 /// - `add` of a queued key is a no-op (dedup);
 /// - `add` of a key being processed marks it dirty: it is queued again, once, by `done`;
 /// - `pop` hands out the oldest key and marks it processing.
 ///
+/// With priorities ([`WorkQueue::add_low`]): a key asked for at low priority waits in a
+/// second FIFO; asked for again at normal priority it moves up. `pop` takes normal keys
+/// first, but never more than [`NORMAL_IN_A_ROW`] in a row while low keys wait, so the
+/// low key at position `n` is handed out within `(NORMAL_IN_A_ROW + 1) · n` pops however
+/// steady the normal stream (the starvation of controller-runtime issue #3496 cannot
+/// happen).
+///
 /// Bounded by the number of distinct keys: each key is at most once in `queue`, once in
-/// `dirty` and once in `processing`.
+/// `dirty` and once in `processing`; `low` holds each key at most twice (once live, once
+/// left behind by a move up, skipped when reached).
 #[derive(Debug)]
 pub struct WorkQueue<K> {
     queue: VecDeque<K>,
+    low: VecDeque<K>,
     /// Keys that need a reconcile: those in `queue`, plus processing keys re-added meanwhile.
     dirty: KeySet<K>,
+    /// Dirty keys asked for at low priority only.
+    low_keys: KeySet<K>,
     processing: KeySet<K>,
+    /// Keys waiting to be handed out (stale entries of `low` not counted).
+    waiting: usize,
+    normal_in_a_row: u32,
 }
 
 impl<K> Default for WorkQueue<K> {
     fn default() -> Self {
         WorkQueue {
             queue: VecDeque::new(),
+            low: VecDeque::new(),
             dirty: KeySet::default(),
+            low_keys: KeySet::default(),
             processing: KeySet::default(),
+            waiting: 0,
+            normal_in_a_row: 0,
         }
     }
 }
 
 impl<K: Eq + Hash + Clone> WorkQueue<K> {
-    /// Asks for a reconcile of `key`. Returns whether it was newly queued.
+    /// Asks for a reconcile of `key` at normal priority. Returns whether it was newly queued
+    /// (a key moved up from low priority counts as queued already).
     pub fn add(&mut self, key: K) -> bool {
         if !self.dirty.insert(key.clone()) {
+            if self.low_keys.remove(&key) && !self.processing.contains(&key) {
+                // Moved up: its entry in `low` is left behind and skipped when reached.
+                self.queue.push_back(key);
+            }
             return false;
         }
         if self.processing.contains(&key) {
             return false;
         }
         self.queue.push_back(key);
+        self.waiting += 1;
         true
     }
 
-    /// Hands out the oldest queued key and marks it processing.
+    /// Asks for a reconcile of `key` at low priority (a listing's or a resync's wake). A key
+    /// already wanted keeps its priority. Returns whether it was newly queued.
+    pub fn add_low(&mut self, key: K) -> bool {
+        if !self.dirty.insert(key.clone()) {
+            return false;
+        }
+        self.low_keys.insert(key.clone());
+        if self.processing.contains(&key) {
+            return false;
+        }
+        self.low.push_back(key);
+        self.waiting += 1;
+        true
+    }
+
+    /// Hands out the next key (see the type's rule) and marks it processing.
     pub fn pop(&mut self) -> Option<K> {
-        let key = self.queue.pop_front()?;
+        self.drop_stale_low();
+        let take_low = !self.low.is_empty()
+            && (self.queue.is_empty() || self.normal_in_a_row >= NORMAL_IN_A_ROW);
+        let key = if take_low {
+            self.normal_in_a_row = 0;
+            self.low.pop_front()?
+        } else {
+            let key = self.queue.pop_front()?;
+            if !self.low.is_empty() {
+                self.normal_in_a_row += 1;
+            }
+            key
+        };
         debug_assert!(!self.processing.contains(&key), "a key is handed out twice");
         self.dirty.remove(&key);
+        self.low_keys.remove(&key);
         self.processing.insert(key.clone());
+        self.waiting -= 1;
         Some(key)
     }
 
-    /// Marks `key` finished. If it was re-added meanwhile it is queued again; returns whether.
+    /// Drops the entries of `low` left behind by keys that moved up.
+    fn drop_stale_low(&mut self) {
+        while let Some(front) = self.low.front() {
+            if self.low_keys.contains(front) && !self.processing.contains(front) {
+                break;
+            }
+            self.low.pop_front();
+        }
+    }
+
+    /// Marks `key` finished. If it was re-added meanwhile it is queued again, at the
+    /// priority it was asked for; returns whether.
     pub fn done(&mut self, key: &K) -> bool {
         if !self.processing.remove(key) {
             return false;
         }
         if self.dirty.contains(key) {
-            self.queue.push_back(key.clone());
+            if self.low_keys.contains(key) {
+                self.low.push_back(key.clone());
+            } else {
+                self.queue.push_back(key.clone());
+            }
+            self.waiting += 1;
             return true;
         }
         false
@@ -73,7 +146,7 @@ impl<K: Eq + Hash + Clone> WorkQueue<K> {
     /// Keys waiting to be handed out.
     #[must_use]
     pub fn len(&self) -> usize {
-        self.queue.len()
+        self.waiting
     }
 
     /// Keys handed out and not yet done.
@@ -85,8 +158,12 @@ impl<K: Eq + Hash + Clone> WorkQueue<K> {
     /// Drops every waiting key (on stop).
     pub fn clear(&mut self) {
         self.queue.clear();
+        self.low.clear();
         self.dirty.clear();
+        self.low_keys.clear();
         self.processing.clear();
+        self.waiting = 0;
+        self.normal_in_a_row = 0;
     }
 }
 
@@ -125,5 +202,44 @@ mod tests {
         let mut q: WorkQueue<&str> = WorkQueue::default();
         assert!(!q.done(&"x"));
         assert_eq!(q.processing(), 0);
+    }
+
+    #[test]
+    fn normal_keys_go_first_but_a_low_key_waits_at_most_four_pops() {
+        let mut q = WorkQueue::default();
+        for k in ["l1", "l2"] {
+            q.add_low(k);
+        }
+        // A steady normal stream: a new normal key before every pop.
+        let mut order = Vec::new();
+        for i in 0..10 {
+            q.add(["n0", "n1", "n2", "n3", "n4", "n5", "n6", "n7", "n8", "n9"][i]);
+            let k = q.pop().unwrap();
+            q.done(&k);
+            order.push(k);
+        }
+        let l1 = order.iter().position(|k| *k == "l1").unwrap();
+        let l2 = order.iter().position(|k| *k == "l2").unwrap();
+        assert!(l1 < 4 && l2 < 8, "{order:?}");
+        assert_eq!(q.len(), 2);
+    }
+
+    #[test]
+    fn a_low_key_asked_for_again_at_normal_priority_moves_up_once() {
+        let mut q = WorkQueue::default();
+        q.add("n");
+        q.add_low("x");
+        q.add("x");
+        assert_eq!(q.len(), 2);
+        assert_eq!(q.pop(), Some("n"));
+        assert_eq!(q.pop(), Some("x"));
+        assert_eq!(q.pop(), None, "the entry left behind in low is skipped");
+        assert_eq!(q.len(), 0);
+        // Re-added while processing at low priority: requeued at low on done.
+        q.add_low("y");
+        assert_eq!(q.pop(), Some("y"));
+        q.add_low("y");
+        assert!(q.done(&"y"));
+        assert_eq!(q.pop(), Some("y"));
     }
 }

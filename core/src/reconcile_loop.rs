@@ -288,6 +288,10 @@ pub struct ReconcileLoop<O, P> {
     /// Something since the last drain may let a reconcile start (a wake, a freed slot).
     dispatch_due: bool,
     rejected: Vec<Rejected<P>>,
+    /// Listings, resyncs and reconcile-all triggers wake at low priority.
+    priority: bool,
+    /// Parents woken at low priority since the last drain.
+    low_wakes: Vec<P>,
     /// The primary's predicate as it prints, for `Event::Filtered`.
     predicate_name: Option<Arc<str>>,
     /// The election, when configured: dispatch waits for leadership.
@@ -349,6 +353,8 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
             secondaries,
             store,
             predicate_name,
+            priority: config.priority,
+            low_wakes: Vec::new(),
             queue: WorkQueue::default(),
             retry: RetryScheduler::new(config.backoff),
             in_flight: BTreeMap::new(),
@@ -431,6 +437,7 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
         let Some(i) = owner else {
             return Some(input);
         };
+        let listing = matches!(input, Input::List { .. });
         let source = &mut self.secondaries[i];
         let before = self.wakes.len();
         match input {
@@ -453,6 +460,9 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
         }
         if self.wakes.len() > before {
             self.dispatch_due = true;
+        }
+        if listing {
+            self.demote_since(before);
         }
         self.check_synced(now);
         None
@@ -559,6 +569,7 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
         self.queue.clear();
         self.retry.clear();
         self.wakes.clear();
+        self.low_wakes.clear();
         self.dispatch_due = false;
         self.resync_at = None;
     }
@@ -656,7 +667,9 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
             self.resync_at = self.resync.map(|period| now + period);
             self.stats.resyncs += 1;
             let parents = self.store.parents().len();
+            let before = self.wakes.len();
             self.wakes.extend(self.store.parents().cloned());
+            self.demote_since(before);
             self.dispatch_due = true;
             self.event(Event::Resync { parents });
         }
@@ -891,6 +904,7 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
             self.dispatch_due = true;
         }
         if replace {
+            self.demote_since(before);
             self.primary_synced = true;
         }
         self.check_synced(now);
@@ -913,7 +927,9 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
 
     fn reconcile_all(&mut self) {
         let parents = self.store.parents().len();
+        let before = self.wakes.len();
         self.wakes.extend(self.store.parents().cloned());
+        self.demote_since(before);
         self.dispatch_due = true;
         self.event(Event::ReconcileAll { parents });
     }
@@ -923,15 +939,31 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
         self.dispatch_due = true;
     }
 
-    /// Queues the parents woken since the last drain, each once, in ascending order.
-    fn queue_wakes(&mut self) {
-        if self.wakes.is_empty() {
-            return;
+    /// With priorities on, the wakes pushed since `before` (a listing's, a resync's) go in
+    /// at low priority.
+    fn demote_since(&mut self, before: usize) {
+        if self.priority && self.wakes.len() > before {
+            let added = self.wakes.split_off(before);
+            self.low_wakes.extend(added);
         }
-        self.wakes.sort_unstable();
-        self.wakes.dedup();
-        for parent in self.wakes.drain(..) {
-            self.queue.add(parent);
+    }
+
+    /// Queues the parents woken since the last drain, each once, in ascending order: those
+    /// at normal priority first, then those at low priority.
+    fn queue_wakes(&mut self) {
+        if !self.wakes.is_empty() {
+            self.wakes.sort_unstable();
+            self.wakes.dedup();
+            for parent in self.wakes.drain(..) {
+                self.queue.add(parent);
+            }
+        }
+        if !self.low_wakes.is_empty() {
+            self.low_wakes.sort_unstable();
+            self.low_wakes.dedup();
+            for parent in self.low_wakes.drain(..) {
+                self.queue.add_low(parent);
+            }
         }
     }
 

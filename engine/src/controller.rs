@@ -201,6 +201,16 @@ where
         self
     }
 
+    /// Priorities (controller-runtime's priority queue): parents woken by a listing (the
+    /// first sync, a relist), a resync or a reconcile-all trigger wait behind live changes,
+    /// requeues and retries, but get at least a quarter of the dispatches while they wait,
+    /// so none starves. Off by default.
+    #[must_use]
+    pub fn priority(mut self, on: bool) -> Self {
+        self.config = self.config.priority(on);
+        self
+    }
+
     /// What a stop request ([`Handle::stop`], a shutdown signal, [`Running::shutdown`]) does
     /// to the reconciles still running: by default they get 30 s to finish
     /// ([`Shutdown::FinishRunning`]); [`Shutdown::CancelRunning`] cancels them at once.

@@ -80,6 +80,7 @@ pub mod frame;
 mod hashing;
 mod key_map;
 pub mod list;
+pub mod metrics;
 mod object;
 mod output;
 mod params;
@@ -99,6 +100,7 @@ mod time;
 pub use config::{Config, ConfigError, ParentsBy, SecondaryConfig, SourceConfig, WatchParams};
 pub use election::{ElectionConfig, Leadership, LeaseRequest, LeaseResponse, OnLost};
 pub use key_map::{KeyBy, KeyByParseError, KeyMap, KeyMapError};
+pub use metrics::Metrics;
 pub use object::{Object, ObjectKey, OwnerRef};
 pub use output::{
     Command, Deadline, Event, ListFailure, Output, RelistReason, RequestId, SourceId, StreamId,

@@ -92,6 +92,12 @@ impl<K: Eq + Hash + Clone> WorkQueue<K> {
         true
     }
 
+    /// Whether `key` is wanted already (waiting, or re-added while processing): adding it
+    /// again changes nothing. The workqueue metrics count only adds of keys not wanted.
+    pub fn is_wanted(&self, key: &K) -> bool {
+        self.dirty.contains(key)
+    }
+
     /// Hands out the next key (see the type's rule) and marks it processing.
     pub fn pop(&mut self) -> Option<K> {
         self.drop_stale_low();

@@ -12,7 +12,9 @@ use crate::config::{Config, ConfigError, SourceConfig};
 use crate::election::{
     Change as ElectionChange, ElectionWake, Elector, Leadership, LeaseResponse, OnLost,
 };
+use crate::hashing::FixedState;
 use crate::key_map::KeyMap;
+use crate::metrics::{Metrics, ResultLabel, seconds};
 use crate::object::Object;
 use crate::output::{
     Command, Deadline, Event, Outbox, Output, RequestId, SourceId, StreamId, Ticket, Wake,
@@ -273,8 +275,17 @@ pub struct ReconcileLoop<O, P> {
     store: Store<O, P>,
     queue: WorkQueue<P>,
     retry: RetryScheduler<P>,
-    /// Invariant: `in_flight.len() <= concurrency`, and no parent appears twice.
-    in_flight: BTreeMap<Ticket, P>,
+    /// Invariant: `in_flight.len() <= concurrency`, and no parent appears twice. Each run
+    /// keeps the instant it was dispatched, for the work-duration metrics.
+    in_flight: BTreeMap<Ticket, (P, Instant)>,
+    /// Sum of `in_flight`'s dispatch instants, in nanoseconds: the unfinished-work gauge
+    /// without a walk over the running set.
+    in_flight_since: u128,
+    /// When each key waiting in the queue was first wanted (client-go's `addTimes`). Only
+    /// probed, never iterated, so its order reaches no output.
+    queued_at: std::collections::HashMap<P, Instant, FixedState>,
+    /// The counters and histograms only the loop's transitions can update.
+    metrics: Metrics,
     /// The primary's first whole listing has been applied.
     primary_synced: bool,
     /// Every source has applied a whole listing: the sync barrier is passed.
@@ -358,6 +369,9 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
             queue: WorkQueue::default(),
             retry: RetryScheduler::new(config.backoff),
             in_flight: BTreeMap::new(),
+            in_flight_since: 0,
+            queued_at: std::collections::HashMap::default(),
+            metrics: Metrics::default(),
             primary_synced: false,
             synced: false,
             resync_at: None,
@@ -566,7 +580,9 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
             self.out
                 .push_back(Output::Command(Command::CancelReconcile { ticket }));
         }
+        self.in_flight_since = 0;
         self.queue.clear();
+        self.queued_at.clear();
         self.retry.clear();
         self.wakes.clear();
         self.low_wakes.clear();
@@ -575,9 +591,19 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
     }
 
     fn handle_reconciled(&mut self, now: Instant, ticket: Ticket, outcome: Outcome) {
-        let Some(parent) = self.in_flight.remove(&ticket) else {
+        let Some((parent, started)) = self.in_flight.remove(&ticket) else {
             return self.stale("reconcile outcome");
         };
+        self.in_flight_since -= u128::from(started.as_nanos());
+        let took = seconds(started, now);
+        self.metrics.reconcile_time.observe(took);
+        self.metrics.workqueue_work_duration.observe(took);
+        self.metrics.count_result(match &outcome {
+            Outcome::Success => ResultLabel::Success,
+            Outcome::RequeueAfter(delay) if delay.is_zero() => ResultLabel::Requeue,
+            Outcome::RequeueAfter(_) => ResultLabel::RequeueAfter,
+            Outcome::Error(_) | Outcome::ErrorHandled { .. } => ResultLabel::Error,
+        });
         self.queue.done(&parent);
         self.dispatch_due = true;
         match outcome {
@@ -588,6 +614,8 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
             }
             Outcome::Error(error) => {
                 self.stats.reconcile_errors += 1;
+                // client-go counts a retry per rate-limited re-add, which is the backoff's.
+                self.metrics.workqueue_retries_total += 1;
                 let (failures, delay) = self.retry.failed(now, parent.clone());
                 self.event(Event::BackoffScheduled {
                     parent,
@@ -626,12 +654,21 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
         match change {
             ElectionChange::None => {}
             // Whatever queued while standing by may run now.
-            ElectionChange::Acquired => self.dispatch_due = true,
+            ElectionChange::Acquired => {
+                self.metrics.leadership_transitions_total += 1;
+                self.dispatch_due = true;
+            }
             ElectionChange::Lost => {
+                self.metrics.leadership_transitions_total += 1;
                 if self.on_lost == OnLost::Cancel {
                     // Abandoned runs go back to the queue, for this candidate's next term.
-                    for (ticket, parent) in std::mem::take(&mut self.in_flight) {
+                    self.in_flight_since = 0;
+                    for (ticket, (parent, _)) in std::mem::take(&mut self.in_flight) {
                         self.queue.done(&parent);
+                        if !self.queue.is_wanted(&parent) {
+                            self.metrics.workqueue_adds_total += 1;
+                            self.queued_at.entry(parent.clone()).or_insert(self.now);
+                        }
                         self.queue.add(parent);
                         self.out
                             .push_back(Output::Command(Command::CancelReconcile { ticket }));
@@ -687,9 +724,15 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
             self.queue_wakes();
             self.dispatch();
         }
-        self.out
-            .pop_front()
-            .unwrap_or_else(|| Output::Timeout(self.poll_timeout()))
+        match self.out.pop_front() {
+            Some(output) => {
+                if let Output::Event(event) = &output {
+                    self.metrics.count_event(event);
+                }
+                output
+            }
+            None => Output::Timeout(self.poll_timeout()),
+        }
     }
 
     /// The next deadline and its reason; `None` when only an input can make progress.
@@ -840,6 +883,41 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
         stats
     }
 
+    /// The metrics as of the latest `now`: the counters and histograms the loop's
+    /// transitions keep, with the gauges (queue depth, running reconciles and their ages,
+    /// sync, leadership) read off the state. Pure: the same inputs give the same figures.
+    #[must_use]
+    pub fn metrics(&self) -> Metrics {
+        let stats = self.stats();
+        let mut m = self.metrics;
+        m.reconcile_errors_total = stats.reconcile_errors;
+        m.max_concurrent_reconciles = self.concurrency as u64;
+        m.active_workers = self.in_flight.len() as u64;
+        m.workqueue_depth = self.queue.len() as u64;
+        let running = self.in_flight.len() as u128;
+        let now = u128::from(self.now.as_nanos());
+        // Every dispatch instant is at most `now`, so this cannot underflow.
+        let unfinished = (running * now).saturating_sub(self.in_flight_since);
+        #[allow(clippy::cast_precision_loss)] // nanoseconds to seconds: f64 is the format's type
+        {
+            m.workqueue_unfinished_work_seconds = unfinished as f64 / 1e9;
+        }
+        // Tickets grow with dispatch order: the first running ticket is the oldest run.
+        m.workqueue_longest_running_processor_seconds = self
+            .in_flight
+            .values()
+            .next()
+            .map_or(0.0, |(_, started)| seconds(*started, self.now));
+        m.frames_skipped_total = stats.frames_skipped;
+        m.frames_applied_total = stats.frames.saturating_sub(
+            stats.frames_skipped + m.relists(crate::metrics::RelistLabel::UndecodableFrame),
+        );
+        m.lists_total = stats.lists;
+        m.synced = self.synced;
+        m.leader = self.elector.as_ref().map(|e| e.is_leader(self.now));
+        m
+    }
+
     /// Reconciles running now.
     #[must_use]
     pub fn in_flight(&self) -> usize {
@@ -955,6 +1033,10 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
             self.wakes.sort_unstable();
             self.wakes.dedup();
             for parent in self.wakes.drain(..) {
+                if !self.queue.is_wanted(&parent) {
+                    self.metrics.workqueue_adds_total += 1;
+                    self.queued_at.entry(parent.clone()).or_insert(self.now);
+                }
                 self.queue.add(parent);
             }
         }
@@ -962,6 +1044,10 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
             self.low_wakes.sort_unstable();
             self.low_wakes.dedup();
             for parent in self.low_wakes.drain(..) {
+                if !self.queue.is_wanted(&parent) {
+                    self.metrics.workqueue_adds_total += 1;
+                    self.queued_at.entry(parent.clone()).or_insert(self.now);
+                }
                 self.queue.add_low(parent);
             }
         }
@@ -985,7 +1071,7 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
                 break;
             };
             debug_assert!(
-                self.in_flight.values().all(|p| *p != parent),
+                self.in_flight.values().all(|(p, _)| *p != parent),
                 "a key reconciled twice at once"
             );
             let ticket = Ticket(self.ids.bump());
@@ -998,7 +1084,13 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
                 .iter()
                 .map(|s| s.related(&parent))
                 .collect();
-            self.in_flight.insert(ticket, parent.clone());
+            if let Some(at) = self.queued_at.remove(&parent) {
+                self.metrics
+                    .workqueue_queue_duration
+                    .observe(seconds(at, self.now));
+            }
+            self.in_flight.insert(ticket, (parent.clone(), self.now));
+            self.in_flight_since += u128::from(self.now.as_nanos());
             self.stats.reconciles += 1;
             self.out.push_back(Output::Command(Command::Reconcile {
                 ticket,

@@ -66,6 +66,11 @@ impl<const N: usize> Histogram<N> {
         self.sum
     }
 
+    /// `(upper bound, observations in that bucket alone)`, ascending, without `+Inf`.
+    pub fn bucket_counts(&self) -> impl Iterator<Item = (f64, u64)> + '_ {
+        self.bounds.iter().copied().zip(self.counts.iter().copied())
+    }
+
     /// `(upper bound, cumulative count)` per bucket, ascending, without `+Inf` (whose count
     /// is [`count`](Self::count)), as the exposition format wants them.
     pub fn buckets(&self) -> impl Iterator<Item = (f64, u64)> + '_ {

@@ -47,6 +47,7 @@
 //! exec plugins run on smol's blocking pool instead, and the `gcp` auth provider is
 //! refused up front with [`ClientError::RefreshingAuth`]; see [`transport`].
 
+pub mod endpoints;
 pub mod runtime;
 pub mod transport;
 
@@ -55,9 +56,9 @@ pub mod transport;
 pub use smol;
 
 pub use engine::{
-    Action, ApiClient, ApiError, Cache, CacheSnapshot, ElectionConfig, Error, Handle, Leadership,
-    Limits, OnLost, Predicate, Reconcile, Recorder, Running, Shutdown, Source, Tape, TraceRecorder,
-    default_error_policy, default_identity,
+    Action, ApiClient, ApiError, Cache, CacheSnapshot, ControllerMetrics, ElectionConfig,
+    Endpoints, Error, Handle, Leadership, Limits, OnLost, Predicate, Reconcile, Recorder, Running,
+    Shutdown, Source, Tape, TraceRecorder, default_error_policy, default_identity,
 };
 pub use reconcile_core::pod::PodView;
 pub use reconcile_core::{KeyMap, Object, ObjectKey, WatchParams};
@@ -75,6 +76,7 @@ pub mod prelude {
         ApiClient, ApiError, Cache, CacheSnapshot, Reconcile, Source, default_error_policy,
     };
 }
+pub use endpoints::EndpointsServer;
 pub use runtime::{SmolRuntime, SmolTask, shutdown_signal};
 pub use transport::{ClientError, ExecError, SmolTransport, TransportOptions};
 

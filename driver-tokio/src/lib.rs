@@ -72,13 +72,14 @@
 //! Both run on the ambient tokio runtime: `#[tokio::main]`, or any runtime with the time
 //! driver enabled.
 
+pub mod endpoints;
 pub mod runtime;
 pub mod transport;
 
 pub use engine::{
-    Action, ApiClient, ApiError, Cache, CacheSnapshot, ElectionConfig, Error, Handle, Leadership,
-    Limits, OnLost, Predicate, Reconcile, Recorder, Running, Shutdown, Source, Tape, TraceRecorder,
-    default_error_policy, default_identity,
+    Action, ApiClient, ApiError, Cache, CacheSnapshot, ControllerMetrics, ElectionConfig,
+    Endpoints, Error, Handle, Leadership, Limits, OnLost, Predicate, Reconcile, Recorder, Running,
+    Shutdown, Source, Tape, TraceRecorder, default_error_policy, default_identity,
 };
 pub use reconcile_core::pod::PodView;
 pub use reconcile_core::{KeyMap, Object, ObjectKey, WatchParams};
@@ -96,6 +97,7 @@ pub mod prelude {
         ApiClient, ApiError, Cache, CacheSnapshot, Reconcile, Source, default_error_policy,
     };
 }
+pub use endpoints::EndpointsServer;
 pub use runtime::{TokioRuntime, TokioTask, shutdown_signal};
 pub use transport::KubeTransport;
 

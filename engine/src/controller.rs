@@ -163,13 +163,21 @@ where
         };
         let (stop_tx, stop) = async_channel::bounded(1);
         let (inbox_tx, inbox) = async_channel::bounded(limits.inbox);
+        let shared = Shared::new(stop_tx, inbox_tx);
+        // controller-runtime names a controller after its kind; the collection's last path
+        // segment (`pods`, `configmaps`) is as close as an untyped source gets.
+        let name = remote
+            .as_ref()
+            .and_then(|r| r.requests.collection_name())
+            .unwrap_or("in-process");
+        shared.metrics.set_name(name);
         Controller {
             runtime,
             remote,
             secondaries: Vec::new(),
             config,
             limits,
-            shared: Arc::new(Shared::new(stop_tx, inbox_tx)),
+            shared: Arc::new(shared),
             published: Arc::new(Published::new()),
             inbox,
             stop,
@@ -188,6 +196,15 @@ where
         R: Default,
     {
         Self::with_runtime(R::default(), source, key_map)
+    }
+
+    /// Names the controller, as controller-runtime's `Named`: the `controller` label of its
+    /// metrics and the `name` of its workqueue's. Defaults to the primary collection's
+    /// resource name (`pods`), or `in-process`.
+    #[must_use]
+    pub fn name(self, name: &str) -> Self {
+        self.shared.metrics.set_name(name);
+        self
     }
 
     /// Filters the primary's updates (controller-runtime's predicates, kube-runtime's

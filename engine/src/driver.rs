@@ -208,6 +208,7 @@ where
             self.published.publish(self.cache.clone());
             self.shared.publish(self.core.stats(), self.core.cursor());
             self.shared.publish_leadership(self.core.leadership());
+            self.shared.metrics.publish(self.core.metrics());
             if self.core.lifecycle() == Lifecycle::Stopped {
                 return Ok(());
             }

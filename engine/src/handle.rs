@@ -8,6 +8,7 @@ use reconcile_core::{SourceEvent, Stats};
 
 use super::cache::{Cache, Published};
 use super::error::Error;
+use super::metrics::{ControllerMetrics, MetricsCell};
 
 /// One message into the driver task.
 #[derive(Debug)]
@@ -62,6 +63,8 @@ pub(crate) struct Shared<O> {
     /// Capacity 1: a stop already pending makes a second one a no-op.
     stop: async_channel::Sender<()>,
     inbox: async_channel::Sender<Msg<O>>,
+    /// The core's metrics after each turn, and the controller's name.
+    pub(crate) metrics: Arc<MetricsCell>,
 }
 
 impl<O> Shared<O> {
@@ -74,6 +77,7 @@ impl<O> Shared<O> {
             changed: Event::new(),
             stop,
             inbox,
+            metrics: Arc::new(MetricsCell::new("controller")),
         }
     }
 
@@ -190,6 +194,27 @@ impl<O, P> Handle<O, P> {
     #[must_use]
     pub fn stats(&self) -> Stats {
         self.shared.state().stats
+    }
+
+    /// The core's metrics as of the driver's last turn, as plain data.
+    #[must_use]
+    pub fn metrics(&self) -> reconcile_core::Metrics {
+        self.shared.metrics.get().1
+    }
+
+    /// The controller's metrics as a `prometheus-client` collector, to register in your own
+    /// registry: `registry.register_collector(Box::new(handle.collector()))`. The series
+    /// carry controller-runtime's names and labels; see [`crate::metrics`].
+    #[must_use]
+    pub fn collector(&self) -> ControllerMetrics {
+        ControllerMetrics::new(Arc::clone(&self.shared.metrics))
+    }
+
+    /// The controller's name, as its metrics label it
+    /// ([`Controller::name`](crate::Controller::name)).
+    #[must_use]
+    pub fn name(&self) -> Arc<str> {
+        self.shared.metrics.name()
     }
 
     /// The reflector's cursor as of the driver's last turn (`None` before the first LIST

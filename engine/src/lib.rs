@@ -41,11 +41,13 @@ pub mod cache;
 pub mod controller;
 mod driver;
 pub mod election;
+pub mod endpoints;
 pub mod error;
 #[cfg(feature = "example")]
 pub mod example;
 pub mod handle;
 pub mod lines;
+pub mod metrics;
 pub mod reconcile;
 pub mod recorder;
 pub mod runtime;
@@ -59,8 +61,10 @@ pub use cache::{Cache, CacheSnapshot, NeverReady};
 pub use controller::{Controller, ParentKey, Running};
 pub use driver::{Limits, Shutdown};
 pub use election::default_identity;
+pub use endpoints::Endpoints;
 pub use error::Error;
 pub use handle::Handle;
+pub use metrics::ControllerMetrics;
 pub use reconcile::{Action, Reconcile, default_error_policy};
 pub use reconcile_core::{ElectionConfig, Leadership, OnLost, Predicate};
 /// What a [`Tape`] keeps: an input fed or a command issued (from `reconcile-trace`).

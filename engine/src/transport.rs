@@ -64,6 +64,15 @@ pub struct Requests {
 }
 
 impl Requests {
+    /// The collection's resource name: the URL path's last segment (`pods`).
+    pub(crate) fn collection_name(&self) -> Option<&str> {
+        self.request
+            .url_path
+            .rsplit('/')
+            .next()
+            .filter(|s| !s.is_empty())
+    }
+
     /// Requests under `url_path`, for example `/api/v1/namespaces/default/pods`.
     #[must_use]
     pub fn new(url_path: impl Into<String>) -> Self {

@@ -12,12 +12,13 @@ use reconcile_core::election::LostReason;
 use reconcile_core::pod::PodView;
 use reconcile_core::{
     Backoff, CacheChange, Command, Config, ConfigError, Deadline, ElectionConfig, Event, Input,
-    Instant, KeyMap, ObjectKey, Outcome, Output, ReconcileLoop, Related, RelistReason, RequestId,
-    SourceId, StepLine, StreamId, Ticket, Wake, WatchParams, WatchRetryReason,
+    Instant, KeyMap, Object as _, ObjectKey, Outcome, Output, ReconcileLoop, Related, RelistReason,
+    RequestId, SourceId, StepLine, StreamId, Ticket, Wake, WatchParams, WatchRetryReason,
 };
 
 use crate::clock::Clock;
 use crate::meta_view::MetaView;
+use crate::starvation::{StarvationCheck, StepWakes};
 use crate::trace::{Header, ScriptedOutcome};
 
 /// The core as the simulator runs it: partial pod views, parents named by strings.
@@ -181,6 +182,76 @@ pub struct Harness {
     pub violations: Vec<Violation>,
     /// Fault paths reached.
     pub paths: PathCounts,
+    /// The starvation invariant of the priority queue, when checked.
+    starvation: Option<Box<Starvation>>,
+}
+
+/// A cached object's parent and resourceVersion, as the starvation check follows them.
+type Placed = (String, Option<String>);
+
+/// What the starvation check needs beyond the check itself: the cache as the change log
+/// says (to tell which parents a change woke) and the step being taken.
+#[derive(Debug)]
+struct Starvation {
+    check: StarvationCheck,
+    /// Each cached object's parent and resourceVersion, as the core's change log left them.
+    cached: BTreeMap<String, Placed>,
+    step: StepWakes,
+    /// A resync or a reconcile-all trigger in this step: every parent woken at low priority.
+    all_low: bool,
+}
+
+/// The parents a cache write woke, as the core's store decides: an object new to its
+/// parent, gone from it, or under it at another resourceVersion (the same version, both
+/// known, wakes nothing).
+fn woken_by(old: Option<&Placed>, new: Option<&Placed>, into: &mut BTreeSet<String>) {
+    match (old, new) {
+        (Some((po, rvo)), Some((pn, rvn))) if po == pn => {
+            if !(rvo.is_some() && rvo == rvn) {
+                into.insert(pn.clone());
+            }
+        }
+        (old, new) => {
+            for (parent, _) in old.into_iter().chain(new) {
+                into.insert(parent.clone());
+            }
+        }
+    }
+}
+
+impl Starvation {
+    /// Which parents this step's cache writes woke: at low priority when the cache was
+    /// replaced (a listing of the primary), at normal otherwise (a live change).
+    fn note_changes(&mut self, cleared: bool, changed: Vec<(String, Option<Placed>)>) {
+        if cleared {
+            // The log lists the whole cache after a replace: diff it against the last one.
+            let new: BTreeMap<String, Placed> = changed
+                .into_iter()
+                .filter_map(|(k, v)| v.map(|v| (k, v)))
+                .collect();
+            for (key, old) in &self.cached {
+                woken_by(Some(old), new.get(key), &mut self.step.low);
+            }
+            for (key, value) in &new {
+                if !self.cached.contains_key(key) {
+                    woken_by(None, Some(value), &mut self.step.low);
+                }
+            }
+            self.cached = new;
+            return;
+        }
+        for (key, new) in changed {
+            woken_by(self.cached.get(&key), new.as_ref(), &mut self.step.normal);
+            match new {
+                Some(value) => {
+                    self.cached.insert(key, value);
+                }
+                None => {
+                    self.cached.remove(&key);
+                }
+            }
+        }
+    }
 }
 
 impl Harness {
@@ -261,7 +332,77 @@ impl Harness {
             last_dispatch: BTreeMap::new(),
             violations: Vec::new(),
             paths: PathCounts::new(),
+            starvation: None,
         })
+    }
+
+    /// A harness over a fresh core with `config` (the header's, changed by the caller, with
+    /// priorities on, say); the rest of the run's settings come from `header`.
+    ///
+    /// # Errors
+    /// When the settings are out of the core's bounds.
+    pub fn with_config(
+        config: Config<PodView, String>,
+        header: &Header,
+        render: Render,
+        max_steps: u64,
+    ) -> Result<Self, ConfigError> {
+        Self::build(config, header, None, Instant::ZERO, render, max_steps)
+    }
+
+    /// Checks the priority queue's starvation invariant ([`crate::starvation`]) with
+    /// `in_a_row` as the rule's normal keys in a row. Call before the first step, on a core
+    /// with priorities on. The check sees only the primary source's wakes: with secondary
+    /// sources it is left off (their wakes would be invisible to it).
+    pub fn check_starvation(&mut self, header: &Header, in_a_row: u32) {
+        if header.secondaries.is_empty() {
+            self.starvation = Some(Box::new(Starvation {
+                check: StarvationCheck::new(in_a_row),
+                cached: BTreeMap::new(),
+                step: StepWakes::default(),
+                all_low: false,
+            }));
+        }
+    }
+
+    /// At the end of a run that is still running: every parent woken must have been
+    /// dispatched (the eventual half of the starvation invariant).
+    pub fn finish_starvation(&mut self) {
+        let Some(s) = &self.starvation else {
+            return;
+        };
+        let low = s.check.low_dispatched;
+        let moved_up = s.check.moved_up;
+        let (waited, bound) = s.check.longest_wait;
+        for starved in s.check.finish(!self.running.is_empty()) {
+            self.violation(starved.invariant, starved.detail);
+        }
+        *self
+            .paths
+            .entry("priority: low key dispatched within its bound")
+            .or_default() += low;
+        *self
+            .paths
+            .entry("priority: low key moved up by a live change")
+            .or_default() += moved_up;
+        // Tenths of the bound the longest wait used: how close the run came.
+        if let Some(tenths) = (waited * 10).checked_div(bound) {
+            let tenths = tenths.min(10);
+            const USED: [&str; 11] = [
+                "priority: longest low wait 0/10 of its bound",
+                "priority: longest low wait 1/10 of its bound",
+                "priority: longest low wait 2/10 of its bound",
+                "priority: longest low wait 3/10 of its bound",
+                "priority: longest low wait 4/10 of its bound",
+                "priority: longest low wait 5/10 of its bound",
+                "priority: longest low wait 6/10 of its bound",
+                "priority: longest low wait 7/10 of its bound",
+                "priority: longest low wait 8/10 of its bound",
+                "priority: longest low wait 9/10 of its bound",
+                "priority: longest low wait 10/10 of its bound",
+            ];
+            self.count(USED[usize::try_from(tenths).unwrap_or(10)]);
+        }
     }
 
     /// Reconciles without a script take this long (0 by default).
@@ -451,8 +592,16 @@ impl Harness {
         feed(&mut self.core, now);
         let copy = &mut self.cache_copy;
         let mut known = self.candidate.is_some().then_some(&mut self.known_parents);
+        // For the starvation check: whether the cache was replaced (a listing) and each
+        // key's new parent and version.
+        let watching = self.starvation.is_some();
+        let mut cleared = false;
+        let mut changed: Vec<(String, Option<Placed>)> = Vec::new();
         self.core.drain_cache_changes(|change| match change {
-            CacheChange::Cleared => copy.clear(),
+            CacheChange::Cleared => {
+                copy.clear();
+                cleared = true;
+            }
             CacheChange::Set {
                 key,
                 object,
@@ -465,11 +614,21 @@ impl Harness {
                 {
                     known.insert(parent.clone());
                 }
+                if watching {
+                    let rv = object.object_resource_version().map(str::to_owned);
+                    changed.push((key.to_string(), Some((parent.clone(), rv))));
+                }
             }
             CacheChange::Removed { key } => {
                 copy.remove(key);
+                if watching {
+                    changed.push((key.to_string(), None));
+                }
             }
         });
+        if let Some(s) = &mut self.starvation {
+            s.note_changes(cleared, changed);
+        }
         self.drain(input)
     }
 
@@ -492,6 +651,8 @@ impl Harness {
     /// Stops the core.
     pub fn stop(&mut self) -> StepIo {
         self.stopped = true;
+        // A stop drops the queue: nothing woken is owed a dispatch any more.
+        self.starvation = None;
         self.step(
             || "stop".into(),
             |core, now| core.handle_input(now, Input::Stop),
@@ -533,6 +694,9 @@ impl Harness {
         let running = self.running.remove(&ticket)?;
         let outcome = running.outcome;
         let parent = running.parent;
+        if let Some(s) = &mut self.starvation {
+            s.step.completed = Some(parent.clone());
+        }
         match &outcome {
             Outcome::Error(_) => *self.failures_in_a_row.entry(parent.clone()).or_default() += 1,
             _ => {
@@ -713,6 +877,7 @@ impl Harness {
                 delay,
                 ..
             } => {
+                self.exempt_from_starvation(parent);
                 let in_a_row = self.failures_in_a_row.get(parent).copied().unwrap_or(0);
                 if *failures != in_a_row {
                     self.violation(
@@ -733,10 +898,26 @@ impl Harness {
                 }
                 "reconcile backoff"
             }
-            Event::RequeueScheduled { .. } => "requeue-after",
-            Event::ErrorHandled { .. } => "error handled by policy",
-            Event::Resync { .. } => "resync",
-            Event::ReconcileAll { .. } => "reconcile-all trigger",
+            Event::RequeueScheduled { parent, .. } => {
+                self.exempt_from_starvation(parent);
+                "requeue-after"
+            }
+            Event::ErrorHandled { parent, .. } => {
+                self.exempt_from_starvation(parent);
+                "error handled by policy"
+            }
+            Event::Resync { .. } => {
+                if let Some(s) = &mut self.starvation {
+                    s.all_low = true;
+                }
+                "resync"
+            }
+            Event::ReconcileAll { .. } => {
+                if let Some(s) = &mut self.starvation {
+                    s.all_low = true;
+                }
+                "reconcile-all trigger"
+            }
             Event::Unmapped { .. } => "unmapped object evicted",
             Event::Stale { .. } => "stale input ignored",
             Event::Synced { .. } => "synced",
@@ -799,6 +980,9 @@ impl Harness {
             } => {
                 if self.candidate.is_some() {
                     io.dispatched.push(parent.clone());
+                }
+                if let Some(s) = &mut self.starvation {
+                    s.step.dispatched.push(parent.clone());
                 }
                 // Running reconciles are at most `concurrency`: a scan is cheaper than a set.
                 if self.running.values().any(|r| r.parent == parent) {
@@ -890,7 +1074,40 @@ impl Harness {
         }
     }
 
+    /// A parent with a retry or requeue timer: its timer's wake, invisible to the
+    /// starvation check, may move it up.
+    fn exempt_from_starvation(&mut self, parent: &str) {
+        if let Some(s) = &mut self.starvation {
+            s.check.exempt(parent);
+        }
+    }
+
+    /// Hands the step's wakes and dispatches to the starvation check.
+    fn check_starvation_step(&mut self) {
+        let Some(s) = &mut self.starvation else {
+            return;
+        };
+        if std::mem::take(&mut s.all_low) {
+            // Every parent with members, as the core's store has them.
+            let parents: BTreeSet<String> = s.cached.values().map(|(p, _)| p.clone()).collect();
+            s.step.low.extend(parents);
+        }
+        let mut step = std::mem::take(&mut s.step);
+        // Running before this step's dispatches: a key is never handed out while it runs.
+        step.running = self
+            .running
+            .values()
+            .map(|r| r.parent.clone())
+            .filter(|p| !step.dispatched.contains(p))
+            .collect();
+        let broken = s.check.step(step);
+        for starved in broken {
+            self.violation(starved.invariant, starved.detail);
+        }
+    }
+
     fn after_step(&mut self) {
+        self.check_starvation_step();
         // A reflector retry must be scheduled no later than retry_delay from now.
         if let Some(d) = self.core.poll_timeout()
             && matches!(d.wake, Wake::ListRetry | Wake::WatchRetry)

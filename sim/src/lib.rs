@@ -14,6 +14,7 @@
 //! | [`world`], [`selector`] | the simulated apiserver: history, compaction, LIST / WATCH, selectors |
 //! | [`simulate`](mod@simulate) | world mode: a discrete-event loop over the world, the core and the faults |
 //! | [`explore`] | swarm testing: seeded workloads and fault profiles, invariants, minimization |
+//! | [`starvation`] | the priority queue's starvation invariant: a low key n-th in line goes within (k + 1) · n dispatches, every wake is served |
 //! | [`election`], [`lease`], [`clock`] | election mode: candidates on drifting clocks share a simulated Lease; no two leaders, a leader once faults heal |
 //!
 //! Every run is a pure function of its trace, its options and its seed: no clock is read, no
@@ -34,6 +35,7 @@ pub mod replay;
 pub mod rng;
 pub mod schedule;
 pub mod simulate;
+pub mod starvation;
 pub mod world;
 
 /// The trace format, from its own crate ([`reconcile_trace`]).

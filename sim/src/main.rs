@@ -48,6 +48,11 @@ enum Cmd {
         /// Check the invariants (store equals world, parents reconciled, ...) at the end.
         #[arg(long)]
         check: bool,
+        /// Turn the core's priority queue on (listings', resyncs' and reconcile-all
+        /// triggers' wakes at low priority) and check that no low key starves (one-source
+        /// traces; as `explore --priority` runs its busy seeds).
+        #[arg(long)]
+        priority: bool,
         /// One JSON object per step.
         #[arg(long)]
         json: bool,
@@ -104,6 +109,12 @@ enum Cmd {
         /// inside the 0.2 the default durations tolerate; above it safety can break).
         #[arg(long, requires = "election")]
         election_drift: Option<f64>,
+        /// Busy seeds: one worker, a large first listing, a live stream to a few hot
+        /// parents that never runs dry, relists, resyncs and reconcile-all triggers, with
+        /// the core's priority queue on; checks that every low-priority key is dispatched
+        /// within (3 + 1) x its place among the low keys, and every woken parent at all.
+        #[arg(long, conflicts_with_all = ["sources", "election"])]
+        priority: bool,
     },
     /// Run one election scenario step by step: a file (as explore writes for a failing
     /// seed), or a generated seed.
@@ -144,6 +155,7 @@ fn run(cli: Cli) -> Result<bool, String> {
             settle,
             reconcile_duration,
             check,
+            priority,
             json,
         } => {
             let trace = read(&file, from)?;
@@ -157,6 +169,8 @@ fn run(cli: Cli) -> Result<bool, String> {
                 settle: trace::seconds("--settle", settle)?,
                 reconcile_duration: trace::seconds("--reconcile-duration", reconcile_duration)?,
                 check,
+                priority,
+                starvation: priority.then_some(reconcile_sim::starvation::CORE_NORMAL_IN_A_ROW),
                 ..SimOptions::default()
             };
             let report = reconcile_sim::simulate(&trace, &opts)
@@ -201,6 +215,7 @@ fn run(cli: Cli) -> Result<bool, String> {
             sources,
             election,
             election_drift,
+            priority,
         } => {
             let seeds = explore::parse_seeds(&seeds)?;
             let election_drift =
@@ -217,6 +232,7 @@ fn run(cli: Cli) -> Result<bool, String> {
                 sources,
                 election,
                 election_drift,
+                priority,
                 ..ExploreOptions::default()
             };
             let report = explore::explore(seeds, &opts);

@@ -44,6 +44,15 @@ pub struct SimOptions {
     pub reconcile_duration: Duration,
     /// Check the quiescence invariants at the end.
     pub check: bool,
+    /// Turn the core's priority queue on (`Config::priority`): listings', resyncs' and
+    /// reconcile-all triggers' wakes go in at low priority. Not part of the trace format:
+    /// a trace replays the same with or without it.
+    pub priority: bool,
+    /// Check the starvation invariant ([`crate::starvation`]), holding the queue to this
+    /// many normal keys in a row while low keys wait (the core's rule is
+    /// [`crate::starvation::CORE_NORMAL_IN_A_ROW`]; a smaller number is a deliberately
+    /// wrong rule, to watch the check fire). One-source traces only.
+    pub starvation: Option<u32>,
 }
 
 impl Default for SimOptions {
@@ -55,6 +64,8 @@ impl Default for SimOptions {
             max_steps: 10_000_000,
             reconcile_duration: Duration::ZERO,
             check: false,
+            priority: false,
+            starvation: None,
         }
     }
 }
@@ -142,7 +153,11 @@ pub fn simulate(
     trace: &Trace,
     opts: &SimOptions,
 ) -> Result<RunReport, reconcile_core::ConfigError> {
-    let mut h = Harness::new(&trace.header, opts.render, opts.max_steps)?;
+    let config = crate::harness::config(&trace.header)?.priority(opts.priority);
+    let mut h = Harness::with_config(config, &trace.header, opts.render, opts.max_steps)?;
+    if let Some(in_a_row) = opts.starvation {
+        h.check_starvation(&trace.header, in_a_row);
+    }
     h.set_default_duration(opts.reconcile_duration);
     h.check_cursors();
     let mut sim = Sim {
@@ -872,6 +887,7 @@ impl Sim<'_> {
         if self.h.core().lifecycle() != reconcile_core::Lifecycle::Running {
             return;
         }
+        self.h.finish_starvation();
         let parent_by = self.trace.header.parent.clone();
         let mut world: BTreeMap<String, (String, String)> = BTreeMap::new();
         let mut members: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();

@@ -373,6 +373,7 @@ impl Harness {
         };
         let low = s.check.low_dispatched;
         let moved_up = s.check.moved_up;
+        let normal = s.check.normal_dispatched;
         let (waited, bound) = s.check.longest_wait;
         for starved in s.check.finish(!self.running.is_empty()) {
             self.violation(starved.invariant, starved.detail);
@@ -385,6 +386,10 @@ impl Harness {
             .paths
             .entry("priority: low key moved up by a live change")
             .or_default() += moved_up;
+        *self
+            .paths
+            .entry("priority: normal key dispatched within its bound")
+            .or_default() += normal;
         // Tenths of the bound the longest wait used: how close the run came.
         if let Some(tenths) = (waited * 10).checked_div(bound) {
             let tenths = tenths.min(10);
@@ -1100,6 +1105,7 @@ impl Harness {
             .map(|r| r.parent.clone())
             .filter(|p| !step.dispatched.contains(p))
             .collect();
+        step.waiting = self.core.queued();
         let broken = s.check.step(step);
         for starved in broken {
             self.violation(starved.invariant, starved.detail);

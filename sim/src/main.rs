@@ -112,7 +112,8 @@ enum Cmd {
         /// Busy seeds: one worker, a large first listing, a live stream to a few hot
         /// parents that never runs dry, relists, resyncs and reconcile-all triggers, with
         /// the core's priority queue on; checks that every low-priority key is dispatched
-        /// within (3 + 1) x its place among the low keys, and every woken parent at all.
+        /// within (3 + 1) x its place in the low FIFO, every normal one within (3 + 1) x the
+        /// keys waiting when it was queued.
         #[arg(long, conflicts_with_all = ["sources", "election"])]
         priority: bool,
     },

@@ -13,7 +13,8 @@
 //!
 //! *A parent queued at low priority with `e` entries ahead of it in the low FIFO is
 //! dispatched within the next `(k + 1) · (e + 1)` dispatches, unless a normal wake moves it
-//! up first; and every parent woken is dispatched eventually.*
+//! up first; a parent queued (or moved up) at normal priority while `w` keys wait, itself
+//! included, within the next `(k + 1) · w`; so every parent woken is dispatched.*
 //!
 //! The entries ahead are the low keys waiting and the entries left behind by keys that moved
 //! up: the core skips those when they reach the front, but a key that moved up and is
@@ -28,6 +29,10 @@
 //! pops while the key waits at least one is a low pop. A low pop removes the front entry
 //! and the stale ones before it; entries join only at the back, so each of the `e` entries
 //! ahead is removed by at most one low pop, and low pop `e + 1` at the latest takes the key.
+//!
+//! For a normal key `m`-th in the normal FIFO (`m <= w`): the keys ahead only leave, and a
+//! low pop happens only once `k` normal keys went in a row, so at most `1 + (m - 1) / k`
+//! low pops come before its turn: `m + 1 + (m - 1) / k <= (k + 1) · m` dispatches (`k >= 1`).
 //!
 //! # How the entries are counted
 //!
@@ -87,6 +92,9 @@ pub struct StepWakes {
     pub dispatched: Vec<String>,
     /// Parents running before the step's dispatches (the completed one excluded).
     pub running: BTreeSet<String>,
+    /// Keys waiting in the queue after the step (the core's own count, which sees the
+    /// timers' wakes too).
+    pub waiting: usize,
 }
 
 /// A broken promise: what went wrong, for a violation's detail.
@@ -118,6 +126,8 @@ pub struct StarvationCheck {
     pub low_dispatched: u64,
     /// Low keys moved up by a normal wake before their turn.
     pub moved_up: u64,
+    /// Normal keys dispatched within their bound.
+    pub normal_dispatched: u64,
     /// The longest a low key waited, in dispatches, and its bound then.
     pub longest_wait: (u64, u64),
 }
@@ -138,6 +148,7 @@ impl StarvationCheck {
             low_fifo: VecDeque::new(),
             low_dispatched: 0,
             moved_up: 0,
+            normal_dispatched: 0,
             longest_wait: (0, 0),
         }
     }
@@ -153,7 +164,7 @@ impl StarvationCheck {
         self.exempt.insert(parent.to_owned());
     }
 
-    fn queue(&mut self, parent: String, priority: Priority, at: u64) {
+    fn queue(&mut self, parent: String, priority: Priority, at: u64, queued: u64) {
         let waiting = match priority {
             Priority::Low => {
                 self.low_waiting += 1;
@@ -170,8 +181,8 @@ impl StarvationCheck {
             }
             Priority::Normal => Waiting {
                 priority,
-                deadline: None,
-                position: 0,
+                deadline: Some(at + (self.in_a_row + 1) * queued),
+                position: queued,
                 since: at,
                 reported: false,
             },
@@ -183,11 +194,14 @@ impl StarvationCheck {
     pub fn step(&mut self, step: StepWakes) -> Vec<Starved> {
         let at = self.dispatches;
         let mut broken = Vec::new();
+        // Keys waiting once the step's wakes are queued, before its dispatches: at least a
+        // normal key's place in the normal FIFO.
+        let queued = (step.waiting + step.dispatched.len()).max(1) as u64;
         // The completed key first: `done` requeues it before the step's wakes are queued.
         if let Some(parent) = step.completed
             && let Some(priority) = self.after_done.remove(&parent)
         {
-            self.queue(parent, priority, at);
+            self.queue(parent, priority, at, queued);
         }
         for parent in step.normal {
             if step.running.contains(&parent) {
@@ -200,10 +214,12 @@ impl StarvationCheck {
                     self.low_waiting -= 1;
                     self.moved_up += 1;
                     w.priority = Priority::Normal;
-                    w.deadline = None;
+                    w.deadline = Some(at + (self.in_a_row + 1) * queued);
+                    w.position = queued;
+                    w.since = at;
                 }
                 Some(_) => {}
-                None => self.queue(parent, Priority::Normal, at),
+                None => self.queue(parent, Priority::Normal, at, queued),
             }
         }
         // Ascending, as the core queues them (a `BTreeSet` of `String` sorts as it does).
@@ -212,7 +228,7 @@ impl StarvationCheck {
                 self.after_done.entry(parent).or_insert(Priority::Low);
             } else if !self.waiting.contains_key(&parent) {
                 // A key already wanted keeps its priority and its place.
-                self.queue(parent, Priority::Low, at);
+                self.queue(parent, Priority::Low, at, queued);
             }
         }
         for parent in step.dispatched {
@@ -225,25 +241,29 @@ impl StarvationCheck {
                 // Woken by a timer the check does not see.
                 continue;
             };
-            if w.priority != Priority::Low {
-                continue;
-            }
-            self.low_waiting -= 1;
-            // A low pop takes the first entry still wanted: the ones before it were left
-            // behind and are dropped with it.
-            if let Some(i) = self.low_fifo.iter().position(|p| *p == parent) {
-                self.low_fifo.drain(..=i);
+            let low = w.priority == Priority::Low;
+            if low {
+                self.low_waiting -= 1;
+                // A low pop takes the first entry still wanted: the ones before it were
+                // left behind and are dropped with it.
+                if let Some(i) = self.low_fifo.iter().position(|p| *p == parent) {
+                    self.low_fifo.drain(..=i);
+                }
             }
             if self.exempt.contains(&parent) {
                 continue;
             }
             let waited = self.dispatches - w.since;
             let bound = w.deadline.unwrap_or(u64::MAX) - w.since;
-            if waited > self.longest_wait.0 {
+            if low && waited > self.longest_wait.0 {
                 self.longest_wait = (waited, bound);
             }
             if waited <= bound {
-                self.low_dispatched += 1;
+                if low {
+                    self.low_dispatched += 1;
+                } else {
+                    self.normal_dispatched += 1;
+                }
             } else if !w.reported {
                 broken.push(self.starved(&parent, &w));
             }
@@ -269,6 +289,19 @@ impl StarvationCheck {
 
     fn starved(&self, parent: &str, w: &Waiting) -> Starved {
         let bound = w.deadline.unwrap_or(u64::MAX) - w.since;
+        if w.priority == Priority::Normal {
+            return Starved {
+                invariant: "normal-priority key starved",
+                detail: format!(
+                    "{parent} queued at normal priority with {} keys waiting (bound {bound} = \
+                     {} x {} dispatches) not dispatched within {bound} dispatches ({} so far)",
+                    w.position,
+                    self.in_a_row + 1,
+                    w.position,
+                    self.dispatches - w.since
+                ),
+            };
+        }
         Starved {
             invariant: "low-priority key starved",
             detail: format!(

@@ -38,6 +38,7 @@ fn busy_seeds_dispatch_every_low_key_within_its_bound() {
         "relist: 410 ERROR frame",
         "resync",
         "reconcile-all trigger",
+        "priority: normal key dispatched within its bound",
     ] {
         assert!(reached(path) > 0, "{path}: {text}");
     }
@@ -116,6 +117,10 @@ impl TwoLevel {
         Some(key)
     }
 
+    fn waiting(&self) -> usize {
+        self.normal.len() + self.low.len()
+    }
+
     fn done(&mut self) -> Option<String> {
         let key = self.running.take()?;
         if std::mem::take(&mut self.again) {
@@ -144,6 +149,7 @@ fn hot_stream(in_a_row: Option<u32>, rounds: usize) -> (Vec<String>, StarvationC
         low: lows,
         normal: BTreeSet::from(["hot".to_owned()]),
         dispatched: first.into_iter().collect(),
+        waiting: q.waiting(),
         ..StepWakes::default()
     }));
     for _ in 0..rounds {
@@ -152,6 +158,7 @@ fn hot_stream(in_a_row: Option<u32>, rounds: usize) -> (Vec<String>, StarvationC
         broken.extend(check.step(StepWakes {
             normal: BTreeSet::from(["hot".to_owned()]),
             running: q.running.iter().cloned().collect(),
+            waiting: q.waiting(),
             ..StepWakes::default()
         }));
         // The reconcile completes; the worker takes the next key.
@@ -160,6 +167,7 @@ fn hot_stream(in_a_row: Option<u32>, rounds: usize) -> (Vec<String>, StarvationC
         broken.extend(check.step(StepWakes {
             completed,
             dispatched: next.into_iter().collect(),
+            waiting: q.waiting(),
             ..StepWakes::default()
         }));
     }
@@ -202,6 +210,10 @@ fn the_same_stream_through_the_cores_rule_holds() {
     let (broken, check) = hot_stream(Some(CORE_NORMAL_IN_A_ROW), 200);
     assert!(broken.is_empty(), "{broken:#?}");
     assert_eq!(check.low_dispatched, 10);
+    assert_eq!(
+        check.normal_dispatched, 191,
+        "the hot parent, every other turn"
+    );
     // The bound is met exactly: the tenth listed parent waits 4 x 10 dispatches.
     assert_eq!(check.longest_wait, (40, 40));
 }

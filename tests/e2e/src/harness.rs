@@ -30,6 +30,9 @@ pub const CELL: &str = "cell";
 /// Reconcile backoff of the controller under test: base and cap.
 pub const BACKOFF: (Duration, Duration) = (Duration::from_millis(200), Duration::from_secs(5));
 
+/// A health listener serving: its address, and a guard that stops it when dropped.
+pub type Serving = (std::net::SocketAddr, Box<dyn Send>);
+
 /// What a driver supplies to run the suites.
 pub trait DriverUnderTest: Sized + 'static {
     /// Short name, used in trace paths (`tokio`, `smol`).
@@ -44,6 +47,10 @@ pub trait DriverUnderTest: Sized + 'static {
 
     /// A transport for the cluster of `kubeconfig`.
     fn connect(kubeconfig: &Path) -> BoxFuture<Result<Self::Transport, String>>;
+
+    /// Serves `endpoints` (`/metrics`, `/healthz`, `/readyz`) on a loopback port with this
+    /// driver's own listener; dropping the guard stops it.
+    fn serve(endpoints: reconcile_engine::Endpoints) -> BoxFuture<Result<Serving, String>>;
 
     /// Runs one whole case to completion on this runtime. The case body makes blocking
     /// calls to the environment, so the runtime must run the controller's tasks on other

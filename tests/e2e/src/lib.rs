@@ -25,6 +25,7 @@
 
 pub mod harness;
 pub mod observe;
+pub mod scrape;
 pub mod suite;
 pub mod tap;
 pub mod trace;

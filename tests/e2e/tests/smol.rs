@@ -50,6 +50,17 @@ impl DriverUnderTest for Smol {
         })
     }
 
+    fn serve(
+        endpoints: reconcile_smol::Endpoints,
+    ) -> BoxFuture<Result<reconcile_e2e::harness::Serving, String>> {
+        Box::pin(async move {
+            let server = reconcile_smol::EndpointsServer::bind("127.0.0.1:0", endpoints)
+                .await
+                .map_err(|e| format!("bind: {e}"))?;
+            Ok((server.local_addr(), Box::new(server) as Box<dyn Send>))
+        })
+    }
+
     fn block_on<T>(future: impl Future<Output = T>) -> T {
         start_sampler();
         // The case body blocks this thread on the environment; the controllers run on

@@ -36,6 +36,17 @@ impl DriverUnderTest for Tokio {
         })
     }
 
+    fn serve(
+        endpoints: reconcile_tokio::Endpoints,
+    ) -> BoxFuture<Result<reconcile_e2e::harness::Serving, String>> {
+        Box::pin(async move {
+            let server = reconcile_tokio::EndpointsServer::bind("127.0.0.1:0", endpoints)
+                .await
+                .map_err(|e| format!("bind: {e}"))?;
+            Ok((server.local_addr(), Box::new(server) as Box<dyn Send>))
+        })
+    }
+
     fn block_on<T>(future: impl Future<Output = T>) -> T {
         tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)

@@ -4,11 +4,13 @@
 use std::time::Duration;
 
 use reconcile_core::Input;
+use reconcile_engine::Endpoints;
 use reconcile_k8s_env::{ApiServer, pod_manifest};
 use reconcile_trace::Recorded;
 use serde_json::{Value, json};
 
 use crate::harness::{Case, DriverUnderTest, Opts};
+use crate::scrape::{get, scrape};
 use crate::tap::TapeExt;
 
 /// A pod in the suite's selector (`app=e2e`) and in `cell`.
@@ -364,7 +366,44 @@ pub async fn a_compacted_cursor_is_expired_and_the_loop_relists<D: DriverUnderTe
         .await;
     create(&case, &ns, &pod("p2", "a"));
     under.wait_cell("a", &["p1", "p2"]).await;
+
+    // The same story in the controller's metrics, scraped from its health listener.
+    let (addr, server) = D::serve(Endpoints::new().controller(&under.handle))
+        .await
+        .unwrap_or_else(|e| panic!("serve: {e}"));
+    assert_eq!(get(addr, "/readyz"), (200, "ok\n".to_owned()));
+    assert_eq!(get(addr, "/healthz").0, 200);
+    let scraped = scrape(addr);
+    let at_least = |name: &str, labels: &[(&str, &str)], min: f64| {
+        let value = scraped.value(name, labels).unwrap_or(0.0);
+        assert!(
+            value >= min,
+            "{name}{labels:?} = {value}, expected >= {min}, in\n{}",
+            scraped.body
+        );
+    };
+    // A compacted cursor is answered 410 (Expired): one relist, two LISTs in all.
+    at_least(
+        "reconcile_loop_relists_total",
+        &[("reason", "expired")],
+        1.0,
+    );
+    at_least("reconcile_loop_lists_total", &[], 2.0);
+    at_least("reconcile_loop_frames_applied_total", &[], 1.0);
+    at_least(
+        "controller_runtime_reconcile_total",
+        &[("controller", "pods"), ("result", "success")],
+        2.0,
+    );
+    at_least("workqueue_adds_total", &[("name", "pods")], 2.0);
+    at_least("reconcile_loop_synced", &[], 1.0);
     under.shutdown().await;
+    assert_eq!(
+        get(addr, "/healthz").0,
+        500,
+        "a stopped controller is not live"
+    );
+    drop(server);
 }
 
 /// A pod deleted while the driver is disconnected, with the history compacted before it

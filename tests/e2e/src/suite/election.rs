@@ -30,7 +30,7 @@ const LEASE_DURATION: Duration = Duration::from_secs(4);
 const RENEW_DEADLINE: Duration = Duration::from_secs(3);
 const RETRY_PERIOD: Duration = Duration::from_millis(500);
 
-/// A transport the case can cut: every request sent after [`Cut::cut`] fails at once.
+/// A transport the case can cut: every request sent after its `cut` flag is set fails at once.
 #[derive(Clone)]
 pub struct Cuttable<T> {
     inner: T,

@@ -1,7 +1,7 @@
 //! The work queue: insertion-ordered dedup of parent keys, with client-go's dirty/processing
 //! protocol so that a key is never handed out twice at once.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::hash::Hash;
 
 use crate::hashing::FixedState;
@@ -28,16 +28,19 @@ pub const NORMAL_IN_A_ROW: u32 = 3;
 /// happen).
 ///
 /// Bounded by the number of distinct keys: each key is at most once in `queue`, once in
-/// `dirty` and once in `processing`; `low` holds each key at most twice (once live, once
-/// left behind by a move up, skipped when reached).
+/// `dirty` and once in `processing`; `low` holds each key at most once live, plus the
+/// entries left behind by moves up (one per move, skipped when reached and never revived:
+/// each entry carries the sequence number its key was queued under).
 #[derive(Debug)]
 pub struct WorkQueue<K> {
     queue: VecDeque<K>,
-    low: VecDeque<K>,
+    low: VecDeque<(K, u64)>,
     /// Keys that need a reconcile: those in `queue`, plus processing keys re-added meanwhile.
     dirty: KeySet<K>,
-    /// Dirty keys asked for at low priority only.
-    low_keys: KeySet<K>,
+    /// Dirty keys asked for at low priority only, with the sequence number of their live
+    /// entry in `low` (`None` while the key is processing: queued on `done`).
+    low_keys: HashMap<K, Option<u64>, FixedState>,
+    low_seq: u64,
     processing: KeySet<K>,
     /// Keys waiting to be handed out (stale entries of `low` not counted).
     waiting: usize,
@@ -50,7 +53,8 @@ impl<K> Default for WorkQueue<K> {
             queue: VecDeque::new(),
             low: VecDeque::new(),
             dirty: KeySet::default(),
-            low_keys: KeySet::default(),
+            low_keys: HashMap::default(),
+            low_seq: 0,
             processing: KeySet::default(),
             waiting: 0,
             normal_in_a_row: 0,
@@ -63,7 +67,7 @@ impl<K: Eq + Hash + Clone> WorkQueue<K> {
     /// (a key moved up from low priority counts as queued already).
     pub fn add(&mut self, key: K) -> bool {
         if !self.dirty.insert(key.clone()) {
-            if self.low_keys.remove(&key) && !self.processing.contains(&key) {
+            if self.low_keys.remove(&key).is_some() && !self.processing.contains(&key) {
                 // Moved up: its entry in `low` is left behind and skipped when reached.
                 self.queue.push_back(key);
             }
@@ -83,11 +87,11 @@ impl<K: Eq + Hash + Clone> WorkQueue<K> {
         if !self.dirty.insert(key.clone()) {
             return false;
         }
-        self.low_keys.insert(key.clone());
         if self.processing.contains(&key) {
+            self.low_keys.insert(key, None);
             return false;
         }
-        self.low.push_back(key);
+        self.push_low(key);
         self.waiting += 1;
         true
     }
@@ -105,7 +109,7 @@ impl<K: Eq + Hash + Clone> WorkQueue<K> {
             && (self.queue.is_empty() || self.normal_in_a_row >= NORMAL_IN_A_ROW);
         let key = if take_low {
             self.normal_in_a_row = 0;
-            self.low.pop_front()?
+            self.low.pop_front()?.0
         } else {
             let key = self.queue.pop_front()?;
             if !self.low.is_empty() {
@@ -121,10 +125,16 @@ impl<K: Eq + Hash + Clone> WorkQueue<K> {
         Some(key)
     }
 
+    fn push_low(&mut self, key: K) {
+        self.low_seq += 1;
+        self.low_keys.insert(key.clone(), Some(self.low_seq));
+        self.low.push_back((key, self.low_seq));
+    }
+
     /// Drops the entries of `low` left behind by keys that moved up.
     fn drop_stale_low(&mut self) {
-        while let Some(front) = self.low.front() {
-            if self.low_keys.contains(front) && !self.processing.contains(front) {
+        while let Some((key, seq)) = self.low.front() {
+            if self.low_keys.get(key) == Some(&Some(*seq)) {
                 break;
             }
             self.low.pop_front();
@@ -138,8 +148,8 @@ impl<K: Eq + Hash + Clone> WorkQueue<K> {
             return false;
         }
         if self.dirty.contains(key) {
-            if self.low_keys.contains(key) {
-                self.low.push_back(key.clone());
+            if self.low_keys.contains_key(key) {
+                self.push_low(key.clone());
             } else {
                 self.queue.push_back(key.clone());
             }
@@ -247,5 +257,21 @@ mod tests {
         q.add_low("y");
         assert!(q.done(&"y"));
         assert_eq!(q.pop(), Some("y"));
+    }
+
+    #[test]
+    fn an_entry_left_behind_by_a_move_up_is_never_revived() {
+        // The key that moved up is woken at low again: it queues behind z, not in its old
+        // place ahead of it.
+        let mut q = WorkQueue::default();
+        q.add_low("y");
+        q.add_low("x");
+        q.add("x");
+        assert_eq!(q.pop(), Some("x"));
+        q.done(&"x");
+        q.add_low("z");
+        q.add_low("x");
+        let order: Vec<_> = std::iter::from_fn(|| q.pop()).collect();
+        assert_eq!(order, ["y", "z", "x"]);
     }
 }

@@ -13,7 +13,9 @@ use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use reconcile_engine::Endpoints;
-use reconcile_engine::endpoints::{CONNECTION_TIMEOUT, HEADER_READ_TIMEOUT, MAX_CONNECTIONS};
+use reconcile_engine::endpoints::{
+    CONNECTION_TIMEOUT, HEADER_READ_TIMEOUT, MAX_CONNECTIONS, MAX_REQUEST_BUFFER,
+};
 use smol::net::{AsyncToSocketAddrs, TcpListener};
 use smol_hyper::rt::{FuturesIo, SmolTimer};
 
@@ -77,6 +79,7 @@ async fn serve(listener: TcpListener, endpoints: Arc<Endpoints>) {
                 .timer(SmolTimer::new())
                 .header_read_timeout(HEADER_READ_TIMEOUT)
                 .keep_alive(false)
+                .max_buf_size(MAX_REQUEST_BUFFER)
                 .serve_connection(FuturesIo::new(stream), service);
             let _ = async {
                 let _ = connection.await;

@@ -12,7 +12,9 @@ use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use reconcile_engine::Endpoints;
-use reconcile_engine::endpoints::{CONNECTION_TIMEOUT, HEADER_READ_TIMEOUT, MAX_CONNECTIONS};
+use reconcile_engine::endpoints::{
+    CONNECTION_TIMEOUT, HEADER_READ_TIMEOUT, MAX_CONNECTIONS, MAX_REQUEST_BUFFER,
+};
 use tokio::net::{TcpListener, ToSocketAddrs};
 
 /// A running listener serving [`Endpoints`]; dropping it stops it.
@@ -80,6 +82,7 @@ async fn serve(listener: TcpListener, endpoints: Arc<Endpoints>) {
                 .timer(TokioTimer::new())
                 .header_read_timeout(HEADER_READ_TIMEOUT)
                 .keep_alive(false)
+                .max_buf_size(MAX_REQUEST_BUFFER)
                 .serve_connection(TokioIo::new(stream), service);
             let _ = tokio::time::timeout(CONNECTION_TIMEOUT, connection).await;
             drop(slot);

@@ -36,6 +36,15 @@ async fn get(addr: SocketAddr, path: &str) -> (u16, String) {
     (status, body.to_owned())
 }
 
+/// A GET whose head is larger than the listener buffers.
+fn huge_head() -> Vec<u8> {
+    format!(
+        "GET /metrics HTTP/1.1\r\nHost: localhost\r\nX-Pad: {}\r\n\r\n",
+        "a".repeat(64 * 1024)
+    )
+    .into_bytes()
+}
+
 async fn patiently(what: &str, mut check: impl FnMut() -> bool) {
     tokio::time::timeout(Duration::from_secs(10), async {
         while !check() {
@@ -99,6 +108,20 @@ async fn metrics_and_probes_are_served_over_loopback() {
         prometheus_parse::Value::Histogram(_)
     ));
     assert_eq!(get(addr, "/elsewhere").await.0, 404);
+
+    // Garbage and an oversized head are refused; the listener still answers after them.
+    for junk in [b"\x00\xffNOT HTTP\r\n\r\n".to_vec(), huge_head()] {
+        let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        let _ = stream.write_all(&junk).await;
+        let mut response = Vec::new();
+        let _ = stream.read_to_end(&mut response).await;
+        let head = String::from_utf8_lossy(&response);
+        assert!(
+            response.is_empty() || head.starts_with("HTTP/1.1 4"),
+            "refused: {head}"
+        );
+    }
+    assert_eq!(get(addr, "/healthz").await.0, 200);
 
     handle.stop();
     task.await.expect("joined").expect("a clean stop");

@@ -19,6 +19,10 @@ pub const MAX_PATH: usize = 256;
 /// flood of scrapers cannot pile up tasks.
 pub const MAX_CONNECTIONS: usize = 32;
 
+/// The most the listener buffers of one request: a probe's or a scrape's head is a few
+/// hundred bytes, so a larger one is refused instead of held (hyper's floor is 8 KiB).
+pub const MAX_REQUEST_BUFFER: usize = 16 * 1024;
+
 /// How long the listener waits for a request's head before closing the connection.
 pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 

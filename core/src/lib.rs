@@ -96,7 +96,7 @@ mod time;
 
 pub use config::{Config, ConfigError, ParentsBy, SecondaryConfig, SourceConfig, WatchParams};
 pub use key_map::{KeyBy, KeyByParseError, KeyMap, KeyMapError};
-pub use object::{Object, ObjectKey};
+pub use object::{Object, ObjectKey, OwnerRef};
 pub use output::{
     Command, Deadline, Event, ListFailure, Output, RelistReason, RequestId, SourceId, StreamId,
     Ticket, Wake, WatchRetryReason,

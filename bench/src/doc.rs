@@ -160,6 +160,8 @@ fn markdown(r: &Results, command: &str, svg_name: &str) -> String {
         );
     }
 
+    owned_section(&mut s, r, &settings);
+
     // Sync.
     for (source, title, sizes) in [
         (
@@ -237,7 +239,7 @@ fn markdown(r: &Results, command: &str, svg_name: &str) -> String {
     }
 
     // Targets.
-    let _ = writeln!(s, "\n## Targets (issue 7)\n");
+    let _ = writeln!(s, "\n## Targets (issues 7 and 13)\n");
     let _ = writeln!(s, "| target | measured | met |\n|---|---|---|");
     let verdict = |ok: Option<bool>| match ok {
         Some(true) => "yes",
@@ -266,6 +268,24 @@ fn markdown(r: &Results, command: &str, svg_name: &str) -> String {
         "| heap per pod ≤ 1/25 of kube-runtime | kube-runtime holds {} what reconcile-tokio does | {} |",
         ratio_text(mem),
         verdict(mem.map(|v| v >= 25.0))
+    );
+    let owned_tp = |p: &str| med(&r.owned_throughput, &p.to_owned());
+    let owned_heap = |p: &str| med(&r.owned_heap_per_object, &p.to_owned());
+    let owned_vs_kube = ratio(owned_tp("tokio"), owned_tp("kube"));
+    let _ = writeln!(
+        s,
+        "| two sources: throughput ≥ 8× kube-runtime | {} (reconcile-tokio), {} (core) | {} |",
+        ratio_text(owned_vs_kube),
+        ratio_text(ratio(owned_tp("core"), owned_tp("kube"))),
+        verdict(owned_vs_kube.map(|v| v >= 8.0))
+    );
+    let owned_mem = ratio(owned_heap("kube"), owned_heap("tokio"));
+    let _ = writeln!(
+        s,
+        "| two sources: heap per object ≤ 1/25 of kube-runtime | kube-runtime holds {} what reconcile-tokio does, {} what core does | {} |",
+        ratio_text(owned_mem),
+        ratio_text(ratio(owned_heap("kube"), owned_heap("core"))),
+        verdict(owned_mem.map(|v| v >= 25.0))
     );
     for source in ["replay", "apiserver"] {
         let sizes = if source == "replay" {
@@ -305,6 +325,24 @@ fn markdown(r: &Results, command: &str, svg_name: &str) -> String {
         {
             losses.push(format!(
                 "heap: {} holds less per pod ({theirs:.0} against {ours:.0} B)",
+                label(peer)
+            ));
+        }
+    }
+    for peer in ["kube", "client-go"] {
+        if let (Some(ours), Some(theirs)) = (owned_tp("tokio"), owned_tp(peer))
+            && theirs > ours
+        {
+            losses.push(format!(
+                "two sources, throughput: {} is faster than reconcile-tokio ({theirs:.0} against {ours:.0} frames/s)",
+                label(peer)
+            ));
+        }
+        if let (Some(ours), Some(theirs)) = (owned_heap("tokio"), owned_heap(peer))
+            && theirs < ours
+        {
+            losses.push(format!(
+                "two sources, heap: {} holds less per object ({theirs:.0} against {ours:.0} B)",
                 label(peer)
             ));
         }
@@ -375,6 +413,81 @@ fn markdown(r: &Results, command: &str, svg_name: &str) -> String {
     s
 }
 
+/// The wire format a peer reads on the replay server: JSON for all of them (the server
+/// speaks nothing else; client-go asks for protobuf first and falls back).
+fn wire(_peer: &str) -> &'static str {
+    "JSON"
+}
+
+/// "Two sources: primary + owned children (10:1)" (issue 13).
+fn owned_section(s: &mut String, r: &Results, settings: &crate::orchestrate::Settings) {
+    let parents = settings.owned_parents;
+    let children = parents * crate::workload::PODS_PER_CELL;
+    let scenario = crate::orchestrate::owned_scenario(settings);
+    let _ = writeln!(s, "\n## Two sources: primary + owned children (10:1)\n");
+    let _ = writeln!(
+        s,
+        "{parents} ReplicaSets and the {children} pods they own (each pod's controller `ownerReference` names its ReplicaSet, 10 pods to one), each collection served with its own LIST and WATCH, then {} watch frames over both: each frame picks one of the objects, so about 10 pod frames to one ReplicaSet frame, in the same 90 / 4 / 4 / 2 mix; no frame is written before both watches are live. Every peer reconciles a ReplicaSet with its children. Frames/s = the frames of both sources ÷ (time the sentinel ReplicaSet's reconcile saw both sentinels' last frames − time the server wrote the first frame), as for one source. A run counts only when the peer ends holding the ReplicaSets and pods every frame leaves (ours: what each ReplicaSet's last reconcile saw of itself and its children; kube-runtime and client-go: their stores); a heap run only when it synced both collections whole. `vs one source` is the peer's frames/s here over its frames/s in the table above.\n",
+        settings.frames
+    );
+    let _ = writeln!(
+        s,
+        "| peer | wire | frames/s | spread | vs one source | reconciles | CPU s | peak RSS MiB |\n|---|---|---:|---|---:|---:|---:|---:|"
+    );
+    let tp = |p: &str| med(&r.owned_throughput, &p.to_owned());
+    for peer in ["core", "tokio", "kube", "client-go"] {
+        let key = (scenario.clone(), peer.to_owned());
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {} | {} | {} |",
+            label(peer),
+            wire(peer),
+            fmt_opt(tp(peer), 0),
+            spread(r.owned_throughput.get(peer), 0),
+            ratio_text(ratio(tp(peer), med(&r.throughput, &peer.to_owned()))),
+            fmt_opt(med(&r.owned_reconciles, &peer.to_owned()), 0),
+            fmt_opt(med(&r.cpu_seconds, &key), 2),
+            fmt_opt(med(&r.rss_mib, &key), 0),
+        );
+    }
+    let _ = writeln!(
+        s,
+        "\n| ours ÷ peer (frames/s, two sources) | vs kube-runtime | vs client-go |\n|---|---:|---:|"
+    );
+    for ours in ["core", "tokio"] {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} |",
+            label(ours),
+            ratio_text(ratio(tp(ours), tp("kube"))),
+            ratio_text(ratio(tp(ours), tp("client-go")))
+        );
+    }
+    let heap = |p: &str| med(&r.owned_heap_per_object, &p.to_owned());
+    let small = (parents / 10).max(1);
+    let _ = writeln!(
+        s,
+        "\nHeap per cached object, as for pods above: heap growth over the sync of both sources, measured at {small} ReplicaSets ({} pods) and at {parents} ({children}); bytes per object is the slope over ReplicaSets and pods together.\n",
+        small * crate::workload::PODS_PER_CELL
+    );
+    let _ = writeln!(
+        s,
+        "| peer | wire | bytes per object | spread | kube-runtime ÷ peer | fixed MiB |\n|---|---|---:|---|---:|---:|"
+    );
+    for peer in ["core", "tokio", "kube", "client-go"] {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {} |",
+            label(peer),
+            wire(peer),
+            fmt_opt(heap(peer), 0),
+            spread(r.owned_heap_per_object.get(peer), 0),
+            ratio_text(ratio(heap("kube"), heap(peer))),
+            fmt_opt(med(&r.owned_heap_fixed_mib, &peer.to_owned()), 1)
+        );
+    }
+}
+
 const METHOD: &str = r#"
 Same namespace, same label selector (`cell`, the label's existence), same objects, each peer
 in its own process, one after another, on loopback. For time to sync, the order rotates from
@@ -399,6 +512,21 @@ one run to the next, so that no peer always runs right after the same one.
   default `TypedRateLimitingQueue` of cell keys and one worker that reads the cell's members
   from the index (controller-runtime's default of one concurrent reconcile). Its defaults
   include the `WatchListClient` feature (on since 1.35): it syncs through a streaming list.
+- **Two sources** (ReplicaSets owning pods): reconcile-core as above over
+  `Config::kubernetes(replicasets, KeyMap::by_object()).owns::<PodView>(pods, "ReplicaSet")`,
+  its children's LIST handed to the core raw, as the drivers do; reconcile-tokio as
+  `Controller::for_objects(Source::kubernetes(.., replicasets, ..)).owns_kind(Source::pods(..), "ReplicaSet")`
+  (`owns_kind`: the harness's partial ReplicaSet view names no kind), each reconcile reading
+  `related::<PodView>()`; both cache a partial ReplicaSet view (name, labels, annotations,
+  replicas, selector, status counts) and `PodView`. kube-runtime as
+  `Controller::new(Api::<ReplicaSet>, wc).owns_stream(reflector(store, watcher(Api::<Pod>, wc)).touched_objects())`:
+  its `owns(api, wc)` is the same `owns_stream` over a `metadata_watcher`, which caches no
+  child, so its reconcile could not read them (ours get them at dispatch) nor show it saw
+  the sentinel pod; the reflector gives it a store of full Pods, read by the reconcile. Full
+  `k8s_openapi` ReplicaSets, default watcher config (pages of 500), unbounded concurrency.
+  client-go as controller-runtime's `For(&ReplicaSet{}).Owns(&Pod{})`: ReplicaSet and pod
+  informers from one factory, pod events enqueueing their controller owner, the worker
+  reading the ReplicaSet from its informer and its pods from an index on the owner.
 - The replay server speaks what each asks for: whole or paginated LIST, streaming list
   (ADDED events then the `k8s.io/initial-events-end` bookmark), WATCH from a version.
 - **Encoding.** The replay server speaks JSON only. client-go's typed clients ask for
@@ -442,6 +570,14 @@ const FINDINGS_HEADER: &str = r#"
   client-go gets protobuf, cheaper to decode than JSON, and streams its list too.
   The apiserver's response time varies by ±20% from one LIST to the next (its garbage
   collector runs on one of the two cores), which is most of the spread.
+- **Two sources.** The pod frames dominate, as in the one-source row, so the ratios are
+  near that row's. Our children go through the secondary source's store (its own
+  reflector, a map by key and an index by parent) instead of the primary's, and a
+  reconcile is handed its children at dispatch. Our peak RSS is higher than in the
+  one-source row because a secondary source's LIST is read whole before the core decodes
+  it (the primary's is decoded while it streams in; see the alignment record), so the
+  whole pod LIST body is held once, at the sync. kube-runtime and client-go cache whole
+  ReplicaSets and Pods.
 - **Noise.** The machine had two cores shared with other engineers' builds (see the load
   averages under "This run", above); the spreads show it, most in the short runs (reconcile-tokio's throughput
   runs last about one second each).
@@ -449,9 +585,18 @@ const FINDINGS_HEADER: &str = r#"
   not, so check it against them.
 "#;
 
-/// A bar panel: `title`, bars `(label, value)`, a unit for the value labels.
-fn panel(out: &mut String, x: f64, title: &str, unit: &str, bars: &[(&str, Option<f64>)]) {
-    let (width, height, top) = (300.0, 220.0, 40.0);
+/// Height of one row of panels in the plot.
+const ROW_HEIGHT: f64 = 310.0;
+
+/// A bar panel at (`x`, `y`): `title`, bars `(label, value)`, a unit for the value labels.
+fn panel(
+    out: &mut String,
+    (x, y): (f64, f64),
+    title: &str,
+    unit: &str,
+    bars: &[(&str, Option<f64>)],
+) {
+    let (width, height, top) = (300.0, 220.0, y + 40.0);
     let max = bars
         .iter()
         .filter_map(|(_, v)| *v)
@@ -459,8 +604,9 @@ fn panel(out: &mut String, x: f64, title: &str, unit: &str, bars: &[(&str, Optio
         .max(1e-9);
     let _ = writeln!(
         out,
-        r#"<text x="{:.0}" y="24" font-size="14" font-weight="bold" text-anchor="middle">{title}</text>"#,
-        x + width / 2.0
+        r#"<text x="{:.0}" y="{:.0}" font-size="14" font-weight="bold" text-anchor="middle">{title}</text>"#,
+        x + width / 2.0,
+        y + 24.0
     );
     let slot = width / bars.len().max(1) as f64;
     let colors = ["#1b7837", "#5aae61", "#c2a5cf", "#762a83", "#999999"];
@@ -508,9 +654,15 @@ fn svg(r: &Results) -> String {
         .clone()
         .unwrap_or_else(crate::orchestrate::Settings::full);
     let mut out = String::new();
+    let two_sources = !r.owned_throughput.is_empty() || !r.owned_heap_per_object.is_empty();
+    let height = if two_sources {
+        2.0 * ROW_HEIGHT
+    } else {
+        ROW_HEIGHT
+    };
     let _ = writeln!(
         out,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="1000" height="310" font-family="sans-serif"><rect width="1000" height="310" fill="white"/>"#
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="1000" height="{height:.0}" font-family="sans-serif"><rect width="1000" height="{height:.0}" fill="white"/>"#
     );
     let names = ["core", "tokio", "kube", "client-go"];
     let short = ["core", "tokio", "kube-rt", "client-go"];
@@ -521,7 +673,7 @@ fn svg(r: &Results) -> String {
         .collect();
     panel(
         &mut out,
-        20.0,
+        (20.0, 0.0),
         "Throughput (higher is better)",
         "frames/s",
         &tp,
@@ -533,7 +685,7 @@ fn svg(r: &Results) -> String {
         .collect();
     panel(
         &mut out,
-        350.0,
+        (350.0, 0.0),
         "Heap per cached pod (lower is better)",
         "bytes",
         &heap,
@@ -551,11 +703,34 @@ fn svg(r: &Results) -> String {
         .collect();
     panel(
         &mut out,
-        680.0,
+        (680.0, 0.0),
         &format!("Time to sync, {largest} pods (lower is better)"),
         "seconds, replay server",
         &sync,
     );
+    if two_sources {
+        let bars = |map: &BTreeMap<String, Vec<f64>>| -> Vec<(&str, Option<f64>)> {
+            names
+                .iter()
+                .zip(short)
+                .map(|(p, s)| (s, med(map, &(*p).to_owned())))
+                .collect()
+        };
+        panel(
+            &mut out,
+            (20.0, ROW_HEIGHT),
+            "Two sources: throughput (higher is better)",
+            "frames/s, ReplicaSets + owned pods",
+            &bars(&r.owned_throughput),
+        );
+        panel(
+            &mut out,
+            (350.0, ROW_HEIGHT),
+            "Two sources: heap per object (lower is better)",
+            "bytes, ReplicaSets and pods alike",
+            &bars(&r.owned_heap_per_object),
+        );
+    }
     out.push_str("</svg>\n");
     out
 }

@@ -326,8 +326,6 @@ struct Views(Mutex<HashMap<ObjectKey, (bool, usize)>>);
 struct ViewTotals {
     /// Parents reconciled at least once.
     parents: usize,
-    /// Parents whose last reconcile saw their object.
-    objects: usize,
     /// Children the last reconciles saw, over every parent.
     children: usize,
 }
@@ -352,7 +350,6 @@ impl Views {
         let views = self.lock();
         ViewTotals {
             parents: views.len(),
-            objects: views.values().filter(|(exists, _)| *exists).count(),
             children: views.values().map(|(_, children)| children).sum(),
         }
     }
@@ -468,7 +465,7 @@ where
     let mut opens = Vec::new();
     let mut synced_objects = None;
     let mut done = false;
-    // Which watch is read first: turns take turns, so no stream starves another.
+    // The watch polled first rotates, so no stream starves another.
     let mut turn = 0usize;
     // Bounded by the peer's deadline (the caller's timeout) and by this count.
     for _ in 0..u64::MAX / 2 {

@@ -577,10 +577,11 @@ const FINDINGS_HEADER: &str = r#"
   near that row's, a little lower, for causes on both sides (perf, core peer, 300k
   frames): our pods now go through the secondary source's store (its own reflector, a
   B-tree by `namespace/name` and an index by owner) instead of the primary's hashed store,
-  about 14% of the CPU against about 10%; each reconcile is handed its children at
-  dispatch (about 2%); the harness's record of what each reconcile saw (the final-state
-  proof) costs ours about 1%. kube-runtime does a little less than with pods alone: it
-  reconciles by ReplicaSet, so more of its triggers merge. Our peak RSS is higher than in
+  about 15% of the CPU, half as much again as the primary's store with pods alone; each
+  reconcile is handed its children at dispatch (about 2%); the harness's record of what
+  each reconcile saw (the final-state proof) costs ours about 1%. kube-runtime does a
+  little less than with pods alone: it reconciles by ReplicaSet, so more of its triggers
+  merge. Our peak RSS is higher than in
   the one-source row because a secondary source's LIST is read whole before the core
   decodes it (the primary's is decoded while it streams in; see the alignment record), so
   the whole pod LIST body is held once, at the sync. kube-runtime and client-go cache whole

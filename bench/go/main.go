@@ -8,6 +8,12 @@
 //
 // It prints one JSON line: sync time, the wall time the sentinel pod's final state was
 // reconciled, peak RSS, CPU seconds and the heap growth over the sync.
+//
+// With -scenario owned (issue 13) it is a ReplicaSet controller instead, written the way
+// controller-runtime's For(&ReplicaSet{}).Owns(&Pod{}) works: a ReplicaSet informer and a
+// pod informer from one factory, ReplicaSet events enqueueing the ReplicaSet's key, pod
+// events its controller owner's (EnqueueRequestForOwner with OnlyControllerOwner), and the
+// worker reading the ReplicaSet from its informer and its pods from an index on the owner.
 package main
 
 import (
@@ -21,6 +27,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
@@ -34,6 +41,9 @@ import (
 type report struct {
 	Peer        string  `json:"peer"`
 	Pods        int     `json:"pods"`
+	Children    int     `json:"children"`
+	FinalObj    int     `json:"final_objects"`
+	FinalChild  int     `json:"final_children"`
 	SyncSeconds float64 `json:"sync_seconds"`
 	DoneUnixNs  int64   `json:"done_unix_ns"`
 	Reconciles  int64   `json:"reconciles"`
@@ -56,6 +66,7 @@ func main() {
 	namespace := flag.String("namespace", "bench", "namespace")
 	selector := flag.String("selector", "cell", "label selector")
 	mode := flag.String("mode", "sync", "sync | throughput")
+	scenario := flag.String("scenario", "pods", "pods | owned (ReplicaSets owning pods)")
 	deadline := flag.Duration("deadline", 300*time.Second, "give up after this long")
 	flag.Parse()
 	r := &report{Peer: "client-go"}
@@ -79,6 +90,11 @@ func main() {
 	runtime.GC()
 	var before runtime.MemStats
 	runtime.ReadMemStats(&before)
+
+	if *scenario == "owned" {
+		runOwned(r, cs, &before, *namespace, *selector, *mode == "throughput", *deadline)
+		return
+	}
 
 	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0,
 		informers.WithNamespace(*namespace),
@@ -163,6 +179,135 @@ func main() {
 		r.HeapBytes = int64(after.HeapAlloc) - int64(before.HeapAlloc)
 	}
 	r.Pods = len(informer.GetStore().ListKeys())
+	r.Reconciles = reconciles.Load()
+	r.RssPeakKB, r.CPUSeconds = procStats()
+	out, _ := json.Marshal(r)
+	fmt.Println(string(out))
+	os.Exit(0)
+}
+
+// runOwned is the two-source peer: ReplicaSets owning pods, reconciled by ReplicaSet.
+func runOwned(r *report, cs *kubernetes.Clientset, before *runtime.MemStats, namespace, selector string, throughput bool, deadline time.Duration) {
+	var reconciles atomic.Int64
+	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0,
+		informers.WithNamespace(namespace),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = selector }))
+	replicaSets := factory.Apps().V1().ReplicaSets().Informer()
+	pods := factory.Core().V1().Pods().Informer()
+	ownerOf := func(pod *corev1.Pod) (string, bool) {
+		ref := metav1.GetControllerOf(pod)
+		if ref == nil || ref.Kind != "ReplicaSet" {
+			return "", false
+		}
+		return pod.Namespace + "/" + ref.Name, true
+	}
+	if err := pods.AddIndexers(cache.Indexers{"owner": func(obj any) ([]string, error) {
+		if pod, ok := obj.(*corev1.Pod); ok {
+			if key, ok := ownerOf(pod); ok {
+				return []string{key}, nil
+			}
+		}
+		return nil, nil
+	}}); err != nil {
+		fail(r, err.Error())
+	}
+	queue := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())
+	unwrap := func(obj any) any {
+		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			return tomb.Obj
+		}
+		return obj
+	}
+	enqueueReplicaSet := func(obj any) {
+		if rs, ok := unwrap(obj).(*appsv1.ReplicaSet); ok {
+			queue.Add(rs.Namespace + "/" + rs.Name)
+		}
+	}
+	enqueueOwner := func(obj any) {
+		if pod, ok := unwrap(obj).(*corev1.Pod); ok {
+			if key, ok := ownerOf(pod); ok {
+				queue.Add(key)
+			}
+		}
+	}
+	if _, err := replicaSets.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    enqueueReplicaSet,
+		UpdateFunc: func(_, obj any) { enqueueReplicaSet(obj) },
+		DeleteFunc: enqueueReplicaSet,
+	}); err != nil {
+		fail(r, err.Error())
+	}
+	if _, err := pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    enqueueOwner,
+		UpdateFunc: func(_, obj any) { enqueueOwner(obj) },
+		DeleteFunc: enqueueOwner,
+	}); err != nil {
+		fail(r, err.Error())
+	}
+
+	stop := make(chan struct{})
+	start := time.Now()
+	factory.Start(stop)
+	// Every source synced, as controller-runtime waits for before starting workers.
+	for !replicaSets.HasSynced() || !pods.HasSynced() {
+		if time.Since(start) > deadline {
+			fail(r, "not synced before the deadline")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	r.SyncSeconds = time.Since(start).Seconds()
+
+	done := make(chan struct{})
+	rsStore := replicaSets.GetIndexer()
+	podIndex := pods.GetIndexer()
+	sentinel := namespace + "/sentinel"
+	isFinal := func(meta metav1.Object) bool {
+		return meta.GetName() == "sentinel" && meta.GetAnnotations()["bench/phase"] == "end"
+	}
+	go func() {
+		for {
+			key, quit := queue.Get()
+			if quit {
+				return
+			}
+			reconciles.Add(1)
+			obj, exists, _ := rsStore.GetByKey(key)
+			children, _ := podIndex.ByIndex("owner", key)
+			if key == sentinel && exists {
+				if rs, ok := obj.(*appsv1.ReplicaSet); ok && isFinal(rs) {
+					for _, child := range children {
+						if pod, ok := child.(*corev1.Pod); ok && isFinal(pod) {
+							r.DoneUnixNs = time.Now().UnixNano()
+							close(done)
+							return
+						}
+					}
+				}
+			}
+			queue.Forget(key)
+			queue.Done(key)
+		}
+	}()
+
+	if throughput {
+		select {
+		case <-done:
+		case <-time.After(deadline - time.Since(start)):
+			fail(r, "the sentinel's final state never reached a reconcile")
+		}
+		// The informers' stores are written before their handlers run, and both sentinels'
+		// last frames came last: the stores hold the final state.
+		r.FinalObj = len(rsStore.ListKeys())
+		r.FinalChild = len(podIndex.ListKeys())
+	} else {
+		time.Sleep(time.Second)
+		runtime.GC()
+		var after runtime.MemStats
+		runtime.ReadMemStats(&after)
+		r.HeapBytes = int64(after.HeapAlloc) - int64(before.HeapAlloc)
+		r.Pods = len(rsStore.ListKeys())
+		r.Children = len(podIndex.ListKeys())
+	}
 	r.Reconciles = reconciles.Load()
 	r.RssPeakKB, r.CPUSeconds = procStats()
 	out, _ := json.Marshal(r)

@@ -2,21 +2,23 @@
 //!
 //! ```text
 //! reconcile-bench all [--quick] [--runs N] [--frames N] [--no-real] [--out PATH]
-//!                     [--real-sizes N,N] [--only throughput,replay,real]
+//!                     [--real-sizes N,N] [--only throughput,owned,replay,real]
 //! reconcile-bench peer bare|core|tokio|kube (--server URL | --kubeconfig PATH)
-//!                 [--namespace NS] [--mode sync|throughput] [--deadline SECS]
-//! reconcile-bench serve [--pods N] [--frames N] [--seconds S]
+//!                 [--namespace NS] [--mode sync|throughput] [--scenario pods|owned]
+//!                 [--deadline SECS]
+//! reconcile-bench serve [--pods N] [--frames N] [--seconds S] [--scenario pods|owned]
 //! ```
 //!
 //! `serve` runs the replay server alone for a manual look (printing its URL, then the
-//! requests it served), for at most `--seconds` (default 60).
+//! requests it served), for at most `--seconds` (default 60). With `--scenario owned` it
+//! serves `--pods / 10` ReplicaSets and the `--pods` pods they own.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::BenchError;
 use crate::orchestrate::{self, Binaries, Section, Settings};
-use crate::peers::{self, HeapProbe, PeerArgs, PeerKind, Target};
+use crate::peers::{self, HeapProbe, PeerArgs, PeerKind, Scenario, Target};
 
 /// Runs the command line; returns the process exit code.
 #[must_use]
@@ -42,10 +44,13 @@ pub fn main(heap: Option<HeapProbe>) -> i32 {
         Some("--list") => 0,
         _ => {
             eprintln!(
-                "usage: reconcile-bench all [--quick] [--runs N] [--frames N] [--no-real] [--out PATH] [--real-sizes N,N] [--only throughput,replay,real]"
+                "usage: reconcile-bench all [--quick] [--runs N] [--frames N] [--no-real] [--out PATH] [--real-sizes N,N] [--only throughput,owned,replay,real]"
             );
             eprintln!(
-                "       reconcile-bench peer bare|core|tokio|kube (--server URL | --kubeconfig PATH) [--namespace NS] [--mode sync|throughput] [--deadline SECS]"
+                "       reconcile-bench peer bare|core|tokio|kube (--server URL | --kubeconfig PATH) [--namespace NS] [--mode sync|throughput] [--scenario pods|owned] [--deadline SECS]"
+            );
+            eprintln!(
+                "       reconcile-bench serve [--pods N] [--frames N] [--seconds S] [--scenario pods|owned]"
             );
             2
         }
@@ -70,12 +75,17 @@ fn peer(args: &[String], heap: Option<HeapProbe>) -> i32 {
         eprintln!("peer: need a peer name and --server or --kubeconfig");
         return 2;
     };
+    let Some(scenario) = Scenario::parse(value(args, "--scenario").unwrap_or("pods")) else {
+        eprintln!("peer: --scenario is pods or owned");
+        return 2;
+    };
     let args = PeerArgs {
         kind,
         target,
         namespace: value(args, "--namespace")
             .unwrap_or(crate::workload::NAMESPACE)
             .to_owned(),
+        scenario,
         throughput: value(args, "--mode") == Some("throughput"),
         deadline: Duration::from_secs(
             value(args, "--deadline")
@@ -97,18 +107,30 @@ fn serve(args: &[String]) -> Result<(), BenchError> {
     };
     let templates = crate::workload::templates()?;
     let frames = number("--frames", 0);
-    let workload = std::sync::Arc::new(crate::workload::Workload::new(
-        &templates,
-        number("--pods", 1000),
-        frames.max(1),
-        5_000,
-    ));
+    let pods = number("--pods", 1000);
+    let workloads = match value(args, "--scenario") {
+        Some("owned") => crate::workload::owned_pair(
+            &templates,
+            pods / crate::workload::PODS_PER_CELL,
+            frames.max(2),
+            5_000,
+        )
+        .into_iter()
+        .map(std::sync::Arc::new)
+        .collect(),
+        _ => vec![std::sync::Arc::new(crate::workload::Workload::new(
+            &templates,
+            pods,
+            frames.max(1),
+            5_000,
+        ))],
+    };
     let mode = if frames > 0 {
         crate::replay::Mode::Throughput
     } else {
         crate::replay::Mode::Sync
     };
-    let server = crate::replay::ReplayServer::start(workload, mode)?;
+    let server = crate::replay::ReplayServer::start_all(workloads, mode)?;
     println!("{}", server.url());
     let seconds = number("--seconds", 60) as u64;
     let mut seen = std::collections::BTreeMap::new();

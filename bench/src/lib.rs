@@ -6,9 +6,10 @@
 //!
 //! | module | what |
 //! |---|---|
-//! | [`workload`] | real-shaped pods and watch frames |
+//! | [`workload`] | real-shaped pods (and the ReplicaSets owning them) and watch frames |
 //! | [`replay`] | the loopback replay server |
 //! | [`peers`] | the Rust peers, each in its own process |
+//! | [`replica_set`] | our peers' partial ReplicaSet view (the two-source scenario) |
 //! | [`orchestrate`] | runs, medians, the real apiserver |
 //! | [`doc`] | `docs/benchmarks.md` and its SVG plot |
 //! | [`cli`] | the command line both binaries share |
@@ -18,6 +19,7 @@ pub mod doc;
 pub mod orchestrate;
 pub mod peers;
 pub mod replay;
+pub mod replica_set;
 pub mod workload;
 
 /// Everything that can go wrong in the harness.

@@ -13,9 +13,9 @@ use std::time::{Duration, Instant, SystemTime};
 use serde_json::Value;
 
 use crate::BenchError;
-use crate::peers::PeerReport;
+use crate::peers::{PeerReport, Scenario};
 use crate::replay::{Mode, ReplayServer};
-use crate::workload::{self, NAMESPACE, Workload};
+use crate::workload::{self, NAMESPACE, PODS_PER_CELL, Workload};
 
 /// How much to run.
 #[derive(Debug, Clone)]
@@ -26,6 +26,8 @@ pub struct Settings {
     pub sync_sizes: Vec<usize>,
     /// Pod count for throughput and heap per pod.
     pub throughput_pods: usize,
+    /// ReplicaSets in the two-source scenario, each owning [`PODS_PER_CELL`] pods.
+    pub owned_parents: usize,
     /// Frames per throughput run.
     pub frames: usize,
     /// Pod counts for time to sync on the real apiserver (empty: skip it).
@@ -43,6 +45,8 @@ pub struct Settings {
 pub enum Section {
     /// Steady-state frames/s and heap per pod, on the replay server.
     Throughput,
+    /// The same for two sources: ReplicaSets owning pods (issue 13).
+    Owned,
     /// Time to first sync on the replay server.
     Replay,
     /// Time to first sync on the real kube-apiserver.
@@ -51,13 +55,19 @@ pub enum Section {
 
 impl Section {
     /// All sections, in the order they run.
-    pub const ALL: [Section; 3] = [Section::Throughput, Section::Replay, Section::Real];
+    pub const ALL: [Section; 4] = [
+        Section::Throughput,
+        Section::Owned,
+        Section::Replay,
+        Section::Real,
+    ];
 
-    /// Parses `throughput`, `replay` or `real`.
+    /// Parses `throughput`, `owned`, `replay` or `real`.
     #[must_use]
     pub fn parse(name: &str) -> Option<Self> {
         match name {
             "throughput" => Some(Section::Throughput),
+            "owned" => Some(Section::Owned),
             "replay" => Some(Section::Replay),
             "real" => Some(Section::Real),
             _ => None,
@@ -66,13 +76,15 @@ impl Section {
 }
 
 impl Settings {
-    /// The full figures: 5 runs; 1k, 10k, 50k pods; 10k pods and 50k frames.
+    /// The full figures: 5 runs; 1k, 10k, 50k pods; 10k pods and 50k frames; 1k
+    /// ReplicaSets owning 10k pods and 50k frames.
     #[must_use]
     pub fn full() -> Self {
         Settings {
             runs: 5,
             sync_sizes: vec![1_000, 10_000, 50_000],
             throughput_pods: 10_000,
+            owned_parents: 1_000,
             frames: 50_000,
             real_sizes: vec![1_000, 10_000, 50_000],
             create_budget: Duration::from_secs(900),
@@ -88,6 +100,7 @@ impl Settings {
             runs: 1,
             sync_sizes: vec![1_000],
             throughput_pods: 1_000,
+            owned_parents: 100,
             frames: 5_000,
             real_sizes: vec![300],
             create_budget: Duration::from_secs(120),
@@ -170,17 +183,25 @@ enum Conn {
     Kubeconfig(PathBuf),
 }
 
-/// Runs one peer process and parses its report. Bounded by `deadline` plus 30 s, after
-/// which the child is killed.
-fn spawn_peer(
-    bins: &Binaries,
-    peer: &str,
-    heap: bool,
-    conn: &Conn,
-    namespace: &str,
+/// What one peer process is asked to do.
+#[derive(Debug, Clone, Copy)]
+struct Run<'a> {
+    namespace: &'a str,
+    scenario: Scenario,
+    /// Wait for the sentinel's last frame, or stop after the sync.
     throughput: bool,
     deadline: Duration,
-) -> PeerReport {
+}
+
+/// Runs one peer process and parses its report. Bounded by `deadline` plus 30 s, after
+/// which the child is killed.
+fn spawn_peer(bins: &Binaries, peer: &str, heap: bool, conn: &Conn, run: Run<'_>) -> PeerReport {
+    let Run {
+        namespace,
+        scenario,
+        throughput,
+        deadline,
+    } = run;
     let mode = if throughput { "throughput" } else { "sync" };
     let mut cmd = if peer == "client-go" {
         let mut c = Command::new(&bins.go);
@@ -189,6 +210,7 @@ fn spawn_peer(
             Conn::Kubeconfig(path) => c.arg("-kubeconfig").arg(path),
         };
         c.args(["-namespace", namespace, "-mode", mode])
+            .args(["-scenario", scenario.name()])
             .arg(format!("-deadline={}s", deadline.as_secs()));
         c
     } else {
@@ -199,6 +221,7 @@ fn spawn_peer(
             Conn::Kubeconfig(path) => c.arg("--kubeconfig").arg(path),
         };
         c.args(["--namespace", namespace, "--mode", mode])
+            .args(["--scenario", scenario.name()])
             .args(["--deadline", &deadline.as_secs().to_string()]);
         c
     };
@@ -253,6 +276,14 @@ pub struct Results {
     pub cpu_seconds: BTreeMap<(String, String), Vec<f64>>,
     /// Reconciles per throughput run, by peer.
     pub reconciles: BTreeMap<String, Vec<f64>>,
+    /// Two sources: frames per second over both, by peer.
+    pub owned_throughput: BTreeMap<String, Vec<f64>>,
+    /// Two sources: reconciles per throughput run, by peer.
+    pub owned_reconciles: BTreeMap<String, Vec<f64>>,
+    /// Two sources: heap bytes per cached object (ReplicaSets and pods alike), by peer.
+    pub owned_heap_per_object: BTreeMap<String, Vec<f64>>,
+    /// Two sources: heap after the sync that does not grow with the object count (MiB).
+    pub owned_heap_fixed_mib: BTreeMap<String, Vec<f64>>,
     /// Requests each peer made to the replay server (from its last throughput run).
     pub requests: BTreeMap<String, BTreeMap<String, usize>>,
     /// Failures, as `peer, input: error`.
@@ -305,6 +336,9 @@ pub fn run_all(bins: &Binaries, settings: &Settings) -> Result<Results, BenchErr
     let runs = |section| settings.sections.contains(&section);
     if runs(Section::Throughput) {
         throughput(bins, settings, &templates, &mut results)?;
+    }
+    if runs(Section::Owned) {
+        owned(bins, settings, &templates, &mut results)?;
     }
     if runs(Section::Replay) {
         replay_sync(bins, settings, &templates, &mut results);
@@ -378,9 +412,12 @@ fn throughput(
                 peer,
                 false,
                 &Conn::Server(server.url()),
-                NAMESPACE,
-                true,
-                settings.deadline,
+                Run {
+                    namespace: NAMESPACE,
+                    scenario: Scenario::Pods,
+                    throughput: true,
+                    deadline: settings.deadline,
+                },
             );
             if record_failure(results, &report, &scenario) {
                 continue;
@@ -432,9 +469,12 @@ fn throughput(
                     peer,
                     true,
                     &Conn::Server(server.url()),
-                    NAMESPACE,
-                    false,
-                    settings.deadline,
+                    Run {
+                        namespace: NAMESPACE,
+                        scenario: Scenario::Pods,
+                        throughput: false,
+                        deadline: settings.deadline,
+                    },
                 );
                 if record_failure(results, &report, "heap") {
                     break;
@@ -451,6 +491,197 @@ fn throughput(
                 push(&mut results.heap_per_pod, peer.to_owned(), per_pod);
                 push(
                     &mut results.heap_fixed_mib,
+                    peer.to_owned(),
+                    fixed / 1048576.0,
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The two-source scenario's label in the per-scenario tables.
+#[must_use]
+pub fn owned_scenario(settings: &Settings) -> String {
+    format!(
+        "two sources, {} ReplicaSets + {} pods + {} frames",
+        settings.owned_parents,
+        settings.owned_parents * PODS_PER_CELL,
+        settings.frames
+    )
+}
+
+/// Objects served over every collection of a workload (sentinels included).
+fn objects(workloads: &[Arc<Workload>]) -> usize {
+    workloads.iter().map(|w| w.items.len()).sum()
+}
+
+/// Records a failure when a two-source run holds other than `expected` (ReplicaSets, pods):
+/// a figure only counts when the peer shows it holds both sources whole.
+fn record_wrong_objects(
+    results: &mut Results,
+    peer: &str,
+    what: &str,
+    held: (usize, usize),
+    expected: (usize, usize),
+) -> bool {
+    if held == expected {
+        return false;
+    }
+    let error = format!(
+        "held {} ReplicaSets and {} pods, not the {} and {} expected",
+        held.0, held.1, expected.0, expected.1
+    );
+    log(&format!("{peer} {what}: FAILED {error}"));
+    results.failures.push(format!("{peer}, {what}: {error}"));
+    true
+}
+
+/// Two sources (issue 13): ReplicaSets and the pods they own, 1 to [`PODS_PER_CELL`], for
+/// frames/s over both collections and heap per cached object. A throughput run counts only
+/// when the peer saw both sentinels' last frames and ended holding what every frame leaves;
+/// a heap run only when it synced both collections whole.
+fn owned(
+    bins: &Binaries,
+    settings: &Settings,
+    templates: &[Value],
+    results: &mut Results,
+) -> Result<(), BenchError> {
+    let parents = settings.owned_parents;
+    let full: Vec<Arc<Workload>> = workload::owned_pair(templates, parents, settings.frames, 5_000)
+        .into_iter()
+        .map(Arc::new)
+        .collect();
+    let small_parents = (parents / 10).max(1);
+    let small: Vec<Arc<Workload>> = workload::owned_pair(templates, small_parents, 2, 1)
+        .into_iter()
+        .map(Arc::new)
+        .collect();
+    let (replica_sets, pods) = (&full[0], &full[1]);
+    results.notes.push(format!(
+        "two-source workload: {parents} ReplicaSets of {} B in the LIST, owning {} pods of {} B, each collection with its sentinel; {} frames: {} of ReplicaSets ({} B on average), {} of pods ({} B)",
+        replica_sets.average_item_bytes(),
+        parents * PODS_PER_CELL,
+        pods.average_item_bytes(),
+        settings.frames,
+        replica_sets.frames,
+        replica_sets.average_frame_bytes(),
+        pods.frames,
+        pods.average_frame_bytes(),
+    ));
+    let final_state = (replica_sets.final_objects(), pods.final_objects());
+    let scenario = owned_scenario(settings);
+    for run in 0..settings.runs {
+        for peer in ["core", "tokio", "kube", "client-go"] {
+            let server = ReplayServer::start_all(full.clone(), Mode::Throughput)?;
+            let report = spawn_peer(
+                bins,
+                peer,
+                false,
+                &Conn::Server(server.url()),
+                Run {
+                    namespace: NAMESPACE,
+                    scenario: Scenario::Owned,
+                    throughput: true,
+                    deadline: settings.deadline,
+                },
+            );
+            if record_failure(results, &report, &scenario) {
+                continue;
+            }
+            let held = (report.final_objects, report.final_children);
+            if record_wrong_objects(results, peer, &scenario, held, final_state) {
+                continue;
+            }
+            let Some(first) = server.first_frame() else {
+                results
+                    .failures
+                    .push(format!("{peer}, {scenario}: no frame was ever sent"));
+                continue;
+            };
+            if report.done_unix_ns == 0 {
+                results.failures.push(format!(
+                    "{peer}, {scenario}: no reconcile saw both sentinels' last frames"
+                ));
+                continue;
+            }
+            let first_ns = first
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as i64);
+            let seconds = (report.done_unix_ns - first_ns) as f64 / 1e9;
+            let rate = settings.frames as f64 / seconds.max(1e-9);
+            log(&format!(
+                "run {run} {peer} (two sources): {rate:.0} frames/s, {} reconciles, {:.1} CPU s, {} MiB",
+                report.reconciles,
+                report.cpu_seconds,
+                report.rss_peak_kb / 1024
+            ));
+            push(&mut results.owned_throughput, peer.to_owned(), rate);
+            push(
+                &mut results.owned_reconciles,
+                peer.to_owned(),
+                report.reconciles as f64,
+            );
+            push(
+                &mut results.rss_mib,
+                (scenario.clone(), peer.to_owned()),
+                report.rss_peak_kb as f64 / 1024.0,
+            );
+            push(
+                &mut results.cpu_seconds,
+                (scenario.clone(), peer.to_owned()),
+                report.cpu_seconds,
+            );
+            results
+                .requests
+                .insert(format!("{peer} (two sources)"), server.requests());
+        }
+        // Heap per cached object: the slope between a small and the full sync, as for pods.
+        for peer in ["core", "tokio", "kube", "client-go"] {
+            let mut heap = Vec::new();
+            for w in [&small, &full] {
+                let server = ReplayServer::start_all(w.clone(), Mode::Sync)?;
+                let report = spawn_peer(
+                    bins,
+                    peer,
+                    true,
+                    &Conn::Server(server.url()),
+                    Run {
+                        namespace: NAMESPACE,
+                        scenario: Scenario::Owned,
+                        throughput: false,
+                        deadline: settings.deadline,
+                    },
+                );
+                let what = "heap, two sources";
+                let listed = (w[0].items.len(), w[1].items.len());
+                if record_failure(results, &report, what)
+                    || record_wrong_objects(
+                        results,
+                        peer,
+                        what,
+                        (report.pods, report.children),
+                        listed,
+                    )
+                {
+                    break;
+                }
+                heap.push(report.heap_bytes as f64);
+            }
+            if let [low, high] = heap[..] {
+                let per_object = (high - low) / (objects(&full) - objects(&small)) as f64;
+                let fixed = low - per_object * objects(&small) as f64;
+                log(&format!(
+                    "run {run} {peer} (two sources): heap {per_object:.0} B per object, {:.1} MiB fixed",
+                    fixed / 1048576.0
+                ));
+                push(
+                    &mut results.owned_heap_per_object,
+                    peer.to_owned(),
+                    per_object,
+                );
+                push(
+                    &mut results.owned_heap_fixed_mib,
                     peer.to_owned(),
                     fixed / 1048576.0,
                 );
@@ -478,9 +709,12 @@ fn replay_sync(bins: &Binaries, settings: &Settings, templates: &[Value], result
                     peer,
                     false,
                     &Conn::Server(server.url()),
-                    NAMESPACE,
-                    false,
-                    settings.deadline,
+                    Run {
+                        namespace: NAMESPACE,
+                        scenario: Scenario::Pods,
+                        throughput: false,
+                        deadline: settings.deadline,
+                    },
                 );
                 // The listing holds the pods and the sentinel.
                 if record_failure(results, &report, &scenario)
@@ -606,9 +840,12 @@ fn real_sync(
                     peer,
                     false,
                     &Conn::Kubeconfig(kubeconfig.clone()),
-                    &namespace,
-                    false,
-                    settings.deadline,
+                    Run {
+                        namespace: &namespace,
+                        scenario: Scenario::Pods,
+                        throughput: false,
+                        deadline: settings.deadline,
+                    },
                 );
                 // The listing holds the pods and the sentinel.
                 if record_failure(results, &report, &scenario)

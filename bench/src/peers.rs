@@ -11,20 +11,34 @@
 //! Every peer watches namespace [`crate::workload::NAMESPACE`] with selector [`SELECTOR`] and keys reconciles
 //! by the `cell` label, except kube-runtime, whose `Controller` reconciles the watched object
 //! itself (one key per pod), as its documentation shows.
+//!
+//! In the two-source scenario ([`Scenario::Owned`], issue 13) every peer but `bare` watches
+//! ReplicaSets and the pods they own, reconciles each ReplicaSet with its children, and is
+//! done once the sentinel ReplicaSet's reconcile sees both sentinels' last frames:
+//!
+//! | peer | what runs |
+//! |---|---|
+//! | `core` | the same thin driver over `Config::kubernetes(..).owns::<PodView>(..)` |
+//! | `tokio` | `Controller::for_objects(replica_sets).owns_kind(pods, "ReplicaSet")` |
+//! | `kube` | `Controller::new(replica_sets).owns_stream(reflector(pods))`: `owns` with the children cached |
 
+use std::collections::HashMap;
 use std::convert::Infallible;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::Poll;
 use std::time::{Duration, Instant as WallClock, SystemTime};
 
 use futures::StreamExt as _;
+use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use reconcile_core::list::ListDecoder;
 use reconcile_core::pod::PodView;
 use reconcile_core::{
-    Command, Config, Input, Instant, KeyMap, ListResponse, Outcome, Output, ReconcileLoop,
-    StreamEnd, WatchParams,
+    Command, Config, Event, Input, Instant, KeyMap, ListResponse, Object, ObjectKey, Outcome,
+    Output, ReconcileLoop, Related, SourceId, StreamEnd, StreamId, WatchParams,
 };
 use reconcile_tokio::engine::Transport as _;
 use reconcile_tokio::engine::lines::LineSplitter;
@@ -35,15 +49,26 @@ use reconcile_tokio::{
 use serde::{Deserialize, Serialize};
 
 use crate::BenchError;
-use crate::workload::{PHASE_ANNOTATION, SELECTOR, SENTINEL};
+use crate::replica_set::ReplicaSetView;
+use crate::workload::{PHASE_ANNOTATION, Resource, SELECTOR, SENTINEL};
 
 /// What a peer process prints, one JSON line (the Go peer prints the same fields).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct PeerReport {
     /// `bare`, `core`, `tokio`, `kube` or `client-go`.
     pub peer: String,
-    /// Objects in the cache once synced (0 where the peer cannot tell).
+    /// Objects of the primary source in the cache once synced (0 where the peer cannot
+    /// tell): pods, or the ReplicaSets of the two-source scenario.
     pub pods: usize,
+    /// Two sources: the children (pods) cached once synced.
+    #[serde(default)]
+    pub children: usize,
+    /// Two sources, throughput: the primary's objects once every frame was processed.
+    #[serde(default)]
+    pub final_objects: usize,
+    /// Two sources, throughput: the children once every frame was processed.
+    #[serde(default)]
+    pub final_children: usize,
     /// From starting the controller to its first sync.
     pub sync_seconds: f64,
     /// Wall clock (Unix ns) when the sentinel's final state was reconciled; 0 in sync mode.
@@ -100,6 +125,34 @@ impl PeerKind {
     }
 }
 
+/// Which workload the peer runs against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scenario {
+    /// Pods, reconciled by cell: the single-source rows.
+    Pods,
+    /// ReplicaSets owning pods (issue 13): two sources, reconciled by ReplicaSet.
+    Owned,
+}
+
+impl Scenario {
+    /// The name used on the command line.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Scenario::Pods => "pods",
+            Scenario::Owned => "owned",
+        }
+    }
+
+    /// Parses [`Scenario::name`].
+    #[must_use]
+    pub fn parse(name: &str) -> Option<Self> {
+        [Scenario::Pods, Scenario::Owned]
+            .into_iter()
+            .find(|s| s.name() == name)
+    }
+}
+
 /// Where the peer connects.
 #[derive(Debug, Clone)]
 pub enum Target {
@@ -118,6 +171,8 @@ pub struct PeerArgs {
     pub target: Target,
     /// The namespace to watch.
     pub namespace: String,
+    /// The workload.
+    pub scenario: Scenario,
     /// Wait for the sentinel's last frame (throughput) or stop after the sync.
     pub throughput: bool,
     /// Give up after this long.
@@ -188,16 +243,27 @@ impl Heap {
 }
 
 async fn run_async(args: &PeerArgs, probe: Option<HeapProbe>) -> Result<PeerReport, BenchError> {
+    // Reserved before the heap baseline: the harness's bookkeeping is not the controller's.
+    let views = Arc::new(match args.scenario {
+        Scenario::Pods => Views::default(),
+        Scenario::Owned => Views::reserved(),
+    });
     let heap = Heap {
         probe,
         baseline: probe.map_or(0, |p| p()),
     };
     let client = client(&args.target).await?;
-    let mut report = match args.kind {
-        PeerKind::Bare => bare(client, args).await?,
-        PeerKind::Core => core(client, args, heap).await?,
-        PeerKind::Tokio => tokio_driver(client, args, heap).await?,
-        PeerKind::Kube => kube_runtime(client, args, heap).await?,
+    let mut report = match (args.scenario, args.kind) {
+        (Scenario::Pods, PeerKind::Bare) => bare(client, args).await?,
+        (Scenario::Pods, PeerKind::Core) => core(client, args, heap).await?,
+        (Scenario::Pods, PeerKind::Tokio) => tokio_driver(client, args, heap).await?,
+        (Scenario::Pods, PeerKind::Kube) => kube_runtime(client, args, heap).await?,
+        (Scenario::Owned, PeerKind::Core) => core_owned(client, args, heap, &views).await?,
+        (Scenario::Owned, PeerKind::Tokio) => tokio_owned(client, args, heap, views).await?,
+        (Scenario::Owned, PeerKind::Kube) => kube_owned(client, args, heap).await?,
+        (Scenario::Owned, PeerKind::Bare) => {
+            return Err(BenchError::Peer("bare has no two-source run".into()));
+        }
     };
     report.peer = args.kind.name().into();
     Ok(report)
@@ -240,6 +306,55 @@ fn is_final_sentinel(pod: &PodView) -> bool {
         && pod.metadata.annotations.get(PHASE_ANNOTATION) == Some("end")
 }
 
+fn is_final_sentinel_replica_set(rs: &ReplicaSetView) -> bool {
+    rs.metadata.name.as_deref() == Some(SENTINEL)
+        && rs.metadata.annotations.get(PHASE_ANNOTATION) == Some("end")
+}
+
+/// Room in [`Views`] for far more ReplicaSets than any run has.
+const VIEW_CAPACITY: usize = 1 << 14;
+
+/// What our peers' reconciles saw last of each parent in the two-source scenario: whether
+/// its ReplicaSet existed and how many children it had. Every change wakes its parent and
+/// each reconcile reads both sources at dispatch, so once every wake has been reconciled the
+/// totals are both sources' final state, as the reconciles saw it.
+#[derive(Debug, Default)]
+struct Views(Mutex<HashMap<ObjectKey, (bool, usize)>>);
+
+/// [`Views`] summed up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct ViewTotals {
+    /// Parents reconciled at least once.
+    parents: usize,
+    /// Children the last reconciles saw, over every parent.
+    children: usize,
+}
+
+impl Views {
+    /// With room reserved for [`VIEW_CAPACITY`] parents, so recording never allocates.
+    fn reserved() -> Self {
+        Views(Mutex::new(HashMap::with_capacity(VIEW_CAPACITY)))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<ObjectKey, (bool, usize)>> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn record(&self, parent: &ObjectKey, exists: bool, children: usize) {
+        self.lock().insert(parent.clone(), (exists, children));
+    }
+
+    fn totals(&self) -> ViewTotals {
+        let views = self.lock();
+        ViewTotals {
+            parents: views.len(),
+            children: views.values().map(|(_, children)| children).sum(),
+        }
+    }
+}
+
 async fn bare(client: kube::Client, args: &PeerArgs) -> Result<PeerReport, BenchError> {
     let transport = KubeTransport::new(client);
     let params = WatchParams::namespaced(&args.namespace).labels(SELECTOR);
@@ -259,63 +374,144 @@ async fn bare(client: kube::Client, args: &PeerArgs) -> Result<PeerReport, Bench
     })
 }
 
-/// The core with the thinnest possible driver: one task does the I/O and completes every
-/// reconcile inline, so what is left is the core's own cost plus HTTP.
+/// The core with the thinnest possible driver, over pods keyed by cell.
 async fn core(client: kube::Client, args: &PeerArgs, heap: Heap) -> Result<PeerReport, BenchError> {
-    let transport = KubeTransport::new(client);
-    let requests = Requests::new(collection(&args.namespace));
     let config = Config::kubernetes(
         WatchParams::namespaced(&args.namespace).labels(SELECTOR),
-        KeyMap::by_label("cell"),
+        KeyMap::<PodView, String>::by_label("cell"),
     );
+    let sources = [Requests::new(collection(&args.namespace))];
+    let finished = |cell: &String, members: &[Arc<PodView>], _: &[Related]| {
+        cell == SENTINEL && members.iter().any(|m| is_final_sentinel(m))
+    };
+    let (report, _) = drive_core(client, &sources, config, args, heap, finished).await?;
+    Ok(report)
+}
+
+/// The core with the thinnest possible driver over ReplicaSets owning pods: the same loop,
+/// the children added with `Config::owns`.
+async fn core_owned(
+    client: kube::Client,
+    args: &PeerArgs,
+    heap: Heap,
+    views: &Views,
+) -> Result<PeerReport, BenchError> {
+    let namespace = &args.namespace;
+    let params = WatchParams::namespaced(namespace).labels(SELECTOR);
+    let config = Config::kubernetes(
+        params.clone(),
+        KeyMap::<ReplicaSetView, ObjectKey>::by_object(),
+    )
+    .owns::<PodView>(params, "ReplicaSet");
+    let sources = [
+        Requests::new(Resource::ReplicaSets.path(namespace)),
+        Requests::new(Resource::Pods.path(namespace)),
+    ];
+    let finished = |parent: &ObjectKey, members: &[Arc<ReplicaSetView>], related: &[Related]| {
+        let children = related.iter().map(|r| r.objects.len()).sum();
+        views.record(parent, !members.is_empty(), children);
+        parent.name() == SENTINEL
+            && members.iter().any(|rs| is_final_sentinel_replica_set(rs))
+            && related
+                .iter()
+                .filter_map(Related::downcast::<PodView>)
+                .flatten()
+                .any(|pod| is_final_sentinel(&pod))
+    };
+    let (mut report, core) = drive_core(client, &sources, config, args, heap, finished).await?;
+    if args.throughput {
+        // The loop returns after the drain that saw the end, and reconciles complete inline,
+        // so every wake before it has been reconciled.
+        report.final_objects = core.store().len();
+        report.final_children = views.totals().children;
+    }
+    Ok(report)
+}
+
+/// A WATCH the core peer reads.
+struct OpenWatch {
+    stream: StreamId,
+    body: BodyStream,
+    splitter: LineSplitter,
+}
+
+/// The core with the thinnest possible driver: one task does the I/O and completes every
+/// reconcile inline, so what is left is the core's own cost plus HTTP. Source `Sn` lists and
+/// watches `sources[n]`; `finished(parent, members, related)` tells a reconcile that saw the
+/// run's final state. Returns at the sync (sync mode) or after the drain that dispatched
+/// that reconcile.
+async fn drive_core<O, P>(
+    client: kube::Client,
+    sources: &[Requests],
+    config: Config<O, P>,
+    args: &PeerArgs,
+    heap: Heap,
+    mut finished: impl FnMut(&P, &[Arc<O>], &[Related]) -> bool,
+) -> Result<(PeerReport, ReconcileLoop<O, P>), BenchError>
+where
+    O: Object,
+    P: Ord + std::hash::Hash + Clone,
+{
+    let transport = KubeTransport::new(client);
     let origin = WallClock::now();
     let now = || Instant::from_nanos(u64::try_from(origin.elapsed().as_nanos()).unwrap_or(0));
-    let mut core: ReconcileLoop<PodView, String> =
+    let mut core: ReconcileLoop<O, P> =
         ReconcileLoop::new(config, now()).map_err(|e| BenchError::Peer(e.to_string()))?;
     core.handle_input(now(), Input::Start);
     let mut report = PeerReport::default();
-    let mut watch: Option<(reconcile_core::StreamId, BodyStream)> = None;
-    let mut splitter = LineSplitter::new(64 << 20);
+    let mut watches: Vec<OpenWatch> = Vec::new();
     let mut lines = Vec::new();
+    let mut lists = Vec::new();
+    let mut opens = Vec::new();
+    let mut synced_objects = None;
     let mut done = false;
+    // The watch polled first rotates, so no stream starves another.
+    let mut turn = 0usize;
     // Bounded by the peer's deadline (the caller's timeout) and by this count.
     for _ in 0..u64::MAX / 2 {
-        let mut list = None;
-        let mut open = None;
         loop {
             match core.poll_output() {
-                Output::Command(Command::List { req, params, .. }) => list = Some((req, params)),
+                Output::Command(Command::List {
+                    req,
+                    source,
+                    params,
+                }) => lists.push((req, source, params)),
                 Output::Command(Command::Watch {
                     stream,
+                    source,
                     params,
                     resource_version,
                     timeout_seconds,
                     allow_bookmarks,
-                    ..
                 }) => {
-                    open = Some((
+                    opens.push((
                         stream,
+                        source,
                         params,
                         resource_version,
                         timeout_seconds,
                         allow_bookmarks,
                     ));
                 }
-                Output::Command(Command::CloseWatch { .. }) => watch = None,
+                Output::Command(Command::CloseWatch { stream }) => {
+                    watches.retain(|w| w.stream != stream);
+                }
                 Output::Command(Command::Reconcile {
                     ticket,
                     parent,
                     members,
+                    related,
                     ..
                 }) => {
                     report.reconciles += 1;
-                    if parent == SENTINEL && members.iter().any(|m| is_final_sentinel(m)) {
+                    if finished(&parent, &members, &related) && !done {
                         report.done_unix_ns = unix_ns();
                         done = true;
                     }
                     let outcome = Outcome::Success;
                     core.handle_input(now(), Input::Reconciled { ticket, outcome });
                 }
+                Output::Event(Event::Synced { objects }) => synced_objects = Some(objects),
                 Output::Command(_) | Output::Event(_) => {}
                 Output::Timeout(_) => break,
             }
@@ -323,102 +519,131 @@ async fn core(client: kube::Client, args: &PeerArgs, heap: Heap) -> Result<PeerR
         if report.sync_seconds == 0.0 && core.is_synced() {
             report.sync_seconds = origin.elapsed().as_secs_f64();
             report.pods = core.store().len();
+            // The sync event counts every source's objects; the rest are the children.
+            report.children = synced_objects.unwrap_or(0).saturating_sub(report.pods);
             if !args.throughput {
                 report.heap_bytes = heap.settle_and_read().await;
-                return Ok(report);
+                return Ok((report, core));
             }
         }
         if done {
-            return Ok(report);
+            return Ok((report, core));
         }
-        if let Some((req, params)) = list {
-            let request = requests
-                .list(&params)
-                .map_err(|e| BenchError::Peer(e.to_string()))?;
-            let response = transport.send(request).await?;
-            let status = response.status().as_u16();
-            let mut body = response.into_body();
-            if status != 200 {
-                let bytes =
-                    read_body(&TokioRuntime, &mut body, Duration::from_secs(120), 1 << 20).await?;
-                let body = bytes.into();
-                let response = ListResponse::Response { status, body };
+        if !lists.is_empty() || !opens.is_empty() {
+            for (req, source, params) in lists.drain(..) {
+                let requests = source_requests(sources, source)?;
+                let response = core_list(&transport, requests, &params, source).await?;
                 core.handle_input(now(), Input::List { req, response });
-                continue;
             }
-            // Decoded as it streams in, as the drivers do.
-            let mut decoder = ListDecoder::<PodView>::new();
-            let mut list = Ok(());
-            let read = |chunk: bytes::Bytes| {
-                if list.is_ok() {
-                    list = decoder.push(&chunk);
+            for (stream, source, params, rv, timeout, bookmarks) in opens.drain(..) {
+                let request = source_requests(sources, source)?
+                    .watch(&params, &rv, timeout, bookmarks)
+                    .map_err(|e| BenchError::Peer(e.to_string()))?;
+                let response = transport.send(request).await?;
+                if response.status().as_u16() != 200 {
+                    let code = response.status().as_u16();
+                    let end = StreamEnd::HttpStatus { code, body: vec![] };
+                    core.handle_input(now(), Input::WatchEnd { stream, end });
+                } else {
+                    core.handle_input(now(), Input::WatchOpened { stream });
+                    watches.push(OpenWatch {
+                        stream,
+                        body: response.into_body(),
+                        splitter: LineSplitter::new(64 << 20),
+                    });
                 }
-            };
-            for_each_chunk(
-                &TokioRuntime,
-                &mut body,
-                Duration::from_secs(120),
-                4 << 30,
-                read,
-            )
-            .await?;
-            let list = list.and_then(|()| decoder.finish());
-            let response = ListResponse::Decoded(list);
-            core.handle_input(now(), Input::List { req, response });
-            continue;
-        }
-        if let Some((stream, params, rv, timeout, bookmarks)) = open {
-            let request = requests
-                .watch(&params, &rv, timeout, bookmarks)
-                .map_err(|e| BenchError::Peer(e.to_string()))?;
-            let response = transport.send(request).await?;
-            if response.status().as_u16() != 200 {
-                let code = response.status().as_u16();
-                let end = StreamEnd::HttpStatus { code, body: vec![] };
-                core.handle_input(now(), Input::WatchEnd { stream, end });
-            } else {
-                core.handle_input(now(), Input::WatchOpened { stream });
-                watch = Some((stream, response.into_body()));
             }
             continue;
         }
-        match watch.as_mut() {
-            Some((stream, body)) => {
-                let stream = *stream;
-                match body.next().await {
-                    Some(Ok(chunk)) => {
-                        lines.clear();
-                        if let Err(e) = splitter.push(&chunk, &mut lines) {
-                            let end = StreamEnd::TransportError(e.to_string());
-                            core.handle_input(now(), Input::WatchEnd { stream, end });
-                            watch = None;
-                            continue;
-                        }
+        if watches.is_empty() {
+            // Nothing open: the core waits for a retry delay.
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            core.handle_input(now(), Input::Timeout);
+            continue;
+        }
+        let (i, read) = futures::future::poll_fn(|cx| {
+            let n = watches.len();
+            for k in 0..n {
+                let i = (turn + k) % n;
+                if let Poll::Ready(read) = watches[i].body.poll_next_unpin(cx) {
+                    return Poll::Ready((i, read));
+                }
+            }
+            Poll::Pending
+        })
+        .await;
+        turn = turn.wrapping_add(1);
+        let stream = watches[i].stream;
+        let end = match read {
+            Some(Ok(chunk)) => {
+                lines.clear();
+                match watches[i].splitter.push(&chunk, &mut lines) {
+                    Ok(()) => {
                         // Every line of one read is fed before the next drain.
                         for line in lines.drain(..) {
                             core.handle_input(now(), Input::WatchLine { stream, line });
                         }
+                        None
                     }
-                    Some(Err(e)) => {
-                        let end = StreamEnd::TransportError(e.0);
-                        core.handle_input(now(), Input::WatchEnd { stream, end });
-                        watch = None;
-                    }
-                    None => {
-                        let end = StreamEnd::Clean;
-                        core.handle_input(now(), Input::WatchEnd { stream, end });
-                        watch = None;
-                    }
+                    Err(e) => Some(StreamEnd::TransportError(e.to_string())),
                 }
             }
-            None => {
-                // Nothing open: the core waits for a retry delay.
-                tokio::time::sleep(Duration::from_millis(10)).await;
-                core.handle_input(now(), Input::Timeout);
-            }
+            Some(Err(e)) => Some(StreamEnd::TransportError(e.0)),
+            None => Some(StreamEnd::Clean),
+        };
+        if let Some(end) = end {
+            watches.remove(i);
+            core.handle_input(now(), Input::WatchEnd { stream, end });
         }
     }
     Err(BenchError::Peer("the loop bound was reached".into()))
+}
+
+/// Where source `source` lists and watches.
+fn source_requests(sources: &[Requests], source: SourceId) -> Result<&Requests, BenchError> {
+    usize::try_from(source.get())
+        .ok()
+        .and_then(|n| sources.get(n))
+        .ok_or_else(|| BenchError::Peer(format!("no collection for source {source}")))
+}
+
+/// Sends one LIST of the core peer. The primary's body is decoded as it streams in, as the
+/// drivers do; a secondary's goes to the core raw, as the drivers send it, for the core to
+/// decode as that source's type.
+async fn core_list<O: Object>(
+    transport: &KubeTransport,
+    requests: &Requests,
+    params: &WatchParams,
+    source: SourceId,
+) -> Result<ListResponse<O>, BenchError> {
+    let request = requests
+        .list(params)
+        .map_err(|e| BenchError::Peer(e.to_string()))?;
+    let response = transport.send(request).await?;
+    let status = response.status().as_u16();
+    let mut body = response.into_body();
+    if status != 200 || source != SourceId::PRIMARY {
+        let limit = if status == 200 { 4 << 30 } else { 1 << 20 };
+        let bytes = read_body(&TokioRuntime, &mut body, Duration::from_secs(120), limit).await?;
+        let body = bytes.into();
+        return Ok(ListResponse::Response { status, body });
+    }
+    let mut decoder = ListDecoder::<O>::new();
+    let mut list = Ok(());
+    let read = |chunk: bytes::Bytes| {
+        if list.is_ok() {
+            list = decoder.push(&chunk);
+        }
+    };
+    for_each_chunk(
+        &TokioRuntime,
+        &mut body,
+        Duration::from_secs(120),
+        4 << 30,
+        read,
+    )
+    .await?;
+    Ok(ListResponse::Decoded(list.and_then(|()| decoder.finish())))
 }
 
 /// What the reconcile functions share with the peer's main task.
@@ -479,10 +704,30 @@ async fn tokio_driver(
     Ok(report)
 }
 
-fn kube_final_sentinel(pod: &Pod) -> bool {
-    pod.metadata.name.as_deref() == Some(SENTINEL)
-        && pod
-            .metadata
+/// Waits for `store`'s first sync. `wait_until_ready` alone can miss its wakeup: a
+/// `Controller` waits on the same `DelayedInit`, whose futures oneshot keeps one waker, the
+/// last poller's. Re-polls every millisecond (the Go peer's resolution too).
+async fn kube_wait_ready<K>(
+    store: &kube::runtime::reflector::Store<K>,
+    deadline: Duration,
+) -> Result<(), BenchError>
+where
+    K: kube::Resource + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    for _ in 0..deadline.as_millis() {
+        match tokio::time::timeout(Duration::from_millis(1), store.wait_until_ready()).await {
+            Ok(ready) => return ready.map_err(|e| BenchError::Peer(e.to_string())),
+            Err(_) => continue,
+        }
+    }
+    Err(BenchError::Peer("the store never became ready".into()))
+}
+
+/// Whether `meta` is a sentinel's (pod or ReplicaSet) in its final state.
+fn kube_final_sentinel(meta: &ObjectMeta) -> bool {
+    meta.name.as_deref() == Some(SENTINEL)
+        && meta
             .annotations
             .as_ref()
             .and_then(|a| a.get(PHASE_ANNOTATION))
@@ -506,7 +751,7 @@ async fn kube_runtime(
         controller
             .run(
                 |pod: Arc<Pod>, signal: Arc<Signal>| async move {
-                    signal.reconciled(kube_final_sentinel(&pod));
+                    signal.reconciled(kube_final_sentinel(&pod.metadata));
                     Ok::<_, Infallible>(KubeAction::await_change())
                 },
                 |_pod: Arc<Pod>, _error: &Infallible, _signal: Arc<Signal>| {
@@ -516,18 +761,7 @@ async fn kube_runtime(
             )
             .for_each(|_| async {}),
     );
-    // `wait_until_ready` alone can miss its wakeup: the Controller waits on the same
-    // `DelayedInit`, whose futures oneshot keeps one waker, the last poller's. Re-poll every
-    // millisecond (the Go peer's resolution too).
-    for _ in 0..args.deadline.as_millis() {
-        match tokio::time::timeout(Duration::from_millis(1), store.wait_until_ready()).await {
-            Ok(ready) => {
-                ready.map_err(|e| BenchError::Peer(e.to_string()))?;
-                break;
-            }
-            Err(_) => continue,
-        }
-    }
+    kube_wait_ready(&store, args.deadline).await?;
     let mut report = PeerReport {
         sync_seconds: start.elapsed().as_secs_f64(),
         ..PeerReport::default()
@@ -538,6 +772,190 @@ async fn kube_runtime(
         report.heap_bytes = heap.settle_and_read().await;
     }
     report.pods = store.state().len();
+    report.done_unix_ns = signal.done_unix_ns.load(Ordering::SeqCst);
+    report.reconciles = signal.reconciles.load(Ordering::Relaxed);
+    task.abort();
+    Ok(report)
+}
+
+/// What the two-source tokio peer's reconciles share with its main task.
+#[derive(Debug)]
+struct OwnedContext {
+    signal: Arc<Signal>,
+    views: Arc<Views>,
+}
+
+/// Waits until every wake has been reconciled: no reconcile started for 200 ms, and the
+/// core dispatched no more than started. At most 10 s.
+async fn settle_tokio(
+    signal: &Signal,
+    handle: &reconcile_tokio::Handle<ReplicaSetView, ObjectKey>,
+) -> Result<(), BenchError> {
+    let mut last = -1;
+    let mut quiet = 0;
+    for _ in 0..1000 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        let started = signal.reconciles.load(Ordering::SeqCst);
+        let dispatched = i64::try_from(handle.stats().reconciles).unwrap_or(i64::MAX);
+        if started == last && started == dispatched {
+            quiet += 1;
+            if quiet >= 20 {
+                return Ok(());
+            }
+        } else {
+            quiet = 0;
+            last = started;
+        }
+    }
+    Err(BenchError::Peer("the controller did not settle".into()))
+}
+
+async fn tokio_owned(
+    client: kube::Client,
+    args: &PeerArgs,
+    heap: Heap,
+    views: Arc<Views>,
+) -> Result<PeerReport, BenchError> {
+    let transport = KubeTransport::new(client);
+    let namespace = &args.namespace;
+    let replica_sets = Source::<ReplicaSetView, KubeTransport>::kubernetes(
+        transport.clone(),
+        Resource::ReplicaSets.path(namespace),
+        WatchParams::namespaced(namespace),
+    )
+    .labels(SELECTOR);
+    let pods = Source::pods(transport, Some(namespace)).labels(SELECTOR);
+    // `owns_kind`: the view's type names no kind (as a `DynamicObject`'s does not), so the
+    // owner kind `owns` would read from it is given.
+    let controller =
+        reconcile_tokio::Controller::<ReplicaSetView, ObjectKey>::for_objects(replica_sets)
+            .owns_kind(pods, "ReplicaSet");
+    let signal = Arc::new(Signal::default());
+    let context = Arc::new(OwnedContext {
+        signal: Arc::clone(&signal),
+        views: Arc::clone(&views),
+    });
+    let start = WallClock::now();
+    let running = controller
+        .start(
+            |request: Reconcile<ReplicaSetView, ObjectKey>, ctx: Arc<OwnedContext>| async move {
+                let children = request.related::<PodView>();
+                let rs = request.object();
+                ctx.views
+                    .record(request.parent(), rs.is_some(), children.len());
+                let finished = rs.is_some_and(|rs| is_final_sentinel_replica_set(rs))
+                    && children.iter().any(|pod| is_final_sentinel(pod));
+                ctx.signal.reconciled(finished);
+                Ok::<_, Infallible>(Action::await_change())
+            },
+            default_error_policy,
+            context,
+        )
+        .await
+        .map_err(|e| BenchError::Peer(e.to_string()))?;
+    let mut report = PeerReport {
+        sync_seconds: start.elapsed().as_secs_f64(),
+        ..PeerReport::default()
+    };
+    if args.throughput {
+        signal.notify.notified().await;
+        settle_tokio(&signal, running.handle()).await?;
+        report.final_objects = running.cache().snapshot().len();
+        report.final_children = views.totals().children;
+    } else {
+        if heap.measuring() {
+            report.heap_bytes = heap.settle_and_read().await;
+        }
+        report.pods = running.cache().snapshot().len();
+        // Every ReplicaSet is reconciled once after the sync, with the children it had then.
+        for _ in 0..1000 {
+            if views.totals().parents >= report.pods {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        report.children = views.totals().children;
+    }
+    report.done_unix_ns = signal.done_unix_ns.load(Ordering::SeqCst);
+    report.reconciles = signal.reconciles.load(Ordering::Relaxed);
+    running.abort();
+    Ok(report)
+}
+
+/// What the two-source kube-runtime peer's reconciles share with its main task.
+struct KubeOwnedContext {
+    signal: Arc<Signal>,
+    pods: kube::runtime::reflector::Store<Pod>,
+    sentinel: kube::runtime::reflector::ObjectRef<Pod>,
+}
+
+/// kube-runtime's `owns` caches no child: it is `owns_stream` over a `metadata_watcher`'s
+/// touched objects. A reconcile that reads its children (as ours get them, at dispatch)
+/// needs them in a store, so the children's stream goes through a `reflector` first; the
+/// trigger (`trigger_owners` on the controller owner) is `owns`'s.
+async fn kube_owned(
+    client: kube::Client,
+    args: &PeerArgs,
+    heap: Heap,
+) -> Result<PeerReport, BenchError> {
+    use kube::runtime::controller::{Action as KubeAction, Controller};
+    use kube::runtime::reflector::{self, ObjectRef};
+    use kube::runtime::{WatchStreamExt as _, watcher};
+
+    let namespace = &args.namespace;
+    let replica_sets: kube::Api<ReplicaSet> = kube::Api::namespaced(client.clone(), namespace);
+    let pods_api: kube::Api<Pod> = kube::Api::namespaced(client, namespace);
+    let config = watcher::Config::default().labels(SELECTOR);
+    let (pods, writer) = reflector::store::<Pod>();
+    let children =
+        reflector::reflector(writer, watcher(pods_api, config.clone())).touched_objects();
+    let signal = Arc::new(Signal::default());
+    let context = Arc::new(KubeOwnedContext {
+        signal: Arc::clone(&signal),
+        pods: pods.clone(),
+        sentinel: ObjectRef::new(SENTINEL).within(namespace),
+    });
+    let start = WallClock::now();
+    let controller = Controller::new(replica_sets, config).owns_stream(children);
+    let store = controller.store();
+    let task = tokio::spawn(
+        controller
+            .run(
+                |rs: Arc<ReplicaSet>, ctx: Arc<KubeOwnedContext>| async move {
+                    let finished = kube_final_sentinel(&rs.metadata)
+                        && ctx
+                            .pods
+                            .get(&ctx.sentinel)
+                            .is_some_and(|pod| kube_final_sentinel(&pod.metadata));
+                    ctx.signal.reconciled(finished);
+                    Ok::<_, Infallible>(KubeAction::await_change())
+                },
+                |_rs: Arc<ReplicaSet>, _error: &Infallible, _ctx: Arc<KubeOwnedContext>| {
+                    KubeAction::await_change()
+                },
+                context,
+            )
+            .for_each(|_| async {}),
+    );
+    kube_wait_ready(&store, args.deadline).await?;
+    kube_wait_ready(&pods, args.deadline).await?;
+    let mut report = PeerReport {
+        sync_seconds: start.elapsed().as_secs_f64(),
+        ..PeerReport::default()
+    };
+    if args.throughput {
+        signal.notify.notified().await;
+        // The reflectors apply every frame before it triggers a reconcile, and both
+        // sentinels' last frames came last: the stores hold the final state.
+        report.final_objects = store.state().len();
+        report.final_children = pods.state().len();
+    } else {
+        if heap.measuring() {
+            report.heap_bytes = heap.settle_and_read().await;
+        }
+        report.pods = store.state().len();
+        report.children = pods.state().len();
+    }
     report.done_unix_ns = signal.done_unix_ns.load(Ordering::SeqCst);
     report.reconciles = signal.reconciles.load(Ordering::Relaxed);
     task.abort();

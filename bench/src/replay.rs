@@ -9,6 +9,11 @@
 //!   last; every watch then stays open, silent, until its `timeoutSeconds` (at most
 //!   [`IDLE_CAP`]) or the server stops.
 //!
+//! It serves one collection per [`Workload`], each at its own path (pods, or ReplicaSets and
+//! pods for the two-source scenario); a request for any other path gets a 404. With several
+//! collections, no frame is written before every collection has a live watch, so the clock
+//! starts on a peer that has synced every source and is watching them all.
+//!
 //! The time the first frame is written is the run's throughput clock start. Bounded: at most
 //! [`MAX_CONNECTIONS`] connections, 64 KiB of request head, 30 s per read.
 
@@ -20,7 +25,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use crate::BenchError;
-use crate::workload::{NAMESPACE, Workload, bookmark, push_typed_object};
+use crate::workload::{NAMESPACE, Workload, bookmark_of, push_typed_object};
 
 /// Most connections served at once.
 pub const MAX_CONNECTIONS: usize = 64;
@@ -43,11 +48,20 @@ struct State {
     requests: BTreeMap<String, usize>,
 }
 
-struct Shared {
+/// One served collection.
+struct Collection {
+    path: String,
     workload: Arc<Workload>,
+    /// A live watch has taken this collection's frames.
+    frames_claimed: AtomicBool,
+}
+
+struct Shared {
+    collections: Vec<Collection>,
     mode: Mode,
     stop: AtomicBool,
-    frames_claimed: AtomicBool,
+    /// Collections whose frames a live watch has taken.
+    claimed: AtomicUsize,
     connections: AtomicUsize,
     state: Mutex<State>,
 }
@@ -80,14 +94,31 @@ impl ReplayServer {
     /// # Errors
     /// The port could not be bound.
     pub fn start(workload: Arc<Workload>, mode: Mode) -> Result<Self, BenchError> {
+        Self::start_all(vec![workload], mode)
+    }
+
+    /// Serves every collection of `workloads` (each at its resource's path in
+    /// [`NAMESPACE`]) on a free loopback port.
+    ///
+    /// # Errors
+    /// The port could not be bound.
+    pub fn start_all(workloads: Vec<Arc<Workload>>, mode: Mode) -> Result<Self, BenchError> {
         let listener = TcpListener::bind("127.0.0.1:0")?;
         listener.set_nonblocking(true)?;
         let addr = listener.local_addr()?;
+        let collections = workloads
+            .into_iter()
+            .map(|workload| Collection {
+                path: workload.resource.path(NAMESPACE),
+                workload,
+                frames_claimed: AtomicBool::new(false),
+            })
+            .collect();
         let shared = Arc::new(Shared {
-            workload,
+            collections,
             mode,
             stop: AtomicBool::new(false),
-            frames_claimed: AtomicBool::new(false),
+            claimed: AtomicUsize::new(0),
             connections: AtomicUsize::new(0),
             state: Mutex::new(State::default()),
         });
@@ -110,7 +141,8 @@ impl ReplayServer {
         self.shared.state().first_frame
     }
 
-    /// Requests served so far, by kind (`list`, `list-page`, `watch-list`, `watch`, ...).
+    /// Requests served so far, by kind (`list`, `list-page`, `watch-list`, `watch`, ...),
+    /// followed by the collection (`list pods`) when the server has several.
     #[must_use]
     pub fn requests(&self) -> BTreeMap<String, usize> {
         self.shared.state().requests.clone()
@@ -207,17 +239,19 @@ fn serve(stream: TcpStream, shared: &Shared) -> std::io::Result<()> {
         let Some(req) = read_request(&mut reader)? else {
             return Ok(());
         };
-        let collection = format!("/api/v1/namespaces/{NAMESPACE}/pods");
-        if req.path != collection {
-            count(shared, "not-found");
+        let Some(collection) = shared.collections.iter().find(|c| c.path == req.path) else {
+            count(shared, None, "not-found");
             let body = br#"{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404}"#;
             write_response(&mut out, 404, body)?;
+            if req.close {
+                return Ok(());
+            }
             continue;
-        }
+        };
         if req.param("watch") == Some("true") || req.param("watch") == Some("1") {
-            return watch(&mut out, &req, shared);
+            return watch(&mut out, &req, shared, collection);
         }
-        list(&mut out, &req, shared)?;
+        list(&mut out, &req, shared, collection)?;
         if req.close {
             return Ok(());
         }
@@ -225,8 +259,15 @@ fn serve(stream: TcpStream, shared: &Shared) -> std::io::Result<()> {
     Ok(())
 }
 
-fn count(shared: &Shared, kind: &str) {
-    *shared.state().requests.entry(kind.to_owned()).or_default() += 1;
+/// Counts one request of `kind`, naming the collection when there are several.
+fn count(shared: &Shared, collection: Option<&Collection>, kind: &str) {
+    let key = match collection {
+        Some(c) if shared.collections.len() > 1 => {
+            format!("{kind} {}", c.workload.resource.plural())
+        }
+        _ => kind.to_owned(),
+    };
+    *shared.state().requests.entry(key).or_default() += 1;
 }
 
 fn write_response(out: &mut impl Write, status: u16, body: &[u8]) -> std::io::Result<()> {
@@ -239,8 +280,14 @@ fn write_response(out: &mut impl Write, status: u16, body: &[u8]) -> std::io::Re
     out.flush()
 }
 
-fn list(out: &mut impl Write, req: &Request, shared: &Shared) -> std::io::Result<()> {
-    let items = &shared.workload.items;
+fn list(
+    out: &mut impl Write,
+    req: &Request,
+    shared: &Shared,
+    collection: &Collection,
+) -> std::io::Result<()> {
+    let workload = &collection.workload;
+    let items = &workload.items;
     let whole = req.param("resourceVersion") == Some("0");
     let limit = req
         .param("limit")
@@ -252,7 +299,8 @@ fn list(out: &mut impl Write, req: &Request, shared: &Shared) -> std::io::Result
         .unwrap_or(0)
         .min(items.len());
     let end = limit.map_or(items.len(), |l| (offset + l).min(items.len()));
-    count(shared, if limit.is_some() { "list-page" } else { "list" });
+    let kind = if limit.is_some() { "list-page" } else { "list" };
+    count(shared, Some(collection), kind);
     let cont = if end < items.len() {
         end.to_string()
     } else {
@@ -262,8 +310,10 @@ fn list(out: &mut impl Write, req: &Request, shared: &Shared) -> std::io::Result
     let mut body = Vec::with_capacity(page.iter().map(|i| i.len() + 1).sum::<usize>() + 128);
     write!(
         body,
-        r#"{{"kind":"PodList","apiVersion":"v1","metadata":{{"resourceVersion":"{}","continue":"{cont}"}},"items":["#,
-        shared.workload.list_rv
+        r#"{{"kind":"{}List","apiVersion":"{}","metadata":{{"resourceVersion":"{}","continue":"{cont}"}},"items":["#,
+        workload.resource.kind(),
+        workload.resource.api_version(),
+        workload.list_rv
     )?;
     for (i, item) in page.iter().enumerate() {
         if i > 0 {
@@ -281,37 +331,56 @@ fn chunk(out: &mut impl Write, line: &[u8]) -> std::io::Result<()> {
     out.write_all(b"\n\r\n")
 }
 
-fn watch(out: &mut impl Write, req: &Request, shared: &Shared) -> std::io::Result<()> {
+fn watch(
+    out: &mut impl Write,
+    req: &Request,
+    shared: &Shared,
+    collection: &Collection,
+) -> std::io::Result<()> {
     out.write_all(
         b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n",
     )?;
-    let workload = &shared.workload;
+    let workload = &collection.workload;
+    let resource = workload.resource;
     let streaming_list = req.param("sendInitialEvents") == Some("true");
     if streaming_list {
-        count(shared, "watch-list");
+        count(shared, Some(collection), "watch-list");
         let mut line = Vec::new();
         for item in &workload.items {
             // Items are whole objects: wrap each one as an ADDED frame, `type` first.
             line.clear();
             line.extend_from_slice(br#"{"type":"ADDED","object":"#);
-            push_typed_object(&mut line, item);
+            push_typed_object(&mut line, resource, item);
             line.push(b'}');
             chunk(out, &line)?;
         }
-        chunk(out, &bookmark(workload.list_rv, true))?;
-        out.flush()?;
+        chunk(out, &bookmark_of(resource, workload.list_rv, true))?;
     } else {
-        count(shared, "watch");
+        count(shared, Some(collection), "watch");
     }
+    // The response head (and a streaming list's initial state) goes out now, whether or
+    // not frames follow: a peer may wait for it before opening its other watches.
+    out.flush()?;
     let live = streaming_list
         || req
             .param("resourceVersion")
             .is_some_and(|rv| !rv.is_empty());
     if shared.mode == Mode::Throughput
         && live
-        && !shared.frames_claimed.swap(true, Ordering::SeqCst)
+        && !collection.frames_claimed.swap(true, Ordering::SeqCst)
     {
-        shared.state().first_frame = Some(SystemTime::now());
+        shared.claimed.fetch_add(1, Ordering::SeqCst);
+        // Every collection's frames start together, once each has a live watch.
+        while shared.claimed.load(Ordering::SeqCst) < shared.collections.len() {
+            if shared.stop.load(Ordering::SeqCst) {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        shared
+            .state()
+            .first_frame
+            .get_or_insert_with(SystemTime::now);
         let mut frame = Vec::new();
         for n in 0..workload.frames {
             workload.frame_into(n, &mut frame);
@@ -334,20 +403,99 @@ fn watch(out: &mut impl Write, req: &Request, shared: &Shared) -> std::io::Resul
 
 #[cfg(test)]
 mod tests {
-    use std::io::{Read as _, Write as _};
+    use std::io::{BufRead as _, Read as _, Write as _};
 
     use super::*;
 
     fn get(server: &ReplayServer, query: &str) -> String {
+        get_at(
+            server,
+            &format!("/api/v1/namespaces/{NAMESPACE}/pods"),
+            query,
+        )
+    }
+
+    fn get_at(server: &ReplayServer, path: &str, query: &str) -> String {
         let mut stream = TcpStream::connect(server.addr).unwrap();
         write!(
             stream,
-            "GET /api/v1/namespaces/{NAMESPACE}/pods?{query} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+            "GET {path}?{query} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
         )
         .unwrap();
         let mut response = String::new();
         stream.read_to_string(&mut response).unwrap();
         response
+    }
+
+    /// Opens a WATCH of `path` from the list's version and reads its response head.
+    fn open_watch(server: &ReplayServer, path: &str) -> BufReader<TcpStream> {
+        let mut stream = TcpStream::connect(server.addr).unwrap();
+        write!(
+            stream,
+            "GET {path}?watch=true&resourceVersion=1&timeoutSeconds=1 HTTP/1.1\r\nHost: x\r\n\r\n"
+        )
+        .unwrap();
+        let mut reader = BufReader::new(stream);
+        let mut line = String::new();
+        while line != "\r\n" {
+            line.clear();
+            reader.read_line(&mut line).unwrap();
+        }
+        reader
+    }
+
+    /// The next chunk of a chunked body: one watch line.
+    fn next_line(reader: &mut BufReader<TcpStream>) -> String {
+        let mut size = String::new();
+        reader.read_line(&mut size).unwrap();
+        let mut line = String::new();
+        reader.read_line(&mut line).unwrap();
+        let mut crlf = String::new();
+        reader.read_line(&mut crlf).unwrap();
+        line
+    }
+
+    #[test]
+    fn two_collections_are_served_at_their_paths_and_their_frames_start_together() {
+        let templates = crate::workload::templates().unwrap();
+        let [replica_sets, pods] = crate::workload::owned_pair(&templates, 3, 40, 10);
+        let frames = (replica_sets.frames, pods.frames);
+        let server = ReplayServer::start_all(
+            vec![Arc::new(replica_sets), Arc::new(pods)],
+            Mode::Throughput,
+        )
+        .unwrap();
+        let rs_path = format!("/apis/apps/v1/namespaces/{NAMESPACE}/replicasets");
+        let list = get_at(&server, &rs_path, "");
+        assert!(list.contains(r#""kind":"ReplicaSetList","apiVersion":"apps/v1""#));
+        assert_eq!(list.matches(r#""kind":"Deployment""#).count(), 4);
+        assert!(get_at(&server, "/api/v1/namespaces/bench/configmaps", "").contains(" 404 "));
+        let mut rs_watch = open_watch(&server, &rs_path);
+        assert_eq!(
+            server.first_frame(),
+            None,
+            "no frame before every collection has a live watch"
+        );
+        let mut pod_watch = open_watch(&server, &format!("/api/v1/namespaces/{NAMESPACE}/pods"));
+        for (reader, kind, count) in [
+            (&mut rs_watch, "ReplicaSet", frames.0),
+            (&mut pod_watch, "Pod", frames.1),
+        ] {
+            for _ in 0..count {
+                let frame: serde_json::Value = serde_json::from_str(&next_line(reader)).unwrap();
+                assert_eq!(frame["object"]["kind"], kind);
+            }
+        }
+        assert!(server.first_frame().is_some());
+        assert_eq!(
+            server.requests(),
+            BTreeMap::from([
+                ("list replicasets".into(), 1),
+                ("not-found".into(), 1),
+                ("watch pods".into(), 1),
+                ("watch replicasets".into(), 1),
+            ])
+        );
     }
 
     #[test]

@@ -207,6 +207,35 @@ fn lease<D: DriverUnderTest>(case: &Case<D>, ns: &str) -> Value {
         .unwrap_or_else(|e| panic!("{}: get lease: {e}", case.name))
 }
 
+/// Waits until `who` has reconciled `cell`.
+async fn wait_reconciled<D: DriverUnderTest>(case: &Case<D>, who: &Candidate<D>, cell: &str) {
+    let observed = who.observed.clone();
+    let what = format!("{} reconciles cell {cell}", who.identity);
+    case.eventually(&what, || {
+        observed
+            .latest(cell)
+            .map(|_| ())
+            .ok_or_else(|| "not yet".to_owned())
+    })
+    .await;
+}
+
+/// Waits until `who` sees `holder` on the Lease (and, when `standing_by`, does not lead).
+async fn wait_holder<D: DriverUnderTest>(
+    case: &Case<D>,
+    who: &Candidate<D>,
+    holder: &str,
+    standing_by: bool,
+) {
+    let handle = who.handle.clone();
+    let what = format!("{} sees {holder} as the holder", who.identity);
+    case.eventually(&what, || match handle.leadership() {
+        Some(l) if l.holder.as_deref() == Some(holder) && !(standing_by && l.leading) => Ok(()),
+        other => Err(format!("{other:?}")),
+    })
+    .await;
+}
+
 /// Waits until `who` leads; returns how long that took.
 async fn wait_leading<D: DriverUnderTest>(
     case: &Case<D>,
@@ -242,20 +271,8 @@ pub async fn a_standby_takes_over_at_once_when_the_leader_stops<D: DriverUnderTe
     let mut a = Candidate::start(&case, &ns, "e2e-a").await;
     wait_leading(&case, &a, WAIT).await;
     let mut b = Candidate::start(&case, &ns, "e2e-b").await;
-    let observed = a.observed.clone();
-    case.eventually("a reconciles cell a", || {
-        observed
-            .latest("a")
-            .map(|_| ())
-            .ok_or_else(|| "not yet".to_owned())
-    })
-    .await;
-    let holder = b.handle.clone();
-    case.eventually("b sees a as the holder", || match holder.leadership() {
-        Some(l) if l.holder.as_deref() == Some("e2e-a") && !l.leading => Ok(()),
-        other => Err(format!("{other:?}")),
-    })
-    .await;
+    wait_reconciled(&case, &a, "a").await;
+    wait_holder(&case, &b, "e2e-a", true).await;
     assert!(b.handle.is_synced(), "the standby's cache is warm");
     assert!(
         b.observed.all().is_empty(),
@@ -279,14 +296,7 @@ pub async fn a_standby_takes_over_at_once_when_the_leader_stops<D: DriverUnderTe
         "{}: a released Lease took {took:?} to change hands",
         case.name
     );
-    let observed = b.observed.clone();
-    case.eventually("b reconciles cell a", || {
-        observed
-            .latest("a")
-            .map(|_| ())
-            .ok_or_else(|| "not yet".to_owned())
-    })
-    .await;
+    wait_reconciled(&case, &b, "a").await;
     // The Lease as `kubectl get lease -o yaml` shows it.
     let lease = lease(&case, &ns);
     let spec = &lease["spec"];
@@ -322,12 +332,7 @@ pub async fn a_standby_takes_over_within_the_lease_when_the_leader_is_cut_off<
     let mut a = Candidate::start(&case, &ns, "e2e-a").await;
     wait_leading(&case, &a, WAIT).await;
     let mut b = Candidate::start(&case, &ns, "e2e-b").await;
-    let holder = b.handle.clone();
-    case.eventually("b sees a as the holder", || match holder.leadership() {
-        Some(l) if l.holder.as_deref() == Some("e2e-a") => Ok(()),
-        other => Err(format!("{other:?}")),
-    })
-    .await;
+    wait_holder(&case, &b, "e2e-a", false).await;
 
     a.cut.store(true, Ordering::SeqCst);
     let took = wait_leading(&case, &b, WAIT).await;
@@ -356,14 +361,7 @@ pub async fn a_standby_takes_over_within_the_lease_when_the_leader_is_cut_off<
     case.api()
         .create_pod(&ns, &pod("p2", "b"))
         .unwrap_or_else(|e| panic!("create pod: {e}"));
-    let observed = b.observed.clone();
-    case.eventually("b reconciles cell b", || {
-        observed
-            .latest("b")
-            .map(|_| ())
-            .ok_or_else(|| "not yet".to_owned())
-    })
-    .await;
+    wait_reconciled(&case, &b, "b").await;
     let seen = a.handle.cache();
     case.eventually("a's cache holds p2", || {
         if seen
@@ -387,12 +385,7 @@ pub async fn a_standby_takes_over_within_the_lease_when_the_leader_is_cut_off<
     assert_eq!(lease(&case, &ns)["spec"]["holderIdentity"], "e2e-b");
     // Healed, the old leader stands by.
     a.cut.store(false, Ordering::SeqCst);
-    let holder = a.handle.clone();
-    case.eventually("a sees b as the holder", || match holder.leadership() {
-        Some(l) if l.holder.as_deref() == Some("e2e-b") && !l.leading => Ok(()),
-        other => Err(format!("{other:?}")),
-    })
-    .await;
+    wait_holder(&case, &a, "e2e-b", true).await;
     a.shutdown(&case).await;
     b.shutdown(&case).await;
 }

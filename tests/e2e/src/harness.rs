@@ -192,18 +192,7 @@ impl<D: DriverUnderTest> Case<D> {
         let started = reconcile_engine::runtime::timeout(
             &self.runtime,
             WAIT,
-            controller.start(
-                move |request: Reconcile<PodView, String>, sink: Arc<Observed>| async move {
-                    let (cell, members) = request.into_parts();
-                    sink.push(Call {
-                        cell,
-                        members: members.iter().map(|p| Member::of(p)).collect(),
-                    });
-                    Ok::<_, std::convert::Infallible>(Action::await_change())
-                },
-                default_error_policy,
-                Arc::new(sink),
-            ),
+            controller.start(record_call, default_error_policy, Arc::new(sink)),
         )
         .await;
         let running = match started {
@@ -236,6 +225,23 @@ impl<D: DriverUnderTest> Case<D> {
     pub async fn eventually<T>(&self, what: &str, check: impl FnMut() -> Result<T, String>) -> T {
         eventually(&self.runtime, WAIT, what, check).await
     }
+}
+
+/// The cell controllers' reconcile: records which members each cell's run saw, and
+/// waits for the next change.
+///
+/// # Errors
+/// Never.
+pub async fn record_call(
+    request: Reconcile<PodView, String>,
+    sink: Arc<Observed>,
+) -> Result<Action, std::convert::Infallible> {
+    let (cell, members) = request.into_parts();
+    sink.push(Call {
+        cell,
+        members: members.iter().map(|p| Member::of(p)).collect(),
+    });
+    Ok(Action::await_change())
 }
 
 /// The cell controller under test.

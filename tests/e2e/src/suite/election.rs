@@ -15,15 +15,15 @@ use reconcile_core::pod::PodView;
 use reconcile_core::{Command, ElectionConfig, Input, KeyMap, LeaseRequest, LeaseResponse};
 use reconcile_engine::runtime::timeout;
 use reconcile_engine::{
-    Action, BodyStream, BoxFuture, Controller, Handle, Limits, Reconcile, Running, Source, Tape,
-    Transport, TransportError, default_error_policy,
+    BodyStream, BoxFuture, Controller, Handle, Limits, Running, Source, Tape, Transport,
+    TransportError, default_error_policy,
 };
 use reconcile_k8s_env::pod_manifest;
 use reconcile_trace::Recorded;
 use serde_json::Value;
 
 use crate::harness::{CELL, Case, DriverUnderTest, WAIT};
-use crate::observe::{Call, Member, Observed};
+use crate::observe::Observed;
 
 const LEASE: &str = "e2e-leader";
 const LEASE_DURATION: Duration = Duration::from_secs(4);
@@ -96,14 +96,7 @@ impl<D: DriverUnderTest> Candidate<D> {
             &case.runtime,
             WAIT,
             controller.start(
-                move |request: Reconcile<PodView, String>, sink: Arc<Observed>| async move {
-                    let (cell, members) = request.into_parts();
-                    sink.push(Call {
-                        cell,
-                        members: members.iter().map(|p| Member::of(p)).collect(),
-                    });
-                    Ok::<_, std::convert::Infallible>(Action::await_change())
-                },
+                crate::harness::record_call,
                 default_error_policy,
                 Arc::new(sink),
             ),

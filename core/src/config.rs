@@ -8,10 +8,11 @@ use std::sync::Arc;
 use crate::election::{ElectionConfig, ElectionConfigError};
 use crate::key_map::KeyMap;
 use crate::object::{Object, ObjectKey, OwnerRef};
+use crate::output::SourceId;
 pub use crate::params::WatchParams;
 use crate::predicate::Predicate;
 use crate::retry::Backoff;
-use crate::secondary::SecondaryFactory;
+use crate::secondary::SecondarySpec;
 
 /// The largest `concurrency` accepted: far above any useful number of parallel reconciles,
 /// low enough that a typo cannot ask for millions of in-flight tasks.
@@ -46,7 +47,9 @@ pub struct Config<O, P> {
     /// `Replace` (default 1 s).
     pub source_retry_delay: Duration,
     /// The secondary sources, in the order added: source `S1`, `S2`, ...
-    pub(crate) secondaries: Vec<(SecondaryConfig, SecondaryFactory<O, P>)>,
+    pub(crate) secondaries: Vec<(SecondaryConfig, Box<dyn SecondarySpec<O, P>>)>,
+    /// A builder call that could not be applied, reported by [`Config::validate`].
+    pub(crate) misuse: Option<ConfigError>,
     /// Leader election: reconciles run only while this candidate leads (default: off).
     pub election: Option<ElectionConfig>,
     /// Which updates of the primary's objects wake their parent (default: every new
@@ -164,7 +167,12 @@ impl<O, P> Clone for Config<O, P> {
             backoff: self.backoff,
             retry_delay: self.retry_delay,
             source_retry_delay: self.source_retry_delay,
-            secondaries: self.secondaries.clone(),
+            secondaries: self
+                .secondaries
+                .iter()
+                .map(|(c, spec)| (c.clone(), spec.clone_box()))
+                .collect(),
+            misuse: self.misuse.clone(),
             election: self.election.clone(),
             predicate: self.predicate.clone(),
             priority: self.priority,
@@ -213,6 +221,7 @@ impl<O, P> Config<O, P> {
             predicate: None,
             priority: false,
             secondaries: Vec::new(),
+            misuse: None,
         }
     }
 
@@ -244,9 +253,35 @@ impl<O, P> Config<O, P> {
         P: Ord + Clone + Send + 'static,
         C: Object + Send + Sync,
     {
-        let factory = crate::secondary::factory(params.clone(), Arc::new(map));
+        let spec = crate::secondary::spec(params.clone(), Arc::new(map));
         self.secondaries
-            .push((SecondaryConfig { params, parents_by }, factory));
+            .push((SecondaryConfig { params, parents_by }, spec));
+        self
+    }
+
+    /// Filters the updates of the secondary source added last, as [`Config::predicate`]
+    /// does the primary's (controller-runtime's `Owns(.., WithPredicates(..))`): an update
+    /// `predicate` rejects is cached but wakes none of the object's parents (reported as
+    /// `Event::Filtered` naming the source). New objects, deletions and a change of parents
+    /// always wake.
+    ///
+    /// Without a secondary, or when `C` is not that source's object type, the call is kept
+    /// as an error for [`Config::validate`].
+    #[must_use]
+    pub fn secondary_predicate<C: Object + Send + Sync>(mut self, predicate: Predicate<C>) -> Self {
+        let n = self.secondaries.len();
+        let Some((_, spec)) = self.secondaries.last_mut() else {
+            self.misuse.get_or_insert(ConfigError::NoSecondary);
+            return self;
+        };
+        if spec.set_predicate(Box::new(predicate)).is_err() {
+            let error = ConfigError::PredicateType {
+                secondary: SourceId::nth(n as u64),
+                holds: spec.object_type(),
+                given: std::any::type_name::<C>(),
+            };
+            self.misuse.get_or_insert(error);
+        }
         self
     }
 
@@ -322,6 +357,9 @@ impl<O, P> Config<O, P> {
     /// # Errors
     /// The first setting that is out of bounds.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        if let Some(misuse) = &self.misuse {
+            return Err(misuse.clone());
+        }
         if self.concurrency == 0 || self.concurrency > MAX_CONCURRENCY {
             return Err(ConfigError::Concurrency(self.concurrency));
         }
@@ -367,6 +405,20 @@ pub enum ConfigError {
     /// The election's settings.
     #[error("leader election: {0}")]
     Election(ElectionConfigError),
+    /// [`Config::secondary_predicate`] was called before any secondary source was added.
+    #[error("secondary_predicate: no secondary source was added before it")]
+    NoSecondary,
+    /// [`Config::secondary_predicate`] was given a predicate over another type than the
+    /// objects of the source added last.
+    #[error("secondary_predicate: source {secondary} holds {holds}, the predicate is over {given}")]
+    PredicateType {
+        /// The source.
+        secondary: SourceId,
+        /// Its object type.
+        holds: &'static str,
+        /// The predicate's object type.
+        given: &'static str,
+    },
 }
 
 impl<O: 'static, P: From<ObjectKey> + Ord + Clone + Send + 'static> Config<O, P> {

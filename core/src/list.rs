@@ -44,6 +44,8 @@ pub struct ObjectList<O> {
     pub items: Vec<O>,
     /// The items that did not decode; they are left out of the listing.
     pub skipped: Vec<ItemError>,
+    /// The body's length in bytes, as read.
+    pub body_bytes: u64,
 }
 
 /// A LIST item that did not decode.
@@ -266,6 +268,7 @@ impl<O: Object> ListDecoder<O> {
             resource_version,
             items: self.items,
             skipped: self.skipped,
+            body_bytes: self.offset,
         })
     }
 
@@ -593,6 +596,7 @@ mod tests {
             resource_version,
             items,
             skipped,
+            body_bytes: body.len() as u64,
         })
     }
 

@@ -205,6 +205,16 @@ pub struct Metrics {
     pub frames_skipped_total: u64,
     /// `reconcile_loop_lists_total`: LIST requests sent.
     pub lists_total: u64,
+    /// `reconcile_loop_list_bytes_total`: LIST body bytes received, over every source.
+    pub list_bytes_total: u64,
+    /// `reconcile_loop_cursor_age_seconds`: how long ago the stalest source's cursor last
+    /// moved (a listing, a frame or a bookmark). The apiserver sends a bookmark about every
+    /// minute on a quiet watch, so an age well past that means a stuck watch or a relist
+    /// that keeps failing.
+    pub cursor_age_seconds: f64,
+    /// `reconcile_loop_filtered_updates_total`: updates a predicate kept from waking a
+    /// parent (still cached).
+    pub filtered_total: u64,
     /// `reconcile_loop_synced`: every source has applied a whole listing.
     pub synced: bool,
     /// `reconcile_loop_leader`: `Some(leading)` with an election, `None` without.
@@ -233,6 +243,9 @@ impl Default for Metrics {
             frames_applied_total: 0,
             frames_skipped_total: 0,
             lists_total: 0,
+            list_bytes_total: 0,
+            cursor_age_seconds: 0.0,
+            filtered_total: 0,
             synced: false,
             leader: None,
             leadership_transitions_total: 0,
@@ -265,6 +278,7 @@ impl Metrics {
                 self.relists_total[RelistLabel::of(reason) as usize] += 1;
             }
             Event::WatchRetry { .. } => self.watch_restarts_total += 1,
+            Event::Filtered { .. } => self.filtered_total += 1,
             _ => {}
         }
     }

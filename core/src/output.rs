@@ -266,6 +266,8 @@ pub enum Event<P> {
     /// An update of `key` was cached, but the configured predicate kept it from waking its
     /// parent.
     Filtered {
+        /// The source the update came from.
+        source: SourceId,
         /// The object.
         key: ObjectKey,
         /// The predicate, as it prints (`generation`, `any(labels,annotations)`, ...).
@@ -587,7 +589,10 @@ impl<P: fmt::Display> fmt::Display for Event<P> {
             Event::LeaseFailed { req, error } => write!(f, "lease {req} failed ({error})"),
             Event::LeaderObserved { holder: Some(h) } => write!(f, "leader is {h}"),
             Event::Draining { running } => write!(f, "draining running={running}"),
-            Event::Filtered { key, by } => write!(f, "filtered {key} (by {by})"),
+            Event::Filtered { source, key, by } if *source == SourceId::PRIMARY => {
+                write!(f, "filtered {key} (by {by})")
+            }
+            Event::Filtered { source, key, by } => write!(f, "filtered {source} {key} (by {by})"),
             Event::LeaderObserved { holder: None } => f.write_str("no leader"),
         }
     }

@@ -343,7 +343,7 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
             .secondaries
             .iter()
             .zip(1..)
-            .map(|((_, build), n)| build(SourceId::nth(n), config.retry_delay))
+            .map(|((_, spec), n)| spec.build(SourceId::nth(n), config.retry_delay))
             .collect();
         let mut store = Store::default();
         let predicate_name = config.predicate.as_ref().map(|p| Arc::from(p.to_string()));
@@ -913,6 +913,19 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
             stats.frames_skipped + m.relists(crate::metrics::RelistLabel::UndecodableFrame),
         );
         m.lists_total = stats.lists;
+        let primary = match &self.source {
+            Source::Kubernetes(reflector) => Some(reflector.counters()),
+            Source::InProcess(_) => None,
+        };
+        let counters = primary
+            .into_iter()
+            .chain(self.secondaries.iter().map(|s| s.counters()));
+        for c in counters {
+            m.list_bytes_total += c.list_bytes;
+            // The stalest source's cursor; one that never moved counts from the start.
+            let age = seconds(c.cursor_at.unwrap_or(Instant::ZERO), self.now);
+            m.cursor_age_seconds = m.cursor_age_seconds.max(age);
+        }
         m.synced = self.synced;
         m.leader = self.elector.as_ref().map(|e| e.is_leader(self.now));
         m
@@ -959,8 +972,11 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
         if let Some(by) = &self.predicate_name {
             for key in self.store.take_filtered() {
                 let by = Arc::clone(by);
-                self.out
-                    .push_back(Output::Event(Event::Filtered { key, by }));
+                self.out.push_back(Output::Event(Event::Filtered {
+                    source: SourceId::PRIMARY,
+                    key,
+                    by,
+                }));
             }
         }
         for rejected in self.rejected.drain(..) {

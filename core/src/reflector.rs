@@ -99,6 +99,10 @@ pub(crate) struct Counters {
     pub(crate) watches: u64,
     pub(crate) relists: u64,
     pub(crate) stale_inputs: u64,
+    /// LIST body bytes received (a body decoded while streaming counts as read).
+    pub(crate) list_bytes: u64,
+    /// When the cursor last moved (a listing, an object frame, a bookmark, a skipped frame).
+    pub(crate) cursor_at: Option<Instant>,
 }
 
 /// Allocates request and stream ids for the reflector.
@@ -184,6 +188,7 @@ impl<O: Object> Reflector<O> {
                 return self.listed(now, req, list::parse_list::<O>(&body), ids, out);
             }
             ListResponse::Response { status, body } => {
+                self.counters.list_bytes += body.len() as u64;
                 ListFailure::Status(status, frame::parse_status(&body))
             }
         };
@@ -217,6 +222,8 @@ impl<O: Object> Reflector<O> {
                     out.push_back(Output::Event(Event::ListItemSkipped { req, error }));
                 }
                 self.cursor = Some(list.resource_version);
+                self.counters.list_bytes += list.body_bytes;
+                self.counters.cursor_at = Some(now);
                 self.watch(now, ids, out);
                 Some(Change::Replace(list.items))
             }
@@ -295,6 +302,7 @@ impl<O: Object> Reflector<O> {
             Err(error) => {
                 if let Some(rv) = &error.resource_version {
                     self.cursor = Some(rv.clone());
+                    self.counters.cursor_at = Some(now);
                     self.counters.frames_skipped += 1;
                     out.push_back(Output::Event(Event::FrameSkipped { stream, error }));
                 } else {
@@ -306,15 +314,16 @@ impl<O: Object> Reflector<O> {
         };
         let change = match event {
             WatchEvent::Added(o) | WatchEvent::Modified(o) => {
-                self.advance_cursor(o.object_resource_version());
+                self.advance_cursor(now, o.object_resource_version());
                 Change::Upsert(o)
             }
             WatchEvent::Deleted(o) => {
-                self.advance_cursor(o.object_resource_version());
+                self.advance_cursor(now, o.object_resource_version());
                 Change::Delete(o)
             }
             WatchEvent::Bookmark { resource_version } => {
                 self.cursor = Some(resource_version);
+                self.counters.cursor_at = Some(now);
                 return None;
             }
             WatchEvent::Error(status) => {
@@ -434,7 +443,8 @@ impl<O: Object> Reflector<O> {
     }
 
     /// Moves the cursor to an object frame's version, reusing the cursor's buffer.
-    fn advance_cursor(&mut self, resource_version: Option<&str>) {
+    fn advance_cursor(&mut self, now: Instant, resource_version: Option<&str>) {
+        self.counters.cursor_at = Some(now);
         // parse_frame guarantees an object frame carries a resourceVersion.
         debug_assert!(resource_version.is_some());
         if let Some(rv) = resource_version {

@@ -13,8 +13,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::object::{Object, ObjectKey};
-use crate::output::{Deadline, Outbox, RequestId, SourceId, StreamId};
+use crate::output::{Deadline, Event, Outbox, Output, RequestId, SourceId, StreamId};
 use crate::params::WatchParams;
+use crate::predicate::Predicate;
 use crate::reflector::{Counters, ListResponse, MintIds, Reflector, StreamEnd};
 use crate::source::Change;
 use crate::time::Instant;
@@ -98,31 +99,80 @@ pub(crate) trait Secondary<O, P> {
 }
 
 /// How a secondary source is built, kept in the [`Config`](crate::Config) so the config
-/// stays cloneable.
-pub(crate) type SecondaryFactory<O, P> =
-    Arc<dyn Fn(SourceId, Duration) -> Box<dyn Secondary<O, P> + Send> + Send + Sync>;
+/// stays cloneable: its parameters, its map to parents and its predicate, typed.
+pub(crate) trait SecondarySpec<O, P>: Send + Sync {
+    /// The source, numbered `id`.
+    fn build(&self, id: SourceId, retry_delay: Duration) -> Box<dyn Secondary<O, P> + Send>;
+    /// Sets the predicate, handed over as `Predicate<C>`; gives it back when `C` is not the
+    /// source's object type.
+    fn set_predicate(&mut self, predicate: Box<dyn Any>) -> Result<(), Box<dyn Any>>;
+    /// The source's object type, for an error that names it.
+    fn object_type(&self) -> &'static str;
+    /// A copy, for `Config::clone`.
+    fn clone_box(&self) -> Box<dyn SecondarySpec<O, P>>;
+}
 
-/// The factory of a secondary source of `C`s listed and watched with `params`, whose objects
+/// The spec of a secondary source of `C`s listed and watched with `params`, whose objects
 /// wake the parents `map` names.
-pub(crate) fn factory<O, P, C>(
+pub(crate) fn spec<O, P, C>(
     params: WatchParams,
     map: SecondaryMap<C, P>,
-) -> SecondaryFactory<O, P>
+) -> Box<dyn SecondarySpec<O, P>>
 where
     O: 'static,
     P: Ord + Clone + Send + 'static,
     C: Object + Send + Sync,
 {
-    Arc::new(move |id, retry_delay| {
+    Box::new(Spec {
+        params,
+        map,
+        predicate: None,
+    })
+}
+
+struct Spec<C, P> {
+    params: WatchParams,
+    map: SecondaryMap<C, P>,
+    predicate: Option<Predicate<C>>,
+}
+
+impl<O, P, C> SecondarySpec<O, P> for Spec<C, P>
+where
+    O: 'static,
+    P: Ord + Clone + Send + 'static,
+    C: Object + Send + Sync,
+{
+    fn build(&self, id: SourceId, retry_delay: Duration) -> Box<dyn Secondary<O, P> + Send> {
         Box::new(Source::<C, P> {
             id,
-            reflector: Reflector::new(id, params.clone(), retry_delay),
-            map: Arc::clone(&map),
+            reflector: Reflector::new(id, self.params.clone(), retry_delay),
+            map: Arc::clone(&self.map),
+            predicate: self
+                .predicate
+                .clone()
+                .map(|p| (Arc::from(p.to_string()), p)),
             objects: BTreeMap::new(),
             index: BTreeMap::new(),
             synced: false,
         })
-    })
+    }
+
+    fn set_predicate(&mut self, predicate: Box<dyn Any>) -> Result<(), Box<dyn Any>> {
+        self.predicate = Some(*predicate.downcast::<Predicate<C>>()?);
+        Ok(())
+    }
+
+    fn object_type(&self) -> &'static str {
+        std::any::type_name::<C>()
+    }
+
+    fn clone_box(&self) -> Box<dyn SecondarySpec<O, P>> {
+        Box::new(Spec {
+            params: self.params.clone(),
+            map: Arc::clone(&self.map),
+            predicate: self.predicate.clone(),
+        })
+    }
 }
 
 /// A secondary source of `C`s.
@@ -130,6 +180,8 @@ struct Source<C, P> {
     id: SourceId,
     reflector: Reflector<C>,
     map: SecondaryMap<C, P>,
+    /// Which updates wake, and its name for `Event::Filtered`.
+    predicate: Option<(Arc<str>, Predicate<C>)>,
     /// Key → the object and the parents it wakes (sorted, deduplicated).
     objects: BTreeMap<ObjectKey, (Arc<C>, Vec<P>)>,
     /// Parent → its related objects, in key order. Invariant: `k ∈ index[p]` exactly when
@@ -139,9 +191,9 @@ struct Source<C, P> {
 }
 
 impl<C: Object + Send + Sync, P: Ord + Clone> Source<C, P> {
-    fn apply(&mut self, change: Change<C>, wakes: &mut Vec<P>) {
+    fn apply<O>(&mut self, change: Change<C>, wakes: &mut Vec<P>, out: &mut Outbox<O, P>) {
         match change {
-            Change::Upsert(object) => self.upsert(object, wakes),
+            Change::Upsert(object) => self.upsert(object, wakes, out),
             Change::Delete(tombstone) => {
                 if let Some(key) = tombstone.key() {
                     self.remove(&key, wakes);
@@ -162,14 +214,14 @@ impl<C: Object + Send + Sync, P: Ord + Clone> Source<C, P> {
                     self.remove(&key, wakes);
                 }
                 for (_, object) in incoming {
-                    self.upsert(Arc::new(object), wakes);
+                    self.upsert(Arc::new(object), wakes, out);
                 }
                 self.synced = true;
             }
         }
     }
 
-    fn upsert(&mut self, object: Arc<C>, wakes: &mut Vec<P>) {
+    fn upsert<O>(&mut self, object: Arc<C>, wakes: &mut Vec<P>, out: &mut Outbox<O, P>) {
         let Some(key) = object.key() else {
             return;
         };
@@ -186,6 +238,26 @@ impl<C: Object + Send + Sync, P: Ord + Clone> Source<C, P> {
         let mut parents = (self.map)(&object);
         parents.sort_unstable();
         parents.dedup();
+        if let Some((by, predicate)) = &self.predicate
+            && let Some((cached, held_by)) = self.objects.get_mut(&key)
+            && *held_by == parents
+            && !predicate.wakes(cached, &object)
+        {
+            // Cached under the same parents, but they have nothing new to see by the
+            // predicate.
+            *cached = Arc::clone(&object);
+            for parent in &parents {
+                if let Some(slot) = self.index.get_mut(parent).and_then(|m| m.get_mut(&key)) {
+                    *slot = Arc::clone(&object);
+                }
+            }
+            out.push_back(Output::Event(Event::Filtered {
+                source: self.id,
+                key,
+                by: Arc::clone(by),
+            }));
+            return;
+        }
         self.remove(&key, wakes);
         for parent in &parents {
             self.index
@@ -253,7 +325,7 @@ where
     ) {
         let response = for_secondary(response);
         if let Some(change) = self.reflector.handle_list(now, req, response, ids, out) {
-            self.apply(change, wakes);
+            self.apply(change, wakes, out);
         }
     }
 
@@ -270,7 +342,7 @@ where
         wakes: &mut Vec<P>,
     ) {
         if let Some(change) = self.reflector.handle_watch_line(now, stream, line, out) {
-            self.apply(change, wakes);
+            self.apply(change, wakes, out);
         }
     }
 

@@ -7,8 +7,8 @@ use std::fmt::Write as _;
 
 use reconcile_core::pod::PodView;
 use reconcile_core::{
-    Command, Config, Input, Instant, KeyMap, ListResponse, ObjectKey, Outcome, Output,
-    ReconcileLoop, RequestId, SourceId, StepLine, StreamId, Ticket, WatchParams,
+    Command, Config, ConfigError, Input, Instant, KeyMap, ListResponse, ObjectKey, Outcome, Output,
+    Predicate, ReconcileLoop, RequestId, SourceId, StepLine, StreamId, Ticket, WatchParams,
 };
 
 const PRIMARY: SourceId = SourceId::PRIMARY;
@@ -28,6 +28,13 @@ fn parent(name: &str, rv: u64) -> String {
 fn child(name: &str, owner: &str, rv: u64) -> String {
     format!(
         r#"{{"metadata":{{"name":"{name}","namespace":"ns","resourceVersion":"{rv}","labels":{{"role":"child"}},"ownerReferences":[{{"apiVersion":"v1","kind":"Pod","name":"{owner}","uid":"u-{owner}","controller":true}}]}}}}"#
+    )
+}
+
+/// A child as [`child`] makes it, with a `tier` label and a status phase.
+fn child_in(name: &str, owner: &str, rv: u64, tier: &str, phase: &str) -> String {
+    format!(
+        r#"{{"metadata":{{"name":"{name}","namespace":"ns","resourceVersion":"{rv}","labels":{{"role":"child","tier":"{tier}"}},"ownerReferences":[{{"apiVersion":"v1","kind":"Pod","name":"{owner}","uid":"u-{owner}","controller":true}}]}},"status":{{"phase":"{phase}"}}}}"#
     )
 }
 
@@ -56,11 +63,17 @@ struct Run {
 
 impl Run {
     fn new() -> Self {
+        Self::with(|config| config)
+    }
+
+    /// A run whose config is the scenarios' one, changed by `change`.
+    fn with(change: impl FnOnce(Config<PodView, ObjectKey>) -> Config<PodView, ObjectKey>) -> Self {
         let config = Config::kubernetes(
             WatchParams::namespaced("ns").labels("role=parent"),
             KeyMap::by_object(),
         )
         .owns::<PodView>(WatchParams::namespaced("ns").labels("role=child"), "Pod");
+        let config = change(config);
         Run {
             core: ReconcileLoop::new(config, Instant::ZERO).unwrap(),
             now: Instant::ZERO,
@@ -341,4 +354,68 @@ fn a_reconcile_all_trigger_queues_every_parent_once() {
         .collect();
     assert_eq!(woken, ["a", "b"]);
     insta::assert_snapshot!(r.log);
+}
+
+#[test]
+fn a_predicate_on_the_children_keeps_their_status_writes_from_waking_the_owner() {
+    let mut r = Run::with(|config| config.secondary_predicate(Predicate::<PodView>::LabelsChanged));
+    r.start()
+        .list(PRIMARY, 10, &[parent("a", 5), parent("b", 6)])
+        .list(children(), 20, &[child_in("a-1", "a", 11, "x", "Pending")])
+        .ok("a")
+        .ok("b");
+    let before = r.dispatched.len();
+    // A phase change of a child is cached but wakes nothing.
+    r.at(1).frame(
+        children(),
+        "MODIFIED",
+        &child_in("a-1", "a", 21, "x", "Running"),
+        "a-1 phase Running",
+    );
+    assert_eq!(
+        r.dispatched.len(),
+        before,
+        "a filtered update wakes nothing"
+    );
+    // A label change wakes its owner, which sees the phase cached before it too.
+    r.at(2).frame(
+        children(),
+        "MODIFIED",
+        &child_in("a-1", "a", 22, "y", "Running"),
+        "a-1 tier y",
+    );
+    assert_eq!(r.dispatched.len(), before + 1);
+    r.ok("a");
+    // A new owner always wakes both, whatever the predicate says.
+    r.at(3).frame(
+        children(),
+        "MODIFIED",
+        &child_in("a-1", "b", 23, "y", "Running"),
+        "a-1 re-owned by b",
+    );
+    assert_eq!(r.last_dispatch_of("a"), (vec!["a".into()], vec![]));
+    r.ok("a").ok("b");
+    assert_eq!(
+        r.last_dispatch_of("b"),
+        (vec!["b".into()], vec!["a-1".into()])
+    );
+    insta::assert_snapshot!(r.log);
+}
+
+#[test]
+fn a_secondary_predicate_over_the_wrong_type_or_without_a_secondary_is_a_config_error() {
+    let params = || WatchParams::namespaced("ns");
+    let without = Config::<PodView, ObjectKey>::kubernetes(params(), KeyMap::by_object())
+        .secondary_predicate(Predicate::<PodView>::LabelsChanged);
+    assert_eq!(without.validate(), Err(ConfigError::NoSecondary));
+    let wrong = Config::<PodView, ObjectKey>::kubernetes(params(), KeyMap::by_object())
+        .owns::<PodView>(params(), "Pod")
+        .secondary_predicate(Predicate::<k8s_openapi::api::core::v1::ConfigMap>::LabelsChanged);
+    let error = wrong.validate().unwrap_err();
+    assert!(
+        matches!(error, ConfigError::PredicateType { .. }),
+        "{error}"
+    );
+    assert!(error.to_string().contains("ConfigMap"), "{error}");
+    assert!(ReconcileLoop::new(wrong, Instant::ZERO).is_err());
 }

@@ -6,8 +6,8 @@ use std::time::Duration;
 use reconcile_core::metrics::{RECONCILE_TIME_BUCKETS, ResultLabel};
 use reconcile_core::pod::PodView;
 use reconcile_core::{
-    Command, Config, Input, Instant, KeyMap, ObjectKey, Outcome, Output, ReconcileLoop,
-    SourceEvent, StreamId, Ticket,
+    Command, Config, Input, Instant, KeyMap, ListResponse, ObjectKey, Outcome, Output, Predicate,
+    ReconcileLoop, SourceEvent, StreamId, Ticket, WatchParams,
 };
 
 fn pod(name: &str, rv: u64) -> PodView {
@@ -165,4 +165,77 @@ fn a_key_wanted_again_while_queued_is_one_add() {
     assert_eq!(m.reconciles(ResultLabel::Requeue), 1);
     // b dispatched after waiting 2 s since the listing.
     assert!((m.workqueue_queue_duration.sum() - 2.0).abs() < 1e-9);
+}
+
+#[test]
+fn list_bytes_and_the_cursor_age_follow_the_listing_frames_and_bookmarks() {
+    let config = Config::kubernetes(WatchParams::namespaced("ns"), KeyMap::by_object())
+        .predicate(Predicate::LabelsChanged);
+    let mut core: ReconcileLoop<PodView, ObjectKey> =
+        ReconcileLoop::new(config, Instant::ZERO).unwrap();
+    core.handle_input(Instant::ZERO, Input::Start);
+    let mut list = None;
+    let mut watch = None;
+    let mut poll = |core: &mut ReconcileLoop<PodView, ObjectKey>| loop {
+        match core.poll_output() {
+            Output::Command(Command::List { req, .. }) => list = Some(req),
+            Output::Command(Command::Watch { stream, .. }) => watch = Some(stream),
+            Output::Timeout(_) => return (list, watch),
+            _ => {}
+        }
+    };
+    let (req, _) = poll(&mut core);
+    assert_eq!(core.metrics().cursor_age_seconds, 0.0);
+    // Nothing listed yet: the age counts from the start.
+    core.handle_input(at(2.0), Input::Timeout);
+    poll(&mut core);
+    assert_eq!(core.metrics().cursor_age_seconds, 2.0);
+    let body = r#"{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"10"},"items":[{"metadata":{"name":"a","namespace":"ns","resourceVersion":"5"}}]}"#;
+    core.handle_input(
+        at(3.0),
+        Input::List {
+            req: req.unwrap(),
+            response: ListResponse::Response {
+                status: 200,
+                body: body.into(),
+            },
+        },
+    );
+    let (_, stream) = poll(&mut core);
+    let m = core.metrics();
+    assert_eq!(m.list_bytes_total, body.len() as u64);
+    assert_eq!(m.cursor_age_seconds, 0.0);
+    let stream = stream.unwrap();
+    core.handle_input(at(10.0), Input::WatchOpened { stream });
+    poll(&mut core);
+    assert_eq!(
+        core.metrics().cursor_age_seconds,
+        7.0,
+        "open is no progress"
+    );
+    let bookmark = r#"{"type":"BOOKMARK","object":{"metadata":{"resourceVersion":"12"}}}"#;
+    core.handle_input(
+        at(70.0),
+        Input::WatchLine {
+            stream,
+            line: bookmark.into(),
+        },
+    );
+    poll(&mut core);
+    core.handle_input(at(75.5), Input::Timeout);
+    poll(&mut core);
+    assert_eq!(core.metrics().cursor_age_seconds, 5.5);
+    // A status-only change is filtered by the labels predicate: counted, still cached.
+    let modified = r#"{"type":"MODIFIED","object":{"metadata":{"name":"a","namespace":"ns","resourceVersion":"13"},"status":{"phase":"Running"}}}"#;
+    core.handle_input(
+        at(80.0),
+        Input::WatchLine {
+            stream,
+            line: modified.into(),
+        },
+    );
+    poll(&mut core);
+    let m = core.metrics();
+    assert_eq!(m.filtered_total, 1);
+    assert_eq!(m.cursor_age_seconds, 0.0);
 }

@@ -118,8 +118,7 @@ where
         self.config = self
             .config
             .owns_any_owner::<C>(source.params.clone(), &owner_type);
-        self.add_secondary(source.remote);
-        self
+        self.add_secondary(source)
     }
 
     /// [`Controller::owns`] for owners of `owner_type`, `Kind` or `Kind.group`: for a
@@ -130,8 +129,7 @@ where
         C: Object + Send + Sync,
     {
         self.config = self.config.owns::<C>(source.params.clone(), owner_type);
-        self.add_secondary(source.remote);
-        self
+        self.add_secondary(source)
     }
 }
 
@@ -151,7 +149,7 @@ where
         key_map: impl Into<KeyMap<O, P>>,
     ) -> Self {
         let limits = Limits::default();
-        let (config, remote) = match source.remote {
+        let (mut config, remote) = match source.remote {
             Some((transport, requests)) => (
                 Config::kubernetes(source.params, key_map),
                 Some(Remote {
@@ -161,6 +159,9 @@ where
             ),
             None => (Config::in_process(key_map), None),
         };
+        if let Some(predicate) = source.predicate {
+            config = config.predicate(predicate);
+        }
         let (stop_tx, stop) = async_channel::bounded(1);
         let (inbox_tx, inbox) = async_channel::bounded(limits.inbox);
         let shared = Shared::new(stop_tx, inbox_tx);
@@ -289,13 +290,19 @@ where
     where
         C: Object + Send + Sync,
     {
-        self.config = self.config.watches(source.params, map);
-        self.add_secondary(source.remote);
-        self
+        self.config = self.config.watches(source.params.clone(), map);
+        self.add_secondary(source)
     }
 
-    fn add_secondary(&mut self, remote: Option<(T, super::transport::Requests)>) {
-        if let Some((transport, requests)) = remote {
+    /// Takes the transport and the predicate of `source`, whose config was just added.
+    fn add_secondary<C>(mut self, source: Source<C, T>) -> Self
+    where
+        C: Object + Send + Sync,
+    {
+        if let Some(predicate) = source.predicate {
+            self.config = self.config.secondary_predicate(predicate);
+        }
+        if let Some((transport, requests)) = source.remote {
             self.secondaries.push(Remote {
                 transport: Some(transport),
                 requests,
@@ -305,6 +312,7 @@ where
             tracing::warn!("a secondary source without a transport never syncs");
             self.secondaries.push(Remote::none());
         }
+        self
     }
 
     /// Reconciles at most `n` keys at once (default 1); one key never runs twice at once.

@@ -26,6 +26,9 @@
 //! | `reconcile_loop_frames_applied_total` | `controller` | watch frames applied |
 //! | `reconcile_loop_frames_skipped_total` | `controller` | frames skipped with the cursor advanced |
 //! | `reconcile_loop_lists_total` | `controller` | LIST requests sent |
+//! | `reconcile_loop_list_bytes_total` | `controller` | LIST body bytes received, every source |
+//! | `reconcile_loop_cursor_age_seconds` | `controller` | since the stalest source's cursor last moved |
+//! | `reconcile_loop_filtered_updates_total` | `controller` | updates a predicate kept from waking (still cached) |
 //! | `reconcile_loop_synced` | `controller` | 1 once every source has listed |
 //! | `reconcile_loop_leader` | `controller` | 1 while leading (only with an election) |
 //! | `reconcile_loop_leadership_transitions_total` | `controller` | terms begun and lost here |
@@ -301,6 +304,25 @@ impl Collector for ControllerMetrics {
             "reconcile_loop_lists",
             "LIST requests sent",
             &[(controller, m.lists_total)],
+        )?;
+        counter(
+            e,
+            "reconcile_loop_list_bytes",
+            "LIST body bytes received, over every source",
+            &[(controller, m.list_bytes_total)],
+        )?;
+        gauge(
+            e,
+            "reconcile_loop_cursor_age_seconds",
+            "Seconds since the stalest source's cursor last moved (a listing, a frame or a bookmark)",
+            controller,
+            m.cursor_age_seconds,
+        )?;
+        counter(
+            e,
+            "reconcile_loop_filtered_updates",
+            "Updates a predicate kept from waking a parent; still cached",
+            &[(controller, m.filtered_total)],
         )?;
         gauge(
             e,

@@ -4,8 +4,8 @@
 use std::fmt;
 use std::marker::PhantomData;
 
-use reconcile_core::WatchParams;
 use reconcile_core::pod::PodView;
+use reconcile_core::{Predicate, WatchParams};
 
 use super::transport::Requests;
 
@@ -20,6 +20,8 @@ use super::transport::Requests;
 pub struct Source<O, T> {
     pub(crate) remote: Option<(T, Requests)>,
     pub(crate) params: WatchParams,
+    /// Which updates of its objects wake a parent ([`Source::predicate`]).
+    pub(crate) predicate: Option<Predicate<O>>,
     object: PhantomData<fn() -> O>,
 }
 
@@ -28,6 +30,7 @@ impl<O, T> fmt::Debug for Source<O, T> {
         f.debug_struct("Source")
             .field("requests", &self.remote.as_ref().map(|(_, r)| r))
             .field("params", &self.params)
+            .field("predicate", &self.predicate)
             .finish()
     }
 }
@@ -54,6 +57,7 @@ impl<O, T> Source<O, T> {
         Source {
             remote: Some((transport.into(), Requests::new(url_path))),
             params,
+            predicate: None,
             object: PhantomData,
         }
     }
@@ -65,6 +69,7 @@ impl<O, T> Source<O, T> {
         Source {
             remote: None,
             params: WatchParams::default(),
+            predicate: None,
             object: PhantomData,
         }
     }
@@ -93,6 +98,16 @@ impl<O, T> Source<O, T> {
     #[must_use]
     pub fn timeout(mut self, seconds: u32) -> Self {
         self.params = self.params.timeout(seconds);
+        self
+    }
+
+    /// Filters the updates of this source's objects (controller-runtime's
+    /// `WithPredicates`, kube-runtime's `predicate_filter`): an update `predicate` rejects
+    /// is still cached, but wakes no parent. New objects, deletions and moves to another
+    /// parent always wake. Works on the primary and on every secondary source.
+    #[must_use]
+    pub fn predicate(mut self, predicate: Predicate<O>) -> Self {
+        self.predicate = Some(predicate);
         self
     }
 

@@ -3,9 +3,11 @@
 //! live changes that never lets the queue of normal keys run dry.
 
 use reconcile_core::pod::PodView;
+use std::fmt::Write as _;
+
 use reconcile_core::{
     Command, Config, Input, Instant, KeyMap, ObjectKey, Outcome, Output, ReconcileLoop,
-    SourceEvent, StreamId, Ticket,
+    SourceEvent, StepLine, StreamId, Ticket,
 };
 
 fn pod(name: &str, rv: u64) -> PodView {
@@ -17,30 +19,41 @@ fn pod(name: &str, rv: u64) -> PodView {
 
 /// Runs the busy scenario; returns the parents in dispatch order.
 fn busy(priority: bool, listed: usize, steps: usize) -> Vec<String> {
+    busy_logged(priority, listed, steps).0
+}
+
+/// Runs the busy scenario; returns the parents in dispatch order and one line per step.
+fn busy_logged(priority: bool, listed: usize, steps: usize) -> (Vec<String>, String) {
     let config = Config::in_process(KeyMap::by_object()).priority(priority);
     let mut core: ReconcileLoop<PodView, ObjectKey> =
         ReconcileLoop::new(config, Instant::ZERO).unwrap();
     let mut stream: Option<StreamId> = None;
     let mut running: Option<Ticket> = None;
     let mut order = Vec::new();
-    let drain = |core: &mut ReconcileLoop<PodView, ObjectKey>,
-                 running: &mut Option<Ticket>,
-                 order: &mut Vec<String>,
-                 stream: &mut Option<StreamId>| {
-        loop {
-            match core.poll_output() {
-                Output::Command(Command::OpenSource { stream: s }) => *stream = Some(s),
+    let mut log = String::new();
+    let mut drain = |core: &mut ReconcileLoop<PodView, ObjectKey>,
+                     running: &mut Option<Ticket>,
+                     order: &mut Vec<String>,
+                     stream: &mut Option<StreamId>,
+                     label: &str| {
+        let mut line = StepLine::new(Instant::ZERO, label);
+        let next = loop {
+            let output = core.poll_output();
+            match &output {
+                Output::Command(Command::OpenSource { stream: s }) => *stream = Some(*s),
                 Output::Command(Command::Reconcile { ticket, parent, .. }) => {
-                    *running = Some(ticket);
+                    *running = Some(*ticket);
                     order.push(parent.name().to_owned());
                 }
-                Output::Timeout(_) => break,
+                Output::Timeout(deadline) => break *deadline,
                 _ => {}
             }
-        }
+            line.push(&output);
+        };
+        writeln!(log, "{}", line.finish(next)).unwrap();
     };
     core.handle_input(Instant::ZERO, Input::Start);
-    drain(&mut core, &mut running, &mut order, &mut stream);
+    drain(&mut core, &mut running, &mut order, &mut stream, "start");
     let s = stream.unwrap();
     let initial = (0..listed)
         .map(|i| pod(&format!("listed-{i:02}"), 1))
@@ -52,11 +65,18 @@ fn busy(priority: bool, listed: usize, steps: usize) -> Vec<String> {
             event: SourceEvent::Replace(initial),
         },
     );
-    drain(&mut core, &mut running, &mut order, &mut stream);
+    drain(
+        &mut core,
+        &mut running,
+        &mut order,
+        &mut stream,
+        &format!("replace {listed} listed"),
+    );
     for step in 0..steps {
         // A live change to one of three hot objects before every completion: normal keys
         // never run out.
-        let hot = pod(&format!("hot-{}", step % 3), 2 + step as u64);
+        let name = format!("hot-{}", step % 3);
+        let hot = pod(&name, 2 + step as u64);
         core.handle_input(
             Instant::ZERO,
             Input::SourceEvent {
@@ -72,9 +92,15 @@ fn busy(priority: bool, listed: usize, steps: usize) -> Vec<String> {
                 outcome: Outcome::Success,
             },
         );
-        drain(&mut core, &mut running, &mut order, &mut stream);
+        drain(
+            &mut core,
+            &mut running,
+            &mut order,
+            &mut stream,
+            &format!("upsert {name}, reconciled {ticket} ok"),
+        );
     }
-    order
+    (order, log)
 }
 
 #[test]
@@ -99,4 +125,13 @@ fn without_priorities_the_queue_is_first_in_first_out() {
         listed.iter().all(|p| p.starts_with("listed-")),
         "the whole list before any live change: {order:?}"
     );
+}
+
+#[test]
+fn four_listed_objects_among_three_hot_ones_step_by_step() {
+    // Each step: a live change, then the running reconcile's success. Low keys (listed-*)
+    // take every fourth dispatch while live ones wait.
+    let (order, log) = busy_logged(true, 4, 16);
+    assert!(order.iter().filter(|p| p.starts_with("listed-")).count() == 4);
+    insta::assert_snapshot!(log);
 }

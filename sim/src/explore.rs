@@ -1212,6 +1212,23 @@ impl ExploreReport {
                     },
                     path.display()
                 );
+                let flags = format!(
+                    " --settle {}{}",
+                    settle(!short).as_secs(),
+                    if self.mode_flags.is_empty() {
+                        String::new()
+                    } else {
+                        format!(
+                            " --priority --reconcile-duration {}",
+                            BUSY_RECONCILE.as_secs_f64()
+                        )
+                    }
+                );
+                let _ = writeln!(
+                    out,
+                    "  as a timeline: {}",
+                    crate::report::command_for(path, &flags)
+                );
             }
         }
         let _ = writeln!(

@@ -14,6 +14,7 @@
 //! | [`world`], [`selector`] | the simulated apiserver: history, compaction, LIST / WATCH, selectors |
 //! | [`simulate`](mod@simulate) | world mode: a discrete-event loop over the world, the core and the faults |
 //! | [`explore`] | swarm testing: seeded workloads and fault profiles, invariants, minimization |
+//! | [`report`](mod@report) | a run as a self-contained HTML timeline: lanes per stream and parent, zoom, step lines |
 //! | [`starvation`] | the priority queue's starvation invariant: a low key n-th in line goes within (k + 1) · n dispatches, every wake is served |
 //! | [`election`], [`lease`], [`clock`] | election mode: candidates on drifting clocks share a simulated Lease; no two leaders, a leader once faults heal |
 //!
@@ -32,6 +33,7 @@ pub mod import;
 pub mod lease;
 pub mod meta_view;
 pub mod replay;
+pub mod report;
 pub mod rng;
 pub mod schedule;
 pub mod simulate;

@@ -10,6 +10,7 @@ use clap::{Parser, Subcommand};
 use reconcile_sim::election::{self, Scenario};
 use reconcile_sim::explore::{self, ExploreOptions};
 use reconcile_sim::import::{self, Format};
+use reconcile_sim::report;
 use reconcile_sim::trace::{self, Trace};
 use reconcile_sim::{Render, ReplayOptions, SimOptions};
 
@@ -67,6 +68,36 @@ enum Cmd {
         /// One JSON object per step.
         #[arg(long)]
         json: bool,
+    },
+    /// Write one self-contained HTML page showing the run as a timeline: a lane per stream
+    /// and per parent, zoom and pan, each step's line on a click, the summary on top.
+    Report {
+        /// A trace, or any importable capture.
+        file: PathBuf,
+        /// The capture's format (recognised by content when absent).
+        #[arg(long)]
+        from: Option<Format>,
+        /// The HTML file to write.
+        #[arg(long, short)]
+        output: PathBuf,
+        /// Build the run in replay mode instead of world mode.
+        #[arg(long, conflicts_with_all = ["faults", "settle", "reconcile_duration", "priority", "no_check"])]
+        replay: bool,
+        /// Inject a fault, as for simulate.
+        #[arg(long = "fault")]
+        faults: Vec<String>,
+        /// Seconds to keep running after the last record.
+        #[arg(long, default_value_t = 600.0)]
+        settle: f64,
+        /// Seconds each unscripted reconcile takes.
+        #[arg(long, default_value_t = 0.0)]
+        reconcile_duration: f64,
+        /// Leave the quiescence invariants unchecked (simulate without --check).
+        #[arg(long)]
+        no_check: bool,
+        /// The core's priority queue and the starvation check, as for simulate.
+        #[arg(long)]
+        priority: bool,
     },
     /// Convert a capture into a trace (printed, or written with --output).
     Import {
@@ -195,6 +226,49 @@ fn run(cli: Cli) -> Result<bool, String> {
                 eprintln!("{}: {}", v.invariant, v.detail);
             }
             Ok(report.violations.is_empty())
+        }
+        Cmd::Report {
+            file,
+            from,
+            output,
+            replay,
+            faults,
+            settle,
+            reconcile_duration,
+            no_check,
+            priority,
+        } => {
+            let trace = read(&file, from)?;
+            let mode = if replay {
+                report::Mode::Replay(ReplayOptions::default())
+            } else {
+                let faults = faults
+                    .iter()
+                    .map(|f| trace::parse_fault_flag(f))
+                    .collect::<Result<Vec<_>, _>>()?;
+                report::Mode::Simulate(SimOptions {
+                    faults,
+                    settle: trace::seconds("--settle", settle)?,
+                    reconcile_duration: trace::seconds("--reconcile-duration", reconcile_duration)?,
+                    check: !no_check,
+                    priority,
+                    starvation: priority.then_some(reconcile_sim::starvation::CORE_NORMAL_IN_A_ROW),
+                    ..SimOptions::default()
+                })
+            };
+            let built = report::build(&trace, &mode).map_err(|e| e.to_string())?;
+            let html = built.to_html();
+            std::fs::write(&output, &html).map_err(|e| format!("{}: {e}", output.display()))?;
+            eprintln!(
+                "{}: {} steps, {} lanes, {} items, {} violations, {} KiB",
+                output.display(),
+                built.summary.steps,
+                built.timeline.lanes.len(),
+                built.timeline.items.len(),
+                built.summary.violations.len(),
+                html.len() / 1024
+            );
+            Ok(true)
         }
         Cmd::Import { from, file, output } => {
             let trace = read(&file, from)?;

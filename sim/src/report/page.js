@@ -1,0 +1,457 @@
+// reconcile-sim report: draws the embedded run on a canvas. Only what is visible is drawn,
+// at most one mark per pixel column and kind in a lane, so the cost of a frame is bounded by
+// the items in view, and a run of 100 000 steps pans and zooms smoothly.
+"use strict";
+(function () {
+  var started = performance.now();
+  var data = JSON.parse(document.getElementById("data").textContent);
+  var ROW = 20;
+  var COLORS = {
+    list: "#2e90fa", list_failed: "#f04438", relist: "#dc6803", watch: "#b2ccff",
+    frame: "#155eef", bookmark: "#98a2b3", error_frame: "#d92d20", watch_end: "#475467",
+    watch_failed: "#f79009", reconcile_ok: "#12b76a", reconcile_requeue: "#7a5af8",
+    reconcile_error: "#f04438", reconcile_cancelled: "#98a2b3", backoff: "#fec84b",
+    requeue: "#d9d6fe", core: "#667085", note: "#0e9384", violation: "#b42318"
+  };
+  var SPAN_KINDS = { list: 1, list_failed: 1, watch: 1, reconcile_ok: 1, reconcile_requeue: 1,
+    reconcile_error: 1, reconcile_cancelled: 1, backoff: 1, requeue: 1 };
+  // Items, as columns; kinds by name.
+  var it = data.items;
+  var n = it.lane.length;
+  var kindName = it.kind.map(function (k) { return data.kinds[k]; });
+  var lanes = data.lanes;
+  // Each lane's first item and its longest item (to find spans that start before the view).
+  var laneStart = new Array(lanes.length + 1).fill(n);
+  var laneMaxDur = new Array(lanes.length).fill(0);
+  for (var i = n - 1; i >= 0; i--) { laneStart[it.lane[i]] = i; }
+  for (var l = lanes.length - 1; l >= 0; l--) { if (laneStart[l] > laneStart[l + 1]) { laneStart[l] = laneStart[l + 1]; } }
+  for (i = 0; i < n; i++) {
+    var d = it.t1[i] - it.t0[i];
+    if (d > laneMaxDur[it.lane[i]]) { laneMaxDur[it.lane[i]] = d; }
+  }
+  var end = Math.max(data.end_ns, 1);
+  var view = { a: 0, b: end };
+  var selected = -1;
+  var currentStep = -1;
+  var drawnLast = 0;
+
+  var canvas = document.getElementById("canvas");
+  var axis = document.getElementById("axis");
+  var lanesEl = document.getElementById("lanes");
+  var ctx = canvas.getContext("2d");
+  var actx = axis.getContext("2d");
+
+  function el(tag, cls, text) {
+    var e = document.createElement(tag);
+    if (cls) { e.className = cls; }
+    if (text !== undefined) { e.textContent = text; }
+    return e;
+  }
+
+  function fmt(ns) {
+    var s = ns / 1e9;
+    return "+" + s.toFixed(3) + "s";
+  }
+
+  function fmtSpan(ns) {
+    var s = ns / 1e9;
+    if (s >= 3600) { return (s / 3600).toFixed(2) + " h"; }
+    if (s >= 60) { return (s / 60).toFixed(2) + " min"; }
+    if (s >= 1) { return s.toFixed(3) + " s"; }
+    return (s * 1000).toFixed(3) + " ms";
+  }
+
+  // ---- summary ----
+  function summary() {
+    var s = data.summary;
+    document.getElementById("title").textContent = data.title;
+    document.getElementById("mode").textContent = s.mode + ", ended at " + fmt(s.end_ns) + (s.cursor ? ", cursor rv=" + s.cursor : "");
+    var counts = document.getElementById("counts");
+    s.counts.forEach(function (c) {
+      var e = el("span", "count");
+      e.dataset.count = c[0];
+      e.appendChild(document.createTextNode(c[0] + " "));
+      e.appendChild(el("b", "", String(c[1])));
+      counts.appendChild(e);
+    });
+    var inv = document.getElementById("invariants");
+    var broken = 0;
+    s.invariants.forEach(function (v) {
+      var e = el("li", v.held ? "held" : "broken", v.name);
+      e.dataset.invariant = v.name;
+      if (!v.held) { broken++; }
+      inv.appendChild(e);
+    });
+    document.getElementById("invariants-title").textContent =
+      s.invariants.length + " invariant checks (\u2713: never fired), " + (broken ? broken + " fired" : "none fired");
+    var vl = document.getElementById("violations");
+    s.violations.forEach(function (v) {
+      var e = el("li", "violation", fmt(v.t_ns) + "  " + v.invariant + ": " + v.detail);
+      e.addEventListener("click", function () {
+        var w = Math.max((view.b - view.a) / 20, 1e6);
+        setView(v.t_ns - w, v.t_ns + w);
+      });
+      vl.appendChild(e);
+    });
+    var paths = document.getElementById("paths");
+    s.paths.forEach(function (p) { paths.appendChild(el("span", "count", p[0] + ": " + p[1])); });
+    if (!s.paths.length) { document.getElementById("paths-box").hidden = true; }
+    var legend = document.getElementById("legend");
+    data.kinds.forEach(function (k) {
+      var e = el("span", "");
+      var sw = el("span", "swatch");
+      sw.style.background = COLORS[k] || "#000";
+      e.appendChild(sw);
+      e.appendChild(document.createTextNode(k.replace(/_/g, " ")));
+      legend.appendChild(e);
+    });
+  }
+
+  // ---- lanes ----
+  function laneLabels() {
+    var inner = document.getElementById("lanes-inner");
+    var frag = document.createDocumentFragment();
+    lanes.forEach(function (lane, i) {
+      var e = el("div", "lane group-" + lane.group, lane.name);
+      e.dataset.lane = lane.name;
+      e.dataset.group = lane.group;
+      e.dataset.items = String(laneStart[i + 1] - laneStart[i]);
+      e.title = lane.name;
+      frag.appendChild(e);
+    });
+    inner.appendChild(frag);
+    var h = Math.min(lanes.length * ROW + 16, Math.max(window.innerHeight * 0.62, 200));
+    document.documentElement.style.setProperty("--plot-height", Math.round(h) + "px");
+  }
+
+  // ---- drawing ----
+  function size(c, g) {
+    var dpr = window.devicePixelRatio || 1;
+    var w = c.clientWidth, h = c.clientHeight;
+    if (c.width !== Math.round(w * dpr) || c.height !== Math.round(h * dpr)) {
+      c.width = Math.round(w * dpr);
+      c.height = Math.round(h * dpr);
+    }
+    g.setTransform(dpr, 0, 0, dpr, 0, 0);
+    return { w: w, h: h };
+  }
+
+  // First index in [lo, hi) whose t0 >= t.
+  function lowerBound(lo, hi, t) {
+    while (lo < hi) {
+      var mid = (lo + hi) >>> 1;
+      if (it.t0[mid] < t) { lo = mid + 1; } else { hi = mid; }
+    }
+    return lo;
+  }
+
+  function niceStep(span, px) {
+    var raw = span / Math.max(px / 110, 1);
+    var p = Math.pow(10, Math.floor(Math.log10(raw)));
+    var m = raw / p;
+    return (m < 1.5 ? 1 : m < 3.5 ? 2 : m < 7.5 ? 5 : 10) * p;
+  }
+
+  function drawAxis() {
+    var s = size(axis, actx);
+    actx.clearRect(0, 0, s.w, s.h);
+    var span = view.b - view.a;
+    var step = niceStep(span, s.w);
+    actx.fillStyle = "#667085";
+    actx.strokeStyle = "#d9dde5";
+    actx.font = "11px system-ui, sans-serif";
+    actx.textBaseline = "middle";
+    var first = Math.ceil(view.a / step) * step;
+    for (var t = first; t <= view.b; t += step) {
+      var x = (t - view.a) / span * s.w;
+      actx.beginPath();
+      actx.moveTo(x + 0.5, s.h - 6);
+      actx.lineTo(x + 0.5, s.h);
+      actx.stroke();
+      var secs = t / 1e9;
+      var digits = Math.max(0, Math.min(9, -Math.floor(Math.log10(step / 1e9))));
+      actx.fillText("+" + secs.toFixed(digits) + "s", x + 3, s.h / 2 - 2);
+    }
+    document.getElementById("range").textContent = fmt(view.a) + " … " + fmt(view.b) + "  (" + fmtSpan(span) + ")";
+  }
+
+  function draw() {
+    var s = size(canvas, ctx);
+    ctx.clearRect(0, 0, s.w, s.h);
+    var top = lanesEl.scrollTop;
+    var span = view.b - view.a;
+    var scale = s.w / span;
+    var firstLane = Math.max(0, Math.floor(top / ROW));
+    var lastLane = Math.min(lanes.length - 1, Math.floor((top + s.h) / ROW));
+    var drawn = 0;
+    ctx.font = "11px system-ui, sans-serif";
+    ctx.textBaseline = "middle";
+    var lastPx = {};
+    for (var l = firstLane; l <= lastLane; l++) {
+      var y = l * ROW - top;
+      if (l % 2 === 1) { ctx.fillStyle = "#f5f7fa"; ctx.fillRect(0, y, s.w, ROW); }
+      var lo = laneStart[l], hi = laneStart[l + 1];
+      var i0 = lowerBound(lo, hi, view.a - laneMaxDur[l]);
+      lastPx = {};
+      for (var i = i0; i < hi && it.t0[i] <= view.b; i++) {
+        if (it.t1[i] < view.a) { continue; }
+        var k = kindName[i];
+        var x0 = (it.t0[i] - view.a) * scale;
+        var x1 = (it.t1[i] - view.a) * scale;
+        var px = Math.floor(x0);
+        var span_ = SPAN_KINDS[k] === 1;
+        if (x1 - x0 < 1) {
+          if (lastPx[k] === px) { continue; }
+          lastPx[k] = px;
+        }
+        drawn++;
+        ctx.fillStyle = COLORS[k] || "#000";
+        if (span_) {
+          var cx0 = Math.max(x0, -1), cx1 = Math.min(x1, s.w + 1);
+          var h = (k === "backoff" || k === "requeue" || k === "watch") ? ROW - 10 : ROW - 6;
+          ctx.fillRect(cx0, y + (ROW - h) / 2, Math.max(cx1 - cx0, 1.5), h);
+          var label = it.label[i];
+          if (label && cx1 - cx0 > 30) {
+            ctx.save();
+            ctx.beginPath();
+            ctx.rect(cx0, y, cx1 - cx0, ROW);
+            ctx.clip();
+            ctx.fillStyle = (k === "watch" || k === "backoff" || k === "requeue") ? "#1d2330" : "#ffffff";
+            ctx.fillText(label, cx0 + 3, y + ROW / 2);
+            ctx.restore();
+          }
+        } else {
+          ctx.fillRect(x0 - 1, y + 3, 2, ROW - 6);
+        }
+      }
+    }
+    if (selected >= 0) {
+      var sl = it.lane[selected];
+      var sy = sl * ROW - top;
+      var sx0 = (it.t0[selected] - view.a) * scale, sx1 = (it.t1[selected] - view.a) * scale;
+      ctx.strokeStyle = "#101828";
+      ctx.lineWidth = 2;
+      ctx.strokeRect(Math.max(sx0, -2) - 2, sy + 1, Math.min(sx1, s.w + 2) - Math.max(sx0, -2) + 4, ROW - 2);
+      ctx.lineWidth = 1;
+    }
+    if (currentStep >= 0) {
+      var cx = (data.step_t[currentStep] - view.a) * scale;
+      ctx.strokeStyle = "rgba(16,24,40,0.35)";
+      ctx.beginPath();
+      ctx.moveTo(cx + 0.5, 0);
+      ctx.lineTo(cx + 0.5, s.h);
+      ctx.stroke();
+    }
+    drawnLast = drawn;
+    drawAxis();
+  }
+
+  var pending = false;
+  function redraw() {
+    if (pending) { return; }
+    pending = true;
+    requestAnimationFrame(function () { pending = false; draw(); });
+  }
+
+  function setView(a, b) {
+    var minSpan = 1e3; // 1 µs
+    if (b - a < minSpan) { var c = (a + b) / 2; a = c - minSpan / 2; b = c + minSpan / 2; }
+    var pad = end * 0.02;
+    if (b - a > end + 2 * pad) { a = -pad; b = end + pad; }
+    if (a < -pad) { b += -pad - a; a = -pad; }
+    if (b > end + pad) { a -= b - end - pad; b = end + pad; }
+    view.a = a; view.b = b;
+    redraw();
+  }
+
+  function zoom(factor, atX) {
+    var w = canvas.clientWidth || 1;
+    var t = view.a + (atX === undefined ? 0.5 : atX / w) * (view.b - view.a);
+    setView(t - (t - view.a) * factor, t + (view.b - t) * factor);
+  }
+
+  // ---- selection ----
+  function hit(x, y) {
+    var lane = Math.floor((y + lanesEl.scrollTop) / ROW);
+    if (lane < 0 || lane >= lanes.length) { return -1; }
+    var w = canvas.clientWidth || 1;
+    var scale = w / (view.b - view.a);
+    var slack = 4 / scale;
+    var t = view.a + x / scale;
+    var lo = laneStart[lane], hi = laneStart[lane + 1];
+    var best = -1, bestDist = Infinity, bestWidth = Infinity;
+    for (var i = lowerBound(lo, hi, t - slack - laneMaxDur[lane]); i < hi && it.t0[i] <= t + slack; i++) {
+      var x0 = (it.t0[i] - view.a) * scale, x1 = (it.t1[i] - view.a) * scale;
+      var dist = x < x0 ? x0 - x : x > x1 ? x - x1 : 0;
+      if (dist > 4) { continue; }
+      var width = x1 - x0;
+      if (dist < bestDist || (dist === bestDist && width < bestWidth)) { best = i; bestDist = dist; bestWidth = width; }
+    }
+    return best;
+  }
+
+  function showStep(step) {
+    if (step < 0 || step >= data.step_line.length) { return; }
+    currentStep = step;
+    document.getElementById("step-line").textContent = data.step_line[step];
+    document.getElementById("step-index").textContent = "step " + (step + 1) + " of " + data.step_line.length;
+  }
+
+  function select(i) {
+    selected = i;
+    var endLine = document.getElementById("end-step-line");
+    if (i < 0) { redraw(); return; }
+    var k = kindName[i];
+    var head = lanes[it.lane[i]].name + " · " + k.replace(/_/g, " ") + (it.label[i] ? " · " + it.label[i] : "") + " · " + fmt(it.t0[i]);
+    if (it.t1[i] > it.t0[i]) { head += " … " + fmt(it.t1[i]) + " (" + fmtSpan(it.t1[i] - it.t0[i]) + ")"; }
+    document.getElementById("detail-head").textContent = head;
+    showStep(it.step[i]);
+    if (it.end_step[i] !== it.step[i]) {
+      endLine.hidden = false;
+      endLine.textContent = data.step_line[it.end_step[i]];
+    } else {
+      endLine.hidden = true;
+      endLine.textContent = "";
+    }
+    redraw();
+  }
+
+  // ---- input ----
+  var drag = null;
+  canvas.addEventListener("mousedown", function (e) {
+    drag = { x: e.clientX, y: e.clientY, a: view.a, b: view.b, top: lanesEl.scrollTop, moved: false };
+  });
+  window.addEventListener("mousemove", function (e) {
+    if (!drag) { return; }
+    var dx = e.clientX - drag.x, dy = e.clientY - drag.y;
+    if (Math.abs(dx) + Math.abs(dy) > 3) { drag.moved = true; canvas.classList.add("dragging"); }
+    if (drag.moved) {
+      var dt = dx / (canvas.clientWidth || 1) * (drag.b - drag.a);
+      setView(drag.a - dt, drag.b - dt);
+      lanesEl.scrollTop = drag.top - dy;
+    }
+  });
+  window.addEventListener("mouseup", function () {
+    canvas.classList.remove("dragging");
+    setTimeout(function () { drag = null; }, 0);
+  });
+  canvas.addEventListener("click", function (e) {
+    if (drag && drag.moved) { return; }
+    var r = canvas.getBoundingClientRect();
+    select(hit(e.clientX - r.left, e.clientY - r.top));
+    canvas.focus();
+  });
+  canvas.addEventListener("dblclick", function () { setView(0, end); });
+  canvas.addEventListener("wheel", function (e) {
+    e.preventDefault();
+    var r = canvas.getBoundingClientRect();
+    if (e.shiftKey) { lanesEl.scrollTop += e.deltaY || e.deltaX; return; }
+    if (Math.abs(e.deltaX) > Math.abs(e.deltaY)) {
+      var dt = e.deltaX / (canvas.clientWidth || 1) * (view.b - view.a);
+      setView(view.a + dt, view.b + dt);
+      return;
+    }
+    zoom(Math.pow(1.0015, e.deltaY), e.clientX - r.left);
+  }, { passive: false });
+  lanesEl.addEventListener("scroll", redraw);
+  window.addEventListener("resize", redraw);
+  document.getElementById("zoom-in").addEventListener("click", function () { zoom(0.5); });
+  document.getElementById("zoom-out").addEventListener("click", function () { zoom(2); });
+  document.getElementById("fit").addEventListener("click", function () { setView(0, end); });
+  document.getElementById("prev-step").addEventListener("click", function () { showStep(currentStep - 1); redraw(); });
+  document.getElementById("next-step").addEventListener("click", function () { showStep(currentStep + 1); redraw(); });
+  window.addEventListener("keydown", function (e) {
+    var span = view.b - view.a;
+    switch (e.key) {
+      case "+": case "=": zoom(0.5); break;
+      case "-": zoom(2); break;
+      case "0": setView(0, end); break;
+      case "ArrowLeft": showStep(currentStep - 1); redraw(); break;
+      case "ArrowRight": showStep(currentStep + 1); redraw(); break;
+      case "a": setView(view.a - span / 5, view.b - span / 5); break;
+      case "d": setView(view.a + span / 5, view.b + span / 5); break;
+      default: return;
+    }
+    e.preventDefault();
+  });
+
+  // ---- self-check (#selfcheck): what a person would check, done by the page itself ----
+  function selfcheck(readyMs) {
+    var out = { ready_ms: Math.round(readyMs), lanes: [], groups: {}, items: n, steps: data.step_line.length,
+      counts: {}, invariants: {}, drawn_at_fit: drawnLast, clicks: 0, click_failures: [], zoom_ok: false, errors: [] };
+    document.querySelectorAll("#lanes .lane").forEach(function (e) {
+      out.lanes.push(e.dataset.lane);
+      out.groups[e.dataset.group] = (out.groups[e.dataset.group] || 0) + 1;
+    });
+    document.querySelectorAll("#counts .count").forEach(function (e) {
+      out.counts[e.dataset.count] = Number(e.querySelector("b").textContent);
+    });
+    document.querySelectorAll("#invariants li").forEach(function (e) {
+      out.invariants[e.dataset.invariant] = e.className === "held";
+    });
+    // Zoom: a wheel event over the canvas narrows the view.
+    var before = view.b - view.a;
+    var r = canvas.getBoundingClientRect();
+    canvas.dispatchEvent(new WheelEvent("wheel", { deltaY: -300, clientX: r.left + r.width / 2, clientY: r.top + 5, bubbles: true, cancelable: true }));
+    out.zoom_ok = view.b - view.a < before;
+    // Click: for each lane (at most 60), zoom onto its first and its middle item and click its
+    // centre; the step line shown must be that item's step, as simulate printed it.
+    var tried = 0;
+    for (var l = 0; l < lanes.length && tried < 120; l++) {
+      var cands = [laneStart[l], (laneStart[l] + laneStart[l + 1]) >> 1];
+      for (var c = 0; c < cands.length; c++) {
+        var i = cands[c];
+        if (i >= laneStart[l + 1]) { continue; }
+        tried++;
+        var w = Math.max(it.t1[i] - it.t0[i], 2e6);
+        setView(it.t0[i] - w * 0.1, it.t0[i] + w * 1.1);
+        lanesEl.scrollTop = l * ROW;
+        draw();
+        var x = (it.t0[i] - view.a) / (view.b - view.a) * canvas.clientWidth + (it.t1[i] > it.t0[i] ? 2 : 0);
+        var y = l * ROW - lanesEl.scrollTop + ROW / 2;
+        r = canvas.getBoundingClientRect();
+        canvas.dispatchEvent(new MouseEvent("click", { clientX: r.left + x, clientY: r.top + y, bubbles: true }));
+        var shown = document.getElementById("step-line").textContent;
+        if (selected >= 0 && it.lane[selected] === l && shown === data.step_line[it.step[selected]] &&
+            it.t0[selected] <= it.t0[i] + w && it.t1[selected] >= it.t0[i] - w) {
+          out.clicks++;
+        } else {
+          out.click_failures.push(lanes[l].name + " item " + i);
+        }
+      }
+    }
+    select(-1);
+    lanesEl.scrollTop = 0;
+    setView(0, end);
+    draw();
+    out.errors = window.__reportErrors.slice();
+    var pre = document.getElementById("selfcheck");
+    pre.textContent = JSON.stringify(out);
+    // The data is large; the DOM dump that reads the result needs no copy of it.
+    var script = document.getElementById("data");
+    if (script) { script.remove(); }
+  }
+
+  // The address's fragment: #view=A,B (seconds) opens on that window, #step=N selects the
+  // first item of step N (1-based), #selfcheck runs the self-check.
+  var params = {};
+  location.hash.replace(/^#/, "").split("&").forEach(function (kv) {
+    var p = kv.split("=");
+    if (p[0]) { params[p[0]] = p.length > 1 ? decodeURIComponent(p[1]) : ""; }
+  });
+  summary();
+  laneLabels();
+  setView(0, end);
+  if (params.view) {
+    var v = params.view.split(",").map(Number);
+    if (v.length === 2 && isFinite(v[0]) && isFinite(v[1]) && v[1] > v[0]) { setView(v[0] * 1e9, v[1] * 1e9); }
+  }
+  if (params.step) {
+    var want = Number(params.step) - 1;
+    for (var j = 0; j < n; j++) { if (it.step[j] === want) { select(j); break; } }
+  }
+  draw();
+  var readyMs = performance.now();
+  if ("selfcheck" in params) { selfcheck(readyMs); }
+  void started;
+})();

@@ -1,0 +1,531 @@
+//! `reconcile-sim report`, tested as a person uses it: the page of a bundled trace and of a
+//! 100 000-step run opened in headless Chromium (Debian's `chromium`), which the page checks
+//! itself in (`#selfcheck`): the lanes and counts in the DOM, a click on steps of every lane
+//! showing their step lines, a wheel zoom, and no console error or uncaught exception.
+//!
+//! Chromium is required in CI (`CI` set) or with `RECONCILE_CHROMIUM_REQUIRE=1`; elsewhere the
+//! browser tests print `SKIPPED` when it is missing. The cell-pool report's screenshot is
+//! saved as `target/report-cell-pool.png` (CI keeps it as an artifact).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use reconcile_sim::report::{self, LaneGroup, Mode, Timeline};
+use reconcile_sim::trace::Trace;
+use reconcile_sim::{ReplayOptions, SimOptions};
+
+fn crate_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn load(name: &str) -> Trace {
+    let path = crate_dir().join("traces").join(name);
+    let text = std::fs::read_to_string(&path).expect("bundled trace");
+    Trace::parse(&path.display().to_string(), &text).expect("valid trace")
+}
+
+fn checked() -> Mode {
+    Mode::Simulate(SimOptions {
+        check: true,
+        ..SimOptions::default()
+    })
+}
+
+/// The browser, or `None` (skip) when it is missing and not required.
+fn chromium() -> Option<PathBuf> {
+    for name in ["chromium", "chromium-headless-shell", "chromium-browser"] {
+        if let Some(dirs) = std::env::var_os("PATH") {
+            for dir in std::env::split_paths(&dirs) {
+                let p = dir.join(name);
+                if p.is_file() {
+                    return Some(p);
+                }
+            }
+        }
+    }
+    let required = std::env::var_os("CI").is_some()
+        || std::env::var("RECONCILE_CHROMIUM_REQUIRE").is_ok_and(|v| v == "1");
+    assert!(
+        !required,
+        "chromium is not installed: `apt-get install -y chromium` (required in CI)"
+    );
+    println!("SKIPPED: chromium is not installed (apt-get install -y chromium)");
+    None
+}
+
+fn out_dir() -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("report");
+    std::fs::create_dir_all(&dir).expect("target tmpdir");
+    dir
+}
+
+/// Runs chromium headless with `args` then `url`, at most `limit`; its stdout.
+fn run_chromium(browser: &Path, args: &[String], url: &str, limit: Duration) -> String {
+    let profile = tempdir("profile");
+    let mut child = Command::new(browser)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-dev-shm-usage",
+            "--no-first-run",
+            "--hide-scrollbars",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .args(args)
+        .arg(url)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("chromium starts");
+    let mut stdout = child.stdout.take().expect("piped");
+    let reader = std::thread::spawn(move || {
+        let mut out = String::new();
+        let _ = std::io::Read::read_to_string(&mut stdout, &mut out);
+        out
+    });
+    let started = Instant::now();
+    loop {
+        if child.try_wait().expect("wait").is_some() {
+            break;
+        }
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("chromium did not finish within {limit:?} on {url}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = reader.join().expect("reader");
+    let _ = std::fs::remove_dir_all(&profile);
+    out
+}
+
+fn tempdir(what: &str) -> PathBuf {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static N: AtomicU32 = AtomicU32::new(0);
+    let dir = out_dir().join(format!(
+        "{what}-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::create_dir_all(&dir).expect("tempdir");
+    dir
+}
+
+/// The page's self-check result, read from the DOM chromium dumps.
+fn selfcheck(browser: &Path, html: &Path) -> serde_json::Value {
+    let url = format!("file://{}#selfcheck", html.display());
+    let dom = run_chromium(
+        browser,
+        &[
+            "--window-size=1400,900".into(),
+            "--virtual-time-budget=10000".into(),
+            "--dump-dom".into(),
+        ],
+        &url,
+        Duration::from_secs(300),
+    );
+    let start = dom
+        .find("<pre id=\"selfcheck\"")
+        .unwrap_or_else(|| panic!("no selfcheck element in the DOM of {url}"));
+    let body = &dom[start..];
+    let open = body.find('>').expect("element") + 1;
+    let close = body.find("</pre>").expect("closed element");
+    let text = body[open..close]
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&nbsp;", "\u{a0}")
+        .replace("&amp;", "&");
+    assert!(
+        !text.is_empty(),
+        "the page did not run its self-check (script error before it?): {url}"
+    );
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("selfcheck JSON {e}: {text}"))
+}
+
+fn assert_clean(check: &serde_json::Value, what: &str) {
+    assert_eq!(
+        check["errors"],
+        serde_json::json!([]),
+        "{what}: console errors"
+    );
+    assert_eq!(
+        check["zoom_ok"], true,
+        "{what}: a wheel over the timeline zooms"
+    );
+    assert_eq!(
+        check["click_failures"],
+        serde_json::json!([]),
+        "{what}: clicks that did not show the step's line"
+    );
+    assert!(
+        check["clicks"].as_u64().unwrap_or(0) > 0,
+        "{what}: no click"
+    );
+    assert!(
+        check["drawn_at_fit"].as_u64().unwrap_or(0) > 0,
+        "{what}: nothing drawn"
+    );
+}
+
+fn write(report: &report::Report, name: &str) -> PathBuf {
+    let path = out_dir().join(name);
+    std::fs::write(&path, report.to_html()).expect("write report");
+    path
+}
+
+#[test]
+fn every_bundled_trace_has_a_report_whose_every_step_can_be_clicked() {
+    let mut names: Vec<String> = std::fs::read_dir(crate_dir().join("traces"))
+        .expect("traces")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".jsonl"))
+        .collect();
+    names.sort();
+    assert!(names.len() >= 10);
+    for name in &names {
+        let trace = load(name);
+        for mode in [checked(), Mode::Replay(ReplayOptions::default())] {
+            let r = report::build(&trace, &mode).unwrap_or_else(|e| panic!("{name}: {e}"));
+            let t = &r.timeline;
+            assert_eq!(t.step_line.len(), t.step_t.len(), "{name}");
+            assert!(t.step_line.len() as u64 >= r.summary.steps, "{name}");
+            // Every rendered line is the start or the end of some item.
+            let mut seen = vec![false; t.step_line.len()];
+            for item in &t.items {
+                seen[item.step as usize] = true;
+                seen[item.end_step as usize] = true;
+                assert!(item.t1 >= item.t0, "{name}: {item:?}");
+                assert!((item.lane as usize) < t.lanes.len(), "{name}");
+            }
+            if let Some(missing) = seen.iter().position(|s| !s) {
+                panic!(
+                    "{name}: step {missing} is on no lane: {}",
+                    t.step_line[missing]
+                );
+            }
+            // Items sorted by lane then start, as the page's binary searches need.
+            assert!(
+                t.items
+                    .windows(2)
+                    .all(|w| (w[0].lane, w[0].t0) <= (w[1].lane, w[1].t0)),
+                "{name}: items out of order"
+            );
+            let html = r.to_html();
+            assert!(!html.contains("/*DATA*/") && !html.contains("/*SCRIPT*/"));
+            for remote in [
+                "src=\"http",
+                "href=\"http",
+                "src='http",
+                "url(http",
+                "@import",
+            ] {
+                assert!(!html.contains(remote), "{name}: {remote} in the page");
+            }
+        }
+    }
+}
+
+#[test]
+fn cell_pool_lanes_and_counts() {
+    let r = report::build(&load("cell-pool.jsonl"), &checked()).expect("report");
+    let names: Vec<&str> = r.timeline.lanes.iter().map(|l| l.name.as_str()).collect();
+    assert_eq!(names, ["LIST", "WATCH", "core", "a", "b"]);
+    assert_eq!(r.timeline.lanes_in(LaneGroup::Parent), 2);
+    let count = |k: &str| {
+        r.summary
+            .counts
+            .iter()
+            .find(|(name, _)| name == k)
+            .map(|c| c.1)
+    };
+    assert_eq!(count("lists"), Some(1));
+    assert_eq!(count("reconciles"), Some(9));
+    assert_eq!(count("reconcile errors"), Some(1));
+    assert!(r.summary.invariants.iter().all(|i| i.held));
+    assert!(r.summary.violations.is_empty());
+    // The scripted failure of b shows as a failed reconcile followed by its backoff.
+    let lane_b = names.iter().position(|n| *n == "b").expect("lane b") as u32;
+    let kinds: Vec<_> = r
+        .timeline
+        .items
+        .iter()
+        .filter(|i| i.lane == lane_b)
+        .map(|i| i.kind)
+        .collect();
+    assert!(kinds.contains(&report::Kind::ReconcileError), "{kinds:?}");
+    assert!(kinds.contains(&report::Kind::Backoff), "{kinds:?}");
+}
+
+#[test]
+fn a_relist_shows_its_reason_and_a_violation_its_lane() {
+    // Replay mode answers with the recorded 410.
+    let replayed = Mode::Replay(ReplayOptions::default());
+    let r = report::build(&load("relist-410-missed-delete.jsonl"), &replayed).expect("report");
+    let relists: Vec<_> = r
+        .timeline
+        .items
+        .iter()
+        .filter(|i| i.kind == report::Kind::Relist)
+        .collect();
+    assert!(!relists.is_empty());
+    assert!(relists.iter().all(|i| !i.label.is_empty()), "{relists:?}");
+    // lose_change is the apiserver bug that makes the checks fire.
+    let trace = load("cell-pool.jsonl");
+    let mode = Mode::Simulate(SimOptions {
+        check: true,
+        faults: vec![reconcile_sim::trace::parse_fault_flag("lose_change:3@4").expect("flag")],
+        ..SimOptions::default()
+    });
+    let r = report::build(&trace, &mode).expect("report");
+    assert!(!r.summary.violations.is_empty());
+    assert!(r.summary.invariants.iter().any(|i| !i.held));
+    let lane = r
+        .timeline
+        .lanes
+        .iter()
+        .position(|l| l.group == LaneGroup::Violations)
+        .expect("a violations lane") as u32;
+    assert!(
+        r.timeline
+            .items
+            .iter()
+            .any(|i| i.lane == lane && i.kind == report::Kind::Violation)
+    );
+}
+
+#[test]
+fn renderings_that_disagree_are_an_error_not_a_panic() {
+    let json = "{\"t_ns\":0,\"input\":\"start\",\"commands\":[],\"events\":[]}\n";
+    assert!(Timeline::from_run(json, "", 0).is_err());
+    assert!(Timeline::from_run("not json\n", "line\n", 0).is_err());
+    // Odd vocabulary lands on the core lane instead of failing.
+    let odd = "{\"t_ns\":5,\"input\":\"frame\",\"commands\":[\"reconcile\",\"watch\"],\"events\":[\"backoff x delay=zs\",\"relist\"]}\n";
+    let t = Timeline::from_run(odd, "x\n", 0).expect("tolerated");
+    assert!(!t.items.is_empty());
+}
+
+/// A one-source trace whose world-mode run takes more than 100 000 steps: 200 pods in 80
+/// cells, 52 000 label and status changes 20 ms apart, scripted reconcile failures, and
+/// watch drops, 410 storms and compaction along the way.
+fn big_trace() -> Trace {
+    use std::fmt::Write as _;
+    let mut t = String::from(
+        "{\"reconcile_sim_trace\":1,\"description\":\"100k steps\",\"namespace\":\"default\",\"label_selector\":\"app=cell\",\"parent\":\"label:cell\"}\n",
+    );
+    let pods = 200;
+    let mut items = Vec::new();
+    for p in 0..pods {
+        items.push(format!(
+            "{{\"metadata\":{{\"name\":\"p{p}\",\"namespace\":\"default\",\"uid\":\"u{p}\",\"resourceVersion\":\"{}\",\"labels\":{{\"app\":\"cell\",\"cell\":\"c{}\"}}}}}}",
+            p + 1,
+            p % 80
+        ));
+    }
+    let _ = writeln!(
+        t,
+        "{{\"record\":\"list\",\"t\":0,\"status\":200,\"body\":{{\"kind\":\"PodList\",\"apiVersion\":\"v1\",\"metadata\":{{\"resourceVersion\":\"{pods}\"}},\"items\":[{}]}}}}",
+        items.join(",")
+    );
+    let mut rv = pods;
+    let mut x: u64 = 7;
+    for i in 0..52_000u64 {
+        x = x
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        let p = (x >> 33) % pods;
+        let cell = if (x >> 20).is_multiple_of(10) {
+            (x >> 40) % 80
+        } else {
+            p % 80
+        };
+        rv += 1;
+        let at = i as f64 * 0.02 + 1.0;
+        let _ = writeln!(
+            t,
+            "{{\"record\":\"frame\",\"t\":{at:.3},\"raw\":\"{{\\\"type\\\":\\\"MODIFIED\\\",\\\"object\\\":{{\\\"metadata\\\":{{\\\"name\\\":\\\"p{p}\\\",\\\"namespace\\\":\\\"default\\\",\\\"uid\\\":\\\"u{p}\\\",\\\"resourceVersion\\\":\\\"{rv}\\\",\\\"labels\\\":{{\\\"app\\\":\\\"cell\\\",\\\"cell\\\":\\\"c{cell}\\\"}}}},\\\"status\\\":{{\\\"phase\\\":\\\"Running\\\",\\\"n\\\":\\\"{i}\\\"}}}}}}\"}}"
+        );
+        if i % 997 == 0 {
+            let _ = writeln!(
+                t,
+                "{{\"record\":\"reconcile\",\"parent\":\"c{}\",\"outcome\":\"error\",\"error\":\"not ready\"}}",
+                p % 80
+            );
+        }
+        match i % 10_000 {
+            2_000 => {
+                let _ = writeln!(
+                    t,
+                    "{{\"record\":\"fault\",\"t\":{at:.3},\"fault\":\"watch_drop\"}}"
+                );
+            }
+            5_000 => {
+                let _ = writeln!(
+                    t,
+                    "{{\"record\":\"fault\",\"t\":{at:.3},\"fault\":\"gone_storm\",\"count\":2}}"
+                );
+            }
+            8_000 => {
+                let _ = writeln!(
+                    t,
+                    "{{\"record\":\"fault\",\"t\":{at:.3},\"fault\":\"compact\"}}"
+                );
+            }
+            _ => {}
+        }
+    }
+    Trace::parse("generated-100k.jsonl", &t).expect("generated trace")
+}
+
+#[test]
+fn cell_pool_report_in_chromium() {
+    let Some(browser) = chromium() else { return };
+    let r = report::build(&load("cell-pool.jsonl"), &checked()).expect("report");
+    let html = write(&r, "cell-pool.html");
+    let check = selfcheck(&browser, &html);
+    assert_clean(&check, "cell-pool");
+    assert_eq!(
+        check["lanes"],
+        serde_json::json!(["LIST", "WATCH", "core", "a", "b"])
+    );
+    assert_eq!(check["groups"]["parent"], 2);
+    assert_eq!(check["groups"]["stream"], 2);
+    assert_eq!(check["counts"]["reconciles"], 9);
+    assert_eq!(check["counts"]["lists"], 1);
+    assert_eq!(check["counts"]["steps"], r.summary.steps);
+    assert_eq!(check["steps"], r.timeline.step_line.len());
+    assert_eq!(check["items"], r.timeline.items.len());
+    assert_eq!(
+        check["invariants"]
+            .as_object()
+            .map(|o| o.values().all(|v| v == true)),
+        Some(true)
+    );
+    // Both lanes' first and middle items clicked, on every lane.
+    assert_eq!(check["clicks"], 10);
+    // The screenshot CI keeps, in target/.
+    let shot = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .parent()
+        .expect("target dir")
+        .join("report-cell-pool.png");
+    let _ = std::fs::remove_file(&shot);
+    run_chromium(
+        &browser,
+        &[
+            "--window-size=1400,760".into(),
+            "--virtual-time-budget=3000".into(),
+            format!("--screenshot={}", shot.display()),
+        ],
+        &format!("file://{}#view=-1,40&step=12", html.display()),
+        Duration::from_secs(120),
+    );
+    let png = std::fs::read(&shot).expect("screenshot written");
+    assert!(
+        png.starts_with(b"\x89PNG") && png.len() > 10_000,
+        "screenshot"
+    );
+}
+
+#[test]
+fn every_bundled_trace_report_in_chromium() {
+    let Some(browser) = chromium() else { return };
+    for name in [
+        "watch-status-410-504.jsonl",
+        "backoff-ladder.jsonl",
+        "in-process-source.jsonl",
+        "world-selector-faults.jsonl",
+    ] {
+        let r = report::build(&load(name), &checked()).expect("report");
+        let html = write(&r, &name.replace(".jsonl", ".html"));
+        let check = selfcheck(&browser, &html);
+        assert_clean(&check, name);
+        let lanes: Vec<String> = r.timeline.lanes.iter().map(|l| l.name.clone()).collect();
+        assert_eq!(check["lanes"], serde_json::json!(lanes), "{name}");
+    }
+}
+
+#[test]
+fn a_100k_step_report_in_chromium() {
+    let trace = big_trace();
+    let started = Instant::now();
+    let r = report::build(&trace, &checked()).expect("report");
+    let built = started.elapsed();
+    assert!(r.summary.steps >= 100_000, "{} steps", r.summary.steps);
+    assert!(
+        r.summary.violations.is_empty(),
+        "{:?}",
+        r.summary.violations
+    );
+    let html = write(&r, "generated-100k.html");
+    let size = std::fs::metadata(&html).expect("written").len();
+    println!(
+        "100k report: {} steps, {} lanes, {} items, {} KiB, built in {built:?}",
+        r.summary.steps,
+        r.timeline.lanes.len(),
+        r.timeline.items.len(),
+        size / 1024
+    );
+    assert!(size < 64 << 20, "{size} bytes");
+    let Some(browser) = chromium() else { return };
+    let started = Instant::now();
+    let check = selfcheck(&browser, &html);
+    println!(
+        "100k report in chromium: ready in {} ms (page), self-check done in {:?} (process)",
+        check["ready_ms"],
+        started.elapsed()
+    );
+    assert_clean(&check, "100k");
+    assert_eq!(check["steps"], r.timeline.step_line.len());
+    assert_eq!(check["groups"]["parent"], 80);
+    assert!(check["counts"]["relists"].as_u64().unwrap_or(0) >= 5);
+    // Drawn at full zoom-out: bounded by pixels, not by the 100k items.
+    let drawn = check["drawn_at_fit"].as_u64().unwrap_or(u64::MAX);
+    assert!(drawn < 100_000, "{drawn} marks drawn at fit");
+    let ready = check["ready_ms"].as_f64().unwrap_or(f64::MAX);
+    assert!(ready < 30_000.0, "the page took {ready} ms to show");
+}
+
+#[test]
+fn a_failing_explore_seed_prints_the_report_command_and_its_report_shows_the_violation() {
+    use reconcile_sim::explore::{self, ExploreOptions};
+    let dir = out_dir().join(format!("explore-{}", std::process::id()));
+    let opts = ExploreOptions {
+        out_dir: Some(dir.clone()),
+        inject: vec![reconcile_sim::trace::parse_fault_flag("lose_change:3@100").expect("flag")],
+        ..ExploreOptions::default()
+    };
+    let result = explore::explore(0..4, &opts);
+    let text = result.render(false);
+    let failure = result.failures.first().expect("a lost event is caught");
+    let path = failure.minimized.as_ref().expect("written");
+    let html = path.with_extension("html");
+    let command = format!(
+        "as a timeline: cargo run -p reconcile-sim -- report --settle 1200 {} -o {}",
+        path.display(),
+        html.display()
+    );
+    assert!(text.contains(&command), "{text}");
+    // What that command does: simulate the minimized trace with the same settle, checked.
+    let trace = Trace::parse(
+        &path.display().to_string(),
+        &std::fs::read_to_string(path).expect("minimized trace"),
+    )
+    .expect("valid");
+    let mode = Mode::Simulate(SimOptions {
+        check: true,
+        settle: Duration::from_secs(1200),
+        ..SimOptions::default()
+    });
+    let r = report::build(&trace, &mode).expect("report");
+    assert!(
+        r.summary
+            .violations
+            .iter()
+            .any(|v| v.invariant == failure.violation.invariant),
+        "{:?}",
+        r.summary.violations
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}

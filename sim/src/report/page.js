@@ -50,7 +50,7 @@
 
   function fmt(ns) {
     var s = ns / 1e9;
-    return "+" + s.toFixed(3) + "s";
+    return (s < 0 ? "-" : "+") + Math.abs(s).toFixed(3) + "s";
   }
 
   function fmtSpan(ns) {
@@ -170,7 +170,7 @@
       actx.stroke();
       var secs = t / 1e9;
       var digits = Math.max(0, Math.min(9, -Math.floor(Math.log10(step / 1e9))));
-      actx.fillText("+" + secs.toFixed(digits) + "s", x + 3, s.h / 2 - 2);
+      actx.fillText((secs < 0 ? "-" : "+") + Math.abs(secs).toFixed(digits) + "s", x + 3, s.h / 2 - 2);
     }
     document.getElementById("range").textContent = fmt(view.a) + " … " + fmt(view.b) + "  (" + fmtSpan(span) + ")";
   }
@@ -193,6 +193,7 @@
       var lo = laneStart[l], hi = laneStart[l + 1];
       var i0 = lowerBound(lo, hi, view.a - laneMaxDur[l]);
       lastPx = {};
+      var marks = [];
       for (var i = i0; i < hi && it.t0[i] <= view.b; i++) {
         if (it.t1[i] < view.a) { continue; }
         var k = kindName[i];
@@ -206,6 +207,11 @@
         }
         drawn++;
         ctx.fillStyle = COLORS[k] || "#000";
+        if (!span_ || x1 - x0 < 1.5) {
+          // Marks (and spans too short to see) go on top of the lane's spans.
+          marks.push(i, x0);
+          continue;
+        }
         if (span_) {
           var cx0 = Math.max(x0, -1), cx1 = Math.min(x1, s.w + 1);
           var h = (k === "backoff" || k === "requeue" || k === "watch") ? ROW - 10 : ROW - 6;
@@ -220,9 +226,11 @@
             ctx.fillText(label, cx0 + 3, y + ROW / 2);
             ctx.restore();
           }
-        } else {
-          ctx.fillRect(x0 - 1, y + 3, 2, ROW - 6);
         }
+      }
+      for (var m = 0; m < marks.length; m += 2) {
+        ctx.fillStyle = COLORS[kindName[marks[m]]] || "#000";
+        ctx.fillRect(marks[m + 1] - 1, y + 3, 2, ROW - 6);
       }
     }
     if (selected >= 0) {

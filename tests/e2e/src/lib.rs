@@ -93,8 +93,9 @@ macro_rules! kinds_suite {
     };
 }
 
-/// Leader election between two controllers on the apiserver, and the graceful stop, in a
-/// module `election` so that `cargo test election` selects them.
+/// Leader election between two controllers on the apiserver, the graceful stop and the
+/// priority queue (how a controller is operated), in a module `election` so that
+/// `cargo test election` selects them.
 #[macro_export]
 macro_rules! election_suite {
     ($driver:ty) => {
@@ -108,6 +109,9 @@ macro_rules! election_suite {
             );
             $crate::cases!($driver, shutdown:
                 a_graceful_stop_finishes_a_slow_reconcile_and_cancels_one_past_the_timeout,
+            );
+            $crate::cases!($driver, priority:
+                live_changes_go_ahead_of_the_initial_list_which_still_drains,
             );
         }
     };

@@ -9,4 +9,5 @@ pub mod apiserver;
 pub mod election;
 pub mod kinds;
 pub mod kwok;
+pub mod priority;
 pub mod shutdown;

@@ -15,6 +15,7 @@ use serde_json::value::RawValue;
 use reconcile_core::{Instant, KeyBy};
 
 mod run;
+pub mod redact;
 pub mod selector;
 
 pub use run::{Recorded, header_for, to_trace};

@@ -50,7 +50,7 @@ fn idle_trace() -> Trace {
                 zero,
                 Record::List {
                     status: 200,
-                    body: list,
+                    body: list.into(),
                     transport_error: None,
                 },
             ),
@@ -73,7 +73,7 @@ fn busy_trace() -> Trace {
             Some(Instant::ZERO),
             Record::List {
                 status: 200,
-                body: list,
+                body: list.into(),
                 transport_error: None,
             },
         ),
@@ -81,7 +81,7 @@ fn busy_trace() -> Trace {
             None,
             Record::Watch {
                 status: 200,
-                body: String::new(),
+                body: String::new().into(),
                 resource_version: None,
             },
         ),
@@ -92,7 +92,7 @@ fn busy_trace() -> Trace {
             "{{\"type\":\"{kind}\",\"object\":{}}}",
             pod(&format!("p{}", i % 100), i % 10, i + 2)
         );
-        entries.push(Entry::new(None, Record::Frame { line }));
+        entries.push(Entry::new(None, Record::Frame { line: line.into() }));
     }
     entries.push(Entry::new(None, Record::WatchEnd(RecordedEnd::Clean)));
     Trace {

@@ -239,7 +239,7 @@ fn pod(name: &str, uid: u64, cell: &str, app: &str, phase: &str) -> String {
 
 fn frame(kind: &str, object: &str) -> Record {
     Record::Frame {
-        line: format!("{{\"type\":\"{kind}\",\"object\":{object}}}"),
+        line: format!("{{\"type\":\"{kind}\",\"object\":{object}}}").into(),
     }
 }
 

@@ -184,7 +184,15 @@ pub struct Harness {
     pub paths: PathCounts,
     /// The starvation invariant of the priority queue, when checked.
     starvation: Option<Box<Starvation>>,
+    /// Where lines go as they are rendered, when streaming ([`Harness::stream_to`]): the
+    /// output then holds at most [`STREAM_CHUNK`] bytes and a line.
+    sink: Option<Box<dyn std::io::Write>>,
+    /// The first error writing to the sink; the run stops at the next step.
+    sink_error: Option<std::io::Error>,
 }
+
+/// Rendered output is handed to a streaming sink in chunks of about this many bytes.
+pub const STREAM_CHUNK: usize = 64 * 1024;
 
 /// A cached object's parent and resourceVersion, as the starvation check follows them.
 type Placed = (String, Option<String>);
@@ -333,6 +341,8 @@ impl Harness {
             violations: Vec::new(),
             paths: PathCounts::new(),
             starvation: None,
+            sink: None,
+            sink_error: None,
         })
     }
 
@@ -441,7 +451,53 @@ impl Harness {
     /// Whether the step budget is spent.
     #[must_use]
     pub fn exhausted(&self) -> bool {
-        self.steps >= self.max_steps
+        self.steps >= self.max_steps || self.sink_error.is_some()
+    }
+
+    /// Streams every line rendered from now on to `sink`, in chunks of [`STREAM_CHUNK`]
+    /// bytes, instead of keeping them: [`Harness::output`] then holds only what is not
+    /// written yet. A write error stops the run ([`Harness::exhausted`]) and is returned by
+    /// [`Harness::finish_output`].
+    pub fn stream_to(&mut self, sink: Box<dyn std::io::Write>) {
+        self.sink = Some(sink);
+    }
+
+    /// Whether writing to the sink failed (the run stops; not a step limit).
+    #[must_use]
+    pub fn output_failed(&self) -> bool {
+        self.sink_error.is_some()
+    }
+
+    /// Hands the rendered output to the sink once it holds a chunk (all of it when `all`).
+    fn pass_on(&mut self, all: bool) {
+        let Some(sink) = &mut self.sink else {
+            return;
+        };
+        if self.sink_error.is_some() {
+            self.out.clear();
+            return;
+        }
+        if self.out.len() >= STREAM_CHUNK || (all && !self.out.is_empty()) {
+            if let Err(e) = sink.write_all(self.out.as_bytes()) {
+                self.sink_error = Some(e);
+            }
+            self.out.clear();
+        }
+    }
+
+    /// Writes what is left to the sink and flushes it.
+    ///
+    /// # Errors
+    /// The first error writing to the sink, if any.
+    pub fn finish_output(&mut self) -> std::io::Result<()> {
+        self.pass_on(true);
+        if let Some(e) = self.sink_error.take() {
+            return Err(e);
+        }
+        match &mut self.sink {
+            Some(sink) => sink.flush(),
+            None => Ok(()),
+        }
     }
 
     /// Moves the clock forward (never back).
@@ -502,6 +558,7 @@ impl Harness {
             }
             Render::Quiet => {}
         }
+        self.pass_on(false);
     }
 
     /// Counts a fault path reached outside the core's events (world side).
@@ -832,6 +889,7 @@ impl Harness {
             }
             let _ = writeln!(self.out, "{value}");
         }
+        self.pass_on(false);
         io
     }
 

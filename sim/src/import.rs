@@ -22,7 +22,7 @@ use reconcile_core::Instant;
 
 use reconcile_core::KeyBy;
 
-use crate::trace::{Entry, FORMAT_KEY, Header, Record, RecordedEnd, Trace};
+use crate::trace::{Entry, FORMAT_KEY, Header, Payload, Record, RecordedEnd, Trace};
 
 /// A capture format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -223,7 +223,7 @@ pub fn import(file: &str, text: &str, format: Option<Format>) -> Result<Trace, I
                         secs(0),
                         Record::List {
                             status: 200,
-                            body: text.trim().to_owned(),
+                            body: text.trim().into(),
                             transport_error: None,
                         },
                     )
@@ -280,7 +280,7 @@ fn watch_trace(frames: &[String]) -> Result<Trace, String> {
             secs(0),
             Record::List {
                 status: 200,
-                body: empty_list(&rv),
+                body: empty_list(&rv).into(),
                 transport_error: None,
             },
         )
@@ -308,7 +308,7 @@ fn push_watch(
             secs(start),
             Record::Watch {
                 status: 200,
-                body: String::new(),
+                body: Payload::default(),
                 resource_version: None,
             },
         )
@@ -316,7 +316,12 @@ fn push_watch(
     let mut t = start;
     for line in frames {
         t += 1;
-        entries.push(Entry::new(secs(t), Record::Frame { line: line.clone() }));
+        entries.push(Entry::new(
+            secs(t),
+            Record::Frame {
+                line: line.as_str().into(),
+            },
+        ));
     }
     t += 1;
     entries.push(Entry::new(secs(t), Record::WatchEnd(RecordedEnd::Clean)));
@@ -375,7 +380,7 @@ fn k8s_openapi(text: &str) -> Result<Trace, String> {
                         secs(t),
                         Record::List {
                             status: 200,
-                            body: empty_list(&list_version_before(&frames)),
+                            body: empty_list(&list_version_before(&frames)).into(),
                             transport_error: None,
                         },
                     )
@@ -390,7 +395,7 @@ fn k8s_openapi(text: &str) -> Result<Trace, String> {
                     secs(t),
                     Record::Watch {
                         status: r.response_status_code,
-                        body: r.response_body.clone(),
+                        body: r.response_body.as_str().into(),
                         resource_version: None,
                     },
                 ));
@@ -415,7 +420,7 @@ fn k8s_openapi(text: &str) -> Result<Trace, String> {
                     secs(t),
                     Record::List {
                         status: r.response_status_code,
-                        body: r.response_body.clone(),
+                        body: r.response_body.as_str().into(),
                         transport_error: None,
                     },
                 )
@@ -539,7 +544,7 @@ mod tests {
             .iter()
             .filter_map(|e| match &e.record {
                 Record::Frame { line } => {
-                    let v: Value = serde_json::from_str(line).unwrap();
+                    let v: Value = serde_json::from_slice(line.as_bytes()).unwrap();
                     Some(format!(
                         "{} {}",
                         v["type"].as_str().unwrap(),

@@ -1,15 +1,21 @@
 //! `reconcile-sim`: replay, simulate, import and explore apiserver traces against
 //! reconcile-core. Exit status: 0 when the run is clean, 1 on a divergence or a broken
-//! invariant, 2 when the input cannot be read.
+//! invariant, 2 when the input cannot be read or the output cannot be written (a full disk),
+//! 141 when the output pipe was closed (as a shell reports a program a closed pipe killed),
+//! with no message. Output is written as it is produced; nothing panics on bad input.
+
+mod cli_io;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+use cli_io::Failure;
+
 use reconcile_sim::election::{self, Scenario};
 use reconcile_sim::explore::{self, ExploreOptions};
-use reconcile_sim::import::{self, Format};
+use reconcile_sim::import::Format;
 use reconcile_sim::report;
 use reconcile_sim::trace::{self, Trace};
 use reconcile_sim::{Render, ReplayOptions, SimOptions};
@@ -173,12 +179,10 @@ enum Cmd {
 }
 
 fn read(path: &Path, from: Option<Format>) -> Result<Trace, String> {
-    let name = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{name}: {e}"))?;
-    import::import(&name, &text, from).map_err(|e| e.to_string())
+    cli_io::read_trace(path, from)
 }
 
-fn run(cli: Cli) -> Result<bool, String> {
+fn run(cli: Cli) -> Result<bool, Failure> {
     match cli.command {
         Cmd::Simulate {
             file,
@@ -203,13 +207,16 @@ fn run(cli: Cli) -> Result<bool, String> {
                 check,
                 priority,
                 starvation: priority.then_some(reconcile_sim::starvation::CORE_NORMAL_IN_A_ROW),
-                ..SimOptions::default()
+                max_steps: reconcile_sim::simulate::step_budget(&trace),
             };
-            let report = reconcile_sim::simulate(&trace, &opts)
-                .map_err(|e| format!("{}: {e}", file.display()))?;
-            print!("{}", report.output);
+            reconcile_sim::simulate::validate(&trace, &opts).map_err(|e| e.to_string())?;
+            let report = reconcile_sim::simulate::simulate_to(&trace, &opts, cli_io::stdout_sink())
+                .map_err(|e| run_failure(&file, e))?;
             for v in &report.violations {
-                eprintln!("VIOLATION at {}: {}: {}", v.at, v.invariant, v.detail);
+                cli_io::warn(&format!(
+                    "VIOLATION at {}: {}: {}",
+                    v.at, v.invariant, v.detail
+                ));
             }
             Ok(report.violations.is_empty())
         }
@@ -217,13 +224,12 @@ fn run(cli: Cli) -> Result<bool, String> {
             let trace = read(&file, from)?;
             let opts = ReplayOptions {
                 render: if json { Render::Json } else { Render::Text },
-                ..ReplayOptions::default()
+                max_steps: reconcile_sim::simulate::step_budget(&trace),
             };
-            let report = reconcile_sim::replay(&trace, &opts)
-                .map_err(|e| format!("{}: {e}", file.display()))?;
-            print!("{}", report.output);
+            let report = reconcile_sim::replay::replay_to(&trace, &opts, cli_io::stdout_sink())
+                .map_err(|e| run_failure(&file, e))?;
             for v in &report.violations {
-                eprintln!("{}: {}", v.invariant, v.detail);
+                cli_io::warn(&format!("{}: {}", v.invariant, v.detail));
             }
             Ok(report.violations.is_empty())
         }
@@ -277,7 +283,7 @@ fn run(cli: Cli) -> Result<bool, String> {
                 Some(out) => {
                     std::fs::write(&out, text).map_err(|e| format!("{}: {e}", out.display()))?
                 }
-                None => print!("{text}"),
+                None => cli_io::print(&text)?,
             }
             Ok(true)
         }
@@ -311,7 +317,7 @@ fn run(cli: Cli) -> Result<bool, String> {
                 ..ExploreOptions::default()
             };
             let report = explore::explore(seeds, &opts);
-            print!("{}", report.render(long));
+            cli_io::print(&report.render(long))?;
             Ok(report.failures.is_empty())
         }
         Cmd::Election {
@@ -324,9 +330,10 @@ fn run(cli: Cli) -> Result<bool, String> {
         } => {
             let loaded = match (file, seed) {
                 (Some(path), _) => {
-                    let text = std::fs::read_to_string(&path)
-                        .map_err(|e| format!("{}: {e}", path.display()))?;
-                    Scenario::parse(&text).map_err(|e| format!("{}: {e}", path.display()))?
+                    let bytes = cli_io::read_bytes(&path)?;
+                    let text = trace::utf8_text(&path.display().to_string(), &bytes)
+                        .map_err(|e| e.to_string())?;
+                    Scenario::parse(text).map_err(|e| format!("{}: {e}", path.display()))?
                 }
                 (None, Some(seed)) => {
                     let drift = election_drift
@@ -336,7 +343,7 @@ fn run(cli: Cli) -> Result<bool, String> {
                 (None, None) => return Err("a scenario file or --seed".into()),
             };
             if scenario {
-                print!("{}", loaded.to_json());
+                cli_io::print(&loaded.to_json())?;
                 return Ok(true);
             }
             let opts = election::RunOptions {
@@ -344,11 +351,24 @@ fn run(cli: Cli) -> Result<bool, String> {
                 ..election::RunOptions::default()
             };
             let report = election::run(&loaded, &opts).map_err(|e| e.to_string())?;
-            print!("{}", report.output);
+            cli_io::print(&report.output)?;
             for v in &report.violations {
-                eprintln!("VIOLATION at {}: {}: {}", v.at, v.invariant, v.detail);
+                cli_io::warn(&format!(
+                    "VIOLATION at {}: {}: {}",
+                    v.at, v.invariant, v.detail
+                ));
             }
             Ok(report.violations.is_empty())
+        }
+    }
+}
+
+/// A streamed run's failure: the configuration (named by file) or the output.
+fn run_failure(file: &Path, e: reconcile_sim::simulate::RunError) -> Failure {
+    match e {
+        reconcile_sim::simulate::RunError::Output(e) => Failure::Output(e),
+        e @ reconcile_sim::simulate::RunError::Config(_) => {
+            Failure::Input(format!("{}: {e}", file.display()))
         }
     }
 }
@@ -357,9 +377,12 @@ fn main() -> ExitCode {
     match run(Cli::parse()) {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::from(1),
-        Err(e) => {
-            eprintln!("reconcile-sim: {e}");
-            ExitCode::from(2)
+        Err(failure) => {
+            let (code, message) = cli_io::exit_for(&failure);
+            if let Some(message) = message {
+                cli_io::warn(&format!("reconcile-sim: {message}"));
+            }
+            ExitCode::from(code)
         }
     }
 }

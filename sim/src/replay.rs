@@ -12,7 +12,7 @@ use bytes::Bytes;
 use crate::describe;
 use crate::harness::{Harness, Render, StepIo, Violation};
 use crate::schedule::timeline;
-use crate::simulate::RunReport;
+use crate::simulate::{RunError, RunReport};
 use crate::trace::{Entry, Fault, Record, RecordedEnd, SourceOp, Trace};
 
 /// Options of a replay.
@@ -57,7 +57,7 @@ struct Replay<'a> {
     diverged: bool,
 }
 
-/// Replays `trace`.
+/// Replays `trace`, its rendered lines kept in [`RunReport::output`].
 ///
 /// # Errors
 /// When the header's settings are out of the core's bounds.
@@ -65,7 +65,35 @@ pub fn replay(
     trace: &Trace,
     opts: &ReplayOptions,
 ) -> Result<RunReport, reconcile_core::ConfigError> {
-    let h = Harness::new(&trace.header, opts.render, opts.max_steps)?;
+    match replay_inner(trace, opts, None) {
+        Ok(report) => Ok(report),
+        Err(RunError::Config(e)) => Err(e),
+        Err(RunError::Output(_)) => unreachable!("a run without a sink writes nothing"),
+    }
+}
+
+/// Replays `trace`, writing each rendered line to `sink` as the run goes (see
+/// [`crate::simulate::simulate_to`]); [`RunReport::output`] is empty.
+///
+/// # Errors
+/// When the header's settings are out of the core's bounds, or writing fails.
+pub fn replay_to(
+    trace: &Trace,
+    opts: &ReplayOptions,
+    sink: Box<dyn std::io::Write>,
+) -> Result<RunReport, RunError> {
+    replay_inner(trace, opts, Some(sink))
+}
+
+fn replay_inner(
+    trace: &Trace,
+    opts: &ReplayOptions,
+    sink: Option<Box<dyn std::io::Write>>,
+) -> Result<RunReport, RunError> {
+    let mut h = Harness::new(&trace.header, opts.render, opts.max_steps)?;
+    if let Some(sink) = sink {
+        h.stream_to(sink);
+    }
     let mut r = Replay {
         trace,
         h,
@@ -75,7 +103,8 @@ pub fn replay(
         diverged: false,
     };
     r.run();
-    let h = r.h;
+    let mut h = r.h;
+    h.finish_output().map_err(RunError::Output)?;
     Ok(RunReport {
         output: h.output().to_owned(),
         stats: h.core().stats(),
@@ -97,6 +126,20 @@ impl Replay<'_> {
             if self.diverged || self.h.exhausted() {
                 break;
             }
+        }
+        if self.h.exhausted() && !self.h.output_failed() {
+            self.h.violations.push(Violation {
+                at: self.h.now(),
+                invariant: "step limit",
+                detail: format!(
+                    "{} steps: the replay stopped before the end of the trace",
+                    self.h.steps()
+                ),
+            });
+            return;
+        }
+        if self.h.output_failed() {
+            return;
         }
         if !self.diverged {
             self.settle();

@@ -29,6 +29,24 @@ use crate::world::{Frame, ListAnswer, WatchAnswer, World};
 /// Deliveries queued at most: a run that queues more is reported and stopped.
 pub const MAX_AGENDA: usize = 1_000_000;
 
+/// The step budget the command line gives a run of `trace` (`simulate` and `replay`): a
+/// million steps plus a hundred per record. A step is one input to the core; a record
+/// costs a few (its frames, the reconciles it wakes), idle simulated time a few per
+/// bookmark interval and watch timeout. A run that needs more is a livelock, reported as
+/// the `step limit` violation, and a tiny trace ends in about a second however far its
+/// clock is told to go.
+#[must_use]
+pub fn step_budget(trace: &Trace) -> u64 {
+    1_000_000u64.saturating_add((trace.entries.len() as u64).saturating_mul(100))
+}
+
+/// The simulated time world mode covers at most: the trace's records (their `t`, and every
+/// `advance`) plus `--settle`; clock jumps are not counted, as they skip time in one step.
+/// An idle simulated day costs a few thousand steps (bookmarks, watch timeouts), so a run
+/// within this span ends in seconds; a trace past it is refused up front ([`validate`]),
+/// naming the record that crosses it, and a run that gets there anyway stops.
+pub const MAX_SPAN: Duration = Duration::from_secs(30 * 24 * 3600);
+
 /// Options of a world-mode run.
 #[derive(Debug, Clone)]
 pub struct SimOptions {
@@ -145,7 +163,18 @@ fn secondary_header(
     }
 }
 
-/// Runs `trace` in world mode.
+/// Why a streamed run failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The header's settings are out of the core's bounds.
+    #[error(transparent)]
+    Config(#[from] reconcile_core::ConfigError),
+    /// The output could not be written (a closed pipe, a full disk): the run stopped there.
+    #[error("writing the output: {0}")]
+    Output(#[source] std::io::Error),
+}
+
+/// Runs `trace` in world mode, its rendered lines kept in [`RunReport::output`].
 ///
 /// # Errors
 /// When the header's settings are out of the core's bounds.
@@ -153,6 +182,33 @@ pub fn simulate(
     trace: &Trace,
     opts: &SimOptions,
 ) -> Result<RunReport, reconcile_core::ConfigError> {
+    match simulate_inner(trace, opts, None) {
+        Ok(report) => Ok(report),
+        Err(RunError::Config(e)) => Err(e),
+        // No sink, nothing written.
+        Err(RunError::Output(_)) => unreachable!("a run without a sink writes nothing"),
+    }
+}
+
+/// Runs `trace` in world mode, writing each rendered line to `sink` as the run goes (in
+/// chunks of [`crate::harness::STREAM_CHUNK`] bytes), so memory does not grow with the
+/// output; [`RunReport::output`] is empty. A write error stops the run.
+///
+/// # Errors
+/// When the header's settings are out of the core's bounds, or writing fails.
+pub fn simulate_to(
+    trace: &Trace,
+    opts: &SimOptions,
+    sink: Box<dyn std::io::Write>,
+) -> Result<RunReport, RunError> {
+    simulate_inner(trace, opts, Some(sink))
+}
+
+fn simulate_inner(
+    trace: &Trace,
+    opts: &SimOptions,
+    sink: Option<Box<dyn std::io::Write>>,
+) -> Result<RunReport, RunError> {
     let config = crate::harness::config(&trace.header)?.priority(opts.priority);
     let mut h = Harness::with_config(config, &trace.header, opts.render, opts.max_steps)?;
     if let Some(in_a_row) = opts.starvation {
@@ -160,6 +216,9 @@ pub fn simulate(
     }
     h.set_default_duration(opts.reconcile_duration);
     h.check_cursors();
+    if let Some(sink) = sink {
+        h.stream_to(sink);
+    }
     let mut sim = Sim {
         trace,
         opts,
@@ -193,7 +252,8 @@ pub fn simulate(
         membership_changed: BTreeMap::new(),
     };
     sim.run();
-    let h = sim.h;
+    let mut h = sim.h;
+    h.finish_output().map_err(RunError::Output)?;
     Ok(RunReport {
         output: h.output().to_owned(),
         stats: h.core().stats(),
@@ -237,6 +297,9 @@ impl Sim<'_> {
         let io = self.h.start();
         self.handle_io(io);
         loop {
+            if self.h.output_failed() {
+                return;
+            }
             if self.h.exhausted() {
                 self.violation(
                     "step limit",
@@ -264,6 +327,16 @@ impl Sim<'_> {
                 break;
             };
             if t > horizon && t_rec.is_none() {
+                break;
+            }
+            if t > Instant::from_duration(MAX_SPAN) + self.offset {
+                self.violation(
+                    "simulated time past the horizon",
+                    format!(
+                        "the run reached {t}, past the {} s world mode simulates",
+                        MAX_SPAN.as_secs()
+                    ),
+                );
                 break;
             }
             self.h.set_now(t);
@@ -683,17 +756,27 @@ impl Sim<'_> {
                 body,
                 transport_error: None,
             } => {
-                let Ok(list) = serde_json::from_str::<Value>(body) else {
-                    self.h.note(&format!(
-                        "line {}: LIST body is not JSON; ignored",
-                        entry.line
-                    ));
-                    return;
+                let items = match list_items(body) {
+                    Ok(Some(items)) => items,
+                    Ok(None) => {
+                        // A wire fault (as a frame that does not decode), not a state of the
+                        // world; a replay feeds it to the core as it is.
+                        self.h.note(&format!(
+                            "line {}: LIST body is not JSON; ignored",
+                            entry.line
+                        ));
+                        return;
+                    }
+                    Err(e) => {
+                        // `validate` refuses such a trace up front; a caller that skipped it
+                        // still hears of the record instead of losing it silently.
+                        self.violation(
+                            "a record world mode cannot use",
+                            format!("line {}: {e}", entry.line),
+                        );
+                        return;
+                    }
                 };
-                let items: Vec<String> = list["items"]
-                    .as_array()
-                    .map(|a| a.iter().map(Value::to_string).collect())
-                    .unwrap_or_default();
                 let world = &self.worlds[source];
                 let keep: BTreeSet<String> =
                     items.iter().filter_map(|i| world.key_of(i).ok()).collect();
@@ -712,7 +795,7 @@ impl Sim<'_> {
                 }
             }
             Record::Frame { line } => {
-                let Ok(v) = serde_json::from_str::<Value>(line) else {
+                let Ok(v) = serde_json::from_slice::<Value>(line.as_bytes()) else {
                     return;
                 };
                 let object = v["object"].to_string();
@@ -1044,6 +1127,77 @@ impl Sim<'_> {
             }
         }
     }
+}
+
+/// The items of a 200 LIST body, each as JSON text; `None` when the body is not JSON at all
+/// (a wire fault, which world mode notes and skips, as it does a frame that does not decode).
+///
+/// # Errors
+/// When the body is JSON but not a list: not an object, or no `items` array
+/// (`"items": null` is an empty list, as the apiserver may write it). World mode builds the
+/// world from the list, and would otherwise read it as empty and delete every object.
+fn list_items(body: &crate::trace::Payload) -> Result<Option<Vec<String>>, String> {
+    let Ok(list) = serde_json::from_slice::<Value>(body.as_bytes()) else {
+        return Ok(None);
+    };
+    let Value::Object(mut list) = list else {
+        return Err("a 200 LIST body that is JSON but not an object (not a list)".into());
+    };
+    match list.remove("items") {
+        Some(Value::Array(items)) => Ok(Some(items.iter().map(Value::to_string).collect())),
+        Some(Value::Null) => Ok(Some(Vec::new())),
+        Some(_) => Err("a 200 LIST body whose \"items\" is not an array".into()),
+        None => Err("a 200 LIST body with no \"items\" (not a list)".into()),
+    }
+}
+
+/// Refuses a trace world mode cannot use, naming the line: a 200 LIST body that is JSON but
+/// not a list (world mode builds the world from it, and would otherwise read it as empty and
+/// delete everything), or a run longer than [`MAX_SPAN`].
+///
+/// # Errors
+/// The first such record, with its line.
+pub fn validate(trace: &Trace, opts: &SimOptions) -> Result<(), crate::TraceError> {
+    let err = |line: usize, message: String| crate::TraceError {
+        file: trace.name.clone(),
+        line,
+        message,
+    };
+    for entry in &trace.entries {
+        if let Record::List {
+            status: 200,
+            body,
+            transport_error: None,
+        } = &entry.record
+        {
+            list_items(body).map_err(|m| err(entry.line, m))?;
+        }
+    }
+    let records = timeline(&trace.entries);
+    if let Some((at, entry)) = records.iter().find(|(at, _)| at.since_origin() > MAX_SPAN) {
+        return Err(err(
+            entry.line,
+            format!(
+                "the trace reaches {at}, past the {} s world mode simulates",
+                MAX_SPAN.as_secs()
+            ),
+        ));
+    }
+    let last = records
+        .last()
+        .map_or(Duration::ZERO, |(at, _)| at.since_origin());
+    if last + opts.settle > MAX_SPAN {
+        return Err(err(
+            0,
+            format!(
+                "the last record at {}s plus --settle {}s is past the {} s world mode simulates",
+                last.as_secs_f64(),
+                opts.settle.as_secs_f64(),
+                MAX_SPAN.as_secs()
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// What a cache holds that the world does not, what it misses, and what it holds stale.

@@ -135,11 +135,11 @@ fn real_watch_frames_reach_the_store_bit_exact() {
     let text = std::fs::read_to_string(&path).unwrap();
     let trace = import::import("w", &text, Some(Format::WatchStream)).unwrap();
     let frames: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
-    let recorded: Vec<String> = trace
+    let recorded: Vec<&str> = trace
         .entries
         .iter()
         .filter_map(|e| match &e.record {
-            reconcile_sim::trace::Record::Frame { line } => Some(line.clone()),
+            reconcile_sim::trace::Record::Frame { line } => line.as_str(),
             _ => None,
         })
         .collect();
@@ -327,6 +327,6 @@ fn a_bad_trace_line_is_an_error_naming_file_and_line() {
     let e = import::import("bad.jsonl", text, None).unwrap_err();
     assert_eq!(
         e.to_string(),
-        "bad.jsonl:3: a frame record needs exactly one of \"raw\" or \"event\""
+        "bad.jsonl:3: a frame record needs exactly one of \"raw\", \"event\" or \"raw_base64\""
     );
 }

@@ -14,8 +14,8 @@ use serde_json::value::RawValue;
 
 use reconcile_core::{Instant, KeyBy};
 
-mod run;
 pub mod redact;
+mod run;
 pub mod selector;
 
 pub use run::{Recorded, header_for, to_trace};
@@ -41,6 +41,218 @@ pub struct TraceError {
     pub line: usize,
     /// What is wrong.
     pub message: String,
+}
+
+/// Bytes that came off the wire (a LIST or WATCH body, a watch line), kept exactly.
+///
+/// Nearly always UTF-8 text (JSON), which the trace writes as text; any other bytes are
+/// written as base64 in a field of their own (`body_base64`, `raw_base64`), so a replay feeds
+/// the core the very bytes that were recorded.
+#[derive(Clone, PartialEq, Eq, Default, Hash)]
+pub struct Payload(Repr);
+
+/// Text when the bytes are UTF-8, bytes only when they are not: one value, one form, so
+/// derived equality is byte equality.
+#[derive(Clone, PartialEq, Eq, Hash)]
+enum Repr {
+    Text(String),
+    Bytes(Vec<u8>),
+}
+
+impl Default for Repr {
+    fn default() -> Self {
+        Repr::Text(String::new())
+    }
+}
+
+impl Payload {
+    /// The payload of `bytes`, whatever they hold.
+    #[must_use]
+    pub fn from_bytes(bytes: Vec<u8>) -> Self {
+        match String::from_utf8(bytes) {
+            Ok(text) => Payload(Repr::Text(text)),
+            Err(e) => Payload(Repr::Bytes(e.into_bytes())),
+        }
+    }
+
+    /// The exact bytes.
+    #[must_use]
+    pub fn as_bytes(&self) -> &[u8] {
+        match &self.0 {
+            Repr::Text(t) => t.as_bytes(),
+            Repr::Bytes(b) => b,
+        }
+    }
+
+    /// The payload as text, or `None` when its bytes are not UTF-8.
+    #[must_use]
+    pub fn as_str(&self) -> Option<&str> {
+        match &self.0 {
+            Repr::Text(t) => Some(t),
+            Repr::Bytes(_) => None,
+        }
+    }
+
+    /// The payload as text, invalid UTF-8 replaced by U+FFFD (for messages, never for
+    /// feeding the core).
+    #[must_use]
+    pub fn to_str_lossy(&self) -> std::borrow::Cow<'_, str> {
+        String::from_utf8_lossy(self.as_bytes())
+    }
+
+    /// The bytes, owned.
+    #[must_use]
+    pub fn into_bytes(self) -> Vec<u8> {
+        match self.0 {
+            Repr::Text(t) => t.into_bytes(),
+            Repr::Bytes(b) => b,
+        }
+    }
+
+    /// Whether there are no bytes.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.as_bytes().is_empty()
+    }
+
+    /// How many bytes.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.as_bytes().len()
+    }
+
+    /// Whether the text contains `needle` (never, for bytes that are not UTF-8).
+    #[must_use]
+    pub fn contains(&self, needle: &str) -> bool {
+        self.as_str().is_some_and(|t| t.contains(needle))
+    }
+}
+
+impl fmt::Debug for Payload {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.0 {
+            Repr::Text(t) => fmt::Debug::fmt(t, f),
+            Repr::Bytes(b) => write!(f, "bytes({})", base64::encode(b)),
+        }
+    }
+}
+
+impl From<String> for Payload {
+    fn from(text: String) -> Self {
+        Payload(Repr::Text(text))
+    }
+}
+
+impl From<&str> for Payload {
+    fn from(text: &str) -> Self {
+        Payload(Repr::Text(text.to_owned()))
+    }
+}
+
+impl From<Vec<u8>> for Payload {
+    fn from(bytes: Vec<u8>) -> Self {
+        Payload::from_bytes(bytes)
+    }
+}
+
+impl From<&[u8]> for Payload {
+    fn from(bytes: &[u8]) -> Self {
+        Payload::from_bytes(bytes.to_vec())
+    }
+}
+
+impl PartialEq<str> for Payload {
+    fn eq(&self, other: &str) -> bool {
+        self.as_bytes() == other.as_bytes()
+    }
+}
+
+impl PartialEq<&str> for Payload {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_bytes() == other.as_bytes()
+    }
+}
+
+/// Standard base64 (RFC 4648, with padding), for payloads that are not UTF-8.
+pub mod base64 {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+    /// `bytes` in base64.
+    #[must_use]
+    pub fn encode(bytes: &[u8]) -> String {
+        let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+        for chunk in bytes.chunks(3) {
+            let b = [
+                chunk[0],
+                chunk.get(1).copied().unwrap_or(0),
+                chunk.get(2).copied().unwrap_or(0),
+            ];
+            let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+            for i in 0..4 {
+                if i <= chunk.len() {
+                    out.push(char::from(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize]));
+                } else {
+                    out.push('=');
+                }
+            }
+        }
+        out
+    }
+
+    fn value(c: u8) -> Option<u32> {
+        Some(u32::from(match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' => 62,
+            b'/' => 63,
+            _ => return None,
+        }))
+    }
+
+    /// The bytes `text` encodes.
+    ///
+    /// # Errors
+    /// When `text` is not padded standard base64.
+    pub fn decode(text: &str) -> Result<Vec<u8>, String> {
+        let t = text.as_bytes();
+        if !t.len().is_multiple_of(4) {
+            return Err(format!(
+                "base64 of {} characters, not a multiple of 4",
+                t.len()
+            ));
+        }
+        let mut out = Vec::with_capacity(t.len() / 4 * 3);
+        let quads = t.len() / 4;
+        for (q, quad) in t.chunks(4).enumerate() {
+            let pad = if q + 1 == quads {
+                quad.iter().rev().take_while(|c| **c == b'=').count()
+            } else {
+                0
+            };
+            if pad > 2 {
+                return Err("base64 with more than two padding characters".into());
+            }
+            let mut n = 0u32;
+            for (i, c) in quad.iter().enumerate() {
+                let v = if i >= 4 - pad {
+                    0
+                } else {
+                    value(*c)
+                        .ok_or_else(|| format!("{:?} is not a base64 character", char::from(*c)))?
+                };
+                n = (n << 6) | v;
+            }
+            let bytes = [(n >> 16) as u8, (n >> 8) as u8, n as u8];
+            // Canonical: the bits a padded quad leaves over are zero, so each text decodes
+            // from exactly one encoding.
+            if (pad == 1 && bytes[2] != 0) || (pad == 2 && bytes[1] != 0) {
+                return Err("base64 with non-zero bits in its padding".into());
+            }
+            out.extend_from_slice(&bytes[..3 - pad]);
+        }
+        Ok(out)
+    }
 }
 
 /// How the simulated apiserver reports a compacted cursor on WATCH.
@@ -132,8 +344,8 @@ pub enum RecordedEnd {
     Clean,
     /// The connection failed.
     Transport(String),
-    /// A non-200 answer to the WATCH request.
-    Status(u16, String),
+    /// A non-200 answer to the WATCH request, with its body.
+    Status(u16, Payload),
 }
 
 /// One fault to inject.
@@ -229,7 +441,7 @@ pub enum Record {
         /// HTTP status (ignored with a transport error).
         status: u16,
         /// The body, exactly as received.
-        body: String,
+        body: Payload,
         /// Set when no answer came.
         transport_error: Option<String>,
     },
@@ -238,14 +450,14 @@ pub enum Record {
         /// HTTP status.
         status: u16,
         /// The body of a non-200 answer.
-        body: String,
+        body: Payload,
         /// The cursor the recorded client asked from, when known (checked in replay).
         resource_version: Option<String>,
     },
     /// One raw line of the open WATCH.
     Frame {
-        /// The line, exactly as received (no newline).
-        line: String,
+        /// The line, exactly as received (without the newline that ended it).
+        line: Payload,
     },
     /// The open WATCH ended.
     WatchEnd(RecordedEnd),
@@ -328,9 +540,11 @@ struct Line<'a> {
     #[serde(borrow)]
     body: Option<&'a RawValue>,
     raw_body: Option<String>,
+    body_base64: Option<String>,
     transport_error: Option<String>,
     resource_version: Option<String>,
     raw: Option<String>,
+    raw_base64: Option<String>,
     #[serde(borrow)]
     event: Option<&'a RawValue>,
     end: Option<String>,
@@ -603,61 +817,60 @@ fn parse_fault(l: &Line<'_>) -> Result<Fault, String> {
     })
 }
 
+/// A body given as `body` (JSON), `raw_body` (a string) or `body_base64` (any bytes), at
+/// most one of them; none is an empty body.
+fn parse_body(l: &Line<'_>) -> Result<Payload, String> {
+    match (l.body, &l.raw_body, &l.body_base64) {
+        (None, None, None) => Ok(Payload::default()),
+        (Some(b), None, None) => Ok(b.get().into()),
+        (None, Some(b), None) => Ok(b.as_str().into()),
+        (None, None, Some(b)) => base64::decode(b)
+            .map(Payload::from_bytes)
+            .map_err(|e| format!("body_base64: {e}")),
+        _ => Err("give one of \"body\", \"raw_body\" or \"body_base64\"".into()),
+    }
+}
+
 fn parse_record(l: &Line<'_>) -> Result<Record, String> {
     let kind = l.record.as_deref().ok_or("no \"record\" field")?;
     let raw = |v: &RawValue| v.get().to_owned();
     Ok(match kind {
-        "list" => match (&l.transport_error, l.body, &l.raw_body) {
-            (Some(e), _, _) => Record::List {
+        "list" => match &l.transport_error {
+            Some(e) => Record::List {
                 status: 0,
-                body: String::new(),
+                body: Payload::default(),
                 transport_error: Some(e.clone()),
             },
-            (None, body, raw_body) => Record::List {
+            None => Record::List {
                 status: l.status.ok_or("a list record needs \"status\"")?,
-                body: match (body, raw_body) {
-                    (Some(b), None) => raw(b),
-                    (None, Some(b)) => b.clone(),
-                    (None, None) => String::new(),
-                    (Some(_), Some(_)) => {
-                        return Err("give \"body\" or \"raw_body\", not both".into());
-                    }
-                },
+                body: parse_body(l)?,
                 transport_error: None,
             },
         },
         "watch" => Record::Watch {
             status: l.status.unwrap_or(200),
-            body: match (l.body, &l.raw_body) {
-                (Some(b), _) => raw(b),
-                (None, Some(b)) => b.clone(),
-                (None, None) => String::new(),
-            },
+            body: parse_body(l)?,
             resource_version: l.resource_version.clone(),
         },
         "frame" => Record::Frame {
-            line: match (&l.raw, l.event) {
-                (Some(r), None) => {
-                    if r.contains('\n') {
-                        return Err("a raw frame cannot contain a newline".into());
-                    }
-                    r.clone()
+            line: match (&l.raw, l.event, &l.raw_base64) {
+                (Some(r), None, None) => r.as_str().into(),
+                (None, Some(e), None) => e.get().into(),
+                (None, None, Some(b)) => {
+                    Payload::from_bytes(base64::decode(b).map_err(|e| format!("raw_base64: {e}"))?)
                 }
-                (None, Some(e)) => raw(e),
-                _ => return Err("a frame record needs exactly one of \"raw\" or \"event\"".into()),
+                _ => {
+                    return Err(
+                        "a frame record needs exactly one of \"raw\", \"event\" or \"raw_base64\""
+                            .into(),
+                    );
+                }
             },
         },
         "watch_end" => Record::WatchEnd(match (l.end.as_deref(), &l.error, l.status) {
             (Some("clean") | None, None, None) => RecordedEnd::Clean,
             (Some("transport") | None, Some(e), None) => RecordedEnd::Transport(e.clone()),
-            (Some("status") | None, None, Some(code)) => RecordedEnd::Status(
-                code,
-                match (l.body, &l.raw_body) {
-                    (Some(b), _) => raw(b),
-                    (None, Some(b)) => b.clone(),
-                    (None, None) => String::new(),
-                },
-            ),
+            (Some("status") | None, None, Some(code)) => RecordedEnd::Status(code, parse_body(l)?),
             _ => {
                 return Err(
                     "a watch_end is clean, or has \"error\" (transport) or \"status\"".into(),
@@ -717,7 +930,36 @@ fn parse_record(l: &Line<'_>) -> Result<Record, String> {
     })
 }
 
+/// `bytes` as text, or an error naming the line (1-based) and column of the first byte that
+/// is not UTF-8: a trace is UTF-8 text (payloads that are not are written as base64).
+///
+/// # Errors
+/// When `bytes` are not UTF-8.
+pub fn utf8_text<'a>(name: &str, bytes: &'a [u8]) -> Result<&'a str, TraceError> {
+    std::str::from_utf8(bytes).map_err(|e| {
+        let good = &bytes[..e.valid_up_to()];
+        let line = good.iter().filter(|b| **b == b'\n').count() + 1;
+        let column = good.len() - good.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1) + 1;
+        TraceError {
+            file: name.to_owned(),
+            line,
+            message: format!(
+                "invalid UTF-8 at byte {column} of the line (offset {}): a trace is UTF-8 text, payloads that are not are written as base64",
+                e.valid_up_to()
+            ),
+        }
+    })
+}
+
 impl Trace {
+    /// Parses a trace from its bytes: [`utf8_text`], then [`Trace::parse`].
+    ///
+    /// # Errors
+    /// The first line that is not UTF-8, or the first bad line.
+    pub fn parse_bytes(name: &str, bytes: &[u8]) -> Result<Trace, TraceError> {
+        Trace::parse(name, utf8_text(name, bytes)?)
+    }
+
     /// Parses a trace from its text; `name` is used in error messages.
     ///
     /// # Errors
@@ -826,15 +1068,15 @@ fn has_line_break(s: &str) -> bool {
     s.contains(['\n', '\r'])
 }
 
-/// A raw JSON object written inline: as it is when it is one line, compacted otherwise
-/// (an in-process object is decoded anyway, so its whitespace carries nothing).
+/// A raw JSON object written inline: as it is when it is one line of JSON, compacted when it
+/// spans lines (an in-process object is decoded anyway, so its whitespace carries nothing),
+/// and as a JSON string when it is not JSON at all, so the line stays readable.
 fn one_line_json(raw_json: &str) -> std::borrow::Cow<'_, str> {
-    if !has_line_break(raw_json) {
-        return raw_json.into();
+    match serde_json::from_str::<serde_json::Value>(raw_json) {
+        Ok(_) if !has_line_break(raw_json) => raw_json.into(),
+        Ok(v) => v.to_string().into(),
+        Err(_) => serde_json::Value::from(raw_json).to_string().into(),
     }
-    serde_json::from_str::<serde_json::Value>(raw_json)
-        .map_or_else(|_| raw_json.replace(['\n', '\r'], " "), |v| v.to_string())
-        .into()
 }
 
 /// Appends `"key":<raw json>` to an object being written by hand, so raw payloads keep their
@@ -844,6 +1086,14 @@ fn push_raw(out: &mut String, key: &str, raw_json: &str) {
     out.push_str(key);
     out.push_str("\":");
     out.push_str(raw_json);
+}
+
+/// A body as the string `raw_body`, or as `body_base64` when its bytes are not UTF-8.
+fn push_body(out: &mut String, body: &Payload) {
+    match body.as_str() {
+        Some(text) => push_str(out, "raw_body", text),
+        None => push_str(out, "body_base64", &base64::encode(body.as_bytes())),
+    }
 }
 
 fn push_str(out: &mut String, key: &str, value: &str) {
@@ -911,11 +1161,15 @@ impl Entry {
                 None => {
                     push_num(&mut out, "status", *status);
                     // Raw JSON only when it is already one line, exactly: otherwise the
-                    // exact bytes go as a string, so every record stays one line.
-                    if is_json(body) && !has_line_break(body) && body.trim().len() == body.len() {
-                        push_raw(&mut out, "body", body);
-                    } else {
-                        push_str(&mut out, "raw_body", body);
+                    // exact bytes go as a string (base64 when not UTF-8), so every record
+                    // stays one line.
+                    match body.as_str() {
+                        Some(b)
+                            if is_json(b) && !has_line_break(b) && b.trim().len() == b.len() =>
+                        {
+                            push_raw(&mut out, "body", b);
+                        }
+                        _ => push_body(&mut out, body),
                     }
                 }
             },
@@ -926,19 +1180,22 @@ impl Entry {
             } => {
                 push_num(&mut out, "status", *status);
                 if !body.is_empty() {
-                    push_str(&mut out, "raw_body", body);
+                    push_body(&mut out, body);
                 }
                 if let Some(rv) = resource_version {
                     push_str(&mut out, "resource_version", rv);
                 }
             }
-            Record::Frame { line } => push_str(&mut out, "raw", line),
+            Record::Frame { line } => match line.as_str() {
+                Some(text) => push_str(&mut out, "raw", text),
+                None => push_str(&mut out, "raw_base64", &base64::encode(line.as_bytes())),
+            },
             Record::WatchEnd(RecordedEnd::Clean) => push_str(&mut out, "end", "clean"),
             Record::WatchEnd(RecordedEnd::Transport(e)) => push_str(&mut out, "error", e),
             Record::WatchEnd(RecordedEnd::Status(code, body)) => {
                 push_num(&mut out, "status", *code);
                 if !body.is_empty() {
-                    push_str(&mut out, "raw_body", body);
+                    push_body(&mut out, body);
                 }
             }
             Record::Reconcile {

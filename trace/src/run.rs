@@ -25,7 +25,7 @@ use reconcile_core::{
     StreamEnd, StreamId, Ticket,
 };
 
-use crate::{Entry, Header, Record, RecordedEnd, ScriptedOutcome, Trace};
+use crate::{Entry, Header, Payload, Record, RecordedEnd, ScriptedOutcome, Trace};
 
 /// One thing that crossed the core's boundary: an input the driver fed, or a command the
 /// core issued. A recorder keeps these, in order.
@@ -70,8 +70,9 @@ pub fn header_for<O, P>(description: &str, config: &Config<O, P>) -> Header {
     }
 }
 
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
+/// A payload as recorded, byte for byte (bytes that are not UTF-8 stay bytes).
+fn text(bytes: &[u8]) -> Payload {
+    Payload::from(bytes)
 }
 
 /// Turns a recorded run into a trace named `name`.
@@ -144,7 +145,7 @@ pub fn to_trace<O, P: fmt::Display>(
                 ListResponse::TransportError(error) => push(
                     Record::List {
                         status: 0,
-                        body: String::new(),
+                        body: Payload::default(),
                         transport_error: Some(error.clone()),
                     },
                     None,
@@ -157,7 +158,7 @@ pub fn to_trace<O, P: fmt::Display>(
                 push(
                     Record::Watch {
                         status: 200,
-                        body: String::new(),
+                        body: Payload::default(),
                         resource_version: asked.get(stream).cloned(),
                     },
                     None,
@@ -184,7 +185,7 @@ pub fn to_trace<O, P: fmt::Display>(
                         push(
                             Record::Watch {
                                 status: 200,
-                                body: String::new(),
+                                body: Payload::default(),
                                 resource_version: rv,
                             },
                             Some("transport error before the response head; open implied"),

@@ -35,6 +35,10 @@ use serde_json::value::RawValue;
 
 use crate::object::Object;
 
+pub(crate) mod budget;
+
+use budget::{Budgeted, Spent};
+
 /// A LIST response body: the version it was built at, and its items.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ObjectList<O> {
@@ -66,6 +70,103 @@ pub enum ListBodyError {
     /// No `metadata.resourceVersion`, so there is no cursor to watch from.
     #[error("LIST body has no metadata.resourceVersion")]
     NoResourceVersion,
+    /// The decoded listing would hold more memory than [`ListLimits`] allows for the bytes
+    /// read so far: a body of many tiny or empty items, each of which decodes into a whole
+    /// object. The decoder stops before holding it.
+    #[error(
+        "LIST body decodes too large: items[{index}] (from byte {at}) would bring what the listing \
+         holds to {held} bytes, over the bound of {limit} bytes for the {read} bytes read \
+         (ListLimits: {multiple}x the bytes read + {allowance})"
+    )]
+    TooLarge {
+        /// The item that crossed the bound (its position in `items`).
+        index: usize,
+        /// Where it starts in the body.
+        at: u64,
+        /// What the listing would hold with it, as the decoder charges it (see
+        /// [`ListLimits`]).
+        held: u64,
+        /// The bound at that point.
+        limit: u64,
+        /// Body bytes read so far.
+        read: u64,
+        /// [`ListLimits::multiple`].
+        multiple: u64,
+        /// [`ListLimits::allowance`].
+        allowance: u64,
+    },
+    /// The body holds more items than [`ListLimits::max_items`].
+    #[error("LIST body has more than {limit} items: items[{index}] starts at byte {at}")]
+    TooManyItems {
+        /// [`ListLimits::max_items`].
+        limit: usize,
+        /// The first item over it.
+        index: usize,
+        /// Where it starts in the body.
+        at: u64,
+    },
+}
+
+/// How much a [`ListDecoder`] may hold for the bytes it was given (issue 17).
+///
+/// Each decoded item is charged what it costs at least: its slot in the listing's vector
+/// (`size_of::<O>()`, counted over the vector's capacity, so growth slack is included) plus
+/// the item's own length in the body, which covers the strings it keeps. A skipped item is
+/// charged its [`ItemError`] and message. The decoder fails with
+/// [`ListBodyError::TooLarge`] as soon as the charge would exceed `multiple` × the bytes read
+/// so far + `allowance`, before the vector grows past it; and with
+/// [`ListBodyError::TooManyItems`] at item number `max_items` + 1.
+///
+/// What this bounds: real pods (8 KB of JSON each, `managedFields` included) hold about 0.2×
+/// their body as [`PodView`](crate::pod::PodView)s and about 1.2× as k8s-openapi `Pod`s,
+/// far below the bound; a body of empty `{}` items, which held 245× as `PodView`s, is refused
+/// once the allowance is spent. Arrays nested inside an item (many one-field conditions or
+/// containers) cost more than their bytes for some types; `docs/alignment.md` (Bounds) has the
+/// measured figures, from `cargo bench -p reconcile-core --bench amplification`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ListLimits {
+    /// The charge may reach this multiple of the bytes read (default 4).
+    pub multiple: u64,
+    /// Plus this many bytes, whatever was read (default 256 MiB), so that a listing of many
+    /// small objects, whose fixed size dwarfs their JSON, still decodes: about 580k empty
+    /// `PodView`s (456 bytes each) or 100k empty k8s-openapi `Pod`s (2,464 bytes) on top of
+    /// what the multiple covers.
+    pub allowance: u64,
+    /// At most this many items (default 1,000,000: Kubernetes' scalability limits stop at
+    /// 150k pods in a whole cluster).
+    pub max_items: usize,
+}
+
+impl Default for ListLimits {
+    fn default() -> Self {
+        ListLimits {
+            multiple: 4,
+            allowance: 256 << 20,
+            max_items: 1_000_000,
+        }
+    }
+}
+
+impl ListLimits {
+    /// No bound at all: what the decoder did before issue 17, for measuring (items are then
+    /// decoded without the budget's bookkeeping, and [`ListDecoder::charged`] counts only
+    /// the listing's slots).
+    #[must_use]
+    pub fn unbounded() -> Self {
+        ListLimits {
+            multiple: u64::MAX,
+            allowance: u64::MAX,
+            max_items: usize::MAX,
+        }
+    }
+
+    /// The most the listing may hold once `read` bytes were read.
+    #[must_use]
+    pub fn limit(&self, read: u64) -> u64 {
+        self.multiple
+            .saturating_mul(read)
+            .saturating_add(self.allowance)
+    }
 }
 
 /// Parses a LIST response body (`{"metadata":{"resourceVersion":…},"items":[…]}`).
@@ -140,10 +241,15 @@ struct HeaderMeta {
 /// An item that is valid JSON but does not decode as `O` is skipped and reported in
 /// [`ObjectList::skipped`], so that one bad object does not stall the whole listing; a body
 /// that is not JSON, or not a list, is a [`ListBodyError`]. Memory is the decoded items plus
-/// the one value that straddles a chunk edge (the caller bounds the body's length).
+/// the one value that straddles a chunk edge (the caller bounds the body's length); the
+/// decoded items are bounded by [`ListLimits`] in proportion to the bytes read.
 #[derive(Debug)]
 pub struct ListDecoder<O> {
     state: State,
+    limits: ListLimits,
+    /// What the items hold beyond their vector slots: their bytes in the body, and the
+    /// skipped items' messages.
+    charged: u64,
     /// Body bytes pushed so far: error positions are given in these.
     offset: u64,
     /// The start of a value (or member name) that the chunks so far did not complete.
@@ -176,11 +282,19 @@ impl<O: Object> Default for ListDecoder<O> {
 }
 
 impl<O: Object> ListDecoder<O> {
-    /// A decoder at the start of a body.
+    /// A decoder at the start of a body, with the default [`ListLimits`].
     #[must_use]
     pub fn new() -> Self {
+        Self::with_limits(ListLimits::default())
+    }
+
+    /// A decoder at the start of a body that holds at most what `limits` allow.
+    #[must_use]
+    pub fn with_limits(limits: ListLimits) -> Self {
         ListDecoder {
             state: State::Start,
+            limits,
+            charged: 0,
             offset: 0,
             pending: Vec::new(),
             pending_at: 0,
@@ -207,6 +321,13 @@ impl<O: Object> ListDecoder<O> {
     #[must_use]
     pub fn items(&self) -> usize {
         self.items.len()
+    }
+
+    /// What the listing decoded so far holds, as the decoder charges it against its
+    /// [`ListLimits`]: a floor of the heap it takes, close to it for small items.
+    #[must_use]
+    pub fn charged(&self) -> u64 {
+        self.held(false)
     }
 
     /// Takes the next chunk of the body and decodes every item it completes.
@@ -419,24 +540,86 @@ impl<O: Object> ListDecoder<O> {
         Ok(State::InMember)
     }
 
+    /// What the listing holds as the decoder charges it (see [`ListLimits`]), with one more
+    /// slot in `items` (or in `skipped`, when `skipped`) if that push would grow it.
+    fn held(&self, skipped: bool) -> u64 {
+        /// The bytes `v`'s buffer takes after one more push, if `pushing` (`Vec`'s doubling,
+        /// at least 4 slots).
+        fn slots<T>(v: &Vec<T>, pushing: bool) -> u64 {
+            let cap = v.capacity();
+            let cap = if pushing && v.len() == cap {
+                cap.saturating_mul(2).max(4)
+            } else {
+                cap
+            };
+            (cap as u64).saturating_mul(size_of::<T>() as u64)
+        }
+        slots(&self.items, !skipped)
+            .saturating_add(slots(&self.skipped, skipped))
+            .saturating_add(self.header.len() as u64)
+            .saturating_add(self.charged)
+    }
+
+    /// The error for item `index` (starting at `at`), which would bring the listing to `held`.
+    fn too_large(&self, index: usize, at: u64, held: u64) -> ListBodyError {
+        ListBodyError::TooLarge {
+            index,
+            at,
+            held,
+            limit: self.limits.limit(self.offset),
+            read: self.offset,
+            multiple: self.limits.multiple,
+            allowance: self.limits.allowance,
+        }
+    }
+
     /// Reads the value at the start of `source` (`at` in the body).
     fn value(&mut self, source: Source<'_>, at: u64) -> Result<Read, ListBodyError> {
         if self.state == State::InItem {
             let index = self.items.len() + self.skipped.len();
-            let read = match source.read::<O>() {
-                Ok(Some((item, n))) => {
+            if index >= self.limits.max_items {
+                return Err(ListBodyError::TooManyItems {
+                    limit: self.limits.max_items,
+                    index,
+                    at,
+                });
+            }
+            // The item is decoded under what is left of the bound, so that an item that
+            // would hold too much fails while it is decoded, not after.
+            let before = self.held(false);
+            let limit = self.limits.limit(self.offset);
+            if before > limit {
+                return Err(self.too_large(index, at, before));
+            }
+            let (result, Spent { used, exceeded }) = if self.limits == ListLimits::unbounded() {
+                let read = source
+                    .read::<O>()
+                    .map(|read| read.map(|(o, n)| (Budgeted(o), n)));
+                (read, Spent::default())
+            } else {
+                budget::within(limit - before, || source.read::<Budgeted<O>>())
+            };
+            let read = match result {
+                Ok(Some((Budgeted(item), n))) => {
+                    self.charged = self.charged.saturating_add(used);
                     self.items.push(item);
                     Read::Complete(n)
                 }
                 Ok(None) => Read::Incomplete,
+                Err(_) if exceeded => {
+                    return Err(self.too_large(index, at, before.saturating_add(used)));
+                }
                 Err(e) if e.classify() == Category::Data => match source.read::<&RawValue>() {
                     // Valid JSON that is not an `O`: skipped, as one bad object must not
-                    // stall the listing.
+                    // stall the listing. Charged its message: nothing else of it is kept.
                     Ok(Some((_, n))) => {
-                        self.skipped.push(ItemError {
-                            index,
-                            message: e.to_string(),
-                        });
+                        let message = e.to_string();
+                        self.charged = self.charged.saturating_add(message.len() as u64);
+                        let held = self.held(true);
+                        if held > self.limits.limit(self.offset) {
+                            return Err(self.too_large(index, at, held));
+                        }
+                        self.skipped.push(ItemError { index, message });
                         Read::Complete(n)
                     }
                     Ok(None) => Read::Incomplete,
@@ -623,6 +806,9 @@ mod tests {
             ),
             Err(ListBodyError::NoResourceVersion) => "no resourceVersion".into(),
             Err(ListBodyError::Malformed(_)) => "malformed".into(),
+            Err(e @ (ListBodyError::TooLarge { .. } | ListBodyError::TooManyItems { .. })) => {
+                format!("bound: {e}")
+            }
         }
     }
 

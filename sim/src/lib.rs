@@ -14,6 +14,7 @@
 //! | [`world`], [`selector`] | the simulated apiserver: history, compaction, LIST / WATCH, selectors |
 //! | [`simulate`](mod@simulate) | world mode: a discrete-event loop over the world, the core and the faults |
 //! | [`explore`] | swarm testing: seeded workloads and fault profiles, invariants, minimization |
+//! | `capture` (feature `capture`) | record a cluster's LIST and WATCH of one resource type as a trace, redacted |
 //! | [`report`](mod@report) | a run as a self-contained HTML timeline: lanes per stream and parent, zoom, step lines |
 //! | [`starvation`] | the priority queue's starvation invariant: a low key n-th in line goes within (k + 1) · n dispatches, every wake is served |
 //! | [`election`], [`lease`], [`clock`] | election mode: candidates on drifting clocks share a simulated Lease; no two leaders, a leader once faults heal |
@@ -24,6 +25,8 @@
 //! The `reconcile-sim` command line (and clap with it) is the default `cli` feature; with
 //! `default-features = false` the crate is the library and the trace format alone.
 
+#[cfg(feature = "capture")]
+pub mod capture;
 pub mod clock;
 pub mod describe;
 pub mod election;

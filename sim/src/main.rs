@@ -4,6 +4,7 @@
 //! 141 when the output pipe was closed (as a shell reports a program a closed pipe killed),
 //! with no message. Output is written as it is produced; nothing panics on bad input.
 
+mod capture_cli;
 mod cli_io;
 
 use std::path::{Path, PathBuf};
@@ -105,6 +106,9 @@ enum Cmd {
         #[arg(long)]
         priority: bool,
     },
+    /// Record a cluster's LIST and WATCH of one resource type as a trace (redacted), until
+    /// --duration or Ctrl-C; replay reproduces the conversation.
+    Capture(capture_cli::CaptureArgs),
     /// Convert a capture into a trace (printed, or written with --output).
     Import {
         /// The capture's format (recognised by content when absent).
@@ -274,6 +278,10 @@ fn run(cli: Cli) -> Result<bool, Failure> {
                 built.summary.violations.len(),
                 html.len() / 1024
             );
+            Ok(true)
+        }
+        Cmd::Capture(args) => {
+            capture_cli::run(args)?;
             Ok(true)
         }
         Cmd::Import { from, file, output } => {

@@ -68,6 +68,9 @@ macro_rules! apiserver_suite {
             a_compacted_cursor_is_expired_and_the_loop_relists,
             a_deletion_missed_while_disconnected_is_synthesized,
         );
+        $crate::cases!($driver, capture:
+            a_capture_replays_without_divergence_and_holds_no_secret,
+        );
     };
 }
 

@@ -6,6 +6,7 @@
 #![allow(clippy::await_holding_lock)]
 
 pub mod apiserver;
+pub mod capture;
 pub mod election;
 pub mod kinds;
 pub mod kwok;

@@ -129,7 +129,8 @@ pub fn run(args: CaptureArgs) -> Result<(), String> {
             }
         ));
         let counters = capture.counters();
-        let ticker = tokio::spawn(show_progress(bar.clone(), Arc::clone(&counters)));
+        let plain = !std::io::stderr().is_terminal();
+        let ticker = tokio::spawn(show_progress(bar.clone(), Arc::clone(&counters), plain));
         let stop = async move {
             let ctrl_c = async {
                 let _ = tokio::signal::ctrl_c().await;
@@ -205,11 +206,25 @@ fn update(bar: &ProgressBar, counters: &Counters) {
     ));
 }
 
-async fn show_progress(bar: ProgressBar, counters: Arc<Counters>) {
+/// Redraws the bar five times a second; on a stderr that is not a terminal (a log), writes
+/// one plain line every ten seconds instead.
+async fn show_progress(bar: ProgressBar, counters: Arc<Counters>, plain: bool) {
+    let started = std::time::Instant::now();
     loop {
         update(&bar, &counters);
-        bar.tick();
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        if plain {
+            tokio::time::sleep(Duration::from_secs(10)).await;
+            update(&bar, &counters);
+            eprintln!(
+                "capturing {}: {:.0}s, {}",
+                bar.prefix(),
+                started.elapsed().as_secs_f64(),
+                bar.message()
+            );
+        } else {
+            bar.tick();
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
     }
 }
 

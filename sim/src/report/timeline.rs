@@ -532,7 +532,9 @@ impl Timeline {
         let mut order: Vec<usize> = (0..b.lane_list.len()).collect();
         order.sort_by(|&x, &y| {
             let (a, c) = (&b.lane_list[x], &b.lane_list[y]);
-            (a.group, stream_rank(&a.name), &a.name).cmp(&(c.group, stream_rank(&c.name), &c.name))
+            (a.group, stream_rank(&a.name))
+                .cmp(&(c.group, stream_rank(&c.name)))
+                .then_with(|| natural_cmp(&a.name, &c.name))
         });
         let mut new_index = vec![0u32; order.len()];
         for (new, &old) in order.iter().enumerate() {
@@ -610,6 +612,44 @@ impl Timeline {
     }
 }
 
+/// Names compared with their runs of digits as numbers (`c2` before `c10`), then as text.
+fn natural_cmp(a: &str, b: &str) -> std::cmp::Ordering {
+    fn runs(s: &str) -> impl Iterator<Item = (bool, &str)> {
+        let mut rest = s;
+        std::iter::from_fn(move || {
+            let first = rest.chars().next()?;
+            let digit = first.is_ascii_digit();
+            let end = rest
+                .find(|c: char| c.is_ascii_digit() != digit)
+                .unwrap_or(rest.len());
+            let (run, tail) = rest.split_at(end);
+            rest = tail;
+            Some((digit, run))
+        })
+    }
+    let (mut x, mut y) = (runs(a), runs(b));
+    loop {
+        match (x.next(), y.next()) {
+            (None, None) => return a.cmp(b),
+            (None, Some(_)) => return std::cmp::Ordering::Less,
+            (Some(_), None) => return std::cmp::Ordering::Greater,
+            (Some((true, p)), Some((true, q))) => {
+                let (p, q) = (p.trim_start_matches('0'), q.trim_start_matches('0'));
+                let o = p.len().cmp(&q.len()).then_with(|| p.cmp(q));
+                if o.is_ne() {
+                    return o;
+                }
+            }
+            (Some((_, p)), Some((_, q))) => {
+                let o = p.cmp(q);
+                if o.is_ne() {
+                    return o;
+                }
+            }
+        }
+    }
+}
+
 /// LIST before WATCH before SOURCE within a source; the primary's before `S1`'s.
 fn stream_rank(name: &str) -> (u32, u32) {
     let (what, source) = name.split_once(' ').unwrap_or((name, "S0"));
@@ -623,4 +663,19 @@ fn stream_rank(name: &str) -> (u32, u32) {
         _ => 2,
     };
     (n, what)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::natural_cmp;
+
+    #[test]
+    fn parents_sort_with_their_numbers_as_numbers() {
+        let mut names = vec!["c10", "c2", "b", "c1", "ns/a-10", "ns/a-9", "c02", "a"];
+        names.sort_by(|a, b| natural_cmp(a, b));
+        assert_eq!(
+            names,
+            ["a", "b", "c1", "c02", "c2", "c10", "ns/a-9", "ns/a-10"]
+        );
+    }
 }

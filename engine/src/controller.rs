@@ -363,8 +363,8 @@ where
         &self.config
     }
 
-    /// Writes the run to `path` as a trace when it ends (see [`TraceRecorder`]), replayable
-    /// in `reconcile-sim`. The header is this controller's configuration, set before this
+    /// Writes the run to `path` as a trace while it goes (see [`TraceRecorder`]: streamed,
+    /// bounded, redacted by default, mode 0600), replayable in `reconcile-sim`. The header is this controller's configuration, set before this
     /// call, with `description`; its key map is written when it is a ready-made one
     /// ([`KeyMap::by_label`] and friends), so a replay rebuilds it.
     ///

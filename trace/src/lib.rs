@@ -18,7 +18,7 @@ pub mod redact;
 mod run;
 pub mod selector;
 
-pub use run::{Recorded, header_for, to_trace};
+pub use run::{Recorded, TraceBuilder, header_for, to_trace};
 
 /// The header key that marks a trace, with its version.
 pub const FORMAT_KEY: &str = "reconcile_sim_trace";

@@ -12,20 +12,22 @@
 //! | [`Input::Reconciled`] | a `reconcile` script, placed before the input that dispatched it |
 //! | [`Input::ReconcileAll`] | `reconcile_all` |
 //! | [`Input::Stop`] | `stop` |
+//! | [`Input::SourceEvent`] | `source` (upsert / delete / replace), when the recorder can write the objects as JSON |
+//! | [`Input::SourceEnd`] | `source_end` |
 //!
 //! Timers, commands and dispatches are not written: the replaying core derives them. A
 //! reconcile's script must precede the input that dispatched it, which is only known once
-//! its outcome is in, so a trace is built from the whole run.
+//! its outcome is in; [`TraceBuilder`] holds what follows that input until then.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt;
 
 use reconcile_core::{
     Command, Config, Input, Instant, KeyBy, ListResponse, Outcome, RequestId, SourceConfig,
-    StreamEnd, StreamId, Ticket,
+    SourceEvent, StreamEnd, StreamId, Ticket,
 };
 
-use crate::{Entry, Header, Payload, Record, RecordedEnd, ScriptedOutcome, Trace};
+use crate::{Entry, Header, Payload, Record, RecordedEnd, ScriptedOutcome, SourceOp, Trace};
 
 /// One thing that crossed the core's boundary: an input the driver fed, or a command the
 /// core issued. A recorder keeps these, in order.
@@ -82,59 +84,126 @@ pub fn to_trace<O, P: fmt::Display>(
     header: Header,
     records: &[(Instant, Recorded<O, P>)],
 ) -> Trace {
-    // Each entry with the reconcile scripts that must precede it.
-    let mut entries: Vec<(Entry, Vec<Entry>)> = Vec::new();
-    let mut asked: BTreeMap<StreamId, String> = BTreeMap::new();
-    let mut opened: BTreeSet<StreamId> = BTreeSet::new();
-    let mut dispatched: BTreeMap<Ticket, (Option<usize>, Instant, String)> = BTreeMap::new();
-    // Scripts for reconciles dispatched before any input was written.
-    let mut leading: Vec<Entry> = Vec::new();
-    // Which source each LIST and WATCH belongs to: every answer names it (version 2).
-    let mut list_source: BTreeMap<RequestId, u64> = BTreeMap::new();
-    let mut stream_source: BTreeMap<StreamId, u64> = BTreeMap::new();
+    let mut builder = TraceBuilder::default();
     for (at, recorded) in records {
-        let at = *at;
-        let source = match recorded {
-            Recorded::Input(Input::List { req, .. }) => list_source.get(req).copied().unwrap_or(0),
-            Recorded::Input(
-                Input::WatchOpened { stream }
-                | Input::WatchLine { stream, .. }
-                | Input::WatchEnd { stream, .. },
-            ) => stream_source.get(stream).copied().unwrap_or(0),
-            _ => 0,
-        };
-        let mut push = |record: Record, note: Option<&str>| {
-            let mut entry = Entry::new(Some(at), record);
-            entry.note = note.map(str::to_owned);
-            entry.source = (source != 0).then_some(source);
-            entries.push((entry, Vec::new()));
-        };
-        let input = match recorded {
-            Recorded::Command(Command::List { req, source, .. }) => {
-                list_source.insert(*req, source.get());
-                continue;
+        match recorded {
+            Recorded::Input(input) => builder.input(*at, input, &|_: &O| None),
+            Recorded::Command(command) => builder.command(*at, command),
+        }
+    }
+    let mut entries = Vec::new();
+    builder.take_all(&mut entries);
+    Trace {
+        name: name.to_owned(),
+        header,
+        entries,
+    }
+}
+
+/// Turns a run into trace entries as it goes, so a recorder can write them out while the
+/// run lasts instead of holding it whole.
+///
+/// A reconcile's script must precede the input that dispatched it, and is known only once
+/// its outcome is in: every entry from that input on is held until then
+/// ([`take_ready`](Self::take_ready)). [`take_all`](Self::take_all) hands out everything
+/// held (at the end, or when a recorder's bound is reached); a reconcile still running then
+/// gets no script (a replay runs it as an instant success) and its outcome, when it comes,
+/// is counted in [`orphaned`](Self::orphaned) instead.
+#[derive(Debug, Default)]
+pub struct TraceBuilder {
+    /// Entries not handed out yet, each with the scripts that must precede it; `held[0]` is
+    /// entry number `base` of the run.
+    held: VecDeque<(Entry, Vec<Entry>)>,
+    base: usize,
+    /// Scripts of reconciles dispatched before any entry, and whether they were handed out.
+    leading: Vec<Entry>,
+    leading_out: bool,
+    asked: BTreeMap<StreamId, String>,
+    opened: BTreeSet<StreamId>,
+    /// Running reconciles: the entry before whose place their script goes, since, parent.
+    dispatched: BTreeMap<Ticket, (Option<usize>, Instant, String)>,
+    /// Which source each LIST and WATCH belongs to: every answer names it (version 2).
+    list_source: BTreeMap<RequestId, u64>,
+    stream_source: BTreeMap<StreamId, u64>,
+    orphaned: u64,
+    skipped_objects: u64,
+}
+
+impl TraceBuilder {
+    /// Entries held, waiting for a reconcile's outcome or a `take_*` call.
+    #[must_use]
+    pub fn held(&self) -> usize {
+        self.held.len()
+    }
+
+    /// Outcomes that came after their reconcile's place had been handed out.
+    #[must_use]
+    pub fn orphaned(&self) -> u64 {
+        self.orphaned
+    }
+
+    /// In-process objects left out because `to_json` gave nothing for them.
+    #[must_use]
+    pub fn skipped_objects(&self) -> u64 {
+        self.skipped_objects
+    }
+
+    /// The core issued `command` at `at`.
+    pub fn command<O, P: fmt::Display>(&mut self, at: Instant, command: &Command<O, P>) {
+        match command {
+            Command::List { req, source, .. } => {
+                self.list_source.insert(*req, source.get());
             }
-            Recorded::Command(Command::Watch {
+            Command::Watch {
                 stream,
                 source,
                 resource_version,
                 ..
-            }) => {
-                stream_source.insert(*stream, source.get());
-                asked.insert(*stream, resource_version.clone());
-                continue;
+            } => {
+                self.stream_source.insert(*stream, source.get());
+                self.asked.insert(*stream, resource_version.clone());
             }
-            Recorded::Command(Command::Reconcile { ticket, parent, .. }) => {
-                let before = entries.len().checked_sub(1);
-                dispatched.insert(*ticket, (before, at, parent.to_string()));
-                continue;
+            Command::Reconcile { ticket, parent, .. } => {
+                let before = (self.base + self.held.len()).checked_sub(1);
+                self.dispatched
+                    .insert(*ticket, (before, at, parent.to_string()));
             }
-            Recorded::Command(_) => continue,
-            Recorded::Input(input) => input,
+            _ => {}
+        }
+    }
+
+    /// The driver fed `input` at `at`. `to_json` writes an in-process object as JSON; one it
+    /// gives nothing for is left out (and counted).
+    pub fn input<O>(
+        &mut self,
+        at: Instant,
+        input: &Input<O>,
+        to_json: &dyn Fn(&O) -> Option<String>,
+    ) {
+        let source = match input {
+            Input::List { req, .. } => self.list_source.remove(req).unwrap_or(0),
+            Input::WatchOpened { stream }
+            | Input::WatchLine { stream, .. }
+            | Input::WatchEnd { stream, .. } => {
+                let source = self.stream_source.get(stream).copied().unwrap_or(0);
+                if matches!(input, Input::WatchEnd { .. }) {
+                    self.stream_source.remove(stream);
+                }
+                source
+            }
+            _ => 0,
         };
+        let push =
+            |held: &mut VecDeque<(Entry, Vec<Entry>)>, record: Record, note: Option<&str>| {
+                let mut entry = Entry::new(Some(at), record);
+                entry.note = note.map(str::to_owned);
+                entry.source = (source != 0).then_some(source);
+                held.push_back((entry, Vec::new()));
+            };
         match input {
             Input::List { response, .. } => match response {
                 ListResponse::Response { status, body } => push(
+                    &mut self.held,
                     Record::List {
                         status: *status,
                         body: text(body),
@@ -143,6 +212,7 @@ pub fn to_trace<O, P: fmt::Display>(
                     None,
                 ),
                 ListResponse::TransportError(error) => push(
+                    &mut self.held,
                     Record::List {
                         status: 0,
                         body: Payload::default(),
@@ -154,22 +224,27 @@ pub fn to_trace<O, P: fmt::Display>(
                 ListResponse::Decoded(_) => {}
             },
             Input::WatchOpened { stream } => {
-                opened.insert(*stream);
+                self.opened.insert(*stream);
+                let resource_version = self.asked.get(stream).cloned();
                 push(
+                    &mut self.held,
                     Record::Watch {
                         status: 200,
                         body: Payload::default(),
-                        resource_version: asked.get(stream).cloned(),
+                        resource_version,
                     },
                     None,
                 );
             }
-            Input::WatchLine { line, .. } => push(Record::Frame { line: text(line) }, None),
+            Input::WatchLine { line, .. } => {
+                push(&mut self.held, Record::Frame { line: text(line) }, None);
+            }
             Input::WatchEnd { stream, end } => {
-                let was_open = opened.remove(stream);
-                let rv = asked.remove(stream);
+                let was_open = self.opened.remove(stream);
+                let rv = self.asked.remove(stream);
                 match (end, was_open) {
                     (StreamEnd::HttpStatus { code, body }, _) => push(
+                        &mut self.held,
                         Record::Watch {
                             status: *code,
                             body: text(body),
@@ -177,12 +252,17 @@ pub fn to_trace<O, P: fmt::Display>(
                         },
                         None,
                     ),
-                    (StreamEnd::Clean, _) => push(Record::WatchEnd(RecordedEnd::Clean), None),
-                    (StreamEnd::TransportError(e), true) => {
-                        push(Record::WatchEnd(RecordedEnd::Transport(e.clone())), None);
+                    (StreamEnd::Clean, _) => {
+                        push(&mut self.held, Record::WatchEnd(RecordedEnd::Clean), None);
                     }
+                    (StreamEnd::TransportError(e), true) => push(
+                        &mut self.held,
+                        Record::WatchEnd(RecordedEnd::Transport(e.clone())),
+                        None,
+                    ),
                     (StreamEnd::TransportError(e), false) => {
                         push(
+                            &mut self.held,
                             Record::Watch {
                                 status: 200,
                                 body: Payload::default(),
@@ -190,60 +270,109 @@ pub fn to_trace<O, P: fmt::Display>(
                             },
                             Some("transport error before the response head; open implied"),
                         );
-                        push(Record::WatchEnd(RecordedEnd::Transport(e.clone())), None);
+                        push(
+                            &mut self.held,
+                            Record::WatchEnd(RecordedEnd::Transport(e.clone())),
+                            None,
+                        );
                     }
                 }
             }
-            Input::Reconciled { ticket, outcome } => {
-                let Some((before, since, parent)) = dispatched.remove(ticket) else {
-                    continue;
+            Input::Reconciled { ticket, outcome } => self.reconciled(at, *ticket, outcome),
+            Input::Stop => push(&mut self.held, Record::Stop, None),
+            Input::ReconcileAll => push(&mut self.held, Record::ReconcileAll, None),
+            Input::SourceEvent { event, .. } => {
+                let op = match event {
+                    SourceEvent::Upsert(o) => to_json(o).map(SourceOp::Upsert),
+                    SourceEvent::Delete(o) => to_json(o).map(SourceOp::Delete),
+                    SourceEvent::Replace(objects) => objects
+                        .iter()
+                        .map(to_json)
+                        .collect::<Option<Vec<_>>>()
+                        .map(SourceOp::Replace),
                 };
-                let when = before.map_or(since, |i| entries[i].0.at.unwrap_or(since));
-                let script = Entry::new(
-                    Some(when),
-                    Record::Reconcile {
-                        parent: Some(parent),
-                        outcome: match outcome {
-                            Outcome::Success => ScriptedOutcome::Ok,
-                            Outcome::RequeueAfter(d) => ScriptedOutcome::RequeueAfter(*d),
-                            Outcome::Error(e) => ScriptedOutcome::Error(e.clone()),
-                            Outcome::ErrorHandled {
-                                error,
-                                requeue_after,
-                            } => ScriptedOutcome::ErrorHandled {
-                                error: error.clone(),
-                                requeue_after: *requeue_after,
-                            },
-                        },
-                        duration: at.saturating_duration_since(since),
-                    },
-                );
-                match before {
-                    Some(i) => entries[i].1.push(script),
-                    None => leading.push(script),
+                match op {
+                    Some(op) => push(&mut self.held, Record::Source(op), None),
+                    None => self.skipped_objects += 1,
                 }
             }
-            Input::Stop => push(Record::Stop, None),
-            Input::ReconcileAll => push(Record::ReconcileAll, None),
-            // Derived by the replaying core, or (in-process objects) not recorded. Lease
-            // answers have no record kind yet: a recorded election replays as a controller
-            // that always leads. A drain only closes and waits: its trace ends as a stop's.
-            Input::Drain
-            | Input::Start
-            | Input::Timeout
-            | Input::SourceEvent { .. }
-            | Input::SourceEnd { .. }
-            | Input::Lease { .. } => {}
+            Input::SourceEnd { error, .. } => push(
+                &mut self.held,
+                Record::SourceEnd {
+                    error: error.clone(),
+                },
+                None,
+            ),
+            // Derived by the replaying core. Lease answers have no record kind yet: a
+            // recorded election replays as a controller that always leads. A drain only
+            // closes and waits: its trace ends as a stop's.
+            Input::Drain | Input::Start | Input::Timeout | Input::Lease { .. } => {}
         }
     }
-    let mut flat = leading;
-    for (entry, scripts) in entries {
-        flat.extend(scripts);
-        flat.push(entry);
+
+    fn reconciled(&mut self, at: Instant, ticket: Ticket, outcome: &Outcome) {
+        let Some((before, since, parent)) = self.dispatched.remove(&ticket) else {
+            return;
+        };
+        let when = match before {
+            Some(i) if i >= self.base => self.held[i - self.base].0.at.unwrap_or(since),
+            _ => since,
+        };
+        let script = Entry::new(
+            Some(when),
+            Record::Reconcile {
+                parent: Some(parent),
+                outcome: match outcome {
+                    Outcome::Success => ScriptedOutcome::Ok,
+                    Outcome::RequeueAfter(d) => ScriptedOutcome::RequeueAfter(*d),
+                    Outcome::Error(e) => ScriptedOutcome::Error(e.clone()),
+                    Outcome::ErrorHandled {
+                        error,
+                        requeue_after,
+                    } => ScriptedOutcome::ErrorHandled {
+                        error: error.clone(),
+                        requeue_after: *requeue_after,
+                    },
+                },
+                duration: at.saturating_duration_since(since),
+            },
+        );
+        match before {
+            Some(i) if i >= self.base => self.held[i - self.base].1.push(script),
+            None if !self.leading_out => self.leading.push(script),
+            // Its place was handed out already.
+            _ => self.orphaned += 1,
+        }
     }
-    Trace {
-        name: name.to_owned(),
-        header,
-        entries: flat,
+
+    /// Hands out, in order, the entries no running reconcile's script must precede. The
+    /// latest entry is always kept: a dispatch it caused may not have been seen yet.
+    pub fn take_ready(&mut self, out: &mut Vec<Entry>) {
+        // The earliest place a running reconcile's script goes; none pins nothing.
+        let pin = self.dispatched.values().map(|(before, _, _)| *before).min();
+        let latest = self.held.len().saturating_sub(1);
+        let ready = match pin {
+            None => latest,
+            Some(None) => return,
+            Some(Some(i)) => i.saturating_sub(self.base).min(latest),
+        };
+        self.hand_out(ready, out);
+    }
+
+    /// Hands out every entry held, whether or not its reconciles have ended.
+    pub fn take_all(&mut self, out: &mut Vec<Entry>) {
+        self.hand_out(self.held.len(), out);
+    }
+
+    fn hand_out(&mut self, n: usize, out: &mut Vec<Entry>) {
+        if !self.leading_out {
+            out.append(&mut self.leading);
+            self.leading_out = true;
+        }
+        for (entry, scripts) in self.held.drain(..n) {
+            out.extend(scripts);
+            out.push(entry);
+        }
+        self.base += n;
     }
 }

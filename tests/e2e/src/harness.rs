@@ -184,7 +184,7 @@ impl<D: DriverUnderTest> Case<D> {
             &format!("e2e {} {}", D::NAME, self.name),
             controller.config(),
         );
-        let recorder = TraceRecorder::new(&trace_path, header.clone());
+        let mut recorder = TraceRecorder::new(&trace_path, header.clone());
         let tap = recorder.tape();
         let controller = controller.recorder(recorder);
         let handle = controller.handle();

@@ -84,6 +84,8 @@ pub fn config(header: &Header) -> Result<Config<PodView, String>, ConfigError> {
 pub struct Dispatch {
     /// When.
     pub at: Instant,
+    /// The step it was dispatched in (orders it against the changes the core observed).
+    pub step: u64,
     /// The parent's members.
     pub members: Vec<Arc<PodView>>,
     /// Each secondary source's objects of the parent, `S1` first.
@@ -178,6 +180,16 @@ pub struct Harness {
     /// Last dispatch per parent (the core's own `Arc`s, moved out of the command, so
     /// recording them costs no copy).
     pub last_dispatch: BTreeMap<String, Dispatch>,
+    /// The step in which the core last observed a change of each parent: an object of its
+    /// cached under it, gone from it, or cached at another version (from the core's change
+    /// log; a secondary source's changes are marked by the mode, [`Harness::observed`]).
+    /// A change the world made and undid while no watch was open never shows here.
+    pub observed_change: BTreeMap<String, u64>,
+    /// Each primary object's parent and version as the change log left them.
+    observed_cache: BTreeMap<String, Placed>,
+    /// From this instant on, reconciles are acknowledged but never recorded as run (a
+    /// driver bug, to show the convergence check fires; [`Harness::lose_dispatches_from`]).
+    lose_dispatches_from: Option<Instant>,
     /// Invariants broken so far.
     pub violations: Vec<Violation>,
     /// Fault paths reached.
@@ -222,6 +234,44 @@ fn woken_by(old: Option<&Placed>, new: Option<&Placed>, into: &mut BTreeSet<Stri
         (old, new) => {
             for (parent, _) in old.into_iter().chain(new) {
                 into.insert(parent.clone());
+            }
+        }
+    }
+}
+
+/// Applies one step's change log to `cached` (each primary object's parent and version) and
+/// adds the parents it changed to `woken`: after a replace, every parent whose objects differ
+/// from before; otherwise every parent an object joined, left or changed version under.
+fn note_observed(
+    cached: &mut BTreeMap<String, Placed>,
+    cleared: bool,
+    changed: &[(String, Option<Placed>)],
+    woken: &mut BTreeSet<String>,
+) {
+    if cleared {
+        let new: BTreeMap<String, Placed> = changed
+            .iter()
+            .filter_map(|(k, v)| v.clone().map(|v| (k.clone(), v)))
+            .collect();
+        for (key, old) in cached.iter() {
+            woken_by(Some(old), new.get(key), woken);
+        }
+        for (key, value) in &new {
+            if !cached.contains_key(key) {
+                woken_by(None, Some(value), woken);
+            }
+        }
+        *cached = new;
+        return;
+    }
+    for (key, new) in changed {
+        woken_by(cached.get(key), new.as_ref(), woken);
+        match new {
+            Some(value) => {
+                cached.insert(key.clone(), value.clone());
+            }
+            None => {
+                cached.remove(key);
             }
         }
     }
@@ -338,6 +388,9 @@ impl Harness {
             cache_copy: BTreeMap::new(),
             known_parents: BTreeSet::new(),
             last_dispatch: BTreeMap::new(),
+            observed_change: BTreeMap::new(),
+            observed_cache: BTreeMap::new(),
+            lose_dispatches_from: None,
             violations: Vec::new(),
             paths: PathCounts::new(),
             starvation: None,
@@ -460,6 +513,18 @@ impl Harness {
     /// [`Harness::finish_output`].
     pub fn stream_to(&mut self, sink: Box<dyn std::io::Write>) {
         self.sink = Some(sink);
+    }
+
+    /// Marks `parent` as changed in the core's view in the current step (a secondary
+    /// source's object joined, left or changed under it).
+    pub fn observed(&mut self, parent: String) {
+        self.observed_change.insert(parent, self.steps);
+    }
+
+    /// From `from` on, every reconcile the core dispatches is acknowledged as a success but
+    /// never recorded as run: a driver bug, injected to show the convergence check fires.
+    pub fn lose_dispatches_from(&mut self, from: Instant) {
+        self.lose_dispatches_from = Some(from);
     }
 
     /// Whether writing to the sink failed (the run stops; not a step limit).
@@ -654,9 +719,8 @@ impl Harness {
         feed(&mut self.core, now);
         let copy = &mut self.cache_copy;
         let mut known = self.candidate.is_some().then_some(&mut self.known_parents);
-        // For the starvation check: whether the cache was replaced (a listing) and each
-        // key's new parent and version.
-        let watching = self.starvation.is_some();
+        // Whether the cache was replaced (a listing) and each key's new parent and version:
+        // which parents the core saw change, for the convergence and starvation checks.
         let mut cleared = false;
         let mut changed: Vec<(String, Option<Placed>)> = Vec::new();
         self.core.drain_cache_changes(|change| match change {
@@ -676,18 +740,19 @@ impl Harness {
                 {
                     known.insert(parent.clone());
                 }
-                if watching {
-                    let rv = object.object_resource_version().map(str::to_owned);
-                    changed.push((key.to_string(), Some((parent.clone(), rv))));
-                }
+                let rv = object.object_resource_version().map(str::to_owned);
+                changed.push((key.to_string(), Some((parent.clone(), rv))));
             }
             CacheChange::Removed { key } => {
                 copy.remove(key);
-                if watching {
-                    changed.push((key.to_string(), None));
-                }
+                changed.push((key.to_string(), None));
             }
         });
+        let mut woken = BTreeSet::new();
+        note_observed(&mut self.observed_cache, cleared, &changed, &mut woken);
+        for parent in woken {
+            self.observed_change.insert(parent, self.steps);
+        }
         if let Some(s) = &mut self.starvation {
             s.note_changes(cleared, changed);
         }
@@ -1054,8 +1119,26 @@ impl Harness {
                         format!("{parent} dispatched as {ticket} while still running"),
                     );
                 }
+                if self
+                    .lose_dispatches_from
+                    .is_some_and(|from| self.now >= from)
+                {
+                    // The injected driver bug: acknowledged, never seen by the user's code.
+                    self.count("reconcile lost by the driver (injected bug)");
+                    let (_, duration) = self.outcome_for(&parent);
+                    self.completions.insert((self.now + duration, ticket));
+                    self.running.insert(
+                        ticket,
+                        Running {
+                            parent,
+                            outcome: Outcome::Success,
+                        },
+                    );
+                    return;
+                }
                 let dispatch = Dispatch {
                     at: self.now,
+                    step: self.steps,
                     members,
                     related,
                 };

@@ -212,6 +212,7 @@ fn run(cli: Cli) -> Result<bool, Failure> {
                 priority,
                 starvation: priority.then_some(reconcile_sim::starvation::CORE_NORMAL_IN_A_ROW),
                 max_steps: reconcile_sim::simulate::step_budget(&trace),
+                ..SimOptions::default()
             };
             reconcile_sim::simulate::validate(&trace, &opts).map_err(|e| e.to_string())?;
             let report = reconcile_sim::simulate::simulate_to(&trace, &opts, cli_io::stdout_sink())

@@ -71,6 +71,10 @@ pub struct SimOptions {
     /// [`crate::starvation::CORE_NORMAL_IN_A_ROW`]; a smaller number is a deliberately
     /// wrong rule, to watch the check fire). One-source traces only.
     pub starvation: Option<u32>,
+    /// A driver bug, injected to show the convergence check fires: from this instant on,
+    /// every reconcile the core dispatches is acknowledged as a success but never run (the
+    /// user's code never sees it). Never set outside tests.
+    pub lose_reconciles_from: Option<Instant>,
 }
 
 impl Default for SimOptions {
@@ -84,6 +88,7 @@ impl Default for SimOptions {
             check: false,
             priority: false,
             starvation: None,
+            lose_reconciles_from: None,
         }
     }
 }
@@ -218,6 +223,9 @@ fn simulate_inner(
     h.check_cursors();
     if let Some(sink) = sink {
         h.stream_to(sink);
+    }
+    if let Some(from) = opts.lose_reconciles_from {
+        h.lose_dispatches_from(from);
     }
     let mut sim = Sim {
         trace,
@@ -468,11 +476,65 @@ impl Sim<'_> {
         }
         let line = Bytes::copy_from_slice(frame.line.as_bytes());
         let text = self.h.label(|| describe::frame(stream, &line));
+        let source = self.source_of(stream);
+        let before = self.secondary_view(source);
         let io = self.h.step(
             || text,
             |core, now| core.handle_input(now, Input::WatchLine { stream, line }),
         );
+        self.observe_secondary(source, before);
         self.handle_io(io);
+    }
+
+    /// What secondary source `source` holds, per object: its version and the parents it
+    /// wakes; `None` for the primary (whose changes the core's change log reports).
+    fn secondary_view(&self, source: usize) -> Option<BTreeMap<String, (String, Vec<String>)>> {
+        if source == 0 {
+            return None;
+        }
+        let held = self
+            .h
+            .core()
+            .secondary_objects(SourceId::nth(source as u64))
+            .and_then(|r| r.downcast::<MetaView>())
+            .unwrap_or_default();
+        Some(
+            held.iter()
+                .map(|o| {
+                    let rv = o.object_resource_version().unwrap_or("").to_owned();
+                    (key(&**o), (rv, parents_by(&self.parents_by[source - 1], o)))
+                })
+                .collect(),
+        )
+    }
+
+    /// Marks, as observed by the core in this step, every parent of an object that joined,
+    /// left or changed in secondary source `source` since `before`.
+    fn observe_secondary(
+        &mut self,
+        source: usize,
+        before: Option<BTreeMap<String, (String, Vec<String>)>>,
+    ) {
+        let (Some(before), Some(after)) = (before, self.secondary_view(source)) else {
+            return;
+        };
+        let mut woken = BTreeSet::new();
+        for (key, old) in &before {
+            if after.get(key) != Some(old) {
+                woken.extend(old.1.iter().cloned());
+                if let Some(new) = after.get(key) {
+                    woken.extend(new.1.iter().cloned());
+                }
+            }
+        }
+        for (key, new) in &after {
+            if !before.contains_key(key) {
+                woken.extend(new.1.iter().cloned());
+            }
+        }
+        for parent in woken {
+            self.h.observed(parent);
+        }
     }
 
     fn act(&mut self, action: Action) {
@@ -513,10 +575,12 @@ impl Sim<'_> {
                     Some(list) => ListResponse::Decoded(list),
                     None => response,
                 };
+                let before = self.secondary_view(source);
                 let io = self.h.step(
                     || text,
                     |core, now| core.handle_input(now, Input::List { req, response }),
                 );
+                self.observe_secondary(source, before);
                 self.handle_io(io);
             }
             Action::WatchOpen(stream, cursor) => {
@@ -1061,12 +1125,14 @@ impl Sim<'_> {
             }
             related.push(by_parent);
         }
-        let changed: Vec<(String, Instant)> = self
-            .membership_changed
-            .iter()
-            .map(|(p, t)| (p.clone(), *t))
-            .collect();
+        // Every parent the world changed, and every parent the core saw change (the same
+        // ones, unless the check's own bookkeeping is wrong).
+        let mut changed: BTreeMap<String, Instant> = self.membership_changed.clone();
+        for parent in self.h.observed_change.keys() {
+            changed.entry(parent.clone()).or_insert(Instant::ZERO);
+        }
         for (parent, changed_at) in changed {
+            let observed = self.h.observed_change.get(&parent).copied();
             let want = members.get(&parent).cloned().unwrap_or_default();
             let want_related: Vec<Vec<(String, String)>> = related
                 .iter()
@@ -1100,15 +1166,29 @@ impl Sim<'_> {
                             .collect()
                     })
                     .collect();
-                (d.at, keys, related)
+                (d.at, d.step, keys, related)
             });
-            // Converged when the last reconcile saw every object of the parent at its final
-            // version. Not necessarily after the last change: a change the world undid while a
-            // source relisted (a child owned, then disowned, between two LISTs) never reached
-            // the controller, and level-triggered, it needs not.
+            // Converged when the last reconcile came after the last change the core observed
+            // and saw every object of the parent at its final version. Not necessarily after
+            // the world's last change: one the world made and undid while a source had no
+            // watch open (a pod added then removed, a child owned then disowned, between two
+            // LISTs) never reached the controller: its inputs are those of a run without the
+            // change, so no controller could act on it, and level-triggered, it needs not.
             match last {
-                Some((_, seen, seen_related)) if seen == want && seen_related == want_related => {}
-                Some((at, seen, seen_related)) => {
+                Some((_, step, seen, seen_related))
+                    if seen == want
+                        && seen_related == want_related
+                        && observed.is_none_or(|o| step >= o) => {}
+                Some((at, _, seen, seen_related)) if seen == want && seen_related == want_related => {
+                    self.violation(
+                        "parent not reconciled after its last change",
+                        format!(
+                            "{parent}: last reconcile at {at}, before the last change the core observed (step {}), membership is {want:?}",
+                            observed.unwrap_or(0)
+                        ),
+                    );
+                }
+                Some((at, _, seen, seen_related)) => {
                     let detail = if seen_related == want_related {
                         format!(
                             "{parent}: last reconcile at {at} saw {seen:?}, membership is {want:?} since {changed_at}"

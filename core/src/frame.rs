@@ -17,6 +17,7 @@ use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
+use crate::list::budget::{self, Budgeted};
 use crate::object::Object;
 
 /// One decoded watch frame.
@@ -134,7 +135,30 @@ pub enum FrameErrorKind {
     /// The object decoded but carries no `metadata.resourceVersion`.
     #[error("no metadata.resourceVersion")]
     NoResourceVersion,
+    /// The object would hold more memory than a frame of its length may (see
+    /// [`FRAME_CHECKED_ABOVE`]): it was not decoded.
+    #[error(
+        "the object would hold more than {limit} bytes once decoded, for a line of {line} bytes"
+    )]
+    TooLarge {
+        /// The line's length.
+        line: usize,
+        /// What it may hold: [`FRAME_MULTIPLE`] × its length + [`FRAME_ALLOWANCE`].
+        limit: u64,
+    },
 }
+
+/// Lines longer than this are decoded under a memory budget; shorter ones, every real frame
+/// of a pod (about 8 KB), are decoded unchecked, as they can hold little in absolute terms
+/// (at most about 13 MB for the worst shape measured, a k8s-openapi `Pod` of empty
+/// containers, which holds 198× its line).
+pub const FRAME_CHECKED_ABOVE: usize = 64 << 10;
+
+/// A checked frame's object may hold this multiple of its line's length…
+pub const FRAME_MULTIPLE: u64 = 4;
+
+/// …plus this many bytes.
+pub const FRAME_ALLOWANCE: u64 = 1 << 20;
 
 /// Parses one line of a watch stream. Leading and trailing whitespace is ignored.
 ///
@@ -175,7 +199,28 @@ pub(crate) fn parse_frame_held<O: Object, H: Hold<O>>(
     line: &[u8],
 ) -> Result<WatchEvent<H>, FrameError> {
     let line = line.trim_ascii();
-    let fast: Result<FastFrame<O, H>, _> = from_json(line);
+    let fast: Result<FastFrame<O, H>, _> = if line.len() > FRAME_CHECKED_ABOVE {
+        // A long line may be an object of many tiny parts that each decode into much more
+        // than their bytes: decoded under a budget, which stops it before it is built.
+        let limit = FRAME_MULTIPLE
+            .saturating_mul(line.len() as u64)
+            .saturating_add(FRAME_ALLOWANCE);
+        let (result, spent) = budget::within(limit, || from_json::<Budgeted<_>>(line));
+        if spent.exceeded {
+            let mut error = explain_frame_failure(
+                line,
+                &serde_json::Error::io(std::io::ErrorKind::OutOfMemory.into()),
+            );
+            error.kind = FrameErrorKind::TooLarge {
+                line: line.len(),
+                limit,
+            };
+            return Err(error);
+        }
+        result.map(|b| b.0)
+    } else {
+        from_json(line)
+    };
     let frame = match fast {
         Ok(frame) => frame,
         Err(error) => return Err(explain_frame_failure(line, &error)),
@@ -361,9 +406,9 @@ impl<'de, O: Object, H: Hold<O>> Visitor<'de> for FrameVisitor<O, H> {
         }
         if let (Some(raw), Some(t), None) = (early_object, event_type, payload.as_ref()) {
             let mut de = serde_json::Deserializer::from_str(raw.get());
+            // Charged like the rest of the frame when the frame is decoded under a budget.
             payload = Some(
-                PayloadSeed::<O, H>::new(t)
-                    .deserialize(&mut de)
+                budget::deserialize_seed(PayloadSeed::<O, H>::new(t), &mut de)
                     .map_err(de::Error::custom)?,
             );
         }
@@ -586,5 +631,76 @@ mod tests {
         assert_eq!(no_rv.kind, FrameErrorKind::NoResourceVersion);
         let bm = frame(r#"{"type":"BOOKMARK","object":{"metadata":{}}}"#).unwrap_err();
         assert_eq!(bm.kind, FrameErrorKind::NoResourceVersion);
+    }
+}
+
+#[cfg(test)]
+mod bound_tests {
+    use super::*;
+    use crate::pod::PodView;
+
+    fn long_frame(object_first: bool, object: &str) -> String {
+        if object_first {
+            format!(r#"{{"object":{object},"type":"MODIFIED"}}"#)
+        } else {
+            format!(r#"{{"type":"MODIFIED","object":{object}}}"#)
+        }
+    }
+
+    #[test]
+    fn a_long_frame_of_real_shape_decodes_either_way_round() {
+        // A pod with a 100 KB annotation: past the checked length, holds about its bytes.
+        let object = format!(
+            r#"{{"metadata":{{"name":"a","namespace":"n","resourceVersion":"7","annotations":{{"big":"{}"}}}},"status":{{"conditions":[{{"type":"Ready","status":"True"}}]}}}}"#,
+            "x".repeat(100_000)
+        );
+        for object_first in [false, true] {
+            let line = long_frame(object_first, &object);
+            assert!(line.len() > FRAME_CHECKED_ABOVE);
+            match parse_frame::<PodView>(line.as_bytes()) {
+                Ok(WatchEvent::Modified(pod)) => {
+                    assert_eq!(
+                        pod.metadata.annotations.get("big").map(str::len),
+                        Some(100_000)
+                    );
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_long_frame_that_would_hold_too_much_is_refused_and_keeps_the_cursor() {
+        // 40,000 empty containers: about 2 KB each as k8s-openapi Containers, 80 MB from a
+        // 480 KB line.
+        let containers = vec![r#"{"name":""}"#; 40_000].join(",");
+        let object = format!(
+            r#"{{"metadata":{{"name":"a","resourceVersion":"12"}},"spec":{{"containers":[{containers}]}}}}"#
+        );
+        for object_first in [false, true] {
+            let line = long_frame(object_first, &object);
+            let Err(error) = parse_frame::<k8s_openapi::api::core::v1::Pod>(line.as_bytes()) else {
+                panic!("decoded (object first: {object_first})");
+            };
+            assert_eq!(error.resource_version.as_deref(), Some("12"));
+            assert_eq!(error.event_type.as_deref(), Some("MODIFIED"));
+            assert_eq!(
+                error.kind,
+                FrameErrorKind::TooLarge {
+                    line: line.len(),
+                    limit: FRAME_MULTIPLE * line.len() as u64 + FRAME_ALLOWANCE
+                },
+                "{error}"
+            );
+        }
+        // The same containers in a short line are decoded unchecked.
+        let short = vec![r#"{"name":""}"#; 100].join(",");
+        let line = long_frame(
+            false,
+            &format!(
+                r#"{{"metadata":{{"resourceVersion":"3"}},"spec":{{"containers":[{short}]}}}}"#
+            ),
+        );
+        assert!(parse_frame::<k8s_openapi::api::core::v1::Pod>(line.as_bytes()).is_ok());
     }
 }

@@ -85,6 +85,17 @@ pub(crate) fn within<R>(limit: u64, decode: impl FnOnce() -> R) -> (R, Spent) {
     (result, spent)
 }
 
+/// `seed` run on `d` with every value charged to the budget of the enclosing [`within`] (or
+/// to no limit outside one): for a value decoded from bytes held back, such as a frame's
+/// object that came before its type.
+pub(crate) fn deserialize_seed<'de, S, D>(seed: S, d: D) -> Result<S::Value, D::Error>
+where
+    S: DeserializeSeed<'de>,
+    D: Deserializer<'de>,
+{
+    CURRENT.with(|budget| seed.deserialize(Counted { inner: d, budget }))
+}
+
 /// A `T` decoded with every value charged to the budget of the enclosing [`within`] (or to
 /// no limit outside one).
 #[derive(Debug)]

@@ -13,7 +13,7 @@ use reconcile_core::{
 };
 
 use super::cache::{Cache, CacheSnapshot, Published};
-use super::driver::{Driver, Limits, ReconcileFn, Remote, Shutdown};
+use super::driver::{Driver, InboxBytes, Limits, ReconcileFn, Remote, Shutdown};
 use super::error::Error;
 use super::handle::{Handle, Shared};
 use super::reconcile::{Action, Reconcile};
@@ -598,6 +598,7 @@ where
             published: self.published,
             cache,
             inbox: self.inbox,
+            inbox_bytes: Arc::new(InboxBytes::new(self.limits.inbox_bytes)),
             stop: self.stop,
             recorder: self.recorder,
             tasks: BTreeMap::new(),

@@ -14,12 +14,12 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
 use futures_lite::{FutureExt, StreamExt};
-use reconcile_core::list::ListDecoder;
+use reconcile_core::list::{ListDecoder, ListLimits};
 use reconcile_core::{
     Command, Deadline, Event, Input, Instant, LeaseRequest, LeaseResponse, Lifecycle, ListResponse,
     Object, Outcome, Output, ReconcileLoop, Related, RequestId, SourceId, StreamEnd, StreamId,
@@ -36,7 +36,7 @@ use super::reconcile::Reconcile;
 use super::recorder::Recorder;
 use super::runtime::{BoxFuture, Runtime, Task, timeout};
 use super::transport::{
-    BodyStream, Requests, Transport, TransportError, for_each_chunk, read_body,
+    BodyStream, Requests, Transport, TransportError, for_each_chunk, read_body, read_prefix,
 };
 
 /// A reconcile with its context and error policy bound: request in, outcome out.
@@ -44,6 +44,10 @@ pub(crate) type ReconcileFn<O, P> =
     Arc<dyn Fn(Reconcile<O, P>) -> BoxFuture<Outcome> + Send + Sync + 'static>;
 
 /// Bounds on what the driver holds and how long it waits.
+///
+/// Every buffer the driver fills from the network has a bound in bytes, and every wait a
+/// deadline (issue 17): a buggy or hostile server gets a typed error, never an out-of-memory
+/// kill or a task that waits forever.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
     /// Added to a WATCH's `timeoutSeconds` to get its read-idle timeout: a watch silent for
@@ -51,14 +55,31 @@ pub struct Limits {
     pub watch_idle_margin: Duration,
     /// Longest wait for a LIST's response head or for any chunk of its body.
     pub list_idle: Duration,
+    /// Longest a whole LIST may take, from sending it to the last byte of its body
+    /// (default 5 min, five times the apiserver's own 60 s request timeout): a body that
+    /// trickles in just often enough to beat `list_idle` still ends, as a transport error,
+    /// and the LIST is retried.
+    pub list_deadline: Duration,
     /// Largest LIST body accepted.
     pub max_list_body: usize,
+    /// What a `200` LIST body may decode into, in proportion to its bytes, and how many
+    /// items it may hold; over it the LIST fails with a
+    /// [`ListBodyError`](reconcile_core::list::ListBodyError) and is retried. A secondary
+    /// source's body is decoded by the core, under the default bounds.
+    pub list_decode: ListLimits,
     /// Largest single watch line accepted.
     pub max_watch_line: usize,
-    /// Largest error body read from a non-200 WATCH.
+    /// How much of the body of a non-200 WATCH or LIST is read (1 MiB): it is only context,
+    /// usually a `Status`, so the rest is neither read nor kept.
     pub max_error_body: usize,
-    /// Capacity of the inbox; a full inbox slows the watch readers down (backpressure).
+    /// Capacity of the inbox in messages; a full inbox slows the watch readers down
+    /// (backpressure).
     pub inbox: usize,
+    /// Bytes of watch lines that may wait in the inbox, read but not yet fed to the core
+    /// (default 64 MiB): a watch reader that would pass it waits until the driver has fed
+    /// what is there. A single line larger than the budget still goes through once nothing
+    /// else waits, so the bound is `max(inbox_bytes, max_watch_line)`.
+    pub inbox_bytes: usize,
     /// Longest wait for a Lease request's answer; also how long a stopping leader waits for
     /// its release to be written.
     pub lease_request: Duration,
@@ -69,11 +90,89 @@ impl Default for Limits {
         Limits {
             watch_idle_margin: Duration::from_secs(10),
             list_idle: Duration::from_secs(60),
+            list_deadline: Duration::from_secs(300),
             max_list_body: 512 << 20,
+            list_decode: ListLimits::default(),
             max_watch_line: 16 << 20,
             max_error_body: 1 << 20,
             inbox: 1024,
+            inbox_bytes: 64 << 20,
             lease_request: Duration::from_secs(5),
+        }
+    }
+}
+
+/// The bytes of watch lines in the inbox, bounded by [`Limits::inbox_bytes`]: a watch
+/// reader takes a [`Permit`] for a line before sending it, and the driver gives the bytes
+/// back when it feeds the line.
+#[derive(Debug)]
+pub(crate) struct InboxBytes {
+    held: Mutex<usize>,
+    freed: event_listener::Event,
+    limit: usize,
+}
+
+impl InboxBytes {
+    pub(crate) fn new(limit: usize) -> Self {
+        InboxBytes {
+            held: Mutex::new(0),
+            freed: event_listener::Event::new(),
+            limit,
+        }
+    }
+
+    fn held(&self) -> std::sync::MutexGuard<'_, usize> {
+        // Only ever held for an addition: a poisoned count is still a count.
+        self.held
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Waits until `bytes` more fit (or nothing is held), and takes them.
+    async fn acquire(self: &Arc<Self>, bytes: usize) -> Permit {
+        loop {
+            let listener = self.freed.listen();
+            {
+                let mut held = self.held();
+                if *held == 0 || held.saturating_add(bytes) <= self.limit {
+                    *held = held.saturating_add(bytes);
+                    return Permit {
+                        budget: Arc::clone(self),
+                        bytes,
+                    };
+                }
+            }
+            listener.await;
+        }
+    }
+
+    /// Gives `bytes` back: the driver fed a line of that length.
+    pub(crate) fn release(&self, bytes: usize) {
+        {
+            let mut held = self.held();
+            *held = held.saturating_sub(bytes);
+        }
+        self.freed.notify(usize::MAX);
+    }
+}
+
+/// Bytes taken for one line; given back on drop unless the line reached the inbox.
+struct Permit {
+    budget: Arc<InboxBytes>,
+    bytes: usize,
+}
+
+impl Permit {
+    /// The line is in the inbox: the driver gives its bytes back when it feeds it.
+    fn sent(mut self) {
+        self.bytes = 0;
+    }
+}
+
+impl Drop for Permit {
+    fn drop(&mut self) {
+        if self.bytes > 0 {
+            self.budget.release(self.bytes);
         }
     }
 }
@@ -148,6 +247,8 @@ pub(crate) struct Driver<O, P, R: Runtime, T> {
     /// start of every drain; reconciles get snapshots of it.
     pub(crate) cache: CacheSnapshot<O, P>,
     pub(crate) inbox: async_channel::Receiver<Msg<O>>,
+    /// The bytes of watch lines waiting in the inbox.
+    pub(crate) inbox_bytes: Arc<InboxBytes>,
     pub(crate) stop: async_channel::Receiver<()>,
     pub(crate) recorder: Option<Box<dyn Recorder<O, P>>>,
     pub(crate) tasks: BTreeMap<TaskKey, R::Task>,
@@ -377,7 +478,10 @@ where
                 Input::List { req, response }
             }
             Msg::WatchOpened(stream) => Input::WatchOpened { stream },
-            Msg::WatchLine(stream, line) => Input::WatchLine { stream, line },
+            Msg::WatchLine(stream, line) => {
+                self.inbox_bytes.release(line.len());
+                Input::WatchLine { stream, line }
+            }
             Msg::WatchEnd(stream, end) => {
                 self.tasks.remove(&TaskKey::Watch(stream));
                 tracing::debug!(%stream, ?end, "watch ended");
@@ -519,17 +623,29 @@ where
         let keep_body = self.recorder.is_some();
         let primary = source == SourceId::PRIMARY;
         let task = self.runtime.spawn(Box::pin(async move {
-            let result = match request {
-                // Only the primary's objects are of type `O`: a secondary's body goes to the
-                // core raw, which decodes it as that source's type.
-                Ok(request) if primary => list(&runtime, &transport, request, limits, keep_body)
-                    .await
-                    .map_err(|e| e.0),
-                Ok(request) => list_raw(&runtime, &transport, request, limits)
-                    .await
-                    .map_err(|e| e.0),
-                Err(e) => Err(format!("cannot build the LIST request: {e}")),
+            let listed = async {
+                match request {
+                    // Only the primary's objects are of type `O`: a secondary's body goes to
+                    // the core raw, which decodes it as that source's type.
+                    Ok(request) if primary => {
+                        list(&runtime, &transport, request, limits, keep_body)
+                            .await
+                            .map_err(|e| e.0)
+                    }
+                    Ok(request) => list_raw(&runtime, &transport, request, limits)
+                        .await
+                        .map_err(|e| e.0),
+                    Err(e) => Err(format!("cannot build the LIST request: {e}")),
+                }
             };
+            let result = timeout(&runtime, limits.list_deadline, listed)
+                .await
+                .unwrap_or_else(|| {
+                    Err(format!(
+                        "LIST did not finish within {}s (Limits::list_deadline)",
+                        limits.list_deadline.as_secs()
+                    ))
+                });
             let _ = inbox.send(Msg::List(req, result)).await;
         }));
         self.tasks.insert(TaskKey::List(req), task);
@@ -573,12 +689,17 @@ where
         };
         let runtime = self.runtime.clone();
         let inbox = self.shared.inbox().clone();
+        let budget = Arc::clone(&self.inbox_bytes);
         let limits = self.limits;
         let idle = Duration::from_secs(u64::from(timeout_seconds)) + limits.watch_idle_margin;
         let task = self.runtime.spawn(Box::pin(async move {
             let end = match request {
                 Ok(request) => {
-                    watch(&runtime, &transport, request, stream, &inbox, idle, limits).await
+                    let to = Inbox {
+                        sender: &inbox,
+                        budget: &budget,
+                    };
+                    watch(&runtime, &transport, request, stream, to, idle, limits).await
                 }
                 Err(e) => StreamEnd::TransportError(format!("cannot build the WATCH request: {e}")),
             };
@@ -680,13 +801,14 @@ async fn list<R: Runtime, T: Transport, O: Object>(
     let status = response.status().as_u16();
     let mut body = response.into_body();
     if status != 200 {
-        let body = read_body(runtime, &mut body, limits.list_idle, limits.max_list_body).await?;
+        // Only context for the core (usually a `Status`): a prefix is enough.
+        let body = read_prefix(runtime, &mut body, limits.list_idle, limits.max_error_body).await?;
         return Ok(Listed::Status {
             status,
             body: body.into(),
         });
     }
-    let mut decoder = ListDecoder::<O>::new();
+    let mut decoder = ListDecoder::<O>::with_limits(limits.list_decode);
     let mut kept = keep_body.then(Vec::new);
     let mut failed = None;
     for_each_chunk(
@@ -731,11 +853,35 @@ async fn list_raw<R: Runtime, T: Transport, O>(
         .ok_or_else(|| TransportError::new("LIST got no response head in time"))??;
     let status = response.status().as_u16();
     let mut body = response.into_body();
-    let body = read_body(runtime, &mut body, limits.list_idle, limits.max_list_body).await?;
+    let body = if status == 200 {
+        read_body(runtime, &mut body, limits.list_idle, limits.max_list_body).await?
+    } else {
+        read_prefix(runtime, &mut body, limits.list_idle, limits.max_error_body).await?
+    };
     Ok(Listed::Status {
         status,
         body: body.into(),
     })
+}
+
+/// Where a watch reader sends: the inbox, and the byte budget for the lines in it.
+struct Inbox<'a, O> {
+    sender: &'a async_channel::Sender<Msg<O>>,
+    budget: &'a Arc<InboxBytes>,
+}
+
+impl<O> Inbox<'_, O> {
+    async fn send(&self, msg: Msg<O>) -> Result<(), ()> {
+        self.sender.send(msg).await.map_err(|_| ())
+    }
+
+    /// Sends one line once its bytes fit the budget.
+    async fn line(&self, stream: StreamId, line: Bytes) -> Result<(), ()> {
+        let permit = self.budget.acquire(line.len()).await;
+        self.send(Msg::WatchLine(stream, line)).await?;
+        permit.sent();
+        Ok(())
+    }
 }
 
 async fn watch<R: Runtime, T: Transport, O>(
@@ -743,7 +889,7 @@ async fn watch<R: Runtime, T: Transport, O>(
     transport: &T,
     request: http::Request<Vec<u8>>,
     stream: StreamId,
-    inbox: &async_channel::Sender<Msg<O>>,
+    inbox: Inbox<'_, O>,
     idle: Duration,
     limits: Limits,
 ) -> StreamEnd {
@@ -756,7 +902,7 @@ async fn watch<R: Runtime, T: Transport, O>(
     let mut body: BodyStream = response.into_body();
     if code != 200 {
         // The body is only context (usually a Status); a failure to read it loses nothing.
-        let body = read_body(runtime, &mut body, idle, limits.max_error_body)
+        let body = read_prefix(runtime, &mut body, idle, limits.max_error_body)
             .await
             .unwrap_or_default();
         return StreamEnd::HttpStatus { code, body };
@@ -776,7 +922,7 @@ async fn watch<R: Runtime, T: Transport, O>(
             }
             Some(None) => {
                 if let Some(line) = splitter.finish() {
-                    let _ = inbox.send(Msg::WatchLine(stream, line)).await;
+                    let _ = inbox.line(stream, line).await;
                 }
                 return StreamEnd::Clean;
             }
@@ -786,7 +932,7 @@ async fn watch<R: Runtime, T: Transport, O>(
                     return StreamEnd::TransportError(e.to_string());
                 }
                 for line in lines.drain(..) {
-                    if inbox.send(Msg::WatchLine(stream, line)).await.is_err() {
+                    if inbox.line(stream, line).await.is_err() {
                         return StreamEnd::Clean;
                     }
                 }

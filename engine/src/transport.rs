@@ -158,6 +158,37 @@ pub async fn read_body<R: Runtime>(
     Ok(buf)
 }
 
+/// Reads the first `limit` bytes of a body, each chunk within `idle`; the rest is neither
+/// read nor kept. For bodies that are only context, such as a failed request's `Status`.
+///
+/// # Errors
+/// A transport failure or a stall longer than `idle` before `limit` bytes or the end.
+pub async fn read_prefix<R: Runtime>(
+    runtime: &R,
+    body: &mut BodyStream,
+    idle: Duration,
+    limit: usize,
+) -> Result<Vec<u8>, TransportError> {
+    let mut buf = Vec::new();
+    while buf.len() < limit {
+        match timeout(runtime, idle, body.next()).await {
+            None => {
+                return Err(TransportError::new(format!(
+                    "no data for {}s while reading a response body",
+                    idle.as_secs()
+                )));
+            }
+            Some(None) => break,
+            Some(Some(Err(e))) => return Err(e),
+            Some(Some(Ok(chunk))) => {
+                let take = chunk.len().min(limit - buf.len());
+                buf.extend_from_slice(&chunk[..take]);
+            }
+        }
+    }
+    Ok(buf)
+}
+
 /// Hands every chunk of a body to `each` as it arrives, each within `idle`, at most `limit`
 /// bytes in all; returns the body's size.
 ///

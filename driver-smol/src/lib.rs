@@ -44,7 +44,7 @@
 //!
 //! `tokio` stays in the dependency tree as a library (hyper and kube use `tokio::sync`),
 //! but nothing here starts a tokio runtime. Where kube would refresh a token on tokio,
-//! exec plugins run on smol's blocking pool instead, and the `gcp` auth provider is
+//! exec plugins run as smol child processes instead, and the `gcp` auth provider is
 //! refused up front with [`ClientError::RefreshingAuth`]; see [`transport`].
 
 pub mod endpoints;

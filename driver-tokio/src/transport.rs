@@ -1,15 +1,19 @@
 //! [`KubeTransport`]: the engine's [`Transport`] over a `kube::Client` (kubeconfig or
 //! in-cluster config, TLS and auth from kube).
 
+use std::sync::Arc;
+
 use futures_lite::StreamExt;
 use http_body_util::BodyExt;
-
+use reconcile_engine::transport::{InsecureSetting, insecure_settings, warn_insecure};
 use reconcile_engine::{BodyStream, BoxFuture, Transport, TransportError};
 
 /// Sends the engine's requests through a `kube::Client`.
 #[derive(Clone)]
 pub struct KubeTransport {
     client: kube::Client,
+    /// What is insecure about the connection, when this transport built the client.
+    insecure: Arc<[InsecureSetting]>,
 }
 
 impl std::fmt::Debug for KubeTransport {
@@ -21,10 +25,13 @@ impl std::fmt::Debug for KubeTransport {
 }
 
 impl KubeTransport {
-    /// Wraps a client.
+    /// Wraps a client (built elsewhere: its settings are not checked here).
     #[must_use]
     pub fn new(client: kube::Client) -> Self {
-        KubeTransport { client }
+        KubeTransport {
+            client,
+            insecure: Arc::new([]),
+        }
     }
 
     /// A client from `kube::Config::infer` (kubeconfig, then in-cluster).
@@ -32,19 +39,68 @@ impl KubeTransport {
     /// # Errors
     /// No usable configuration, or the client could not be built.
     pub async fn infer() -> Result<Self, TransportError> {
-        let client = kube::Client::try_default().await.map_err(|e| {
+        let config = kube::Config::infer().await.map_err(|e| {
+            TransportError::new(format!(
+                "cannot infer a kube config: {}",
+                TransportError::chain(&e)
+            ))
+        })?;
+        Self::from_config(config)
+    }
+
+    /// A client for `config`. `insecure-skip-tls-verify`, and credentials over `http://`,
+    /// are logged once with `tracing::warn!` and listed by [`KubeTransport::insecure`] (kube
+    /// itself logs "Server cert bypassed" at each TLS handshake, and nothing about
+    /// `http://`).
+    ///
+    /// # Errors
+    /// kube could not build the client.
+    pub fn from_config(config: kube::Config) -> Result<Self, TransportError> {
+        let insecure = insecure_settings(
+            &config.cluster_url,
+            config.accept_invalid_certs,
+            credential_kind(&config.auth_info),
+        );
+        warn_insecure(&insecure);
+        let client = kube::Client::try_from(config).map_err(|e| {
             TransportError::new(format!(
                 "cannot build a kube client: {}",
                 TransportError::chain(&e)
             ))
         })?;
-        Ok(KubeTransport::new(client))
+        Ok(KubeTransport {
+            client,
+            insecure: insecure.into(),
+        })
     }
 
     /// The client.
     #[must_use]
     pub fn client(&self) -> &kube::Client {
         &self.client
+    }
+
+    /// What is insecure about the connection, for a transport built by
+    /// [`KubeTransport::from_config`] or [`KubeTransport::infer`] (empty for one wrapping a
+    /// client built elsewhere).
+    #[must_use]
+    pub fn insecure(&self) -> &[InsecureSetting] {
+        &self.insecure
+    }
+}
+
+/// The kind of credential `auth` sends with every request, if any (never its value).
+fn credential_kind(auth: &kube::config::AuthInfo) -> Option<&'static str> {
+    if auth.token.is_some() || auth.token_file.is_some() {
+        Some("a bearer token")
+    } else if auth.exec.is_some() {
+        Some("an exec plugin's token")
+    } else if auth.auth_provider.is_some() {
+        Some("an auth provider's token")
+    } else if auth.username.is_some() || auth.password.is_some() {
+        Some("basic auth")
+    } else {
+        None
     }
 }
 
@@ -147,6 +203,36 @@ mod tests {
 
     fn get(uri: &str) -> http::Request<Vec<u8>> {
         http::Request::get(uri).body(Vec::new()).expect("a request")
+    }
+
+    #[tokio::test]
+    async fn insecure_settings_are_named_when_the_client_is_built_here() {
+        let mut config = kube::Config::new("http://127.0.0.1:1".parse().unwrap());
+        config.auth_info.username = Some("u".into());
+        config.auth_info.password = Some("sekret".to_owned().into());
+        let transport = KubeTransport::from_config(config).unwrap();
+        assert_eq!(
+            transport.insecure(),
+            [InsecureSetting::CredentialsOverHttp {
+                cluster: "http://127.0.0.1:1/".into(),
+                credential: "basic auth",
+            }]
+        );
+        let mut config = kube::Config::new("https://127.0.0.1:1".parse().unwrap());
+        config.accept_invalid_certs = true;
+        let transport = KubeTransport::from_config(config).unwrap();
+        assert!(
+            matches!(
+                transport.insecure(),
+                [InsecureSetting::SkipTlsVerify { .. }]
+            ),
+            "{:?}",
+            transport.insecure()
+        );
+        let client =
+            kube::Client::try_from(kube::Config::new("https://127.0.0.1:1".parse().unwrap()))
+                .unwrap();
+        assert!(KubeTransport::new(client).insecure().is_empty());
     }
 
     #[tokio::test]

@@ -44,6 +44,69 @@ impl TransportError {
     }
 }
 
+/// A connection setting that weakens its security, found when a driver builds its
+/// transport; each is logged once with `tracing::warn!` ([`warn_insecure`]), and the drivers'
+/// transports list them for a caller that wants to surface them elsewhere.
+///
+/// Neither client-go nor kube says anything about credentials over `http://`; kube logs
+/// "Server cert bypassed" at each TLS handshake when verification is off, client-go nothing.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InsecureSetting {
+    /// `insecure-skip-tls-verify`: the apiserver's certificate is not checked, so anyone on
+    /// the path can pose as it (and receive the credentials).
+    #[error(
+        "insecure-skip-tls-verify is set for {cluster}: the apiserver's certificate is not \
+         verified"
+    )]
+    SkipTlsVerify {
+        /// The cluster URL.
+        cluster: String,
+    },
+    /// The cluster URL is `http://` and the user has credentials, which then travel
+    /// unencrypted.
+    #[error("{credential} sent unencrypted to {cluster} (http://)")]
+    CredentialsOverHttp {
+        /// The cluster URL.
+        cluster: String,
+        /// What kind of credential (`a bearer token`, `basic auth`, …), never its value.
+        credential: &'static str,
+    },
+}
+
+/// What is insecure about connecting to `cluster` with these settings: `skip_tls_verify`
+/// (only meaningful for `https://`), and `credential`, the kind of credential the user
+/// sends, if any.
+#[must_use]
+pub fn insecure_settings(
+    cluster: &http::Uri,
+    skip_tls_verify: bool,
+    credential: Option<&'static str>,
+) -> Vec<InsecureSetting> {
+    let mut found = Vec::new();
+    match cluster.scheme_str() {
+        Some("https") if skip_tls_verify => found.push(InsecureSetting::SkipTlsVerify {
+            cluster: cluster.to_string(),
+        }),
+        Some("http") => {
+            if let Some(credential) = credential {
+                found.push(InsecureSetting::CredentialsOverHttp {
+                    cluster: cluster.to_string(),
+                    credential,
+                });
+            }
+        }
+        _ => {}
+    }
+    found
+}
+
+/// Logs each setting with `tracing::warn!`.
+pub fn warn_insecure(settings: &[InsecureSetting]) {
+    for setting in settings {
+        tracing::warn!(%setting, "insecure connection setting");
+    }
+}
+
 /// An HTTP stack bound to one cluster (base URL, TLS, auth already applied).
 pub trait Transport: Clone + Send + Sync + 'static {
     /// Sends `request` (a path-and-query URI relative to the cluster) and returns the
@@ -274,6 +337,25 @@ mod tests {
             .list(&params)
             .unwrap();
         assert!(full.headers().get(http::header::ACCEPT).is_none());
+    }
+
+    #[test]
+    fn insecure_settings_are_named_without_the_credential() {
+        let https: http::Uri = "https://k:6443".parse().unwrap();
+        let http: http::Uri = "http://k:8080".parse().unwrap();
+        assert!(insecure_settings(&https, false, Some("a bearer token")).is_empty());
+        assert_eq!(
+            insecure_settings(&https, true, None),
+            [InsecureSetting::SkipTlsVerify {
+                cluster: "https://k:6443/".into()
+            }]
+        );
+        assert!(insecure_settings(&http, false, None).is_empty());
+        let found = insecure_settings(&http, true, Some("a bearer token"));
+        assert_eq!(
+            found[0].to_string(),
+            "a bearer token sent unencrypted to http://k:8080/ (http://)"
+        );
     }
 
     #[test]

@@ -1,5 +1,5 @@
-//! Exec credential plugins (`users[].user.exec`) on smol: the plugin runs on smol's
-//! blocking pool (`smol::unblock`), never on tokio's.
+//! Exec credential plugins (`users[].user.exec`) on smol: the plugin runs as a child process
+//! of smol's (`smol::process`, async pipes and exit), never on tokio's.
 //!
 //! kube's own refresh calls `tokio::task::spawn_blocking`, which panics outside a tokio
 //! runtime, so this module runs the plugin itself, following kube's `auth_exec` (and
@@ -11,20 +11,41 @@
 //! A plugin that answers with a client certificate instead of a token is handled by
 //! kube's TLS config at construction (`rustls_client_config` runs it once); no header is
 //! added then. Output must be JSON (kube also accepts YAML).
+//!
+//! Bounds (issue 17), none of which kube or client-go has:
+//! - the plugin is killed after [`TransportOptions::exec_timeout`](super::TransportOptions)
+//!   (60 s by default) and the request fails with [`ExecError::Timeout`];
+//! - no lock is held while it runs: one refresh runs at a time, and a request that still
+//!   holds a token that has not expired (only near its expiry) uses it instead of waiting
+//!   for the refresh; a request with no usable token waits for the refresh's outcome, and a
+//!   failed refresh is that outcome for every request that waited on it (the plugin is
+//!   not re-run once per waiting request);
+//! - stdout is read up to 1 MiB and no further (the pipe is closed then, so a runaway
+//!   plugin stops); stderr is drained, and only its last 4 KiB are kept;
+//! - a failed plugin's stderr reaches the error (and so logs and traces) only as a short
+//!   hint: its last line, at most 200 characters, with anything that could be a credential
+//!   replaced by `[redacted]` (see [`stderr_hint`]).
 
-use std::process::{Command, Stdio};
-use std::sync::Arc;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
+use futures_lite::AsyncReadExt;
 use http::HeaderValue;
 use kube::config::{ExecConfig, ExecInteractiveMode};
-use smol::lock::Mutex;
+use smol::process::Command;
 
 /// Re-run the plugin when its token expires within this margin (kube's and client-go's).
 const REFRESH_MARGIN: Duration = Duration::from_secs(60);
 
 /// Largest plugin output read (a credential is a few KiB).
 const MAX_OUTPUT: usize = 1 << 20;
+
+/// How much of a failed plugin's stderr is kept (its end) to make the hint from.
+const STDERR_TAIL: usize = 4 << 10;
+
+/// Longest hint from a failed plugin's stderr, in characters.
+const HINT_CHARS: usize = 200;
 
 /// An exec credential plugin failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -50,8 +71,17 @@ pub enum ExecError {
         command: String,
         /// Its exit status.
         status: String,
-        /// The end of its stderr (when not inherited).
+        /// A short hint from its stderr (when not inherited): the last line, with anything
+        /// that could be a credential redacted (never the stderr verbatim).
         stderr: String,
+    },
+    /// The plugin ran longer than the transport's `exec_timeout` and was killed.
+    #[error("exec auth: {command:?} did not finish within {after:?} and was killed")]
+    Timeout {
+        /// The command.
+        command: String,
+        /// The timeout.
+        after: Duration,
     },
     /// The plugin's output is not a usable `ExecCredential`.
     #[error("exec auth: {command:?} printed no usable ExecCredential: {reason}")]
@@ -72,50 +102,124 @@ struct Credential {
 }
 
 impl Credential {
+    /// Valid for at least the refresh margin: no refresh needed.
     fn fresh(&self, now: jiff::Timestamp) -> bool {
         self.expires
             .is_none_or(|at| now.checked_add(REFRESH_MARGIN).is_ok_and(|soon| soon < at))
     }
+
+    /// Not expired yet: usable while a refresh runs.
+    fn valid(&self, now: jiff::Timestamp) -> bool {
+        self.expires.is_none_or(|at| now < at)
+    }
 }
 
-/// The plugin and its cached credential; one refresh at a time.
+/// What the refreshes so far left.
+#[derive(Debug, Default)]
+struct State {
+    credential: Option<Credential>,
+    /// Refreshes finished, with either outcome.
+    refreshes: u64,
+    /// The last refresh's error, until one succeeds.
+    failure: Option<ExecError>,
+}
+
+/// The plugin and its cached credential; one refresh at a time, with no lock held on the
+/// credential while the plugin runs.
 #[derive(Debug)]
 pub(crate) struct ExecAuth {
     exec: Arc<ExecConfig>,
-    cached: Mutex<Option<Credential>>,
+    timeout: Duration,
+    /// Held only to read or write, never across an await.
+    state: Mutex<State>,
+    /// Held by the one request that runs the plugin.
+    refresh: smol::lock::Mutex<()>,
 }
 
 impl ExecAuth {
-    pub(crate) fn new(exec: ExecConfig) -> Self {
+    pub(crate) fn new(exec: ExecConfig, timeout: Duration) -> Self {
         ExecAuth {
             exec: Arc::new(exec),
-            cached: Mutex::new(None),
+            timeout,
+            state: Mutex::new(State::default()),
+            refresh: smol::lock::Mutex::new(()),
         }
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        // Only held for a read or a write of plain values: a poisoned state is still whole.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The `Authorization` value to send, running the plugin when the cached token is
     /// missing or about to expire.
     ///
     /// # Errors
-    /// The plugin could not run or printed no usable credential.
+    /// The plugin could not run, ran too long, or printed no usable credential.
     pub(crate) async fn header(&self) -> Result<Option<HeaderValue>, ExecError> {
-        let mut cached = self.cached.lock().await;
-        if let Some(credential) = cached.as_ref()
-            && credential.fresh(jiff::Timestamp::now())
+        let now = jiff::Timestamp::now();
+        let (seen, still_valid) = {
+            let state = self.state();
+            match &state.credential {
+                Some(credential) if credential.fresh(now) => {
+                    return Ok(credential.header.clone());
+                }
+                Some(credential) if credential.valid(now) => {
+                    (state.refreshes, Some(credential.header.clone()))
+                }
+                _ => (state.refreshes, None),
+            }
+        };
+        let _refreshing = match &still_valid {
+            // Near its expiry but valid: refresh unless another request already does, and
+            // never wait for one.
+            Some(header) => match self.refresh.try_lock() {
+                Some(guard) => guard,
+                None => return Ok(header.clone()),
+            },
+            None => self.refresh.lock().await,
+        };
         {
-            return Ok(credential.header.clone());
+            // A refresh finished while this request waited: its outcome is this one's.
+            let state = self.state();
+            if state.refreshes != seen {
+                if let Some(credential) = &state.credential
+                    && credential.fresh(jiff::Timestamp::now())
+                {
+                    return Ok(credential.header.clone());
+                }
+                if let Some(error) = &state.failure {
+                    return Err(error.clone());
+                }
+            }
         }
-        let exec = Arc::clone(&self.exec);
-        let credential = smol::unblock(move || run(&exec)).await?;
-        tracing::debug!(expires = ?credential.expires, "exec auth plugin ran");
-        let header = credential.header.clone();
-        *cached = Some(credential);
-        Ok(header)
+        let result = run(&self.exec, self.timeout).await;
+        let mut state = self.state();
+        state.refreshes += 1;
+        match result {
+            Ok(credential) => {
+                tracing::debug!(expires = ?credential.expires, "exec auth plugin ran");
+                let header = credential.header.clone();
+                state.credential = Some(credential);
+                state.failure = None;
+                Ok(header)
+            }
+            Err(error) => {
+                state.failure = Some(error.clone());
+                match still_valid {
+                    Some(header) => {
+                        tracing::warn!(%error, "exec auth refresh failed; the current token is still valid");
+                        Ok(header)
+                    }
+                    None => Err(error),
+                }
+            }
+        }
     }
 }
 
-/// Runs the plugin once (blocking) and reads its `ExecCredential`.
-fn run(exec: &ExecConfig) -> Result<Credential, ExecError> {
+/// Runs the plugin once, for at most `timeout`, and reads its `ExecCredential`.
+async fn run(exec: &ExecConfig, timeout: Duration) -> Result<Credential, ExecError> {
     let command = exec.command.clone().ok_or(ExecError::MissingCommand)?;
     let mut cmd = Command::new(&command);
     if let Some(args) = &exec.args {
@@ -132,6 +236,7 @@ fn run(exec: &ExecConfig) -> Result<Credential, ExecError> {
     } else {
         cmd.stdin(Stdio::null()).stderr(Stdio::piped());
     }
+    cmd.stdout(Stdio::piped()).kill_on_drop(true);
     let mut spec = serde_json::json!({ "interactive": interactive });
     if exec.provide_cluster_info {
         let cluster = exec.cluster.as_ref().ok_or(ExecError::MissingClusterInfo)?;
@@ -149,27 +254,170 @@ fn run(exec: &ExecConfig) -> Result<Credential, ExecError> {
     for name in exec.drop_env.iter().flatten() {
         cmd.env_remove(name);
     }
-    let output = cmd.output().map_err(|e| ExecError::Start {
+    let mut child = cmd.spawn().map_err(|e| ExecError::Start {
         command: command.clone(),
         reason: e.to_string(),
     })?;
-    if !output.status.success() {
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        let tail: String = stderr
-            .chars()
-            .rev()
-            .take(2000)
-            .collect::<Vec<_>>()
-            .into_iter()
-            .rev()
-            .collect();
+    let stdout = child.stdout.take();
+    let stderr = child.stderr.take();
+    let child = &mut child;
+    let finished = async {
+        let output = async {
+            let stdout = read_bounded(stdout).await;
+            if stdout.is_none() {
+                // Runaway output: stopped now, which also ends its stderr.
+                let _ = child.kill();
+            }
+            (stdout, child.status().await)
+        };
+        // Both pipes are read at once, so a plugin that fills one is never stuck on it.
+        let ((stdout, status), stderr) = futures_lite::future::zip(output, read_tail(stderr)).await;
+        Some((stdout, stderr, status))
+    };
+    let expired = async {
+        smol::Timer::after(timeout).await;
+        None
+    };
+    let Some((stdout, stderr, status)) = futures_lite::future::or(finished, expired).await else {
+        // Killed here; `kill_on_drop` would too.
+        let _ = child.kill();
+        return Err(ExecError::Timeout {
+            command,
+            after: timeout,
+        });
+    };
+    let status = status.map_err(|e| ExecError::Start {
+        command: command.clone(),
+        reason: e.to_string(),
+    })?;
+    // Runaway output first: the plugin was killed for it, so its status says nothing.
+    let Some(stdout) = stdout else {
+        return Err(ExecError::Output {
+            command,
+            reason: format!("output exceeds {MAX_OUTPUT} bytes"),
+        });
+    };
+    if !status.success() {
         return Err(ExecError::Failed {
             command,
-            status: output.status.to_string(),
-            stderr: tail.trim().to_owned(),
+            status: status.to_string(),
+            stderr: stderr_hint(&stderr),
         });
     }
-    parse(&command, &output.stdout)
+    parse(&command, &stdout)
+}
+
+/// Reads a plugin's stdout up to [`MAX_OUTPUT`]; `None` when it goes on past that, in which
+/// case the pipe is closed without reading the rest.
+async fn read_bounded(pipe: Option<smol::process::ChildStdout>) -> Option<Vec<u8>> {
+    let mut out = Vec::new();
+    let Some(pipe) = pipe else {
+        return Some(out);
+    };
+    let limit = u64::try_from(MAX_OUTPUT)
+        .unwrap_or(u64::MAX)
+        .saturating_add(1);
+    // A read error ends the output; what was read is parsed (and refused if cut short).
+    let _ = pipe.take(limit).read_to_end(&mut out).await;
+    (out.len() <= MAX_OUTPUT).then_some(out)
+}
+
+/// Drains a plugin's stderr to its end, keeping only the last [`STDERR_TAIL`] bytes.
+async fn read_tail(pipe: Option<smol::process::ChildStderr>) -> Vec<u8> {
+    let mut tail = Vec::new();
+    let Some(mut pipe) = pipe else {
+        return tail;
+    };
+    let mut buf = [0u8; 4096];
+    while let Ok(n) = pipe.read(&mut buf).await {
+        if n == 0 {
+            break;
+        }
+        tail.extend_from_slice(&buf[..n]);
+        if tail.len() > 2 * STDERR_TAIL {
+            tail.drain(..tail.len() - STDERR_TAIL);
+        }
+    }
+    if tail.len() > STDERR_TAIL {
+        tail.drain(..tail.len() - STDERR_TAIL);
+    }
+    tail
+}
+
+/// Words after which the next one is taken as a secret.
+const SECRET_WORDS: [&str; 9] = [
+    "token",
+    "password",
+    "passwd",
+    "secret",
+    "bearer",
+    "authorization",
+    "apikey",
+    "api-key",
+    "api_key",
+];
+
+/// A short hint from a failed plugin's stderr, safe to put in an error: the last non-empty
+/// line, with every word that could be a credential replaced by `[redacted]`, cut to
+/// [`HINT_CHARS`] characters.
+///
+/// A word is redacted when it follows a word naming a secret (`token`, `password`,
+/// `Bearer`, …), when it is the value of a `name=value` or `name:value` whose name does, or
+/// when it is 16 characters or more of the alphabet tokens are written in (letters, digits,
+/// `+/=_-.~`) with both a letter and a digit: a JWT, an access key, a base64 blob. Plain
+/// words and paths stay, so the hint still says what went wrong.
+#[must_use]
+pub(crate) fn stderr_hint(stderr: &[u8]) -> String {
+    let text = String::from_utf8_lossy(stderr);
+    let line = text
+        .lines()
+        .rev()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("");
+    let names_secret = |word: &str| {
+        let word = word.to_ascii_lowercase();
+        SECRET_WORDS.iter().any(|s| word.contains(s))
+    };
+    let mut after_secret = false;
+    let mut words = Vec::new();
+    for word in line.split_whitespace() {
+        // `name=value` or `name:value`, split at the first separator.
+        let inline = word
+            .find(['=', ':'])
+            .map(|i| (&word[..i], &word[i..=i], &word[i + 1..]));
+        let shown = if after_secret || looks_like_a_credential(word) {
+            "[redacted]".to_owned()
+        } else if let Some((name, separator, value)) = inline
+            && !value.is_empty()
+            && names_secret(name)
+        {
+            format!("{name}{separator}[redacted]")
+        } else {
+            word.to_owned()
+        };
+        // `token`, `secret:`, `Bearer`: the next word is the secret.
+        after_secret = names_secret(word) && inline.is_none_or(|(_, _, value)| value.is_empty());
+        words.push(shown);
+    }
+    let hint = words.join(" ");
+    if hint.chars().count() > HINT_CHARS {
+        let cut: String = hint.chars().take(HINT_CHARS).collect();
+        format!("{cut}…")
+    } else {
+        hint
+    }
+}
+
+/// 16 or more token characters with a letter and a digit among them.
+fn looks_like_a_credential(word: &str) -> bool {
+    let word = word.trim_matches(|c: char| matches!(c, '"' | '\'' | ',' | ';' | '(' | ')'));
+    word.len() >= 16
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "+/=_-.~".contains(c))
+        && word.chars().any(|c| c.is_ascii_alphabetic())
+        && word.chars().any(|c| c.is_ascii_digit())
 }
 
 /// Reads an `ExecCredential`'s status: a token (with an optional expiry) or a client
@@ -234,6 +482,30 @@ mod tests {
         assert!(credential(Some(at(120))).fresh(now));
         assert!(!credential(Some(at(30))).fresh(now));
         assert!(!credential(Some(at(-5))).fresh(now));
+    }
+
+    #[test]
+    fn a_stderr_hint_keeps_what_went_wrong_and_drops_what_could_be_a_secret() {
+        let stderr = b"debug: using password=hunter2 for user\n\
+            error: token eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ4In0.c2lnbmF0dXJl rejected, \
+            key AKIAIOSFODNN7EXAMPLE1 secret: s3cr3t at /home/u/.kube/plugin\n\n";
+        let hint = stderr_hint(stderr);
+        assert_eq!(
+            hint,
+            "error: token [redacted] rejected, key [redacted] secret: [redacted] at /home/u/.kube/plugin"
+        );
+        let hint = stderr_hint(b"no credentials for you");
+        assert_eq!(hint, "no credentials for you");
+        let long = "word ".repeat(1000);
+        assert!(stderr_hint(long.as_bytes()).chars().count() <= HINT_CHARS + 1);
+        assert_eq!(
+            stderr_hint(b"Authorization: Bearer abc"),
+            "Authorization: [redacted] [redacted]"
+        );
+        assert_eq!(
+            stderr_hint(b"api_key=xyz failed"),
+            "api_key=[redacted] failed"
+        );
     }
 
     #[test]

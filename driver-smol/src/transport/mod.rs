@@ -20,10 +20,11 @@
 //! # Exec auth
 //! kube refreshes an exec-plugin token (and a `gcp` auth-provider token) with
 //! `tokio::task::spawn_blocking`, which panics outside a tokio runtime. So for an `exec`
-//! user this transport does not use kube's auth layer: it runs the plugin itself on
-//! smol's blocking pool and re-runs it when the token nears expiry (see the `exec`
-//! module: JSON output only; an [`ExecError`] fails the request with the plugin's
-//! command and stderr). The `gcp` auth provider has no such path and is refused up front
+//! user this transport does not use kube's auth layer: it runs the plugin itself with
+//! `smol::process` and re-runs it when the token nears expiry (see the `exec`
+//! module: JSON output only; a timeout, no lock held while it runs, bounded output; an
+//! [`ExecError`] fails the request with the plugin's command and a redacted hint from its
+//! stderr). The `gcp` auth provider has no such path and is refused up front
 //! with [`ClientError::RefreshingAuth`]. Static tokens, token files (re-read by kube
 //! synchronously, as in-cluster service accounts use), basic auth and client
 //! certificates use kube's layer unchanged.
@@ -41,6 +42,7 @@ use futures_lite::StreamExt;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use kube::client::ConfigExt;
+use reconcile_engine::transport::{InsecureSetting, insecure_settings, warn_insecure};
 use reconcile_engine::{BodyStream, BoxFuture, Transport, TransportError};
 use tower::util::BoxCloneSyncService;
 use tower::{BoxError, ServiceBuilder, ServiceExt};
@@ -124,6 +126,9 @@ pub struct TransportOptions {
     pub retry_base: Duration,
     /// Longest retry delay, also the cap on a server's `Retry-After`.
     pub retry_cap: Duration,
+    /// Longest an exec credential plugin may run before it is killed and the request fails
+    /// (60 s by default; kube and client-go wait for ever).
+    pub exec_timeout: Duration,
 }
 
 impl Default for TransportOptions {
@@ -135,6 +140,7 @@ impl Default for TransportOptions {
             retries: 3,
             retry_base: Duration::from_millis(100),
             retry_cap: Duration::from_secs(5),
+            exec_timeout: Duration::from_secs(60),
         }
     }
 }
@@ -152,6 +158,8 @@ struct Inner {
     /// For an `exec` user: the plugin, run here instead of in kube's (tokio) auth layer.
     exec_auth: Option<ExecAuth>,
     options: TransportOptions,
+    /// What is insecure about the connection (warned about when built).
+    insecure: Vec<InsecureSetting>,
     cluster_url: http::Uri,
     default_namespace: String,
 }
@@ -254,6 +262,14 @@ impl SmolTransport {
                 });
             }
         };
+        // Said once, up front: kube logs "Server cert bypassed" at every handshake, and
+        // nothing about credentials over http://.
+        let insecure = insecure_settings(
+            &url,
+            config.accept_invalid_certs,
+            credential_kind(&config.auth_info),
+        );
+        warn_insecure(&insecure);
         let server_name = config
             .tls_server_name
             .as_ref()
@@ -268,9 +284,13 @@ impl SmolTransport {
             .pool_timer(smol_hyper::rt::SmolTimer::new())
             .pool_idle_timeout(Duration::from_secs(90))
             .build::<_, Full<Bytes>>(connector);
-        // An exec user's token is fetched by `ExecAuth` on smol's blocking pool; kube's
+        // An exec user's token is fetched by `ExecAuth` as a smol child process; kube's
         // layer would run the plugin here and refresh it later on tokio.
-        let exec_auth = config.auth_info.exec.clone().map(ExecAuth::new);
+        let exec_auth = config
+            .auth_info
+            .exec
+            .clone()
+            .map(|exec| ExecAuth::new(exec, options.exec_timeout));
         let auth = if exec_auth.is_some() {
             None
         } else {
@@ -298,6 +318,7 @@ impl SmolTransport {
                 service: BoxCloneSyncService::new(stack),
                 exec_auth,
                 options,
+                insecure,
                 cluster_url: url,
                 default_namespace: config.default_namespace,
             }),
@@ -320,6 +341,29 @@ impl SmolTransport {
     #[must_use]
     pub fn options(&self) -> &TransportOptions {
         &self.inner.options
+    }
+
+    /// What is insecure about the connection: `insecure-skip-tls-verify`, or credentials
+    /// sent over `http://`. Each was logged with `tracing::warn!` when the transport was
+    /// built.
+    #[must_use]
+    pub fn insecure(&self) -> &[InsecureSetting] {
+        &self.inner.insecure
+    }
+}
+
+/// The kind of credential `auth` sends with every request, if any (never its value).
+fn credential_kind(auth: &kube::config::AuthInfo) -> Option<&'static str> {
+    if auth.token.is_some() || auth.token_file.is_some() {
+        Some("a bearer token")
+    } else if auth.exec.is_some() {
+        Some("an exec plugin's token")
+    } else if auth.auth_provider.is_some() {
+        Some("an auth provider's token")
+    } else if auth.username.is_some() || auth.password.is_some() {
+        Some("basic auth")
+    } else {
+        None
     }
 }
 

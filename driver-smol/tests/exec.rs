@@ -1,0 +1,177 @@
+//! The exec credential plugin's bounds (issue 17): a timeout, no lock held while it runs, a
+//! bounded read of its output, a redacted hint from its stderr; and the insecure-setting
+//! warnings. The cluster URL is a closed port: a request fails right after its credential
+//! is fetched, so how long a request takes says how long it waited for the plugin.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use reconcile_smol::engine::transport::InsecureSetting;
+use reconcile_smol::engine::{Transport, TransportError};
+use reconcile_smol::{SmolTransport, TransportOptions};
+
+/// A plugin running `body` (sh), in a directory of its own; `D` names the directory.
+fn plugin(name: &str, body: &str) -> (PathBuf, kube::Config) {
+    let dir =
+        std::env::temp_dir().join(format!("reconcile-smol-exec-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let script = dir.join("plugin.sh");
+    std::fs::write(&script, format!("#!/bin/sh\nD={}\n{body}", dir.display())).unwrap();
+    let mut config = kube::Config::new("http://127.0.0.1:1".parse().unwrap());
+    config.auth_info = serde_json::from_value(serde_json::json!({
+        "exec": {
+            "apiVersion": "client.authentication.k8s.io/v1",
+            "command": "/bin/sh",
+            "args": [script.display().to_string()],
+            "interactiveMode": "Never"
+        }
+    }))
+    .unwrap();
+    (dir, config)
+}
+
+fn transport(config: kube::Config, exec_timeout: Duration) -> SmolTransport {
+    SmolTransport::with_options(
+        config,
+        TransportOptions {
+            retries: 0,
+            exec_timeout,
+            ..TransportOptions::default()
+        },
+    )
+    .unwrap()
+}
+
+async fn send(transport: &SmolTransport) -> (Duration, TransportError) {
+    let started = Instant::now();
+    let request = http::Request::get("/api/v1/pods").body(Vec::new()).unwrap();
+    let Err(error) = transport.send(request).await else {
+        panic!("the closed port answered");
+    };
+    (started.elapsed(), error)
+}
+
+fn token(expires_in: i64) -> String {
+    let at = jiff::Timestamp::now()
+        .checked_add(jiff::SignedDuration::from_secs(expires_in))
+        .unwrap();
+    format!(r#"{{"kind":"ExecCredential","status":{{"token":"t","expirationTimestamp":"{at}"}}}}"#)
+}
+
+#[test]
+fn a_hung_plugin_is_killed_at_the_timeout() {
+    smol::block_on(async {
+        let (dir, config) = plugin("hung", "sleep 30\n");
+        let transport = transport(config, Duration::from_millis(500));
+        let (took, error) = send(&transport).await;
+        assert!(
+            error.to_string().contains("did not finish within 500ms"),
+            "{error}"
+        );
+        assert!(took < Duration::from_secs(10), "{took:?}");
+        let _ = std::fs::remove_dir_all(dir);
+    });
+}
+
+#[test]
+fn a_refresh_in_progress_does_not_hold_up_requests_with_a_valid_token() {
+    smol::block_on(async {
+        // The first run's token is valid for 30 s, inside the 60 s refresh margin, so the
+        // next request refreshes it; that run takes 3 s.
+        let body = format!(
+            "if [ -e \"$D/ran\" ]; then sleep 3; fi\ntouch \"$D/ran\"\necho '{}'\n",
+            token(30)
+        );
+        let (dir, config) = plugin("slow-refresh", &body);
+        let transport = transport(config, Duration::from_secs(20));
+        let (took, error) = send(&transport).await;
+        assert!(error.to_string().contains("127.0.0.1:1"), "{error}");
+        assert!(took < Duration::from_secs(2), "first run {took:?}");
+        let refreshing = {
+            let transport = transport.clone();
+            smol::spawn(async move { send(&transport).await })
+        };
+        smol::Timer::after(Duration::from_millis(300)).await;
+        // While the refresh runs: the still-valid token goes out at once.
+        let (took, error) = send(&transport).await;
+        assert!(error.to_string().contains("127.0.0.1:1"), "{error}");
+        assert!(
+            took < Duration::from_secs(1),
+            "waited {took:?} for the refresh"
+        );
+        let (took, _) = refreshing.await;
+        assert!(took >= Duration::from_secs(3), "{took:?}");
+        let _ = std::fs::remove_dir_all(dir);
+    });
+}
+
+#[test]
+fn a_plugin_with_runaway_output_is_stopped_at_the_bound() {
+    smol::block_on(async {
+        // 2 MiB on stdout, then it would sit there for 30 s.
+        let (dir, config) = plugin(
+            "runaway",
+            "head -c 2097152 /dev/zero | tr '\\0' x\nsleep 30\n",
+        );
+        let transport = transport(config, Duration::from_secs(20));
+        let (took, error) = send(&transport).await;
+        assert!(error.to_string().contains("output exceeds"), "{error}");
+        assert!(took < Duration::from_secs(10), "{took:?}");
+        let _ = std::fs::remove_dir_all(dir);
+    });
+}
+
+#[test]
+fn a_failed_plugins_stderr_reaches_the_error_only_as_a_redacted_hint() {
+    smol::block_on(async {
+        let (dir, config) = plugin(
+            "leaky",
+            "head -c 100000 /dev/zero | tr '\\0' y >&2\n\
+             echo >&2\n\
+             echo 'debug: password=hunter2' >&2\n\
+             echo 'refused: token eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ4In0.c2lnbmF0dXJl is revoked' >&2\n\
+             exit 4\n",
+        );
+        let transport = transport(config, Duration::from_secs(20));
+        let (_, error) = send(&transport).await;
+        let text = error.to_string();
+        assert!(
+            text.contains("refused: token [redacted] is revoked"),
+            "{text}"
+        );
+        assert!(!text.contains("eyJ") && !text.contains("hunter2"), "{text}");
+        assert!(!text.contains("yyyy"), "{text}");
+        assert!(text.len() < 400, "{} bytes: {text}", text.len());
+        let _ = std::fs::remove_dir_all(dir);
+    });
+}
+
+#[test]
+fn insecure_settings_are_named_when_the_transport_is_built() {
+    let mut config = kube::Config::new("http://127.0.0.1:1".parse().unwrap());
+    let plain = SmolTransport::from_config(config.clone()).unwrap();
+    assert!(
+        plain.insecure().is_empty(),
+        "no credentials, nothing to leak"
+    );
+    config.auth_info.token = Some("sekret".to_owned().into());
+    let with_token = SmolTransport::from_config(config).unwrap();
+    assert_eq!(
+        with_token.insecure(),
+        [InsecureSetting::CredentialsOverHttp {
+            cluster: "http://127.0.0.1:1/".into(),
+            credential: "a bearer token",
+        }]
+    );
+    assert!(!with_token.insecure()[0].to_string().contains("sekret"));
+
+    let mut config = kube::Config::new("https://127.0.0.1:1".parse().unwrap());
+    config.accept_invalid_certs = true;
+    let skip = SmolTransport::from_config(config).unwrap();
+    assert!(
+        matches!(skip.insecure(), [InsecureSetting::SkipTlsVerify { .. }]),
+        "{:?}",
+        skip.insecure()
+    );
+}

@@ -167,6 +167,12 @@ pub fn detect(text: &str) -> Option<Format> {
 /// # Errors
 /// [`ImportError`] naming the file and what is wrong.
 pub fn import(file: &str, text: &str, format: Option<Format>) -> Result<Trace, ImportError> {
+    if format.is_none() && text.trim().is_empty() {
+        return Err(ImportError::Unrecognised {
+            file: file.to_owned(),
+            reason: "empty file: expected a trace header line or a capture".into(),
+        });
+    }
     let format = match format {
         Some(f) => f,
         None => detect(text).ok_or_else(|| ImportError::Unrecognised {

@@ -821,12 +821,12 @@ impl Sim<'_> {
                 transport_error: None,
             } => {
                 let items = match list_items(body) {
-                    Ok(Some(items)) => items,
-                    Ok(None) => {
+                    Ok(Ok(items)) => items,
+                    Ok(Err(why)) => {
                         // A wire fault (as a frame that does not decode), not a state of the
                         // world; a replay feeds it to the core as it is.
                         self.h.note(&format!(
-                            "line {}: LIST body is not JSON; ignored",
+                            "line {}: LIST body is not JSON ({why}); ignored",
                             entry.line
                         ));
                         return;
@@ -1209,23 +1209,25 @@ impl Sim<'_> {
     }
 }
 
-/// The items of a 200 LIST body, each as JSON text; `None` when the body is not JSON at all
-/// (a wire fault, which world mode notes and skips, as it does a frame that does not decode).
+/// The items of a 200 LIST body, each as JSON text; an inner error when the body does not
+/// decode as JSON at all (a wire fault, which world mode notes and skips, as it does a frame
+/// that does not decode; nesting deeper than 128 levels is such a body).
 ///
 /// # Errors
 /// When the body is JSON but not a list: not an object, or no `items` array
 /// (`"items": null` is an empty list, as the apiserver may write it). World mode builds the
 /// world from the list, and would otherwise read it as empty and delete every object.
-fn list_items(body: &crate::trace::Payload) -> Result<Option<Vec<String>>, String> {
-    let Ok(list) = serde_json::from_slice::<Value>(body.as_bytes()) else {
-        return Ok(None);
+fn list_items(body: &crate::trace::Payload) -> Result<Result<Vec<String>, String>, String> {
+    let list = match serde_json::from_slice::<Value>(body.as_bytes()) {
+        Ok(list) => list,
+        Err(e) => return Ok(Err(e.to_string())),
     };
     let Value::Object(mut list) = list else {
         return Err("a 200 LIST body that is JSON but not an object (not a list)".into());
     };
     match list.remove("items") {
-        Some(Value::Array(items)) => Ok(Some(items.iter().map(Value::to_string).collect())),
-        Some(Value::Null) => Ok(Some(Vec::new())),
+        Some(Value::Array(items)) => Ok(Ok(items.iter().map(Value::to_string).collect())),
+        Some(Value::Null) => Ok(Ok(Vec::new())),
         Some(_) => Err("a 200 LIST body whose \"items\" is not an array".into()),
         None => Err("a 200 LIST body with no \"items\" (not a list)".into()),
     }
@@ -1250,7 +1252,8 @@ pub fn validate(trace: &Trace, opts: &SimOptions) -> Result<(), crate::TraceErro
             transport_error: None,
         } = &entry.record
         {
-            list_items(body).map_err(|m| err(entry.line, m))?;
+            // A body that is not JSON at all is a wire fault, noted in the run.
+            let _ = list_items(body).map_err(|m| err(entry.line, m))?;
         }
     }
     let records = timeline(&trace.entries);

@@ -608,8 +608,13 @@ struct SecondaryLine {
 /// holds 584 years of nanoseconds, so any sum of these stays far from saturation).
 pub fn seconds(field: &str, s: f64) -> Result<Duration, String> {
     if !s.is_finite() || !(0.0..=1.0e9).contains(&s) {
+        let got = if s.abs() < 1e15 {
+            s.to_string()
+        } else {
+            format!("{s:e}")
+        };
         return Err(format!(
-            "{field} must be between 0 and 1e9 seconds, got {s}"
+            "{field} must be between 0 and 1e9 seconds, got {got}"
         ));
     }
     // Whole milliseconds: traces are written by hand, and ms keeps the output exact.

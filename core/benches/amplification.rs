@@ -236,6 +236,13 @@ fn main() {
         )),
     );
     frame::<k8s_openapi::api::core::v1::Pod>(
+        "40,000 `{name}` containers (past 64 KiB: checked), Pod",
+        &line(&format!(
+            r#"{{"metadata":{{"resourceVersion":"1"}},"spec":{{"containers":[{}]}}}}"#,
+            vec![r#"{"name":""}"#; 40_000].join(",")
+        )),
+    );
+    frame::<k8s_openapi::api::core::v1::Pod>(
         "1000 `{name}` containers, Pod",
         &line(&format!(
             r#"{{"metadata":{{"resourceVersion":"1"}},"spec":{{"containers":[{}]}}}}"#,

@@ -109,23 +109,28 @@ pub enum ListBodyError {
 
 /// How much a [`ListDecoder`] may hold for the bytes it was given (issue 17).
 ///
-/// Each decoded item is charged what it costs at least: its slot in the listing's vector
-/// (`size_of::<O>()`, counted over the vector's capacity, so growth slack is included) plus
-/// the item's own length in the body, which covers the strings it keeps. A skipped item is
-/// charged its [`ItemError`] and message. The decoder fails with
-/// [`ListBodyError::TooLarge`] as soon as the charge would exceed `multiple` × the bytes read
-/// so far + `allowance`, before the vector grows past it; and with
+/// Each item is decoded under a budget that charges what serde builds as it builds it:
+/// `size_of` each sequence element and map entry, the length of each string handed over
+/// (skipped members cost nothing), plus the item's slot in the listing's vector, counted over
+/// the vector's capacity so its growth is included. A skipped item is charged its
+/// [`ItemError`] and message; the list's other members their bytes. The decoder fails with
+/// [`ListBodyError::TooLarge`] as soon as the charge would pass `multiple` × the bytes read so
+/// far + `allowance` — inside the item that passes it, before the memory is taken — and with
 /// [`ListBodyError::TooManyItems`] at item number `max_items` + 1.
 ///
-/// What this bounds: real pods (8 KB of JSON each, `managedFields` included) hold about 0.2×
-/// their body as [`PodView`](crate::pod::PodView)s and about 1.2× as k8s-openapi `Pod`s,
-/// far below the bound; a body of empty `{}` items, which held 245× as `PodView`s, is refused
-/// once the allowance is spent. Arrays nested inside an item (many one-field conditions or
-/// containers) cost more than their bytes for some types; `docs/alignment.md` (Bounds) has the
-/// measured figures, from `cargo bench -p reconcile-core --bench amplification`.
+/// The charge is a floor of the heap: a `Vec`'s spare capacity while it grows, a `Box` of one
+/// value and the allocator's overhead are not seen. Measured with
+/// `cargo bench -p reconcile-core --bench amplification` (figures in `docs/alignment.md`,
+/// Bounds): real pods (8 KB of JSON, `managedFields` included) hold 0.15–0.19× their body as
+/// [`PodView`](crate::pod::PodView)s (charged 0.19–0.30×) and 8× as k8s-openapi `Pod`s
+/// (charged 4.4×: `managedFields` as JSON values, whose B-tree nodes the charge undercounts);
+/// a body of `{}` items, which held 159× as `PodView`s and 861× as `Pod`s, is refused once the
+/// allowance is spent, as is an item of thousands of empty containers (199×).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ListLimits {
-    /// The charge may reach this multiple of the bytes read (default 4).
+    /// The charge may reach this multiple of the bytes read (default 8: twice what a real
+    /// k8s-openapi `Pod` listing is charged, so the largest body a driver accepts still
+    /// decodes as full `Pod`s).
     pub multiple: u64,
     /// Plus this many bytes, whatever was read (default 256 MiB), so that a listing of many
     /// small objects, whose fixed size dwarfs their JSON, still decodes: about 580k empty
@@ -140,7 +145,7 @@ pub struct ListLimits {
 impl Default for ListLimits {
     fn default() -> Self {
         ListLimits {
-            multiple: 4,
+            multiple: 8,
             allowance: 256 << 20,
             max_items: 1_000_000,
         }

@@ -175,3 +175,27 @@ fn insecure_settings_are_named_when_the_transport_is_built() {
         skip.insecure()
     );
 }
+
+#[test]
+fn requests_waiting_on_a_failing_refresh_share_its_failure() {
+    smol::block_on(async {
+        let (dir, config) = plugin(
+            "shared-failure",
+            "echo x >> \"$D/runs\"\nsleep 1\necho 'backend unavailable' >&2\nexit 2\n",
+        );
+        let transport = transport(config, Duration::from_secs(20));
+        let requests: Vec<_> = (0..3)
+            .map(|_| {
+                let transport = transport.clone();
+                smol::spawn(async move { send(&transport).await })
+            })
+            .collect();
+        for request in requests {
+            let (_, error) = request.await;
+            assert!(error.to_string().contains("backend unavailable"), "{error}");
+        }
+        let runs = std::fs::read_to_string(dir.join("runs")).unwrap();
+        assert_eq!(runs.lines().count(), 1, "the plugin ran once for all three");
+        let _ = std::fs::remove_dir_all(dir);
+    });
+}

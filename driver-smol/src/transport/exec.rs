@@ -180,11 +180,12 @@ impl ExecAuth {
             None => self.refresh.lock().await,
         };
         {
-            // A refresh finished while this request waited: its outcome is this one's.
+            // A refresh finished while this request waited: its outcome is this one's (a
+            // token it left is used while valid, even inside the refresh margin).
             let state = self.state();
             if state.refreshes != seen {
                 if let Some(credential) = &state.credential
-                    && credential.fresh(jiff::Timestamp::now())
+                    && credential.valid(jiff::Timestamp::now())
                 {
                     return Ok(credential.header.clone());
                 }

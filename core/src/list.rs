@@ -978,6 +978,11 @@ mod tests {
         fn agrees_with_the_whole_body_parser(body in body_strategy(), chunk in 1usize..64, cut in 0usize..100) {
             let expected = outline(&reference(body.as_bytes()));
             prop_assert_eq!(&outline(&decode(body.as_bytes(), chunk)), &expected, "{}", body);
+            // The budget changes nothing under its bound: the unbudgeted path agrees.
+            let mut unbounded = ListDecoder::<PodView>::with_limits(ListLimits::unbounded());
+            let pushed = body.as_bytes().chunks(chunk).try_for_each(|c| unbounded.push(c));
+            let unbounded = pushed.and_then(|()| unbounded.finish());
+            prop_assert_eq!(&outline(&unbounded), &expected, "{}", body);
             // A good body cut short never decodes as a list.
             let cut = body.len() * cut / 100;
             if expected.starts_with("ok") && cut < body.trim_end().len() {

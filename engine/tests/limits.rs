@@ -14,6 +14,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures_lite::StreamExt;
 use reconcile_core::KeyMap;
+use reconcile_core::list::ListLimits;
 use reconcile_core::pod::PodView;
 use reconcile_engine::{
     Action, BodyStream, BoxFuture, Controller, Handle, Limits, Reconcile, Source, Transport,
@@ -33,6 +34,8 @@ enum ListAnswer {
     EndlessError,
     /// `200` with the start of a body, then one more byte of whitespace every 5 s, forever.
     Trickle,
+    /// `200` with 10,000 empty items: 30 KB that decode into 4.5 MB of `PodView`s.
+    Empty,
 }
 
 /// A scripted apiserver that counts what the driver read from it.
@@ -113,6 +116,15 @@ impl Transport for Server {
                             .map(count),
                     ),
                 ),
+                ListAnswer::Empty => {
+                    let items = vec!["{}"; 10_000].join(",");
+                    let body =
+                        format!(r#"{{"metadata":{{"resourceVersion":"1"}},"items":[{items}]}}"#);
+                    (
+                        200,
+                        Box::pin(futures_lite::stream::once(Bytes::from(body)).map(count)),
+                    )
+                }
                 ListAnswer::Trickle => {
                     let start = futures_lite::stream::once(Bytes::from_static(
                         br#"{"metadata":{"resourceVersion":"1"},"items":["#,
@@ -170,6 +182,25 @@ async fn a_failed_list_reads_only_a_prefix_of_its_error_body() {
         read <= lists * 2 * (64 << 10),
         "{read} bytes read over {lists} LISTs"
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_list_that_would_decode_too_large_fails_and_is_retried() {
+    let server = Server::new(ListAnswer::Empty, 0);
+    let limits = Limits {
+        list_decode: ListLimits {
+            multiple: 4,
+            allowance: 1 << 20,
+            max_items: 1_000_000,
+        },
+        ..Limits::default()
+    };
+    let controller = controller(server, limits).await;
+    let handle = controller.handle();
+    let task = tokio::spawn(controller.run(idle, default_error_policy, Arc::new(())));
+    until("the LIST retried", || handle.stats().lists >= 3).await;
+    assert!(!handle.is_synced(), "a listing over the bound was applied");
+    stop_cleanly(&handle, task).await;
 }
 
 #[tokio::test(start_paused = true)]

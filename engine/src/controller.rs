@@ -353,6 +353,17 @@ where
     /// Bounds and I/O timeouts.
     #[must_use]
     pub fn limits(mut self, limits: Limits) -> Self {
+        if limits.inbox != self.limits.inbox {
+            // The inbox was made with the default capacity; remake it, keeping what waits.
+            let (tx, rx) = async_channel::bounded(limits.inbox.max(1));
+            while let Ok(msg) = self.inbox.try_recv() {
+                if tx.try_send(msg).is_err() {
+                    break;
+                }
+            }
+            self.shared.replace_inbox(tx);
+            self.inbox = rx;
+        }
         self.limits = limits;
         self
     }

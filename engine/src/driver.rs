@@ -567,7 +567,7 @@ where
 
     fn lease(&mut self, req: RequestId, namespace: &str, name: &str, request: &LeaseRequest) {
         tracing::debug!(%req, %request, "lease");
-        let inbox = self.shared.inbox().clone();
+        let inbox = self.shared.inbox();
         let Some(transport) = self.lease.clone() else {
             let answer = LeaseResponse::TransportError("no transport for the Lease".into());
             let _ = inbox.try_send(Msg::Lease(req, answer));
@@ -618,7 +618,7 @@ where
             return;
         };
         let runtime = self.runtime.clone();
-        let inbox = self.shared.inbox().clone();
+        let inbox = self.shared.inbox();
         let limits = self.limits;
         let keep_body = self.recorder.is_some();
         let primary = source == SourceId::PRIMARY;
@@ -688,7 +688,7 @@ where
             return;
         };
         let runtime = self.runtime.clone();
-        let inbox = self.shared.inbox().clone();
+        let inbox = self.shared.inbox();
         let budget = Arc::clone(&self.inbox_bytes);
         let limits = self.limits;
         let idle = Duration::from_secs(u64::from(timeout_seconds)) + limits.watch_idle_margin;
@@ -719,7 +719,7 @@ where
         let span = tracing::info_span!("reconcile", key = %parent, attempt, %ticket);
         let request = Reconcile::new(parent, members, related, attempt, self.cache.clone());
         let future = (self.reconcile)(request);
-        let inbox = self.shared.inbox().clone();
+        let inbox = self.shared.inbox();
         let task = self.runtime.spawn(Box::pin(
             async move {
                 // A panicking reconcile must still hand its slot back, or its key would be

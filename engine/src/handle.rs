@@ -62,7 +62,8 @@ pub(crate) struct Shared<O> {
     changed: Event,
     /// Capacity 1: a stop already pending makes a second one a no-op.
     stop: async_channel::Sender<()>,
-    inbox: async_channel::Sender<Msg<O>>,
+    /// Replaced when `Controller::limits` changes the inbox's capacity before the start.
+    inbox: Mutex<async_channel::Sender<Msg<O>>>,
     /// The core's metrics after each turn, and the controller's name.
     pub(crate) metrics: Arc<MetricsCell>,
 }
@@ -76,7 +77,7 @@ impl<O> Shared<O> {
             state: Mutex::new(State::default()),
             changed: Event::new(),
             stop,
-            inbox,
+            inbox: Mutex::new(inbox),
             metrics: Arc::new(MetricsCell::new("controller")),
         }
     }
@@ -121,8 +122,20 @@ impl<O> Shared<O> {
         self.changed.notify(usize::MAX);
     }
 
-    pub(crate) fn inbox(&self) -> &async_channel::Sender<Msg<O>> {
-        &self.inbox
+    pub(crate) fn inbox(&self) -> async_channel::Sender<Msg<O>> {
+        // Held only to clone or swap the sender: a poisoned lock still holds a valid one.
+        self.inbox
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Puts `inbox` in place of the current sender (before the driver starts).
+    pub(crate) fn replace_inbox(&self, inbox: async_channel::Sender<Msg<O>>) {
+        *self
+            .inbox
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = inbox;
     }
 
     /// Waits until `ready` says the state is final enough to answer.
@@ -319,7 +332,7 @@ impl<O, P> Handle<O, P> {
             return Err(Error::NotRunning);
         }
         self.shared
-            .inbox
+            .inbox()
             .send(msg)
             .await
             .map_err(|_| Error::NotRunning)

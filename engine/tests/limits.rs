@@ -255,3 +255,29 @@ async fn watch_lines_waiting_in_the_inbox_are_bounded_in_bytes() {
     assert!(ahead <= 2 * 10 + 2, "{ahead} lines read ahead of the core");
     *slot.lock().unwrap() = None;
 }
+
+#[tokio::test(start_paused = true)]
+async fn the_inbox_capacity_set_through_limits_is_the_one_used() {
+    let lines = 3000;
+    let server = Server::new(ListAnswer::Good, lines);
+    // Room for eight messages; the byte budget out of the way.
+    let limits = Limits {
+        inbox: 8,
+        ..Limits::default()
+    };
+    let ahead = Arc::clone(&server.ahead);
+    let slot = Arc::clone(&server.handle);
+    let controller = controller(server, limits).await;
+    let handle = controller.handle();
+    *slot.lock().unwrap() = Some(handle.clone());
+    let task = tokio::spawn(controller.run(idle, default_error_policy, Arc::new(())));
+    until("every frame applied", || {
+        handle.stats().frames >= lines as u64
+    })
+    .await;
+    stop_cleanly(&handle, task).await;
+    // The default capacity (1,024) let about a thousand lines run ahead.
+    let ahead = ahead.load(Ordering::SeqCst);
+    assert!(ahead <= 2 * 8 + 2, "{ahead} lines read ahead of the core");
+    *slot.lock().unwrap() = None;
+}

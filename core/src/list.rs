@@ -50,6 +50,12 @@ pub struct ObjectList<O> {
     pub skipped: Vec<ItemError>,
     /// The body's length in bytes, as read.
     pub body_bytes: u64,
+    /// `metadata.continue`: the token of the next page of a paged LIST; `None` (or empty)
+    /// on the last page and on an unpaged LIST.
+    pub continue_token: Option<String>,
+    /// `metadata.remainingItemCount`: how many items the pages after this one hold, when the
+    /// apiserver says (an estimate; absent with a selector).
+    pub remaining_item_count: Option<u64>,
 }
 
 /// A LIST item that did not decode.
@@ -238,6 +244,10 @@ struct Header {
 struct HeaderMeta {
     #[serde(rename = "resourceVersion")]
     resource_version: Option<String>,
+    #[serde(rename = "continue")]
+    continue_token: Option<String>,
+    #[serde(rename = "remainingItemCount")]
+    remaining_item_count: Option<i64>,
 }
 
 /// Decodes a LIST response body (`{"metadata":{"resourceVersion":…},"items":[…]}`) pushed in
@@ -395,6 +405,11 @@ impl<O: Object> ListDecoder<O> {
             items: self.items,
             skipped: self.skipped,
             body_bytes: self.offset,
+            continue_token: header.metadata.continue_token.filter(|c| !c.is_empty()),
+            remaining_item_count: header
+                .metadata
+                .remaining_item_count
+                .and_then(|n| u64::try_from(n).ok()),
         })
     }
 
@@ -758,8 +773,8 @@ mod tests {
             #[serde(borrow, default)]
             items: Vec<&'a RawValue>,
         }
-        let (resource_version, items, skipped) = match serde_json::from_slice::<FastList>(body) {
-            Ok(list) => (list.metadata.resource_version, list.items, Vec::new()),
+        let (metadata, items, skipped) = match serde_json::from_slice::<FastList>(body) {
+            Ok(list) => (list.metadata, list.items, Vec::new()),
             Err(fast_error) => {
                 let list = serde_json::from_slice::<RawList<'_>>(body)
                     .map_err(|_| ListBodyError::Malformed(fast_error.to_string()))?;
@@ -774,10 +789,11 @@ mod tests {
                         }),
                     }
                 }
-                (list.metadata.resource_version, items, skipped)
+                (list.metadata, items, skipped)
             }
         };
-        let resource_version = resource_version
+        let resource_version = metadata
+            .resource_version
             .filter(|rv| !rv.is_empty())
             .ok_or(ListBodyError::NoResourceVersion)?;
         Ok(ObjectList {
@@ -785,6 +801,10 @@ mod tests {
             items,
             skipped,
             body_bytes: body.len() as u64,
+            continue_token: metadata.continue_token.filter(|c| !c.is_empty()),
+            remaining_item_count: metadata
+                .remaining_item_count
+                .and_then(|n| u64::try_from(n).ok()),
         })
     }
 
@@ -1013,6 +1033,18 @@ mod tests {
         fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..256), chunk in 1usize..16) {
             let _ = decode(&bytes, chunk);
         }
+    }
+
+    #[test]
+    fn a_page_tells_its_continue_token_and_remaining_count() {
+        let body = br#"{"metadata":{"resourceVersion":"9","continue":"abc","remainingItemCount":4},"items":[]}"#;
+        let list = decode(body, 3).unwrap();
+        assert_eq!(list.continue_token.as_deref(), Some("abc"));
+        assert_eq!(list.remaining_item_count, Some(4));
+        let last = br#"{"metadata":{"resourceVersion":"9","continue":"","remainingItemCount":-1},"items":[]}"#;
+        let list = decode(last, 3).unwrap();
+        assert_eq!(list.continue_token, None, "an empty token ends the listing");
+        assert_eq!(list.remaining_item_count, None);
     }
 
     #[test]

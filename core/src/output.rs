@@ -88,6 +88,11 @@ pub enum Command<O, P> {
         source: SourceId,
         /// Namespace and selectors.
         params: Arc<WatchParams>,
+        /// `limit`: the page size asked for, or `None` for the whole collection at once.
+        limit: Option<u32>,
+        /// `continue`: the token of the page asked for, from the previous page's
+        /// `metadata.continue`; `None` for the first page.
+        continue_token: Option<String>,
     },
     /// Abandon an in-flight LIST; its response, if any, will be ignored.
     CancelList {
@@ -174,6 +179,29 @@ pub enum Event<P> {
         req: RequestId,
         /// Why.
         error: ListFailure,
+    },
+    /// A page of a paged LIST arrived and was gathered; the store is untouched until the last
+    /// page, when the whole listing is applied as one `Replace`.
+    ListPage {
+        /// The request the page answered.
+        req: RequestId,
+        /// Items in this page.
+        items: usize,
+        /// Items gathered so far, this page's included.
+        total: usize,
+        /// Another page follows (the page carried a `continue` token).
+        more: bool,
+    },
+    /// A continue token expired (410) before the last page: the pages gathered are dropped
+    /// and the listing starts over at once with one unpaged LIST (client-go's pager falls
+    /// back to a full list the same way).
+    ListPageExpired {
+        /// The continuation that was refused.
+        req: RequestId,
+        /// Pages gathered and dropped.
+        pages: u32,
+        /// The `Status` the apiserver sent, if any.
+        status: Option<Status>,
     },
     /// A LIST item did not decode and was left out.
     ListItemSkipped {
@@ -321,6 +349,19 @@ pub enum ListFailure {
     Status(u16, Option<Status>),
     /// A 200 whose body is unusable.
     Body(ListBodyError),
+    /// The pages of a paged LIST gathered so far hold more than one listing may.
+    TooManyPages {
+        /// Pages gathered, the one over the bound included.
+        pages: u32,
+        /// Items they hold.
+        items: usize,
+        /// Their body bytes.
+        bytes: u64,
+        /// The bound on items.
+        max_items: usize,
+        /// The bound on body bytes.
+        max_bytes: u64,
+    },
 }
 
 impl fmt::Display for ListFailure {
@@ -330,6 +371,17 @@ impl fmt::Display for ListFailure {
             ListFailure::Status(code, Some(status)) => write!(f, "HTTP {code}: {status}"),
             ListFailure::Status(code, None) => write!(f, "HTTP {code}"),
             ListFailure::Body(e) => write!(f, "{e}"),
+            ListFailure::TooManyPages {
+                pages,
+                items,
+                bytes,
+                max_items,
+                max_bytes,
+            } => write!(
+                f,
+                "paged listing too large: {pages} pages hold {items} items in {bytes} bytes \
+                 (at most {max_items} items, {max_bytes} bytes)"
+            ),
         }
     }
 }
@@ -452,12 +504,22 @@ impl<O: Object, P: fmt::Display> fmt::Display for Command<O, P> {
                 req,
                 source,
                 params,
-            } if *source == SourceId::PRIMARY => write!(f, "list {req}{params}"),
-            Command::List {
-                req,
-                source,
-                params,
-            } => write!(f, "list {req} {source}{params}"),
+                limit,
+                continue_token,
+            } => {
+                write!(f, "list {req}")?;
+                if *source != SourceId::PRIMARY {
+                    write!(f, " {source}")?;
+                }
+                write!(f, "{params}")?;
+                if let Some(limit) = limit {
+                    write!(f, " limit={limit}")?;
+                }
+                if let Some(token) = continue_token {
+                    write!(f, " continue={}", short_token(token))?;
+                }
+                Ok(())
+            }
             Command::CancelList { req } => write!(f, "cancel-list {req}"),
             Command::Watch {
                 stream,
@@ -520,6 +582,23 @@ impl<P: fmt::Display> fmt::Display for Event<P> {
         match self {
             Event::Synced { objects } => write!(f, "synced objects={objects}"),
             Event::ListFailed { req, error } => write!(f, "list-failed {req} ({error})"),
+            Event::ListPage {
+                req,
+                items,
+                total,
+                more,
+            } => write!(
+                f,
+                "list-page {req} items={items} total={total} {}",
+                if *more { "continue" } else { "last" }
+            ),
+            Event::ListPageExpired { req, pages, status } => {
+                write!(f, "list-page-expired {req} pages={pages}, full list next")?;
+                match status {
+                    Some(status) => write!(f, " (HTTP 410: {status})"),
+                    None => f.write_str(" (HTTP 410)"),
+                }
+            }
             Event::ListItemSkipped { req, error } => {
                 write!(
                     f,
@@ -595,6 +674,17 @@ impl<P: fmt::Display> fmt::Display for Event<P> {
             Event::Filtered { source, key, by } => write!(f, "filtered {source} {key} (by {by})"),
             Event::LeaderObserved { holder: None } => f.write_str("no leader"),
         }
+    }
+}
+
+/// A continue token as a step line shows it: whole up to 16 characters, else its first 12
+/// and `…` (real tokens are base64 of about 100 characters).
+fn short_token(token: &str) -> String {
+    if token.chars().count() <= 16 {
+        token.to_owned()
+    } else {
+        let head: String = token.chars().take(12).collect();
+        format!("{head}…")
     }
 }
 

@@ -14,6 +14,10 @@ pub struct WatchParams {
     pub field_selector: Option<String>,
     /// `timeoutSeconds`, sent on every WATCH (default 300).
     pub timeout_seconds: u32,
+    /// LIST in pages of at most this many objects (`limit` and `continue`; kube-runtime's
+    /// `watcher::Config::page_size`), or in one request when `None` (the default). The
+    /// pages are gathered and applied as one listing after the last.
+    pub list_page_size: Option<u32>,
 }
 
 impl Default for WatchParams {
@@ -23,6 +27,7 @@ impl Default for WatchParams {
             label_selector: None,
             field_selector: None,
             timeout_seconds: 300,
+            list_page_size: None,
         }
     }
 }
@@ -48,6 +53,13 @@ impl WatchParams {
     #[must_use]
     pub fn fields(mut self, selector: impl Into<String>) -> Self {
         self.field_selector = Some(selector.into());
+        self
+    }
+
+    /// LISTs in pages of at most `size` objects; `0` lists in one request.
+    #[must_use]
+    pub fn list_pages(mut self, size: u32) -> Self {
+        self.list_page_size = (size > 0).then_some(size);
         self
     }
 

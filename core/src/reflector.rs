@@ -10,6 +10,15 @@
 //! - A frame that does not decode but names its resourceVersion is skipped and the cursor
 //!   advances; one that names none forces a LIST.
 //! - Every retry waits `retry_delay`.
+//! - A paged LIST (`WatchParams::list_page_size`) asks for each next page with the previous
+//!   page's `continue` token and gathers the items, untouched by the store, until a page
+//!   comes without one; the listing is then applied as one `Replace` at the last page's
+//!   version, so no half-listed state is ever visible. The pages gathered are bounded
+//!   ([`MAX_LISTING_ITEMS`], [`MAX_LISTING_BYTES`]). A 410 on a continuation (the token
+//!   outlived the compaction window) drops them and lists again at once, unpaged, as
+//!   client-go's pager does (`FullListIfExpired`), so a listing slower than the window
+//!   still completes; any other failure of a page retries from the first page after
+//!   `retry_delay`.
 
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -30,6 +39,15 @@ use crate::time::Instant;
 
 /// A watch that ends within this long without a frame is treated as failed (Go's rule).
 const SHORT_WATCH: Duration = Duration::from_secs(1);
+
+/// The most items a paged listing may gather (the decoder's default
+/// [`ListLimits::max_items`](crate::list::ListLimits::max_items), which bounds one unpaged
+/// LIST).
+pub const MAX_LISTING_ITEMS: usize = 1_000_000;
+
+/// The most body bytes a paged listing may gather: 512 MiB, the engine's default bound on one
+/// unpaged LIST body (`Limits::max_list_body`), so paging never lets a listing hold more.
+pub const MAX_LISTING_BYTES: u64 = 512 << 20;
 
 /// The response to a `List` command.
 #[derive(Debug, Clone)]
@@ -90,6 +108,17 @@ enum Phase {
     Stopped,
 }
 
+/// The pages of a paged LIST gathered so far.
+#[derive(Debug)]
+struct Pages<O> {
+    /// Pages received.
+    pages: u32,
+    /// Their items, in order.
+    items: Vec<O>,
+    /// Their body bytes.
+    bytes: u64,
+}
+
 /// What the reflector has done so far.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Counters {
@@ -121,6 +150,11 @@ pub(crate) struct Reflector<O> {
     /// Invariant: `Some` whenever a WATCH is open or about to be opened.
     cursor: Option<String>,
     phase: Phase,
+    /// The pages of the listing in flight, from its second page request on; `None` otherwise.
+    /// Never applied before the last page.
+    pages: Option<Pages<O>>,
+    /// The next first page is asked for unpaged: the last listing's continue token expired.
+    unpaged_next: bool,
     counters: Counters,
     object: PhantomData<fn() -> O>,
 }
@@ -133,6 +167,8 @@ impl<O: Object> Reflector<O> {
             retry_delay,
             cursor: None,
             phase: Phase::Idle,
+            pages: None,
+            unpaged_next: false,
             counters: Counters::default(),
             object: PhantomData,
         }
@@ -189,7 +225,20 @@ impl<O: Object> Reflector<O> {
             }
             ListResponse::Response { status, body } => {
                 self.counters.list_bytes += body.len() as u64;
-                ListFailure::Status(status, frame::parse_status(&body))
+                let status_body = frame::parse_status(&body);
+                if status == 410
+                    && let Some(pages) = self.pages.take()
+                {
+                    out.push_back(Output::Event(Event::ListPageExpired {
+                        req,
+                        pages: pages.pages,
+                        status: status_body,
+                    }));
+                    self.unpaged_next = true;
+                    self.list(ids, out);
+                    return None;
+                }
+                ListFailure::Status(status, status_body)
             }
         };
         self.list_failed(now, req, error, out);
@@ -216,22 +265,61 @@ impl<O: Object> Reflector<O> {
         ids: &mut (impl MintIds + ?Sized),
         out: &mut Outbox<Q, P>,
     ) -> Option<Change<O>> {
-        match list {
-            Ok(list) => {
-                for error in list.skipped {
-                    out.push_back(Output::Event(Event::ListItemSkipped { req, error }));
-                }
-                self.cursor = Some(list.resource_version);
-                self.counters.list_bytes += list.body_bytes;
-                self.counters.cursor_at = Some(now);
-                self.watch(now, ids, out);
-                Some(Change::Replace(list.items))
-            }
+        let list = match list {
+            Ok(list) => list,
             Err(e) => {
                 self.list_failed(now, req, ListFailure::Body(e), out);
-                None
+                return None;
             }
+        };
+        for error in list.skipped {
+            out.push_back(Output::Event(Event::ListItemSkipped { req, error }));
         }
+        self.counters.list_bytes += list.body_bytes;
+        let items = match (self.pages.take(), list.continue_token) {
+            // One page, as every unpaged LIST: applied as it is.
+            (None, None) => list.items,
+            (gathered, next) => {
+                let mut pages = gathered.unwrap_or(Pages {
+                    pages: 0,
+                    items: Vec::new(),
+                    bytes: 0,
+                });
+                let page_items = list.items.len();
+                pages.pages = pages.pages.saturating_add(1);
+                pages.bytes = pages.bytes.saturating_add(list.body_bytes);
+                let total = pages.items.len().saturating_add(page_items);
+                if total > MAX_LISTING_ITEMS || pages.bytes > MAX_LISTING_BYTES {
+                    let error = ListFailure::TooManyPages {
+                        pages: pages.pages,
+                        items: total,
+                        bytes: pages.bytes,
+                        max_items: MAX_LISTING_ITEMS,
+                        max_bytes: MAX_LISTING_BYTES,
+                    };
+                    self.list_failed(now, req, error, out);
+                    return None;
+                }
+                pages.items.extend(list.items);
+                out.push_back(Output::Event(Event::ListPage {
+                    req,
+                    items: page_items,
+                    total,
+                    more: next.is_some(),
+                }));
+                if let Some(token) = next {
+                    self.pages = Some(pages);
+                    self.list_page(ids, out, Some(token));
+                    return None;
+                }
+                pages.items
+            }
+        };
+        // Every page shares the first page's version; the last page's is the listing's.
+        self.cursor = Some(list.resource_version);
+        self.counters.cursor_at = Some(now);
+        self.watch(now, ids, out);
+        Some(Change::Replace(items))
     }
 
     fn list_failed<Q, P>(
@@ -242,6 +330,8 @@ impl<O: Object> Reflector<O> {
         out: &mut Outbox<Q, P>,
     ) {
         out.push_back(Output::Event(Event::ListFailed { req, error }));
+        // A failed page drops the pages gathered: the retry starts from the first page.
+        self.pages = None;
         self.wait(now, Next::List);
     }
 
@@ -421,6 +511,7 @@ impl<O: Object> Reflector<O> {
             }
             Phase::Idle | Phase::Waiting { .. } | Phase::Stopped => {}
         }
+        self.pages = None;
         self.phase = Phase::Stopped;
     }
 
@@ -461,6 +552,7 @@ impl<O: Object> Reflector<O> {
     fn relist<Q, P>(&mut self, now: Instant, reason: RelistReason, out: &mut Outbox<Q, P>) {
         // The cursor is dead: never watch from it again.
         self.cursor = None;
+        self.pages = None;
         self.counters.relists += 1;
         out.push_back(Output::Event(Event::Relist {
             source: self.source,
@@ -476,14 +568,33 @@ impl<O: Object> Reflector<O> {
         };
     }
 
+    /// Asks for the first page of a listing (the whole listing when unpaged).
     fn list<Q, P>(&mut self, ids: &mut (impl MintIds + ?Sized), out: &mut Outbox<Q, P>) {
+        self.pages = None;
+        self.list_page(ids, out, None);
+    }
+
+    /// Asks for the page `continue_token` names, or the first page when `None`.
+    fn list_page<Q, P>(
+        &mut self,
+        ids: &mut (impl MintIds + ?Sized),
+        out: &mut Outbox<Q, P>,
+        continue_token: Option<String>,
+    ) {
         let req = ids.request();
         self.counters.lists += 1;
         self.phase = Phase::Listing { req };
+        let limit = if continue_token.is_none() && std::mem::take(&mut self.unpaged_next) {
+            None
+        } else {
+            self.params.list_page_size
+        };
         out.push_back(Output::Command(Command::List {
             req,
             source: self.source,
             params: Arc::clone(&self.params),
+            limit,
+            continue_token,
         }));
     }
 

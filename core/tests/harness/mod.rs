@@ -46,6 +46,15 @@ pub fn list_body(rv: u64, items: &[String]) -> String {
     )
 }
 
+/// One page of a paged LIST: `continue` is set when another page follows.
+pub fn page_body(rv: u64, items: &[String], continue_token: Option<&str>) -> String {
+    let cont = continue_token.map_or(String::new(), |c| format!(r#","continue":"{c}""#));
+    format!(
+        r#"{{"kind":"PodList","apiVersion":"v1","metadata":{{"resourceVersion":"{rv}"{cont}}},"items":[{}]}}"#,
+        items.join(",")
+    )
+}
+
 pub struct Scenario {
     pub core: ReconcileLoop<PodView, String>,
     pub now: Instant,
@@ -136,6 +145,33 @@ impl Scenario {
             },
         );
         self.step(&format!("list {req} 200 rv={rv} items={}", items.len()));
+        self
+    }
+
+    /// Answers the LIST in flight with one page; `continue_token` is set when more follow.
+    pub fn list_page(
+        &mut self,
+        rv: u64,
+        items: &[String],
+        continue_token: Option<&str>,
+    ) -> &mut Self {
+        let body = page_body(rv, items, continue_token);
+        let req = self.list.expect("no LIST issued");
+        self.core.handle_input(
+            self.now,
+            Input::List {
+                req,
+                response: ListResponse::Response {
+                    status: 200,
+                    body: body.into(),
+                },
+            },
+        );
+        let cont = continue_token.map_or(String::new(), |c| format!(" continue={c}"));
+        self.step(&format!(
+            "list {req} 200 rv={rv} items={}{cont}",
+            items.len()
+        ));
         self
     }
 

@@ -652,6 +652,8 @@ impl Header {
                 label_selector: s.label_selector,
                 field_selector: s.field_selector,
                 timeout_seconds: s.timeout_seconds.unwrap_or(defaults.timeout_seconds),
+                // Not in the trace format: a replay answers whatever LISTs the core sends.
+                ..defaults
             };
             let parents_by = s
                 .parents_by

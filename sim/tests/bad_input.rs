@@ -319,3 +319,30 @@ fn output_is_streamed_not_held() {
     let bytes: u64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
     assert!(bytes > CAP_BYTES / 2, "{bytes} bytes of output");
 }
+
+#[test]
+fn a_library_caller_that_skips_validation_still_stops_at_the_horizon() {
+    use reconcile_sim::simulate::{MAX_SPAN, validate};
+    use reconcile_sim::{Render, SimOptions, Trace, simulate};
+    let trace = Trace::parse(
+        "x",
+        &format!("{HEADER}\n{{\"record\":\"advance\",\"by_s\":1e9}}\n"),
+    )
+    .unwrap();
+    let opts = SimOptions {
+        render: Render::Quiet,
+        ..SimOptions::default()
+    };
+    assert_eq!(validate(&trace, &opts).unwrap_err().line, 2);
+    let report = simulate(&trace, &opts).unwrap();
+    assert_eq!(
+        report
+            .violations
+            .iter()
+            .map(|v| v.invariant)
+            .collect::<Vec<_>>(),
+        ["simulated time past the horizon"]
+    );
+    assert!(report.end.since_origin() <= MAX_SPAN + std::time::Duration::from_secs(3600));
+    assert!(report.steps < 100_000, "{} steps", report.steps);
+}

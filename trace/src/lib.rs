@@ -646,15 +646,14 @@ impl Header {
         let mut secondaries = Vec::new();
         for (i, s) in h.secondaries.into_iter().flatten().enumerate() {
             let n = i + 1;
+            // The core's defaults for everything the trace format does not carry (a replay
+            // answers whatever LISTs the core sends).
             let defaults = reconcile_core::WatchParams::default();
-            let params = reconcile_core::WatchParams {
-                namespace: s.namespace,
-                label_selector: s.label_selector,
-                field_selector: s.field_selector,
-                timeout_seconds: s.timeout_seconds.unwrap_or(defaults.timeout_seconds),
-                // Not in the trace format: a replay answers whatever LISTs the core sends.
-                ..defaults
-            };
+            let timeout = s.timeout_seconds.unwrap_or(defaults.timeout_seconds);
+            let mut params = defaults.timeout(timeout);
+            params.namespace = s.namespace;
+            params.label_selector = s.label_selector;
+            params.field_selector = s.field_selector;
             let parents_by = s
                 .parents_by
                 .parse()

@@ -523,7 +523,9 @@ where
                 req,
                 source,
                 params,
-            } => self.list(req, source, &params),
+                limit,
+                continue_token,
+            } => self.list(req, source, &params, limit, continue_token.as_deref()),
             Command::CancelList { req } => self.abort(TaskKey::List(req)),
             Command::Watch {
                 stream,
@@ -596,8 +598,15 @@ where
         }
     }
 
-    fn list(&mut self, req: RequestId, source: SourceId, params: &WatchParams) {
-        if source == SourceId::PRIMARY {
+    fn list(
+        &mut self,
+        req: RequestId,
+        source: SourceId,
+        params: &WatchParams,
+        limit: Option<u32>,
+        continue_token: Option<&str>,
+    ) {
+        if source == SourceId::PRIMARY && continue_token.is_none() {
             self.watched_since_list = false;
         }
         let Some(remote) = self.remote(source) else {
@@ -608,8 +617,12 @@ where
                 .try_send(Msg::List(req, Err("no transport configured".into())));
             return;
         };
-        tracing::info!(%req, %source, "list");
-        let request = remote.requests.list(params);
+        if continue_token.is_none() {
+            tracing::info!(%req, %source, ?limit, "list");
+        } else {
+            tracing::debug!(%req, %source, ?limit, "list next page");
+        }
+        let request = remote.requests.list_page(params, limit, continue_token);
         let Some(transport) = remote.transport.clone() else {
             let _ = self
                 .shared

@@ -101,6 +101,15 @@ impl<O, T> Source<O, T> {
         self
     }
 
+    /// LISTs in pages of at most `n` objects (`limit` and `continue`; kube-runtime's
+    /// `watcher::Config::page_size`); `0` lists in one request (the default). The pages are
+    /// gathered and applied as one listing after the last, so readers never see part of it.
+    #[must_use]
+    pub fn page_size(mut self, n: u32) -> Self {
+        self.params = self.params.list_pages(n);
+        self
+    }
+
     /// Filters the updates of this source's objects (controller-runtime's
     /// `WithPredicates`, kube-runtime's `predicate_filter`): an update `predicate` rejects
     /// is still cached, but wakes no parent. New objects, deletions and moves to another
@@ -126,6 +135,7 @@ impl<O, T> Source<O, T> {
     pub fn params(&self) -> &WatchParams {
         &self.params
     }
+
 
     /// The collection's URL path; `None` for an in-process source.
     #[must_use]

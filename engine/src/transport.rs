@@ -166,9 +166,26 @@ impl Requests {
         &self,
         params: &WatchParams,
     ) -> Result<http::Request<Vec<u8>>, kube_core::request::Error> {
+        self.list_page(params, None, None)
+    }
+
+    /// One page of a LIST with no `resourceVersion`: `limit` objects at most (all when
+    /// `None`), from the page `continue_token` names (the first when `None`), as the core's
+    /// `Command::List` asks.
+    ///
+    /// # Errors
+    /// kube-core refused the parameters.
+    pub fn list_page(
+        &self,
+        params: &WatchParams,
+        limit: Option<u32>,
+        continue_token: Option<&str>,
+    ) -> Result<http::Request<Vec<u8>>, kube_core::request::Error> {
         let mut lp = kube_core::params::ListParams::default();
         lp.label_selector.clone_from(&params.label_selector);
         lp.field_selector.clone_from(&params.field_selector);
+        lp.limit = limit;
+        lp.continue_token = continue_token.map(str::to_owned);
         if self.metadata_only {
             self.request.list_metadata(&lp)
         } else {
@@ -366,6 +383,24 @@ mod tests {
             .unwrap();
         let uri = req.uri().to_string();
         assert!(uri.contains("labelSelector=app%3Dcell"), "{uri}");
+        assert!(!uri.contains("resourceVersion"), "{uri}");
+        assert!(!uri.contains("limit"), "{uri}");
+    }
+
+    #[test]
+    fn list_page_url_carries_limit_and_continue() {
+        let params = WatchParams::namespaced("ns1").labels("app=cell");
+        let requests = Requests::new("/api/v1/namespaces/ns1/pods");
+        let first = requests.list_page(&params, Some(10), None).unwrap();
+        let uri = first.uri().to_string();
+        assert!(uri.contains("limit=10"), "{uri}");
+        assert!(!uri.contains("continue"), "{uri}");
+        let next = requests
+            .list_page(&params, Some(10), Some("eyJ2IjoibWV0YSJ9"))
+            .unwrap();
+        let uri = next.uri().to_string();
+        assert!(uri.contains("limit=10"), "{uri}");
+        assert!(uri.contains("continue=eyJ2IjoibWV0YSJ9"), "{uri}");
         assert!(!uri.contains("resourceVersion"), "{uri}");
     }
 }

@@ -175,83 +175,22 @@ impl PartialEq<&str> for Payload {
 
 /// Standard base64 (RFC 4648, with padding), for payloads that are not UTF-8.
 pub mod base64 {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    use base64::Engine as _;
+    use base64::engine::general_purpose::STANDARD;
 
-    /// `bytes` in base64.
+    /// Standard, padded base64 of `bytes`.
     #[must_use]
     pub fn encode(bytes: &[u8]) -> String {
-        let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
-        for chunk in bytes.chunks(3) {
-            let b = [
-                chunk[0],
-                chunk.get(1).copied().unwrap_or(0),
-                chunk.get(2).copied().unwrap_or(0),
-            ];
-            let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-            for i in 0..4 {
-                if i <= chunk.len() {
-                    out.push(char::from(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize]));
-                } else {
-                    out.push('=');
-                }
-            }
-        }
-        out
+        STANDARD.encode(bytes)
     }
 
-    fn value(c: u8) -> Option<u32> {
-        Some(u32::from(match c {
-            b'A'..=b'Z' => c - b'A',
-            b'a'..=b'z' => c - b'a' + 26,
-            b'0'..=b'9' => c - b'0' + 52,
-            b'+' => 62,
-            b'/' => 63,
-            _ => return None,
-        }))
-    }
-
-    /// The bytes `text` encodes.
+    /// The bytes of padded standard base64 `text`. Canonical only: the bits a padded quad
+    /// leaves over must be zero, so each text decodes from exactly one encoding.
     ///
     /// # Errors
     /// When `text` is not padded standard base64.
     pub fn decode(text: &str) -> Result<Vec<u8>, String> {
-        let t = text.as_bytes();
-        if !t.len().is_multiple_of(4) {
-            return Err(format!(
-                "base64 of {} characters, not a multiple of 4",
-                t.len()
-            ));
-        }
-        let mut out = Vec::with_capacity(t.len() / 4 * 3);
-        let quads = t.len() / 4;
-        for (q, quad) in t.chunks(4).enumerate() {
-            let pad = if q + 1 == quads {
-                quad.iter().rev().take_while(|c| **c == b'=').count()
-            } else {
-                0
-            };
-            if pad > 2 {
-                return Err("base64 with more than two padding characters".into());
-            }
-            let mut n = 0u32;
-            for (i, c) in quad.iter().enumerate() {
-                let v = if i >= 4 - pad {
-                    0
-                } else {
-                    value(*c)
-                        .ok_or_else(|| format!("{:?} is not a base64 character", char::from(*c)))?
-                };
-                n = (n << 6) | v;
-            }
-            let bytes = [(n >> 16) as u8, (n >> 8) as u8, n as u8];
-            // Canonical: the bits a padded quad leaves over are zero, so each text decodes
-            // from exactly one encoding.
-            if (pad == 1 && bytes[2] != 0) || (pad == 2 && bytes[1] != 0) {
-                return Err("base64 with non-zero bits in its padding".into());
-            }
-            out.extend_from_slice(&bytes[..3 - pad]);
-        }
-        Ok(out)
+        STANDARD.decode(text).map_err(|e| e.to_string())
     }
 }
 

@@ -149,6 +149,32 @@ pub const MANY_SOURCE_PROFILES: &[&str] = &[
     "sources/chaos",
 ];
 
+/// The profiles (and their many-source forms) half of whose seeds also LIST in pages
+/// ([`page_size_for`]): those whose faults (a compaction, a restart, a 410 storm, a failed
+/// LIST) can fall between the pages of a listing and expire its continue token.
+pub const PAGED_PROFILES: &[&str] = &[
+    "gone-frame",
+    "gone-status",
+    "restart",
+    "compaction",
+    "list-failures",
+    "chaos",
+];
+
+/// The LIST page size seed `seed` of `profile` runs with, if it pages: half the seeds of
+/// [`PAGED_PROFILES`], with 1 to 3 objects a page, so that a listing of the few objects a
+/// seed has spans several pages ([`crate::simulate::PAGE_DELAY`] each). Drawn from its own
+/// generator, so a seed's trace is the same whether it pages or not.
+#[must_use]
+pub fn page_size_for(seed: u64, profile: &str) -> Option<u32> {
+    let base = profile.strip_prefix("sources/").unwrap_or(profile);
+    if !PAGED_PROFILES.contains(&base) {
+        return None;
+    }
+    let mut rng = Rng::new(seed ^ 0x5041_4745_5349_5a45);
+    rng.chance(50).then(|| *rng.pick(&[1, 2, 3]))
+}
+
 /// Which controllers a run's seeds build.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Sources {
@@ -951,11 +977,22 @@ pub fn run_busy(trace: &Trace, long: bool, in_a_row: u32) -> crate::simulate::Ru
 /// Runs one explore trace quietly with every invariant checked.
 #[must_use]
 pub fn run(trace: &Trace, long: bool) -> crate::simulate::RunReport {
+    run_paged(trace, long, None)
+}
+
+/// [`run`], listing every source in pages of `list_page_size` objects when set.
+#[must_use]
+pub fn run_paged(
+    trace: &Trace,
+    long: bool,
+    list_page_size: Option<u32>,
+) -> crate::simulate::RunReport {
     let opts = SimOptions {
         render: Render::Quiet,
         settle: settle(long),
         max_steps: 2_000_000,
         check: true,
+        list_page_size,
         ..SimOptions::default()
     };
     run_with(trace, &opts)
@@ -1091,11 +1128,11 @@ pub fn explore(seeds: Range<u64>, opts: &ExploreOptions) -> ExploreReport {
         },
         ..ExploreReport::default()
     };
-    let run_one = |trace: &Trace| {
+    let run_one = |trace: &Trace, pages: Option<u32>| {
         if opts.priority {
             run_busy(trace, opts.long, opts.starvation_rule)
         } else {
-            run(trace, opts.long)
+            run_paged(trace, opts.long, pages)
         }
     };
     for seed in seeds {
@@ -1108,7 +1145,9 @@ pub fn explore(seeds: Range<u64>, opts: &ExploreOptions) -> ExploreReport {
             trace.entries.extend(opts.inject.iter().cloned());
             trace.entries.sort_by_key(|e| e.at);
         }
-        let result = run_one(&trace);
+        // Busy seeds never page: their profiles are not fault profiles.
+        let pages = page_size_for(seed, profile).filter(|_| !opts.priority);
+        let result = run_one(&trace, pages);
         report.seeds += 1;
         report.steps += result.steps;
         *report.profiles.entry(profile).or_default() += 1;
@@ -1119,7 +1158,8 @@ pub fn explore(seeds: Range<u64>, opts: &ExploreOptions) -> ExploreReport {
         }
         if opts.verbose {
             report.lines.push(format!(
-                "seed {seed}: {profile}, {} records, {} steps, {} reconciles, {} relists: {}",
+                "seed {seed}: {profile}{}, {} records, {} steps, {} reconciles, {} relists: {}",
+                pages.map_or(String::new(), |n| format!(" (LIST pages of {n})")),
                 trace.entries.len(),
                 result.steps,
                 result.stats.reconciles,
@@ -1133,7 +1173,7 @@ pub fn explore(seeds: Range<u64>, opts: &ExploreOptions) -> ExploreReport {
         }
         if let Some(violation) = result.violations.first().cloned() {
             let small = if opts.minimize {
-                minimize_with(&trace, violation.invariant, run_one)
+                minimize_with(&trace, violation.invariant, |t| run_one(t, pages))
             } else {
                 trace.clone()
             };

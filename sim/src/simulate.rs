@@ -47,6 +47,10 @@ pub fn step_budget(trace: &Trace) -> u64 {
 /// naming the record that crosses it, and a run that gets there anyway stops.
 pub const MAX_SPAN: Duration = Duration::from_secs(30 * 24 * 3600);
 
+/// How long after it is asked for the world answers a LIST's next page (a continuation), so
+/// that a paged listing spans time and faults and compaction can fall between its pages.
+pub const PAGE_DELAY: Duration = Duration::from_secs(5);
+
 /// Options of a world-mode run.
 #[derive(Debug, Clone)]
 pub struct SimOptions {
@@ -75,6 +79,11 @@ pub struct SimOptions {
     /// every reconcile the core dispatches is acknowledged as a success but never run (the
     /// user's code never sees it). Never set outside tests.
     pub lose_reconciles_from: Option<Instant>,
+    /// LIST every source in pages of at most this many objects (`WatchParams::list_page_size`
+    /// on the primary and each secondary); the world serves pages, each continuation
+    /// [`PAGE_DELAY`] after it is asked for. Not part of the trace format: a trace replays
+    /// the same with or without it.
+    pub list_page_size: Option<u32>,
 }
 
 impl Default for SimOptions {
@@ -89,6 +98,7 @@ impl Default for SimOptions {
             priority: false,
             starvation: None,
             lose_reconciles_from: None,
+            list_page_size: None,
         }
     }
 }
@@ -143,6 +153,8 @@ struct Sim<'a> {
     /// Streams answered 200 and streaming.
     open: BTreeSet<StreamId>,
     cancelled_lists: BTreeSet<reconcile_core::RequestId>,
+    /// The page each LIST in flight asked for (`limit`, `continue`), when it asked for one.
+    list_pages: BTreeMap<reconcile_core::RequestId, (Option<u32>, Option<String>)>,
     source: Option<StreamId>,
     offset: Duration,
     parents_seen: BTreeSet<String>,
@@ -214,7 +226,21 @@ fn simulate_inner(
     opts: &SimOptions,
     sink: Option<Box<dyn std::io::Write>>,
 ) -> Result<RunReport, RunError> {
-    let config = crate::harness::config(&trace.header)?.priority(opts.priority);
+    let config = match opts.list_page_size {
+        None => crate::harness::config(&trace.header)?,
+        Some(size) => {
+            let mut header = trace.header.clone();
+            for s in &mut header.secondaries {
+                s.params.list_page_size = Some(size);
+            }
+            let mut config = crate::harness::config(&header)?;
+            if let reconcile_core::SourceConfig::Kubernetes(params) = &mut config.source {
+                params.list_page_size = Some(size);
+            }
+            config
+        }
+    }
+    .priority(opts.priority);
     let mut h = Harness::with_config(config, &trace.header, opts.render, opts.max_steps)?;
     if let Some(in_a_row) = opts.starvation {
         h.check_starvation(&trace.header, in_a_row);
@@ -253,6 +279,7 @@ fn simulate_inner(
         alive: BTreeSet::new(),
         open: BTreeSet::new(),
         cancelled_lists: BTreeSet::new(),
+        list_pages: BTreeMap::new(),
         source: None,
         offset: Duration::ZERO,
         parents_seen: BTreeSet::new(),
@@ -410,9 +437,23 @@ impl Sim<'_> {
         let now = self.h.now();
         for command in io.commands {
             match command {
-                Command::List { req, source, .. } => {
+                Command::List {
+                    req,
+                    source,
+                    limit,
+                    continue_token,
+                    ..
+                } => {
                     self.list_source.insert(req, source_index(source));
-                    self.schedule(now, Action::List(req));
+                    let at = if continue_token.is_some() {
+                        now + PAGE_DELAY
+                    } else {
+                        now
+                    };
+                    if limit.is_some() || continue_token.is_some() {
+                        self.list_pages.insert(req, (limit, continue_token));
+                    }
+                    self.schedule(at, Action::List(req));
                 }
                 Command::CancelList { req } => {
                     self.cancelled_lists.insert(req);
@@ -542,15 +583,35 @@ impl Sim<'_> {
         match action {
             Action::List(req) => {
                 let source = self.list_source.remove(&req).unwrap_or(0);
+                let page = self.list_pages.remove(&req);
                 if self.cancelled_lists.remove(&req) {
                     return;
                 }
                 let world = &mut self.worlds[source];
-                let answer = world.list(now);
-                if let ListAnswer::Response(200, _) = &answer {
-                    let rv = world.rv().to_string();
-                    self.h.served_rv(SourceId::nth(source as u64), &rv);
-                }
+                let answer = match page {
+                    Some((limit, continue_token)) => {
+                        let (answer, at) = world.list_page(now, limit, continue_token.as_deref());
+                        if continue_token.is_some() {
+                            self.h.count(match &answer {
+                                ListAnswer::Response(410, _) => "list page: continue expired (410)",
+                                _ => "list page (continue)",
+                            });
+                        }
+                        if let Some(at) = at {
+                            self.h
+                                .served_rv(SourceId::nth(source as u64), &at.to_string());
+                        }
+                        answer
+                    }
+                    None => {
+                        let answer = world.list(now);
+                        if let ListAnswer::Response(200, _) = &answer {
+                            let rv = world.rv().to_string();
+                            self.h.served_rv(SourceId::nth(source as u64), &rv);
+                        }
+                        answer
+                    }
+                };
                 let response = match &answer {
                     ListAnswer::Response(status, body) => ListResponse::Response {
                         status: *status,

@@ -378,19 +378,128 @@ impl World {
         self.down_until.is_some_and(|until| now < until)
     }
 
+    /// The answer to a LIST the apiserver is down for or told to fail, if any.
+    fn injected_list_failure(&mut self, now: Instant) -> Option<ListAnswer> {
+        if self.down(now) {
+            return Some(ListAnswer::Transport(
+                "connection refused (apiserver restarting)".into(),
+            ));
+        }
+        let status = self.list_fail.pop_front()?;
+        Some(match status {
+            0 => ListAnswer::Transport("connection reset (injected)".into()),
+            code => ListAnswer::Response(
+                code,
+                status_body(code, "InternalError", "injected LIST failure", None),
+            ),
+        })
+    }
+
+    /// Answers one page of a paged LIST (`limit` and `continue`, as the apiserver does from
+    /// etcd): at most `limit` objects (all when `None`) in key order, of the state at the
+    /// first page's version, after the key the continue token names. The token is
+    /// `<version>:<last key>`, opaque to the client; one whose version history no longer
+    /// covers (compacted, or the watch cache lost in a restart) answers 410 `Expired`, as
+    /// etcd's compaction does; one that does not parse answers 400. Also returns the version
+    /// the page was served at.
+    pub fn list_page(
+        &mut self,
+        now: Instant,
+        limit: Option<u32>,
+        continue_token: Option<&str>,
+    ) -> (ListAnswer, Option<u64>) {
+        if let Some(failed) = self.injected_list_failure(now) {
+            return (failed, None);
+        }
+        self.compact_older_than(now);
+        let (at, after) = match continue_token {
+            None => (self.rv, None),
+            Some(token) => {
+                let parsed = token
+                    .split_once(':')
+                    .and_then(|(rv, key)| Some((rv.parse::<u64>().ok()?, key)));
+                let Some((at, key)) = parsed.filter(|(at, _)| *at <= self.rv) else {
+                    let body = status_body(400, "BadRequest", "invalid continue token", None);
+                    return (ListAnswer::Response(400, body), None);
+                };
+                if at < self.compacted {
+                    let message = "The provided continue parameter is too old to display a \
+                        consistent list result. You can start a new list without the continue \
+                        parameter.";
+                    let body = status_body(410, "Expired", message, None);
+                    return (ListAnswer::Response(410, body), None);
+                }
+                (at, Some(key.to_owned()))
+            }
+        };
+        let state = self.state_at(at);
+        let mut items = state
+            .range::<str, _>((
+                after
+                    .as_deref()
+                    .map_or(std::ops::Bound::Unbounded, std::ops::Bound::Excluded),
+                std::ops::Bound::Unbounded,
+            ))
+            .map(|(_, o)| o)
+            .filter(|o| self.visible(o));
+        let limit = limit.map_or(usize::MAX, |l| l.max(1) as usize);
+        let mut body = format!(
+            "{{\"kind\":\"PodList\",\"apiVersion\":\"v1\",\"metadata\":{{\"resourceVersion\":\"{at}\""
+        );
+        let mut page = String::new();
+        let mut last = None;
+        for (i, obj) in items.by_ref().take(limit).enumerate() {
+            if i > 0 {
+                page.push(',');
+            }
+            page.push_str(&obj.json);
+            last = Some(obj.key.clone());
+        }
+        let remaining = items.count();
+        if remaining > 0
+            && let Some(last) = last
+        {
+            body.push_str(&format!(
+                ",\"continue\":{},\"remainingItemCount\":{remaining}",
+                serde_json::Value::String(format!("{at}:{last}"))
+            ));
+        }
+        body.push_str("},\"items\":[");
+        body.push_str(&page);
+        body.push_str("]}");
+        (ListAnswer::Response(200, body), Some(at))
+    }
+
+    /// The objects as they were at version `at` (`at` ≥ the compacted version): the current
+    /// ones with the history after `at` undone.
+    fn state_at(&self, at: u64) -> std::borrow::Cow<'_, BTreeMap<String, Arc<Obj>>> {
+        if at >= self.rv {
+            return std::borrow::Cow::Borrowed(&self.objects);
+        }
+        let mut state = self.objects.clone();
+        for change in self.history.iter().rev().take_while(|c| c.rv > at) {
+            let key = change
+                .after
+                .as_ref()
+                .or(change.before.as_ref())
+                .map(|o| o.key.clone());
+            let Some(key) = key else { continue };
+            match &change.before {
+                Some(before) => {
+                    state.insert(key, Arc::clone(before));
+                }
+                None => {
+                    state.remove(&key);
+                }
+            }
+        }
+        std::borrow::Cow::Owned(state)
+    }
+
     /// Answers a LIST at the current version.
     pub fn list(&mut self, now: Instant) -> ListAnswer {
-        if self.down(now) {
-            return ListAnswer::Transport("connection refused (apiserver restarting)".into());
-        }
-        if let Some(status) = self.list_fail.pop_front() {
-            return match status {
-                0 => ListAnswer::Transport("connection reset (injected)".into()),
-                code => ListAnswer::Response(
-                    code,
-                    status_body(code, "InternalError", "injected LIST failure", None),
-                ),
-            };
+        if let Some(failed) = self.injected_list_failure(now) {
+            return failed;
         }
         let mut body = format!(
             "{{\"kind\":\"PodList\",\"apiVersion\":\"v1\",\"metadata\":{{\"resourceVersion\":\"{}\"}},\"items\":[",
@@ -612,5 +721,48 @@ mod tests {
         let v: Value = serde_json::from_str(&body).unwrap();
         assert_eq!(v["metadata"]["resourceVersion"], "3");
         assert_eq!(v["items"].as_array().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn pages_share_the_first_pages_version_and_a_compacted_token_is_410() {
+        let mut w = World::new(&header("app=cell"));
+        for name in ["a", "b", "c", "d", "e"] {
+            w.put(Instant::ZERO, &pod(name, "cell")).unwrap();
+        }
+        let page = |answer: (ListAnswer, Option<u64>)| {
+            let (ListAnswer::Response(status, body), _) = answer else {
+                panic!("no answer")
+            };
+            (status, serde_json::from_str::<Value>(&body).unwrap())
+        };
+        let (status, first) = page(w.list_page(Instant::ZERO, Some(2), None));
+        assert_eq!(status, 200);
+        assert_eq!(first["metadata"]["resourceVersion"], "6");
+        assert_eq!(first["metadata"]["remainingItemCount"], 3);
+        let token = first["metadata"]["continue"].as_str().unwrap().to_owned();
+        // A change after the first page is not in the listing: every page is at version 6.
+        let c = w.key_of(&pod("c", "cell")).unwrap();
+        assert!(w.delete(Instant::ZERO, &c));
+        w.put(Instant::ZERO, &pod("f", "cell")).unwrap();
+        let (_, second) = page(w.list_page(Instant::ZERO, Some(2), Some(&token)));
+        assert_eq!(second["metadata"]["resourceVersion"], "6");
+        let names: Vec<_> = second["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| o["metadata"]["name"].as_str().unwrap().to_owned())
+            .collect();
+        assert_eq!(names, ["c", "d"]);
+        let token = second["metadata"]["continue"].as_str().unwrap().to_owned();
+        let (_, last) = page(w.list_page(Instant::ZERO, Some(2), Some(&token)));
+        assert!(last["metadata"].get("continue").is_none());
+        assert_eq!(last["items"].as_array().unwrap().len(), 1);
+        // Compaction past the token's version expires it.
+        w.compact();
+        let (status, gone) = page(w.list_page(Instant::ZERO, Some(2), Some(&token)));
+        assert_eq!(status, 410);
+        assert_eq!(gone["reason"], "Expired");
+        let (status, _) = page(w.list_page(Instant::ZERO, Some(2), Some("garbage")));
+        assert_eq!(status, 400);
     }
 }

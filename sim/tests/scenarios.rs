@@ -230,6 +230,7 @@ const REQUIRED_PATHS: &[&str] = &[
     "unmapped object evicted",
     "requeue-after",
     "reconcile-all trigger",
+    "list page (continue)",
 ];
 
 #[test]

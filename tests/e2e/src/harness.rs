@@ -109,6 +109,8 @@ pub struct Opts {
     pub retry_delay: Duration,
     /// Parallel reconciles.
     pub concurrency: usize,
+    /// LIST page size (`Source::page_size`); `None` lists in one request.
+    pub page_size: Option<u32>,
 }
 
 impl Default for Opts {
@@ -119,6 +121,7 @@ impl Default for Opts {
             timeout_seconds: 60,
             retry_delay: Duration::from_millis(200),
             concurrency: 4,
+            page_size: None,
         }
     }
 }
@@ -167,7 +170,8 @@ impl<D: DriverUnderTest> Case<D> {
             .unwrap_or_else(|e| panic!("{}: cannot connect: {e}", self.name));
         let source = Source::<PodView, D::Transport>::pods(transport, Some(namespace))
             .labels(opts.selector.clone())
-            .timeout(opts.timeout_seconds);
+            .timeout(opts.timeout_seconds)
+            .page_size(opts.page_size.unwrap_or(0));
         let observed = Observed::default();
         let trace_path = trace::path(D::NAME, self.name, n);
         let controller = Controller::with_runtime(D::runtime(), source, KeyMap::by_label(CELL))

@@ -67,6 +67,7 @@ macro_rules! apiserver_suite {
             the_loop_reconverges_after_an_apiserver_restart,
             a_compacted_cursor_is_expired_and_the_loop_relists,
             a_deletion_missed_while_disconnected_is_synthesized,
+            a_paged_listing_of_57_pods_applies_once,
         );
         $crate::cases!($driver, capture:
             a_capture_replays_without_divergence_and_holds_no_secret,

@@ -479,3 +479,61 @@ pub async fn a_deletion_missed_while_disconnected_is_synthesized<D: DriverUnderT
     assert_eq!(deleted_frames, 0, "no DELETED frame may have carried it");
     under.shutdown().await;
 }
+
+/// A LIST paged 10 at a time: 57 pods come in 6 pages, each asked for with the previous
+/// page's continue token, and reach the store as one listing (every reconcile of the cell
+/// sees all 57: nothing was applied before the last page); the recorded trace replays.
+pub async fn a_paged_listing_of_57_pods_applies_once<D: DriverUnderTest>(case: Case<D>) {
+    use reconcile_core::Command;
+    let _steady = case.env.steady();
+    let ns = case.namespace();
+    let names: Vec<String> = (0..57).map(|i| format!("p{i:02}")).collect();
+    for name in &names {
+        create(&case, &ns, &pod(name, "a"));
+    }
+    let opts = Opts {
+        page_size: Some(10),
+        ..Opts::default()
+    };
+    let under = case.start(&ns, opts).await;
+    let want: Vec<&str> = names.iter().map(String::as_str).collect();
+    under.wait_cell("a", &want).await;
+    let mut lists = Vec::new();
+    let mut answers = 0;
+    for (_, record) in under.tap.all() {
+        match record {
+            Recorded::Command(Command::List {
+                limit,
+                continue_token,
+                ..
+            }) => lists.push((limit, continue_token)),
+            Recorded::Input(Input::List { .. }) => answers += 1,
+            _ => {}
+        }
+    }
+    assert_eq!(lists.len(), 6, "LISTs sent: {lists:?}");
+    assert_eq!(answers, 6, "LIST answers received");
+    assert!(
+        lists.iter().all(|(limit, _)| *limit == Some(10)),
+        "{lists:?}"
+    );
+    assert!(
+        lists[0].1.is_none(),
+        "the first page has no token: {lists:?}"
+    );
+    assert!(
+        lists[1..].iter().all(|(_, token)| token.is_some()),
+        "every later page names its token: {lists:?}"
+    );
+    let calls = under.observed.of("a");
+    assert!(!calls.is_empty());
+    for call in &calls {
+        assert_eq!(
+            call.names().len(),
+            57,
+            "a reconcile saw part of the listing: {:?}",
+            call.names()
+        );
+    }
+    under.shutdown().await;
+}

@@ -224,7 +224,7 @@ fn every_bad_input_has_its_status_and_message_within_the_memory_cap() {
             format!("{HEADER}\n{{\"record\":\"frame\",\"raw_base64\":\"Zm9=\"}}\n"),
             "replay",
             2,
-            "x:2: raw_base64: base64 with non-zero bits in its padding",
+            "x:2: raw_base64: Invalid last symbol",
         ),
     ];
     let dir = dir();

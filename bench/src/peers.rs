@@ -475,6 +475,7 @@ where
                     req,
                     source,
                     params,
+                    ..
                 }) => lists.push((req, source, params)),
                 Output::Command(Command::Watch {
                     stream,

@@ -136,7 +136,6 @@ impl<O, T> Source<O, T> {
         &self.params
     }
 
-
     /// The collection's URL path; `None` for an in-process source.
     #[must_use]
     pub fn url_path(&self) -> Option<&str> {

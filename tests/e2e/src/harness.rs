@@ -267,8 +267,19 @@ pub struct Under<D: DriverUnderTest> {
 impl<D: DriverUnderTest> Under<D> {
     /// Waits until `check` holds; see [`eventually`].
     pub async fn eventually<T>(&self, what: &str, check: impl FnMut() -> Result<T, String>) -> T {
+        self.eventually_within(WAIT, what, check).await
+    }
+
+    /// [`Under::eventually`] with a limit of its own, for what the apiserver only does now
+    /// and then.
+    pub async fn eventually_within<T>(
+        &self,
+        limit: Duration,
+        what: &str,
+        check: impl FnMut() -> Result<T, String>,
+    ) -> T {
         let what = format!("{} ({})", what, self.name);
-        eventually(&self.runtime, WAIT, &what, check).await
+        eventually(&self.runtime, limit, &what, check).await
     }
 
     /// Waits until the latest reconcile of `cell` saw exactly `names` (sorted).

@@ -180,7 +180,8 @@ async fn wait_annotation<D: DriverUnderTest>(case: &Case<D>, path: &str, name: &
 }
 
 /// Waits until the latest run of `key` found `value` already written (so it wrote
-/// nothing), one change after `since` runs, and returns how many runs `key` has had. Fails
+/// nothing), one change after `since` runs (so at least one run after `since`), and returns
+/// how many runs `key` has had. Fails
 /// at once when the change took more than [`RUNS_PER_CHANGE`] runs without settling: a
 /// reconcile that keeps waking itself.
 async fn settled<D: DriverUnderTest>(
@@ -193,7 +194,11 @@ async fn settled<D: DriverUnderTest>(
     let runs = case
         .eventually(&format!("{key} to settle at {value:?}"), || {
             let runs = seen.count(key);
-            if let Some(Effect::Unchanged(v)) = seen.latest(key)
+            // At least one run after the change: the latest effect may still be the one
+            // that settled the previous change (an apply the apiserver shows before the
+            // reconcile that sent it has recorded its effect).
+            if runs > since
+                && let Some(Effect::Unchanged(v)) = seen.latest(key)
                 && v == value
             {
                 return Ok(runs);

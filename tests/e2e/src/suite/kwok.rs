@@ -4,7 +4,7 @@
 use reconcile_k8s_env::pod_manifest;
 use serde_json::{Value, json};
 
-use crate::harness::{Case, DriverUnderTest, Opts};
+use crate::harness::{Case, DriverUnderTest, Opts, WAIT};
 use crate::tap::{Frame, TapeExt};
 
 /// A pod in the suite's selector and in `cell`, with kwok annotations.
@@ -189,8 +189,11 @@ pub async fn a_bookmark_carries_a_version_the_cursor_advances_to<D: DriverUnderT
         .wait_cell_where("a", "b1 running", |m| all_ready(m, 1))
         .await;
     let tap = under.tap.clone();
+    // The watch cache sends it about two seconds before each watch's deadline; on a busy
+    // machine (the whole suite on two cores) several watches in a row have ended without
+    // one, so this wait is longer than the others.
     let bookmark: Frame = under
-        .eventually("a BOOKMARK frame", || {
+        .eventually_within(3 * WAIT, "a BOOKMARK frame", || {
             tap.frames()
                 .into_iter()
                 .find(|f| f.kind == "BOOKMARK" && !f.resource_version.is_empty())

@@ -90,7 +90,7 @@ pub async fn live_changes_go_ahead_of_the_initial_list_which_still_drains<D: Dri
                 let patch = json!({"metadata": {"annotations": {"tick": n.to_string()}}});
                 api.patch_pod(&ns, "live", &patch)
                     .unwrap_or_else(|e| panic!("patch live: {e}"));
-                std::thread::sleep(TAKES / 3);
+                std::thread::sleep(TAKES / 2);
             }
             n
         })

@@ -123,6 +123,48 @@ fn a_plugin_with_runaway_output_is_stopped_at_the_bound() {
 }
 
 #[test]
+fn runaway_output_from_something_the_plugin_started_stops_it_all() {
+    smol::block_on(async {
+        // The writer runs in a subshell that outlives a stop of the plugin's own process
+        // and then holds its pipes for 30 s: only stopping the plugin's group ends it.
+        let (dir, config) = plugin(
+            "runaway-child",
+            "( echo $(exec sh -c 'echo $PPID') > \"$D/pid\"; \
+               head -c 2097152 /dev/zero | tr '\\0' x; sleep 30 ) &\nwait\n",
+        );
+        let transport = transport(config, Duration::from_secs(20));
+        let (took, error) = send(&transport).await;
+        assert!(error.to_string().contains("output exceeds"), "{error}");
+        assert!(took < Duration::from_secs(10), "{took:?}");
+        let pid = std::fs::read_to_string(dir.join("pid")).unwrap();
+        let stat = PathBuf::from(format!("/proc/{}/stat", pid.trim()));
+        // Gone, or dead and not yet reaped by whoever adopted it.
+        let dead = || std::fs::read_to_string(&stat).map_or(true, |s| s.contains(") Z "));
+        let since = Instant::now();
+        while !dead() && since.elapsed() < Duration::from_secs(5) {
+            smol::Timer::after(Duration::from_millis(20)).await;
+        }
+        assert!(dead(), "the subshell {} outlived the stop", pid.trim());
+        let _ = std::fs::remove_dir_all(dir);
+    });
+}
+
+#[test]
+fn a_plugin_that_leaves_something_holding_its_pipes_is_not_waited_for() {
+    smol::block_on(async {
+        // The plugin answers and exits; what it left behind keeps its pipes open for 30 s.
+        let body = format!("sleep 30 &\necho '{}'\n", token(3600));
+        let (dir, config) = plugin("lingering", &body);
+        let transport = transport(config, Duration::from_secs(20));
+        let (took, error) = send(&transport).await;
+        // The credential was used: the request reached the (closed) cluster port.
+        assert!(error.to_string().contains("127.0.0.1:1"), "{error}");
+        assert!(took < Duration::from_secs(10), "{took:?}");
+        let _ = std::fs::remove_dir_all(dir);
+    });
+}
+
+#[test]
 fn a_failed_plugins_stderr_reaches_the_error_only_as_a_redacted_hint() {
     smol::block_on(async {
         let (dir, config) = plugin(

@@ -21,7 +21,10 @@
 //!   failed refresh is that outcome for every request that waited on it (the plugin is
 //!   not re-run once per waiting request);
 //! - stdout is read up to 1 MiB and no further (the pipe is closed then, so a runaway
-//!   plugin stops); stderr is drained, and only its last 4 KiB are kept;
+//!   plugin stops); stderr is drained, and only its last 4 KiB are kept; a plugin that
+//!   does not talk to the terminal runs in a process group of its own, and a stop (timeout,
+//!   runaway output) kills the whole group, so nothing it started keeps a pipe open; once
+//!   it has exited, its stderr gets 1 s more to end;
 //! - a failed plugin's stderr reaches the error (and so logs and traces) only as a short
 //!   hint: its last line, at most 200 characters, with anything that could be a credential
 //!   replaced by `[redacted]` (see [`stderr_hint`]).
@@ -222,7 +225,18 @@ impl ExecAuth {
 /// Runs the plugin once, for at most `timeout`, and reads its `ExecCredential`.
 async fn run(exec: &ExecConfig, timeout: Duration) -> Result<Credential, ExecError> {
     let command = exec.command.clone().ok_or(ExecError::MissingCommand)?;
-    let mut cmd = Command::new(&command);
+    let interactive = exec.interactive_mode != Some(ExecInteractiveMode::Never);
+    let mut std_cmd = std::process::Command::new(&command);
+    // A plugin that does not talk to the terminal gets a process group of its own, so that
+    // stopping it also stops what it started (a shell's pipeline, a `sleep`), which would
+    // otherwise keep its pipes open. An interactive one stays in the terminal's group: in a
+    // group of its own, reading the terminal would stop it (SIGTTIN).
+    #[cfg(unix)]
+    if !interactive {
+        use std::os::unix::process::CommandExt as _;
+        std_cmd.process_group(0);
+    }
+    let mut cmd = Command::from(std_cmd);
     if let Some(args) = &exec.args {
         cmd.args(args);
     }
@@ -231,7 +245,6 @@ async fn run(exec: &ExecConfig, timeout: Duration) -> Result<Credential, ExecErr
             cmd.env(name, value);
         }
     }
-    let interactive = exec.interactive_mode != Some(ExecInteractiveMode::Never);
     if interactive {
         cmd.stdin(Stdio::inherit()).stderr(Stdio::inherit());
     } else {
@@ -261,38 +274,32 @@ async fn run(exec: &ExecConfig, timeout: Duration) -> Result<Credential, ExecErr
     })?;
     let stdout = child.stdout.take();
     let stderr = child.stderr.take();
-    let child = &mut child;
+    let own_group = !interactive;
+    let (mut out, mut tail) = (Vec::new(), Vec::new());
     let finished = async {
-        let output = async {
-            let stdout = read_bounded(stdout).await;
-            if stdout.is_none() {
-                // Runaway output: stopped now, which also ends its stderr.
-                let _ = child.kill();
-            }
-            (stdout, child.status().await)
-        };
-        // Both pipes are read at once, so a plugin that fills one is never stuck on it.
-        let ((stdout, status), stderr) = futures_lite::future::zip(output, read_tail(stderr)).await;
-        Some((stdout, stderr, status))
+        let ran = collect(&mut child, own_group, stdout, &mut out, stderr, &mut tail).await;
+        Some(ran)
     };
     let expired = async {
         smol::Timer::after(timeout).await;
         None
     };
-    let Some((stdout, stderr, status)) = futures_lite::future::or(finished, expired).await else {
-        // Killed here; `kill_on_drop` would too.
-        let _ = child.kill();
+    let Some((within_bound, status)) = futures_lite::future::or(finished, expired).await else {
+        // Stopped here; `kill_on_drop` would stop the plugin but not what it started.
+        stop(&mut child, own_group);
         return Err(ExecError::Timeout {
             command,
             after: timeout,
         });
     };
+    let (stdout, mut stderr) = (out, tail);
+    stderr.drain(..stderr.len().saturating_sub(STDERR_TAIL));
     let status = status.map_err(|e| ExecError::Start {
         command: command.clone(),
         reason: e.to_string(),
     })?;
     // Runaway output first: the plugin was killed for it, so its status says nothing.
-    let Some(stdout) = stdout else {
+    if !within_bound {
         return Err(ExecError::Output {
             command,
             reason: format!("output exceeds {MAX_OUTPUT} bytes"),
@@ -308,26 +315,127 @@ async fn run(exec: &ExecConfig, timeout: Duration) -> Result<Credential, ExecErr
     parse(&command, &stdout)
 }
 
-/// Reads a plugin's stdout up to [`MAX_OUTPUT`]; `None` when it goes on past that, in which
-/// case the pipe is closed without reading the rest.
-async fn read_bounded(pipe: Option<smol::process::ChildStdout>) -> Option<Vec<u8>> {
-    let mut out = Vec::new();
-    let Some(pipe) = pipe else {
-        return Some(out);
+/// How long a plugin's pipes are still read once it has exited: something it left running
+/// may hold them open.
+const PIPE_GRACE: Duration = Duration::from_secs(1);
+
+/// Kills the plugin and, when it runs in a process group of its own, everything it started.
+fn stop(child: &mut smol::process::Child, own_group: bool) {
+    if own_group {
+        kill(child.id(), true);
+    }
+    // Guarded against a plugin already reaped.
+    let _ = child.kill();
+}
+
+/// Sends SIGKILL to the process `pid`, and to the process group it leads when `own_group`
+/// (one started with `process_group(0)`). Only for a process not yet reaped, whose pid is
+/// still its own.
+fn kill(pid: u32, own_group: bool) {
+    #[cfg(unix)]
+    if let Some(pid) = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+    {
+        use rustix::process::{Signal, kill_process, kill_process_group};
+        // Either fails only when the target is already gone.
+        if own_group {
+            let _ = kill_process_group(pid, Signal::KILL);
+        }
+        let _ = kill_process(pid, Signal::KILL);
+    }
+    #[cfg(not(unix))]
+    let _ = (pid, own_group);
+}
+
+/// Reads the plugin's stdout (into `out`, up to [`MAX_OUTPUT`]) and stderr (into `tail`)
+/// while waiting for it to exit; both pipes at once, so a plugin that fills one is never
+/// stuck on it. Once it has exited, the pipes get [`PIPE_GRACE`] to reach their end:
+/// something it left running may hold them open. Output past the bound stops the plugin
+/// (its whole group when it has one) before the pipe is closed: closed first, a shell's
+/// pipeline could end and its next command start before the stop. Answers whether stdout
+/// stayed within the bound, and the exit status.
+async fn collect(
+    child: &mut smol::process::Child,
+    own_group: bool,
+    stdout: Option<smol::process::ChildStdout>,
+    out: &mut Vec<u8>,
+    stderr: Option<smol::process::ChildStderr>,
+    tail: &mut Vec<u8>,
+) -> (bool, std::io::Result<std::process::ExitStatus>) {
+    use std::task::Poll;
+    let leader = child.id();
+    let mut stdout = std::pin::pin!(read_bounded(stdout, out));
+    let mut stderr = std::pin::pin!(read_tail(stderr, tail));
+    let mut exit = std::pin::pin!(child.status());
+    let mut within_bound: Option<bool> = None;
+    let mut drained = false;
+    let mut status = None;
+    let mut grace: Option<smol::Timer> = None;
+    std::future::poll_fn(move |cx| {
+        // The exit first: a plugin seen to have exited is not signalled.
+        if status.is_none()
+            && let Poll::Ready(exited) = exit.as_mut().poll(cx)
+        {
+            status = Some(exited);
+            grace = Some(smol::Timer::after(PIPE_GRACE));
+        }
+        if within_bound.is_none()
+            && let Poll::Ready(read) = stdout.as_mut().poll(cx)
+        {
+            within_bound = Some(read.is_ok());
+            if let Err(pipe) = read {
+                if status.is_none() {
+                    kill(leader, own_group);
+                }
+                drop(pipe);
+            }
+        }
+        if !drained {
+            drained = stderr.as_mut().poll(cx).is_ready();
+        }
+        let grace_over = grace
+            .as_mut()
+            .is_some_and(|timer| std::pin::Pin::new(timer).poll(cx).is_ready());
+        let pipes_done = within_bound.is_some() && drained;
+        match status.take() {
+            Some(exited) if pipes_done || grace_over => {
+                Poll::Ready((within_bound != Some(false), exited))
+            }
+            other => {
+                status = other;
+                Poll::Pending
+            }
+        }
+    })
+    .await
+}
+
+/// Reads a plugin's stdout into `out` up to [`MAX_OUTPUT`]. Past that, answers the pipe
+/// still open, for the caller to stop the plugin before closing it.
+async fn read_bounded(
+    pipe: Option<smol::process::ChildStdout>,
+    out: &mut Vec<u8>,
+) -> Result<(), smol::process::ChildStdout> {
+    let Some(mut pipe) = pipe else {
+        return Ok(());
     };
     let limit = u64::try_from(MAX_OUTPUT)
         .unwrap_or(u64::MAX)
         .saturating_add(1);
     // A read error ends the output; what was read is parsed (and refused if cut short).
-    let _ = pipe.take(limit).read_to_end(&mut out).await;
-    (out.len() <= MAX_OUTPUT).then_some(out)
+    let _ = (&mut pipe).take(limit).read_to_end(out).await;
+    if out.len() > MAX_OUTPUT {
+        return Err(pipe);
+    }
+    Ok(())
 }
 
-/// Drains a plugin's stderr to its end, keeping only the last [`STDERR_TAIL`] bytes.
-async fn read_tail(pipe: Option<smol::process::ChildStderr>) -> Vec<u8> {
-    let mut tail = Vec::new();
+/// Drains a plugin's stderr to its end into `tail`, keeping at most twice [`STDERR_TAIL`]
+/// bytes of its end (the caller cuts it to [`STDERR_TAIL`]).
+async fn read_tail(pipe: Option<smol::process::ChildStderr>, tail: &mut Vec<u8>) {
     let Some(mut pipe) = pipe else {
-        return tail;
+        return;
     };
     let mut buf = [0u8; 4096];
     while let Ok(n) = pipe.read(&mut buf).await {
@@ -339,10 +447,6 @@ async fn read_tail(pipe: Option<smol::process::ChildStderr>) -> Vec<u8> {
             tail.drain(..tail.len() - STDERR_TAIL);
         }
     }
-    if tail.len() > STDERR_TAIL {
-        tail.drain(..tail.len() - STDERR_TAIL);
-    }
-    tail
 }
 
 /// Words after which the next one is taken as a secret.

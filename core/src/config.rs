@@ -9,7 +9,7 @@ use crate::election::{ElectionConfig, ElectionConfigError};
 use crate::key_map::KeyMap;
 use crate::object::{Object, ObjectKey, OwnerRef};
 use crate::output::SourceId;
-pub use crate::params::WatchParams;
+pub use crate::params::{InitialListStrategy, WatchParams};
 use crate::predicate::Predicate;
 use crate::retry::Backoff;
 use crate::secondary::SecondarySpec;
@@ -46,6 +46,11 @@ pub struct Config<O, P> {
     /// Wait before reopening an in-process stream that ended or did not open with a
     /// `Replace` (default 1 s).
     pub source_retry_delay: Duration,
+    /// How long a streaming list ([`WatchParams::streaming_lists`]) may gather its initial
+    /// events before the end bookmark; past it the source falls back to LIST+WATCH, as a
+    /// server that ignored the request would never send the bookmark (default 300 s, the
+    /// engine's `Limits::list_deadline` for one LIST).
+    pub list_deadline: Duration,
     /// The secondary sources, in the order added: source `S1`, `S2`, ...
     pub(crate) secondaries: Vec<(SecondaryConfig, Box<dyn SecondarySpec<O, P>>)>,
     /// A builder call that could not be applied, reported by [`Config::validate`].
@@ -167,6 +172,7 @@ impl<O, P> Clone for Config<O, P> {
             backoff: self.backoff,
             retry_delay: self.retry_delay,
             source_retry_delay: self.source_retry_delay,
+            list_deadline: self.list_deadline,
             secondaries: self
                 .secondaries
                 .iter()
@@ -189,6 +195,7 @@ impl<O, P> fmt::Debug for Config<O, P> {
             .field("backoff", &self.backoff)
             .field("retry_delay", &self.retry_delay)
             .field("source_retry_delay", &self.source_retry_delay)
+            .field("list_deadline", &self.list_deadline)
             .field(
                 "secondaries",
                 &self.secondaries.iter().map(|(c, _)| c).collect::<Vec<_>>(),
@@ -217,6 +224,7 @@ impl<O, P> Config<O, P> {
             backoff: Backoff::default(),
             retry_delay: Duration::from_secs(1),
             source_retry_delay: Duration::from_secs(1),
+            list_deadline: Duration::from_secs(300),
             election: None,
             predicate: None,
             priority: false,
@@ -318,6 +326,13 @@ impl<O, P> Config<O, P> {
         self
     }
 
+    /// Sets how long a streaming list may gather its initial events ([`Config::list_deadline`]).
+    #[must_use]
+    pub fn list_deadline(mut self, deadline: Duration) -> Self {
+        self.list_deadline = deadline;
+        self
+    }
+
     /// Sets the in-process source's reopen delay.
     #[must_use]
     pub fn source_retry_delay(mut self, delay: Duration) -> Self {
@@ -371,6 +386,9 @@ impl<O, P> Config<O, P> {
         }
         if self.source_retry_delay.is_zero() {
             return Err(ConfigError::ZeroDelay("source_retry_delay"));
+        }
+        if self.list_deadline.is_zero() {
+            return Err(ConfigError::ZeroDelay("list_deadline"));
         }
         if let Some(election) = &self.election {
             election.validate().map_err(ConfigError::Election)?;

@@ -33,6 +33,9 @@ pub enum WatchEvent<O> {
     Bookmark {
         /// The version the stream has reached.
         resource_version: String,
+        /// The bookmark carries the annotation `k8s.io/initial-events-end: "true"`: on a
+        /// streaming list (`sendInitialEvents=true`), the initial events are all sent.
+        initial_events_end: bool,
     },
     /// `ERROR`: the watch failed in-band; the rest of the stream is meaningless.
     Error(Status),
@@ -244,9 +247,10 @@ pub(crate) fn parse_frame_held<O: Object, H: Hold<O>>(
             EventType::Modified => WatchEvent::Modified(object),
             _ => WatchEvent::Deleted(object),
         },
-        Payload::Bookmark(resource_version) => match resource_version {
+        Payload::Bookmark(resource_version, initial_events_end) => match resource_version {
             Some(rv) if !rv.is_empty() => WatchEvent::Bookmark {
                 resource_version: rv,
+                initial_events_end,
             },
             _ => return Err(fail(FrameErrorKind::NoResourceVersion, None)),
         },
@@ -354,7 +358,8 @@ impl<'de> Deserialize<'de> for EventType {
 
 enum Payload<H> {
     Object(H),
-    Bookmark(Option<String>),
+    /// The version and whether the initial-events-end annotation is set.
+    Bookmark(Option<String>, bool),
     Error(Status),
 }
 
@@ -443,11 +448,15 @@ impl<'de, O: Object, H: Hold<O>> DeserializeSeed<'de> for PayloadSeed<O, H> {
             EventType::Added | EventType::Modified | EventType::Deleted => {
                 Payload::Object(H::hold(O::deserialize(d)?))
             }
-            EventType::Bookmark => Payload::Bookmark(
-                LenientObject::deserialize(d)?
-                    .metadata
-                    .and_then(|m| m.resource_version),
-            ),
+            EventType::Bookmark => {
+                let meta = LenientObject::deserialize(d)?.metadata;
+                let end = meta
+                    .as_ref()
+                    .and_then(|m| m.annotations.as_ref())
+                    .and_then(|a| a.initial_events_end.as_ref())
+                    .is_some_and(|v| v.as_str() == Some("true"));
+                Payload::Bookmark(meta.and_then(|m| m.resource_version), end)
+            }
             EventType::Error => Payload::Error(RawStatus::deserialize(d)?.into_status()),
         })
     }
@@ -469,7 +478,19 @@ struct LenientObject {
 struct LenientMeta {
     #[serde(rename = "resourceVersion")]
     resource_version: Option<String>,
+    annotations: Option<BookmarkAnnotations>,
 }
+
+/// The one annotation a bookmark is read for; any other is ignored, and a value that is not
+/// the string `"true"` does not mark the end.
+#[derive(Deserialize)]
+struct BookmarkAnnotations {
+    #[serde(rename = "k8s.io/initial-events-end")]
+    initial_events_end: Option<serde_json::Value>,
+}
+
+/// The annotation a bookmark carries at the end of a streaming list's initial events.
+pub const INITIAL_EVENTS_END: &str = "k8s.io/initial-events-end";
 
 #[derive(Deserialize)]
 struct RawStatus {
@@ -559,7 +580,8 @@ mod tests {
         assert_eq!(
             ev,
             WatchEvent::Bookmark {
-                resource_version: "550".into()
+                resource_version: "550".into(),
+                initial_events_end: true,
             }
         );
     }

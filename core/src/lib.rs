@@ -97,14 +97,16 @@ mod store;
 mod string_map;
 mod time;
 
-pub use config::{Config, ConfigError, ParentsBy, SecondaryConfig, SourceConfig, WatchParams};
+pub use config::{
+    Config, ConfigError, InitialListStrategy, ParentsBy, SecondaryConfig, SourceConfig, WatchParams,
+};
 pub use election::{ElectionConfig, Leadership, LeaseRequest, LeaseResponse, OnLost};
 pub use key_map::{KeyBy, KeyByParseError, KeyMap, KeyMapError};
 pub use metrics::Metrics;
 pub use object::{Object, ObjectKey, OwnerRef};
 pub use output::{
-    Command, Deadline, Event, ListFailure, Output, RelistReason, RequestId, SourceId, StreamId,
-    Ticket, Wake, WatchRetryReason,
+    Command, Deadline, Event, InitialEventsFailure, ListFailure, Output, RelistReason, RequestId,
+    SourceId, StreamId, StreamingFallback, Ticket, Wake, WatchRetryReason,
 };
 pub use predicate::Predicate;
 pub use reconcile_loop::{Input, Lifecycle, Outcome, ReconcileLoop, Stats};

@@ -99,7 +99,7 @@ pub enum Command<O, P> {
         /// The LIST to abandon.
         req: RequestId,
     },
-    /// Open a WATCH from `resource_version`.
+    /// Open a WATCH from `resource_version`; with `send_initial_events`, a streaming list.
     Watch {
         /// Tag every line and the end of this stream with it.
         stream: StreamId,
@@ -107,12 +107,18 @@ pub enum Command<O, P> {
         source: SourceId,
         /// Namespace and selectors.
         params: Arc<WatchParams>,
-        /// The cursor: never empty, always from a LIST or a frame.
+        /// The cursor, from a LIST or a frame. Empty only with `send_initial_events`: the
+        /// stream then opens with the current state, read as consistently as a LIST.
         resource_version: String,
         /// `timeoutSeconds`, always sent.
         timeout_seconds: u32,
         /// `allowWatchBookmarks`, always requested.
         allow_bookmarks: bool,
+        /// `sendInitialEvents=true` with `resourceVersionMatch=NotOlderThan`: a streaming
+        /// list, whose stream opens with the state as `ADDED` events and a bookmark annotated
+        /// `k8s.io/initial-events-end` after them (client-go's WatchList). Neither parameter
+        /// is sent when `false`.
+        send_initial_events: bool,
     },
     /// Close a WATCH; anything still arriving on it will be ignored.
     CloseWatch {
@@ -333,6 +339,32 @@ pub enum Event<P> {
         /// What went wrong.
         error: String,
     },
+    /// A streaming list's initial events ended (the bookmark annotated
+    /// `k8s.io/initial-events-end`): they were applied as one listing, and the stream goes
+    /// on as the watch.
+    InitialEventsEnd {
+        /// The stream.
+        stream: StreamId,
+        /// Objects in the listing.
+        objects: usize,
+        /// The bookmark's version: the cursor from now on.
+        resource_version: String,
+    },
+    /// A streaming list's WATCH failed before its initial events ended: the events gathered
+    /// are dropped, and the streaming list is asked for again after `retry_delay`.
+    InitialEventsFailed {
+        /// The stream.
+        stream: StreamId,
+        /// Why.
+        reason: InitialEventsFailure,
+    },
+    /// The source stops streaming its listings and uses LIST+WATCH from now on.
+    StreamingListFallback {
+        /// The source.
+        source: SourceId,
+        /// Why.
+        reason: StreamingFallback,
+    },
     /// An input named a request, stream or ticket that is no longer live: ignored.
     Stale {
         /// What it was.
@@ -381,6 +413,87 @@ impl fmt::Display for ListFailure {
                 f,
                 "paged listing too large: {pages} pages hold {items} items in {bytes} bytes \
                  (at most {max_items} items, {max_bytes} bytes)"
+            ),
+        }
+    }
+}
+
+/// Why a streaming list's WATCH ended before its initial events did (and is asked for
+/// again).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InitialEventsFailure {
+    /// The server closed the stream without error.
+    Ended,
+    /// The connection failed.
+    Transport(String),
+    /// A non-200 status that neither condemns the cursor nor refuses the request.
+    HttpStatus(u16, Option<Status>),
+    /// An ERROR frame that does not condemn the cursor.
+    ErrorFrame(Status),
+}
+
+impl fmt::Display for InitialEventsFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            InitialEventsFailure::Ended => f.write_str("ended before initial-events-end"),
+            InitialEventsFailure::Transport(e) => write!(f, "transport: {e}"),
+            InitialEventsFailure::HttpStatus(code, Some(status)) => {
+                write!(f, "HTTP {code}: {status}")
+            }
+            InitialEventsFailure::HttpStatus(code, None) => write!(f, "HTTP {code}"),
+            InitialEventsFailure::ErrorFrame(status) => write!(f, "ERROR frame {status}"),
+        }
+    }
+}
+
+/// Why a source stopped streaming its listings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StreamingFallback {
+    /// The apiserver refused the request: 400 or 422, as one that does not know
+    /// `sendInitialEvents`, or whose `WatchList` feature gate is off, answers.
+    Refused(u16, Option<Status>),
+    /// No end bookmark within `Config::list_deadline`: the server ignored the parameters,
+    /// or streams slower than a listing may take.
+    NoEndBookmark {
+        /// Object events gathered by then.
+        events: u64,
+        /// The deadline.
+        after: Duration,
+    },
+    /// The events gathered outgrew what one listing may hold before the end bookmark.
+    TooLarge {
+        /// Objects gathered.
+        items: usize,
+        /// Their line bytes.
+        bytes: u64,
+        /// The bound on objects.
+        max_items: usize,
+        /// The bound on bytes.
+        max_bytes: u64,
+    },
+}
+
+impl fmt::Display for StreamingFallback {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StreamingFallback::Refused(code, Some(status)) => {
+                write!(f, "refused: HTTP {code}: {status}")
+            }
+            StreamingFallback::Refused(code, None) => write!(f, "refused: HTTP {code}"),
+            StreamingFallback::NoEndBookmark { events, after } => write!(
+                f,
+                "no initial-events-end bookmark within {}s ({events} events)",
+                after.as_secs_f64()
+            ),
+            StreamingFallback::TooLarge {
+                items,
+                bytes,
+                max_items,
+                max_bytes,
+            } => write!(
+                f,
+                "initial events too large: {items} objects in {bytes} bytes \
+                 (at most {max_items} objects, {max_bytes} bytes)"
             ),
         }
     }
@@ -442,6 +555,8 @@ pub enum Wake {
     ListRetry,
     /// Reopen a WATCH from the cursor.
     WatchRetry,
+    /// A streaming list's time to gather its initial events is up.
+    ListDeadline,
     /// Reopen the in-process source.
     SourceReopen,
     /// A key's backoff or requeue-after elapsed.
@@ -459,6 +574,7 @@ impl fmt::Display for Wake {
         f.write_str(match self {
             Wake::ListRetry => "list-retry",
             Wake::WatchRetry => "watch-retry",
+            Wake::ListDeadline => "list-deadline",
             Wake::SourceReopen => "source-reopen",
             Wake::Requeue => "requeue",
             Wake::Resync => "resync",
@@ -528,14 +644,23 @@ impl<O: Object, P: fmt::Display> fmt::Display for Command<O, P> {
                 resource_version,
                 timeout_seconds,
                 allow_bookmarks,
+                send_initial_events,
             } => {
                 write!(f, "watch {stream}")?;
                 if *source != SourceId::PRIMARY {
                     write!(f, " {source}")?;
                 }
-                write!(f, " rv={resource_version} timeout={timeout_seconds}s")?;
+                if resource_version.is_empty() {
+                    f.write_str(" rv=\"\"")?;
+                } else {
+                    write!(f, " rv={resource_version}")?;
+                }
+                write!(f, " timeout={timeout_seconds}s")?;
                 if *allow_bookmarks {
                     f.write_str(" bookmarks")?;
+                }
+                if *send_initial_events {
+                    f.write_str(" initial-events")?;
                 }
                 write!(f, "{params}")
             }
@@ -658,6 +783,27 @@ impl<P: fmt::Display> fmt::Display for Event<P> {
                 None => write!(f, "source-ended {stream}"),
             },
             Event::Stale { input } => write!(f, "stale {input} ignored"),
+            Event::InitialEventsEnd {
+                stream,
+                objects,
+                resource_version,
+            } => write!(
+                f,
+                "initial-events-end {stream} objects={objects} rv={resource_version}"
+            ),
+            Event::InitialEventsFailed { stream, reason } => {
+                write!(
+                    f,
+                    "initial-events-failed {stream} ({reason}), streaming list again"
+                )
+            }
+            Event::StreamingListFallback { source, reason } => {
+                f.write_str("streaming-list-fallback")?;
+                if *source != SourceId::PRIMARY {
+                    write!(f, " {source}")?;
+                }
+                write!(f, " ({reason}), LIST+WATCH from now on")
+            }
             Event::LeadershipAcquired {
                 identity,
                 transitions,

@@ -18,6 +18,27 @@ pub struct WatchParams {
     /// `watcher::Config::page_size`), or in one request when `None` (the default). The
     /// pages are gathered and applied as one listing after the last.
     pub list_page_size: Option<u32>,
+    /// How the initial state is fetched: a LIST then a WATCH (the default), or one
+    /// streaming WATCH that opens with it (kube-runtime's `watcher::Config::initial_list_strategy`).
+    pub initial_list: InitialListStrategy,
+}
+
+/// How a source fetches its initial state, and the state after every relist
+/// (kube-runtime's `watcher::InitialListStrategy`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum InitialListStrategy {
+    /// LIST (paged if [`WatchParams::list_page_size`] says so), then WATCH from the listing's
+    /// version.
+    #[default]
+    ListWatch,
+    /// One WATCH with `sendInitialEvents=true`, `resourceVersionMatch=NotOlderThan` and
+    /// bookmarks (client-go's WatchList): the apiserver streams the current state as `ADDED`
+    /// events and marks its end with a bookmark annotated `k8s.io/initial-events-end: "true"`;
+    /// the events are gathered and applied as one listing at that bookmark, and the stream
+    /// goes on as the watch. A server that refuses the request (an older one, or the
+    /// `WatchList` feature gate off) makes the source fall back to
+    /// [`ListWatch`](Self::ListWatch) for good.
+    StreamingList,
 }
 
 impl Default for WatchParams {
@@ -28,6 +49,7 @@ impl Default for WatchParams {
             field_selector: None,
             timeout_seconds: 300,
             list_page_size: None,
+            initial_list: InitialListStrategy::ListWatch,
         }
     }
 }
@@ -60,6 +82,15 @@ impl WatchParams {
     #[must_use]
     pub fn list_pages(mut self, size: u32) -> Self {
         self.list_page_size = (size > 0).then_some(size);
+        self
+    }
+
+    /// Fetches the initial state with a streaming list
+    /// ([`InitialListStrategy::StreamingList`]; kube-runtime's
+    /// `watcher::Config::streaming_lists`) instead of a LIST.
+    #[must_use]
+    pub fn streaming_lists(mut self) -> Self {
+        self.initial_list = InitialListStrategy::StreamingList;
         self
     }
 

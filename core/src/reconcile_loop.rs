@@ -20,7 +20,7 @@ use crate::output::{
     Command, Deadline, Event, Outbox, Output, RequestId, SourceId, StreamId, Ticket, Wake,
 };
 use crate::queue::WorkQueue;
-use crate::reflector::{ListResponse, MintIds, Reflector, StreamEnd};
+use crate::reflector::{ListResponse, MintIds, Reflector, StreamEnd, Timing};
 use crate::retry::RetryScheduler;
 use crate::secondary::{Related, Secondary};
 use crate::source::{Change, InProcessSource, SourceEvent};
@@ -216,7 +216,7 @@ impl MintIds for Ids {
 }
 
 enum Source<O> {
-    Kubernetes(Reflector<O>),
+    Kubernetes(Box<Reflector<O>>),
     InProcess(InProcessSource),
 }
 
@@ -329,12 +329,14 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
     /// [`ConfigError`] when a setting is out of bounds.
     pub fn new(config: Config<O, P>, now: Instant) -> Result<Self, ConfigError> {
         config.validate()?;
+        let timing = Timing {
+            retry_delay: config.retry_delay,
+            list_deadline: config.list_deadline,
+        };
         let source = match config.source {
-            SourceConfig::Kubernetes(params) => Source::Kubernetes(Reflector::new(
-                SourceId::PRIMARY,
-                params,
-                config.retry_delay,
-            )),
+            SourceConfig::Kubernetes(params) => {
+                Source::Kubernetes(Box::new(Reflector::new(SourceId::PRIMARY, params, timing)))
+            }
             SourceConfig::InProcess => {
                 Source::InProcess(InProcessSource::new(config.source_retry_delay))
             }
@@ -343,7 +345,7 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
             .secondaries
             .iter()
             .zip(1..)
-            .map(|((_, spec), n)| spec.build(SourceId::nth(n), config.retry_delay))
+            .map(|((_, spec), n)| spec.build(SourceId::nth(n), timing))
             .collect();
         let mut store = Store::default();
         let predicate_name = config.predicate.as_ref().map(|p| Arc::from(p.to_string()));
@@ -516,14 +518,16 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
             elector.start(self.now, &mut self.ids, &mut self.out);
         }
         match &mut self.source {
-            Source::Kubernetes(reflector) => reflector.start(&mut self.ids, &mut self.out),
+            Source::Kubernetes(reflector) => {
+                reflector.start(self.now, &mut self.ids, &mut self.out);
+            }
             Source::InProcess(source) => {
                 let stream = self.ids.stream();
                 source.start(stream, &mut self.out);
             }
         }
         for source in &mut self.secondaries {
-            source.start(&mut self.ids, &mut self.out);
+            source.start(self.now, &mut self.ids, &mut self.out);
         }
     }
 

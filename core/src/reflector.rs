@@ -19,20 +19,33 @@
 //!   client-go's pager does (`FullListIfExpired`), so a listing slower than the window
 //!   still completes; any other failure of a page retries from the first page after
 //!   `retry_delay`.
+//! - A streaming list ([`InitialListStrategy::StreamingList`]) replaces the LIST by a WATCH
+//!   from `""` with `sendInitialEvents=true` (client-go's WatchList). Its events are gathered,
+//!   untouched by the store, until the bookmark annotated `k8s.io/initial-events-end`; they
+//!   are then applied as one `Replace` at its version, and the same stream goes on as the
+//!   watch. The gathering is bounded like a paged listing ([`MAX_LISTING_ITEMS`],
+//!   [`MAX_LISTING_BYTES`]) and in time (`Config::list_deadline`). A 410 / 504 drops the
+//!   events and streams again after `retry_delay`, as does any failure the server may
+//!   recover from. A refusal of the request (400 / 422: an older apiserver, or the
+//!   `WatchList` feature gate off), or the bounds or the deadline passed without the end
+//!   bookmark (a server that ignored the parameters), makes the source fall back to
+//!   LIST+WATCH for good: the next listing is a LIST, at once.
 
 use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::params::WatchParams;
+use std::collections::BTreeMap;
+
+use crate::params::{InitialListStrategy, WatchParams};
 use bytes::Bytes;
 
 use crate::frame::{self, Status, WatchEvent};
 use crate::list::{self, ListBodyError, ObjectList};
 use crate::object::Object;
 use crate::output::{
-    Command, Deadline, Event, ListFailure, Outbox, Output, RelistReason, RequestId, SourceId,
-    StreamId, Wake, WatchRetryReason,
+    Command, Deadline, Event, InitialEventsFailure, ListFailure, Outbox, Output, RelistReason,
+    RequestId, SourceId, StreamId, StreamingFallback, Wake, WatchRetryReason,
 };
 use crate::source::Change;
 use crate::time::Instant;
@@ -108,6 +121,29 @@ enum Phase {
     Stopped,
 }
 
+/// The reflector's timings, from the loop's [`Config`](crate::Config).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Timing {
+    /// Wait before every retry.
+    pub(crate) retry_delay: Duration,
+    /// How long a streaming list may gather its initial events.
+    pub(crate) list_deadline: Duration,
+}
+
+/// The initial events of a streaming list gathered so far.
+#[derive(Debug)]
+struct Initial<O> {
+    /// When the streaming WATCH was asked for.
+    started: Instant,
+    /// The objects, by namespace and name (a later event for the same object replaces
+    /// the earlier one, a `DELETED` removes it, as client-go's temporary store does).
+    objects: BTreeMap<(String, String), O>,
+    /// Object events gathered.
+    events: u64,
+    /// Their line bytes.
+    bytes: u64,
+}
+
 /// The pages of a paged LIST gathered so far.
 #[derive(Debug)]
 struct Pages<O> {
@@ -147,8 +183,18 @@ pub(crate) struct Reflector<O> {
     source: SourceId,
     params: Arc<WatchParams>,
     retry_delay: Duration,
-    /// Invariant: `Some` whenever a WATCH is open or about to be opened.
+    list_deadline: Duration,
+    /// Invariant: `Some` whenever a WATCH is open or about to be opened, except a streaming
+    /// list's WATCH until its initial events end.
     cursor: Option<String>,
+    /// Listings are streamed: the source asked for it and the server has not refused.
+    streaming: bool,
+    /// The streaming list's initial events, while the open WATCH is one gathering them.
+    /// Never applied before the end bookmark.
+    initial: Option<Box<Initial<O>>>,
+    /// The most objects and line bytes the initial events may hold: [`MAX_LISTING_ITEMS`]
+    /// and [`MAX_LISTING_BYTES`] (lowered by unit tests only).
+    max_initial: (usize, u64),
     phase: Phase,
     /// The pages of the listing in flight, from its second page request on; `None` otherwise.
     /// Never applied before the last page.
@@ -160,12 +206,16 @@ pub(crate) struct Reflector<O> {
 }
 
 impl<O: Object> Reflector<O> {
-    pub(crate) fn new(source: SourceId, params: WatchParams, retry_delay: Duration) -> Self {
+    pub(crate) fn new(source: SourceId, params: WatchParams, timing: Timing) -> Self {
         Reflector {
             source,
+            streaming: params.initial_list == InitialListStrategy::StreamingList,
             params: Arc::new(params),
-            retry_delay,
+            retry_delay: timing.retry_delay,
+            list_deadline: timing.list_deadline,
             cursor: None,
+            initial: None,
+            max_initial: (MAX_LISTING_ITEMS, MAX_LISTING_BYTES),
             phase: Phase::Idle,
             pages: None,
             unpaged_next: false,
@@ -200,10 +250,11 @@ impl<O: Object> Reflector<O> {
 
     pub(crate) fn start<Q, P>(
         &mut self,
+        now: Instant,
         ids: &mut (impl MintIds + ?Sized),
         out: &mut Outbox<Q, P>,
     ) {
-        self.list(ids, out);
+        self.list(now, ids, out);
     }
 
     pub(crate) fn handle_list<Q, P>(
@@ -235,7 +286,7 @@ impl<O: Object> Reflector<O> {
                         status: status_body,
                     }));
                     self.unpaged_next = true;
-                    self.list(ids, out);
+                    self.list(now, ids, out);
                     return None;
                 }
                 ListFailure::Status(status, status_body)
@@ -387,6 +438,9 @@ impl<O: Object> Reflector<O> {
         }
         *frames += 1;
         self.counters.frames += 1;
+        if self.initial.is_some() {
+            return self.gather(now, stream, line, out);
+        }
         let event = match frame::parse_frame_held::<O, Arc<O>>(line) {
             Ok(event) => event,
             Err(error) => {
@@ -411,7 +465,9 @@ impl<O: Object> Reflector<O> {
                 self.advance_cursor(now, o.object_resource_version());
                 Change::Delete(o)
             }
-            WatchEvent::Bookmark { resource_version } => {
+            WatchEvent::Bookmark {
+                resource_version, ..
+            } => {
                 self.cursor = Some(resource_version);
                 self.counters.cursor_at = Some(now);
                 return None;
@@ -446,6 +502,10 @@ impl<O: Object> Reflector<O> {
         if current != stream {
             self.counters.stale_inputs += 1;
             out.push_back(Output::Event(Event::Stale { input: "watch end" }));
+            return;
+        }
+        if self.initial.is_some() {
+            self.initial_end(now, stream, end, ids, out);
             return;
         }
         let reason = match end {
@@ -485,12 +545,29 @@ impl<O: Object> Reflector<O> {
         {
             match (next, self.cursor.is_some()) {
                 (Next::Watch, true) => self.watch(now, ids, out),
-                _ => self.list(ids, out),
+                _ => self.list(now, ids, out),
             }
+        }
+        if let (Phase::Watching { stream, .. }, Some(initial)) = (&self.phase, &self.initial)
+            && initial.started + self.list_deadline <= now
+        {
+            let stream = *stream;
+            out.push_back(Output::Command(Command::CloseWatch { stream }));
+            let reason = StreamingFallback::NoEndBookmark {
+                events: initial.events,
+                after: self.list_deadline,
+            };
+            self.fall_back(now, reason, ids, out);
         }
     }
 
     pub(crate) fn deadline(&self) -> Option<Deadline> {
+        if let (Phase::Watching { .. }, Some(initial)) = (&self.phase, &self.initial) {
+            return Some(Deadline {
+                at: initial.started + self.list_deadline,
+                wake: Wake::ListDeadline,
+            });
+        }
         match self.phase {
             Phase::Waiting { at, next } => Some(Deadline {
                 at,
@@ -512,6 +589,7 @@ impl<O: Object> Reflector<O> {
             Phase::Idle | Phase::Waiting { .. } | Phase::Stopped => {}
         }
         self.pages = None;
+        self.initial = None;
         self.phase = Phase::Stopped;
     }
 
@@ -553,6 +631,7 @@ impl<O: Object> Reflector<O> {
         // The cursor is dead: never watch from it again.
         self.cursor = None;
         self.pages = None;
+        self.initial = None;
         self.counters.relists += 1;
         out.push_back(Output::Event(Event::Relist {
             source: self.source,
@@ -568,10 +647,211 @@ impl<O: Object> Reflector<O> {
         };
     }
 
-    /// Asks for the first page of a listing (the whole listing when unpaged).
-    fn list<Q, P>(&mut self, ids: &mut (impl MintIds + ?Sized), out: &mut Outbox<Q, P>) {
+    /// Starts a listing: a streaming list, or the first page of a LIST (the whole listing
+    /// when unpaged).
+    fn list<Q, P>(
+        &mut self,
+        now: Instant,
+        ids: &mut (impl MintIds + ?Sized),
+        out: &mut Outbox<Q, P>,
+    ) {
         self.pages = None;
-        self.list_page(ids, out, None);
+        self.initial = None;
+        if self.streaming {
+            self.stream_list(now, ids, out);
+        } else {
+            self.list_page(ids, out, None);
+        }
+    }
+
+    /// Opens a streaming list: a WATCH from `""` that opens with the current state.
+    ///
+    /// client-go sends its last synced version when a WatchList is retried after an
+    /// ordinary failure and `""` after an expired one; this reflector only lists when its
+    /// cursor is gone (never synced, or condemned), so `""` (a consistent read of the
+    /// current state) is always the version it would send.
+    fn stream_list<Q, P>(
+        &mut self,
+        now: Instant,
+        ids: &mut (impl MintIds + ?Sized),
+        out: &mut Outbox<Q, P>,
+    ) {
+        let stream = ids.stream();
+        self.counters.watches += 1;
+        self.cursor = None;
+        self.phase = Phase::Watching {
+            stream,
+            since: now,
+            frames: 0,
+        };
+        self.initial = Some(Box::new(Initial {
+            started: now,
+            objects: BTreeMap::new(),
+            events: 0,
+            bytes: 0,
+        }));
+        out.push_back(Output::Command(Command::Watch {
+            stream,
+            source: self.source,
+            params: Arc::clone(&self.params),
+            resource_version: String::new(),
+            timeout_seconds: self.params.timeout_seconds,
+            allow_bookmarks: true,
+            send_initial_events: true,
+        }));
+    }
+
+    /// One line of a streaming list before its end bookmark.
+    fn gather<Q, P>(
+        &mut self,
+        now: Instant,
+        stream: StreamId,
+        line: &[u8],
+        out: &mut Outbox<Q, P>,
+    ) -> Option<Change<O>> {
+        let event = match frame::parse_frame::<O>(line) {
+            Ok(event) => event,
+            Err(error) => {
+                if error.resource_version.is_some() {
+                    // Left out of the listing, as a LIST item that does not decode is.
+                    self.counters.frames_skipped += 1;
+                    out.push_back(Output::Event(Event::FrameSkipped { stream, error }));
+                } else {
+                    out.push_back(Output::Command(Command::CloseWatch { stream }));
+                    self.relist(now, RelistReason::UndecodableFrame(error), out);
+                }
+                return None;
+            }
+        };
+        let initial = self.initial.as_mut()?;
+        let (object, keep) = match event {
+            WatchEvent::Added(o) | WatchEvent::Modified(o) => (o, true),
+            WatchEvent::Deleted(o) => (o, false),
+            WatchEvent::Bookmark {
+                resource_version,
+                initial_events_end,
+            } => {
+                if !initial_events_end {
+                    return None;
+                }
+                let initial = self.initial.take()?;
+                let objects: Vec<O> = initial.objects.into_values().collect();
+                out.push_back(Output::Event(Event::InitialEventsEnd {
+                    stream,
+                    objects: objects.len(),
+                    resource_version: resource_version.clone(),
+                }));
+                self.counters.list_bytes += initial.bytes;
+                self.cursor = Some(resource_version);
+                self.counters.cursor_at = Some(now);
+                return Some(Change::Replace(objects));
+            }
+            WatchEvent::Error(status) => {
+                out.push_back(Output::Command(Command::CloseWatch { stream }));
+                if status.cursor_unusable() {
+                    self.relist(now, RelistReason::ErrorFrame(status), out);
+                } else {
+                    self.initial_failed(now, stream, InitialEventsFailure::ErrorFrame(status), out);
+                }
+                return None;
+            }
+        };
+        initial.events += 1;
+        initial.bytes = initial.bytes.saturating_add(line.len() as u64);
+        let key = (
+            object.object_namespace().unwrap_or_default().to_owned(),
+            object.object_name().unwrap_or_default().to_owned(),
+        );
+        if keep {
+            initial.objects.insert(key, object);
+        } else {
+            initial.objects.remove(&key);
+        }
+        let (max_items, max_bytes) = self.max_initial;
+        if initial.objects.len() > max_items || initial.bytes > max_bytes {
+            let reason = StreamingFallback::TooLarge {
+                items: initial.objects.len(),
+                bytes: initial.bytes,
+                max_items,
+                max_bytes,
+            };
+            out.push_back(Output::Command(Command::CloseWatch { stream }));
+            self.fall_back_later(now, reason, out);
+        }
+        None
+    }
+
+    /// A streaming list's WATCH ended before its end bookmark.
+    fn initial_end<Q, P>(
+        &mut self,
+        now: Instant,
+        stream: StreamId,
+        end: StreamEnd,
+        ids: &mut (impl MintIds + ?Sized),
+        out: &mut Outbox<Q, P>,
+    ) {
+        let failure = match end {
+            StreamEnd::Clean => InitialEventsFailure::Ended,
+            StreamEnd::TransportError(e) => InitialEventsFailure::Transport(e),
+            StreamEnd::HttpStatus { code, body } => {
+                let status = frame::parse_status(&body);
+                if code == 410
+                    || code == 504
+                    || status.as_ref().is_some_and(Status::cursor_unusable)
+                {
+                    self.relist(now, RelistReason::HttpStatus(code, status), out);
+                    return;
+                }
+                if code == 400 || code == 422 {
+                    let reason = StreamingFallback::Refused(code, status);
+                    self.fall_back(now, reason, ids, out);
+                    return;
+                }
+                InitialEventsFailure::HttpStatus(code, status)
+            }
+        };
+        self.initial_failed(now, stream, failure, out);
+    }
+
+    fn initial_failed<Q, P>(
+        &mut self,
+        now: Instant,
+        stream: StreamId,
+        reason: InitialEventsFailure,
+        out: &mut Outbox<Q, P>,
+    ) {
+        self.initial = None;
+        out.push_back(Output::Event(Event::InitialEventsFailed { stream, reason }));
+        self.wait(now, Next::List);
+    }
+
+    /// Stops streaming listings for good and lists at once.
+    fn fall_back<Q, P>(
+        &mut self,
+        now: Instant,
+        reason: StreamingFallback,
+        ids: &mut (impl MintIds + ?Sized),
+        out: &mut Outbox<Q, P>,
+    ) {
+        self.fall_back_later(now, reason, out);
+        self.list(now, ids, out);
+    }
+
+    /// Stops streaming listings for good; the LIST follows after `retry_delay` (inside a
+    /// line's handling, where no id can be minted).
+    fn fall_back_later<Q, P>(
+        &mut self,
+        now: Instant,
+        reason: StreamingFallback,
+        out: &mut Outbox<Q, P>,
+    ) {
+        self.streaming = false;
+        self.initial = None;
+        out.push_back(Output::Event(Event::StreamingListFallback {
+            source: self.source,
+            reason,
+        }));
+        self.wait(now, Next::List);
     }
 
     /// Asks for the page `continue_token` names, or the first page when `None`.
@@ -607,7 +887,7 @@ impl<O: Object> Reflector<O> {
         let Some(cursor) = self.cursor.clone() else {
             // Unreachable by construction; relisting is the safe answer if it ever happens.
             debug_assert!(false, "WATCH without a cursor");
-            return self.list(ids, out);
+            return self.list(now, ids, out);
         };
         let stream = ids.stream();
         self.counters.watches += 1;
@@ -623,6 +903,96 @@ impl<O: Object> Reflector<O> {
             resource_version: cursor,
             timeout_seconds: self.params.timeout_seconds,
             allow_bookmarks: true,
+            send_initial_events: false,
         }));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::VecDeque;
+    use std::fmt::Write as _;
+
+    use super::*;
+    use crate::pod::PodView;
+
+    #[derive(Default)]
+    struct Ids(u64);
+
+    impl MintIds for Ids {
+        fn request(&mut self) -> RequestId {
+            self.0 += 1;
+            RequestId(self.0)
+        }
+        fn stream(&mut self) -> StreamId {
+            self.0 += 1;
+            StreamId(self.0)
+        }
+    }
+
+    fn added(name: &str, rv: u64) -> String {
+        format!(
+            r#"{{"type":"ADDED","object":{{"metadata":{{"name":"{name}","namespace":"ns","resourceVersion":"{rv}"}}}}}}"#
+        )
+    }
+
+    fn drain(out: &mut Outbox<PodView, String>) -> String {
+        let mut line = String::new();
+        for o in out.drain(..) {
+            match o {
+                Output::Command(c) => write!(line, "{c}; ").unwrap(),
+                Output::Event(e) => write!(line, "({e}); ").unwrap(),
+                Output::Timeout(_) => {}
+            }
+        }
+        line
+    }
+
+    /// Streams a listing whose events pass `bounds` at the third object.
+    fn overflow(bounds: (usize, u64)) -> Vec<String> {
+        let timing = Timing {
+            retry_delay: Duration::from_secs(1),
+            list_deadline: Duration::from_secs(300),
+        };
+        let params = WatchParams::default().streaming_lists();
+        let mut r = Reflector::<PodView>::new(SourceId::PRIMARY, params, timing);
+        r.max_initial = bounds;
+        let (mut ids, mut out) = (Ids::default(), VecDeque::new());
+        let now = Instant::ZERO;
+        let mut log = Vec::new();
+        r.start(now, &mut ids, &mut out);
+        log.push(drain(&mut out));
+        for (name, rv) in [("a", 5), ("b", 6), ("c", 7)] {
+            let stream = r.current_stream().expect("the streaming WATCH is open");
+            assert!(
+                r.handle_watch_line(now, stream, added(name, rv).as_bytes(), &mut out)
+                    .is_none()
+            );
+            log.push(drain(&mut out));
+        }
+        assert!(r.initial.is_none() && r.current_stream().is_none());
+        r.handle_timeout(now + Duration::from_secs(1), &mut ids, &mut out);
+        log.push(drain(&mut out));
+        log
+    }
+
+    #[test]
+    fn initial_events_past_the_item_bound_fall_back_to_a_list() {
+        let log = overflow((2, u64::MAX));
+        assert_eq!(log[1], "");
+        assert_eq!(log[2], "");
+        assert_eq!(
+            log[3],
+            "close-watch W1; (streaming-list-fallback (initial events too large: 3 objects in \
+             270 bytes (at most 2 objects, 18446744073709551615 bytes)), LIST+WATCH from now on); "
+        );
+        assert_eq!(log[4], "list L2; ");
+    }
+
+    #[test]
+    fn initial_events_past_the_byte_bound_fall_back_to_a_list() {
+        let log = overflow((usize::MAX, 200));
+        assert!(log[3].starts_with("close-watch W1; (streaming-list-fallback (initial events too large: 3 objects in 270 bytes"), "{}", log[3]);
+        assert_eq!(log[4], "list L2; ");
     }
 }

@@ -10,13 +10,12 @@ use std::any::Any;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
-use std::time::Duration;
 
 use crate::object::{Object, ObjectKey};
 use crate::output::{Deadline, Event, Outbox, Output, RequestId, SourceId, StreamId};
 use crate::params::WatchParams;
 use crate::predicate::Predicate;
-use crate::reflector::{Counters, ListResponse, MintIds, Reflector, StreamEnd};
+use crate::reflector::{Counters, ListResponse, MintIds, Reflector, StreamEnd, Timing};
 use crate::source::Change;
 use crate::time::Instant;
 
@@ -57,7 +56,7 @@ impl Related {
 pub(crate) trait Secondary<O, P> {
     fn owns_list(&self, req: RequestId) -> bool;
     fn owns_stream(&self, stream: StreamId) -> bool;
-    fn start(&mut self, ids: &mut dyn MintIds, out: &mut Outbox<O, P>);
+    fn start(&mut self, now: Instant, ids: &mut dyn MintIds, out: &mut Outbox<O, P>);
     #[allow(clippy::too_many_arguments)]
     fn handle_list(
         &mut self,
@@ -101,8 +100,8 @@ pub(crate) trait Secondary<O, P> {
 /// How a secondary source is built, kept in the [`Config`](crate::Config) so the config
 /// stays cloneable: its parameters, its map to parents and its predicate, typed.
 pub(crate) trait SecondarySpec<O, P>: Send + Sync {
-    /// The source, numbered `id`.
-    fn build(&self, id: SourceId, retry_delay: Duration) -> Box<dyn Secondary<O, P> + Send>;
+    /// The source, numbered `id`, with the loop's reflector timings.
+    fn build(&self, id: SourceId, timing: Timing) -> Box<dyn Secondary<O, P> + Send>;
     /// Sets the predicate, handed over as `Predicate<C>`; gives it back when `C` is not the
     /// source's object type.
     fn set_predicate(&mut self, predicate: Box<dyn Any>) -> Result<(), Box<dyn Any>>;
@@ -142,10 +141,10 @@ where
     P: Ord + Clone + Send + 'static,
     C: Object + Send + Sync,
 {
-    fn build(&self, id: SourceId, retry_delay: Duration) -> Box<dyn Secondary<O, P> + Send> {
+    fn build(&self, id: SourceId, timing: Timing) -> Box<dyn Secondary<O, P> + Send> {
         Box::new(Source::<C, P> {
             id,
-            reflector: Reflector::new(id, self.params.clone(), retry_delay),
+            reflector: Reflector::new(id, self.params.clone(), timing),
             map: Arc::clone(&self.map),
             predicate: self
                 .predicate
@@ -310,8 +309,8 @@ where
         self.reflector.current_stream() == Some(stream)
     }
 
-    fn start(&mut self, ids: &mut dyn MintIds, out: &mut Outbox<O, P>) {
-        self.reflector.start(ids, out);
+    fn start(&mut self, now: Instant, ids: &mut dyn MintIds, out: &mut Outbox<O, P>) {
+        self.reflector.start(now, ids, out);
     }
 
     fn handle_list(

@@ -104,6 +104,7 @@ fn streaming_list_watch_ends_with_a_pod_bookmark_both_decoders_accept() {
     }
     let bookmark = WatchEvent::Bookmark {
         resource_version: "550".into(),
+        initial_events_end: true,
     };
     assert_eq!(parse_frame::<PodView>(lines[8]).unwrap(), bookmark);
     // k8s-openapi's Pod rejects `"containers":null`; envelope-first never decodes it as a Pod.

@@ -249,6 +249,22 @@ impl Scenario {
         self.line(&l, &format!("BOOKMARK rv={rv}"))
     }
 
+    /// The bookmark that ends a streaming list's initial events.
+    pub fn initial_events_end(&mut self, rv: u64) -> &mut Self {
+        let l = format!(
+            r#"{{"type":"BOOKMARK","object":{{"kind":"Pod","apiVersion":"v1","metadata":{{"resourceVersion":"{rv}","annotations":{{"k8s.io/initial-events-end":"true"}}}},"spec":{{"containers":null}},"status":{{}}}}}}"#
+        );
+        self.line(&l, &format!("BOOKMARK rv={rv} initial-events-end"))
+    }
+
+    /// The WATCH in flight is answered with a non-200 status and `body`.
+    pub fn watch_status(&mut self, code: u16, body: &str) -> &mut Self {
+        self.watch_end(StreamEnd::HttpStatus {
+            code,
+            body: body.as_bytes().to_vec(),
+        })
+    }
+
     pub fn error_frame(&mut self, code: u16, reason: &str) -> &mut Self {
         let l = format!(
             r#"{{"type":"ERROR","object":{{"kind":"Status","apiVersion":"v1","metadata":{{}},"status":"Failure","message":"watch failed","reason":"{reason}","code":{code}}}}}"#

@@ -365,6 +365,8 @@ where
             self.inbox = rx;
         }
         self.limits = limits;
+        // A streaming list may gather its initial events as long as one LIST may take.
+        self.config = self.config.list_deadline(limits.list_deadline);
         self
     }
 

@@ -534,13 +534,14 @@ where
                 resource_version,
                 timeout_seconds,
                 allow_bookmarks,
+                send_initial_events,
             } => self.watch(
                 stream,
                 source,
                 &params,
                 &resource_version,
                 timeout_seconds,
-                allow_bookmarks,
+                (allow_bookmarks, send_initial_events),
             ),
             Command::CloseWatch { stream } => self.abort(TaskKey::Watch(stream)),
             Command::OpenSource { stream } => self.open_source = Some(stream),
@@ -671,9 +672,11 @@ where
         params: &WatchParams,
         resource_version: &str,
         timeout_seconds: u32,
-        bookmarks: bool,
+        (bookmarks, initial_events): (bool, bool),
     ) {
-        if source != SourceId::PRIMARY {
+        if initial_events {
+            tracing::info!(%stream, %source, timeout_seconds, "streaming list");
+        } else if source != SourceId::PRIMARY {
             tracing::info!(%stream, %source, resource_version, timeout_seconds, "watch");
         } else if !self.watched_since_list {
             tracing::info!(%stream, resource_version, timeout_seconds, "watch open");
@@ -690,9 +693,13 @@ where
             ));
             return;
         };
-        let request = remote
-            .requests
-            .watch(params, resource_version, timeout_seconds, bookmarks);
+        let request = remote.requests.watch_with(
+            params,
+            resource_version,
+            timeout_seconds,
+            bookmarks,
+            initial_events,
+        );
         let Some(transport) = remote.transport.clone() else {
             let _ = self.shared.inbox().try_send(Msg::WatchEnd(
                 stream,
@@ -766,6 +773,17 @@ where
                 self.shared.set_synced();
             }
             Event::Relist { source, reason } => tracing::warn!(%source, %reason, "relist"),
+            Event::InitialEventsEnd {
+                stream,
+                objects,
+                resource_version,
+            } => tracing::info!(%stream, objects, %resource_version, "streaming list complete"),
+            Event::InitialEventsFailed { stream, reason } => {
+                tracing::warn!(%stream, %reason, "streaming list failed; streaming again");
+            }
+            Event::StreamingListFallback { source, reason } => {
+                tracing::warn!(%source, %reason, "streaming list refused; LIST+WATCH from now on");
+            }
             Event::WatchRetry { stream, reason } => {
                 tracing::info!(%stream, %reason, "watch will reopen");
             }

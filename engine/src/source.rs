@@ -110,6 +110,18 @@ impl<O, T> Source<O, T> {
         self
     }
 
+    /// Fetches the initial state with a streaming list instead of a LIST (kube-runtime's
+    /// `watcher::Config::streaming_lists`, client-go's WatchList): one WATCH with
+    /// `sendInitialEvents=true`, whose events are applied as one listing at the bookmark
+    /// that ends them, after which the same stream is the watch. An apiserver that refuses
+    /// it (one older than 1.27, or the `WatchList` feature gate off) makes the source fall
+    /// back to LIST+WATCH for the rest of the run. Off by default, as in kube-runtime.
+    #[must_use]
+    pub fn streaming_lists(mut self) -> Self {
+        self.params = self.params.streaming_lists();
+        self
+    }
+
     /// Filters the updates of this source's objects (controller-runtime's
     /// `WithPredicates`, kube-runtime's `predicate_filter`): an update `predicate` rejects
     /// is still cached, but wakes no parent. New objects, deletions and moves to another

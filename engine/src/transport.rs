@@ -204,10 +204,28 @@ impl Requests {
         timeout_seconds: u32,
         bookmarks: bool,
     ) -> Result<http::Request<Vec<u8>>, kube_core::request::Error> {
+        self.watch_with(params, resource_version, timeout_seconds, bookmarks, false)
+    }
+
+    /// A WATCH as the core's `Command::Watch` asks: with `send_initial_events`, a streaming
+    /// list (`sendInitialEvents=true&resourceVersionMatch=NotOlderThan`, bookmarks required),
+    /// from `resource_version` (`""`: the current state, read consistently).
+    ///
+    /// # Errors
+    /// kube-core refused the parameters (initial events without bookmarks).
+    pub fn watch_with(
+        &self,
+        params: &WatchParams,
+        resource_version: &str,
+        timeout_seconds: u32,
+        bookmarks: bool,
+        send_initial_events: bool,
+    ) -> Result<http::Request<Vec<u8>>, kube_core::request::Error> {
         let mut wp = kube_core::params::WatchParams::default().timeout(timeout_seconds);
         wp.label_selector.clone_from(&params.label_selector);
         wp.field_selector.clone_from(&params.field_selector);
         wp.bookmarks = bookmarks;
+        wp.send_initial_events = send_initial_events;
         if self.metadata_only {
             self.request.watch_metadata(&wp, resource_version)
         } else {
@@ -308,6 +326,39 @@ pub async fn for_each_chunk<R: Runtime>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn streaming_list_url_asks_for_initial_events_from_no_version() {
+        let params = WatchParams::namespaced("ns1").labels("app=cell");
+        let req = Requests::new("/api/v1/namespaces/ns1/pods")
+            .watch_with(&params, "", 290, true, true)
+            .unwrap();
+        let uri = req.uri().to_string();
+        for part in [
+            "watch=true",
+            "timeoutSeconds=290",
+            "labelSelector=app%3Dcell",
+            "allowWatchBookmarks=true",
+            "sendInitialEvents=true",
+            "resourceVersionMatch=NotOlderThan",
+        ] {
+            assert!(uri.contains(part), "{uri} lacks {part}");
+        }
+        assert!(uri.ends_with("&resourceVersion="), "{uri}");
+        let plain = Requests::new("/api/v1/namespaces/ns1/pods")
+            .watch(&params, "42", 290, true)
+            .unwrap()
+            .uri()
+            .to_string();
+        assert!(!plain.contains("sendInitialEvents"), "{plain}");
+        assert!(!plain.contains("resourceVersionMatch"), "{plain}");
+        assert!(
+            Requests::new("/api/v1/pods")
+                .watch_with(&params, "", 290, false, true)
+                .is_err(),
+            "initial events need bookmarks"
+        );
+    }
 
     #[test]
     fn watch_url_carries_selector_timeout_bookmarks_and_version() {

@@ -35,14 +35,47 @@ struct Scripted {
     list_chunk: usize,
     /// Answers LIST with this body instead of [`LIST`].
     list_body: Option<&'static str>,
+    /// Answers a streaming list (`sendInitialEvents=true`) with these lines, then keeps it
+    /// open; with 422 when `None`, as an apiserver whose `WatchList` gate is off.
+    initial_lines: Option<Vec<String>>,
+    /// Every request's query, in order.
+    queries: Arc<Mutex<Vec<String>>>,
 }
+
+const REFUSED: &str = r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"ListOptions.meta.k8s.io \"\" is invalid: sendInitialEvents: Forbidden: sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled","reason":"Invalid","code":422}"#;
 
 impl Transport for Scripted {
     fn send(
         &self,
         request: http::Request<Vec<u8>>,
     ) -> BoxFuture<Result<http::Response<BodyStream>, TransportError>> {
-        let watch = request.uri().query().unwrap_or("").contains("watch=true");
+        let query = request.uri().query().unwrap_or("").to_owned();
+        self.queries.lock().unwrap().push(query.clone());
+        let watch = query.contains("watch=true");
+        if query.contains("sendInitialEvents=true") {
+            let (status, body): (u16, BodyStream) = match &self.initial_lines {
+                Some(lines) => {
+                    let chunks: Vec<Result<Bytes, TransportError>> = lines
+                        .iter()
+                        .map(|l| Ok(Bytes::from(format!("{l}\n"))))
+                        .collect();
+                    let stream = futures_lite::stream::iter(chunks);
+                    (200, Box::pin(stream.chain(futures_lite::stream::pending())))
+                }
+                None => (
+                    422,
+                    Box::pin(futures_lite::stream::iter([Ok(Bytes::from_static(
+                        REFUSED.as_bytes(),
+                    ))])),
+                ),
+            };
+            return Box::pin(async move {
+                Ok(http::Response::builder()
+                    .status(status)
+                    .body(body)
+                    .expect("a response"))
+            });
+        }
         let chunks: Vec<Result<Bytes, TransportError>> = if watch {
             self.watches
                 .lock()
@@ -311,6 +344,78 @@ async fn watch_frames_update_the_cell_and_bookmarks_move_the_cursor() {
     })
     .await;
     shut_down(running).await;
+}
+
+fn streaming_controller(
+    transport: Scripted,
+) -> impl std::future::Future<Output = Controller<PodView, String, Paused, Scripted>> {
+    async move {
+        let source = Source::pods(transport, Some("ns"))
+            .timeout(1)
+            .streaming_lists();
+        Controller::with_runtime(paused().await, source, KeyMap::by_label("cell"))
+            .retry_delay(Duration::from_millis(20))
+            .concurrency(2)
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_streaming_list_syncs_at_its_end_bookmark_without_a_list() {
+    let transport = Scripted {
+        initial_lines: Some(vec![
+            r#"{"type":"ADDED","object":{"metadata":{"name":"p1","namespace":"ns","resourceVersion":"5","labels":{"cell":"a"}}}}"#.into(),
+            r#"{"type":"ADDED","object":{"metadata":{"name":"p2","namespace":"ns","resourceVersion":"6","labels":{"cell":"b"}}}}"#.into(),
+            r#"{"type":"BOOKMARK","object":{"kind":"Pod","apiVersion":"v1","metadata":{"resourceVersion":"12","annotations":{"k8s.io/initial-events-end":"true"}},"spec":{"containers":null}}}"#.into(),
+            r#"{"type":"ADDED","object":{"metadata":{"name":"p3","namespace":"ns","resourceVersion":"13","labels":{"cell":"a"}}}}"#.into(),
+        ]),
+        ..Scripted::default()
+    };
+    let queries = Arc::clone(&transport.queries);
+    let (running, seen) = start_recording(streaming_controller(transport).await).await;
+    until("p3 joined cell a", || {
+        seen.lock().unwrap().get("a").is_some_and(|m| m.len() == 2)
+    })
+    .await;
+    assert_eq!(seen.lock().unwrap()["b"], ["p2"]);
+    assert_eq!(running.handle().cursor().as_deref(), Some("13"));
+    shut_down(running).await;
+    let queries = queries.lock().unwrap().clone();
+    assert_eq!(queries.len(), 1, "one request, no LIST: {queries:?}");
+    for part in [
+        "watch=true",
+        "allowWatchBookmarks=true",
+        "sendInitialEvents=true",
+        "resourceVersionMatch=NotOlderThan",
+    ] {
+        assert!(queries[0].contains(part), "{} lacks {part}", queries[0]);
+    }
+    assert!(queries[0].ends_with("&resourceVersion="), "{}", queries[0]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_refused_streaming_list_falls_back_to_list_then_watch() {
+    let transport = Scripted::default();
+    let queries = Arc::clone(&transport.queries);
+    let (running, seen) = start_recording(streaming_controller(transport).await).await;
+    until("both cells reconciled", || seen.lock().unwrap().len() == 2).await;
+    shut_down(running).await;
+    let queries = queries.lock().unwrap().clone();
+    assert!(queries.len() >= 3, "{queries:?}");
+    assert!(queries[0].contains("sendInitialEvents=true"), "{queries:?}");
+    assert!(
+        !queries[1].contains("watch=true"),
+        "then a LIST: {queries:?}"
+    );
+    assert!(
+        queries[2].contains("watch=true") && queries[2].contains("resourceVersion=10"),
+        "then a plain WATCH from the LIST: {queries:?}"
+    );
+    assert!(
+        queries[1..]
+            .iter()
+            .all(|q| !q.contains("sendInitialEvents")),
+        "never streamed again: {queries:?}"
+    );
 }
 
 #[tokio::test(start_paused = true)]

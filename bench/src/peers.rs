@@ -484,6 +484,7 @@ where
                     resource_version,
                     timeout_seconds,
                     allow_bookmarks,
+                    send_initial_events,
                 }) => {
                     opens.push((
                         stream,
@@ -491,7 +492,7 @@ where
                         params,
                         resource_version,
                         timeout_seconds,
-                        allow_bookmarks,
+                        (allow_bookmarks, send_initial_events),
                     ));
                 }
                 Output::Command(Command::CloseWatch { stream }) => {
@@ -536,9 +537,9 @@ where
                 let response = core_list(&transport, requests, &params, source).await?;
                 core.handle_input(now(), Input::List { req, response });
             }
-            for (stream, source, params, rv, timeout, bookmarks) in opens.drain(..) {
+            for (stream, source, params, rv, timeout, (bookmarks, initial)) in opens.drain(..) {
                 let request = source_requests(sources, source)?
-                    .watch(&params, &rv, timeout, bookmarks)
+                    .watch_with(&params, &rv, timeout, bookmarks, initial)
                     .map_err(|e| BenchError::Peer(e.to_string()))?;
                 let response = transport.send(request).await?;
                 if response.status().as_u16() != 200 {

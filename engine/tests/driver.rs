@@ -346,17 +346,15 @@ async fn watch_frames_update_the_cell_and_bookmarks_move_the_cursor() {
     shut_down(running).await;
 }
 
-fn streaming_controller(
+async fn streaming_controller(
     transport: Scripted,
-) -> impl std::future::Future<Output = Controller<PodView, String, Paused, Scripted>> {
-    async move {
-        let source = Source::pods(transport, Some("ns"))
-            .timeout(1)
-            .streaming_lists();
-        Controller::with_runtime(paused().await, source, KeyMap::by_label("cell"))
-            .retry_delay(Duration::from_millis(20))
-            .concurrency(2)
-    }
+) -> Controller<PodView, String, Paused, Scripted> {
+    let source = Source::pods(transport, Some("ns"))
+        .timeout(1)
+        .streaming_lists();
+    Controller::with_runtime(paused().await, source, KeyMap::by_label("cell"))
+        .retry_delay(Duration::from_millis(20))
+        .concurrency(2)
 }
 
 #[tokio::test(start_paused = true)]

@@ -330,6 +330,10 @@ impl Replay<'_> {
                 if self.p[s].list.is_none() {
                     self.meet(Wake::ListRetry);
                 }
+                if self.p[s].list.is_none() {
+                    // A streaming list that gathered too long falls back to a LIST.
+                    self.meet(Wake::ListDeadline);
+                }
                 let Some(req) = self.p[s].list.take() else {
                     let waits = self.what_core_waits_for();
                     return self.diverge(
@@ -360,6 +364,10 @@ impl Replay<'_> {
             } => {
                 if self.p[s].watch.is_none() {
                     self.meet(Wake::WatchRetry);
+                }
+                if self.p[s].watch.is_none() {
+                    // A streaming list is the listing: asked for again after a relist.
+                    self.meet(Wake::ListRetry);
                 }
                 let Some((stream, asked)) = self.p[s].watch.take() else {
                     let waits = self.what_core_waits_for();

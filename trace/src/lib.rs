@@ -220,6 +220,9 @@ pub struct Header {
     pub concurrency: usize,
     /// `timeoutSeconds` on every WATCH.
     pub timeout_seconds: u32,
+    /// The primary's listings are streaming lists (`WatchParams::streaming_lists`): its
+    /// first record answers a WATCH with `sendInitialEvents`.
+    pub streaming_lists: bool,
     /// Resync period; `None` disables it.
     pub resync: Option<Duration>,
     /// Reflector retry delay.
@@ -247,6 +250,7 @@ impl Default for Header {
             parent: KeyBy::Name,
             concurrency: 1,
             timeout_seconds: 300,
+            streaming_lists: false,
             resync: Some(Duration::from_secs(36_000)),
             retry_delay: Duration::from_secs(1),
             backoff: (Duration::from_secs(1), Duration::from_secs(60)),
@@ -520,6 +524,7 @@ struct HeaderLine {
     parent: Option<String>,
     concurrency: Option<usize>,
     timeout_seconds: Option<u32>,
+    streaming_lists: Option<bool>,
     #[serde(default, deserialize_with = "present")]
     resync_s: Option<Option<f64>>,
     retry_delay_s: Option<f64>,
@@ -540,6 +545,7 @@ struct SecondaryLine {
     label_selector: Option<String>,
     field_selector: Option<String>,
     timeout_seconds: Option<u32>,
+    streaming_lists: Option<bool>,
     parents_by: String,
 }
 
@@ -593,6 +599,9 @@ impl Header {
             params.namespace = s.namespace;
             params.label_selector = s.label_selector;
             params.field_selector = s.field_selector;
+            if s.streaming_lists == Some(true) {
+                params = params.streaming_lists();
+            }
             let parents_by = s
                 .parents_by
                 .parse()
@@ -632,6 +641,7 @@ impl Header {
             })?,
             concurrency: h.concurrency.unwrap_or(d.concurrency),
             timeout_seconds: h.timeout_seconds.unwrap_or(d.timeout_seconds),
+            streaming_lists: h.streaming_lists.unwrap_or(d.streaming_lists),
             resync: match h.resync_s {
                 None => d.resync,
                 Some(None) => None,
@@ -683,6 +693,9 @@ impl Header {
         m.insert("parent".into(), self.parent.to_string().into());
         m.insert("concurrency".into(), self.concurrency.into());
         m.insert("timeout_seconds".into(), self.timeout_seconds.into());
+        if self.streaming_lists {
+            m.insert("streaming_lists".into(), true.into());
+        }
         m.insert(
             "resync_s".into(),
             self.resync.map(|d| d.as_secs_f64()).into(),
@@ -720,6 +733,9 @@ impl Header {
                         o.insert("field_selector".into(), f.clone().into());
                     }
                     o.insert("timeout_seconds".into(), s.params.timeout_seconds.into());
+                    if s.params.initial_list == reconcile_core::InitialListStrategy::StreamingList {
+                        o.insert("streaming_lists".into(), true.into());
+                    }
                     o.insert("parents_by".into(), s.parents_by.to_string().into());
                     serde_json::Value::Object(o)
                 })

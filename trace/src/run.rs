@@ -64,6 +64,8 @@ pub fn header_for<O, P>(description: &str, config: &Config<O, P>) -> Header {
         parent,
         concurrency: config.concurrency,
         timeout_seconds: params.map_or(defaults.timeout_seconds, |p| p.timeout_seconds),
+        streaming_lists: params
+            .is_some_and(|p| p.initial_list == reconcile_core::InitialListStrategy::StreamingList),
         resync: config.resync,
         retry_delay: config.retry_delay,
         backoff: (config.backoff.base, config.backoff.cap),

@@ -13,7 +13,7 @@ use reconcile_core::Instant;
 
 use crate::harness::{Render, Violation};
 use crate::rng::Rng;
-use crate::simulate::{SimOptions, simulate};
+use crate::simulate::{SimOptions, StreamingLists, simulate};
 use reconcile_core::KeyBy;
 
 use crate::trace::{Entry, Fault, GoneAs, Header, Record, ScriptedOutcome, Trace};
@@ -173,6 +173,25 @@ pub fn page_size_for(seed: u64, profile: &str) -> Option<u32> {
     }
     let mut rng = Rng::new(seed ^ 0x5041_4745_5349_5a45);
     rng.chance(50).then(|| *rng.pick(&[1, 2, 3]))
+}
+
+/// Whether seed `seed` of `profile` fetches its listings with streaming lists, and whether
+/// its world serves or refuses them: of the seeds of [`PAGED_PROFILES`] (whose faults can
+/// fall between the initial events, [`crate::simulate::INITIAL_EVENT_DELAY`] apart), 40 %
+/// are served and 10 % refused (422, so every source falls back to LIST+WATCH). Drawn from
+/// a generator of its own, so a seed's trace is the same either way.
+#[must_use]
+pub fn streaming_for(seed: u64, profile: &str) -> Option<StreamingLists> {
+    let base = profile.strip_prefix("sources/").unwrap_or(profile);
+    if !PAGED_PROFILES.contains(&base) {
+        return None;
+    }
+    let mut rng = Rng::new(seed ^ 0x5354_5245_414d_494e);
+    match rng.below(10) {
+        0..=3 => Some(StreamingLists::Served),
+        4 => Some(StreamingLists::Refused),
+        _ => None,
+    }
 }
 
 /// Which controllers a run's seeds build.
@@ -987,12 +1006,24 @@ pub fn run_paged(
     long: bool,
     list_page_size: Option<u32>,
 ) -> crate::simulate::RunReport {
+    run_listing(trace, long, list_page_size, None)
+}
+
+/// [`run_paged`], with streaming lists served or refused when `streaming_lists` is set.
+#[must_use]
+pub fn run_listing(
+    trace: &Trace,
+    long: bool,
+    list_page_size: Option<u32>,
+    streaming_lists: Option<StreamingLists>,
+) -> crate::simulate::RunReport {
     let opts = SimOptions {
         render: Render::Quiet,
         settle: settle(long),
         max_steps: 2_000_000,
         check: true,
         list_page_size,
+        streaming_lists,
         ..SimOptions::default()
     };
     run_with(trace, &opts)
@@ -1128,11 +1159,11 @@ pub fn explore(seeds: Range<u64>, opts: &ExploreOptions) -> ExploreReport {
         },
         ..ExploreReport::default()
     };
-    let run_one = |trace: &Trace, pages: Option<u32>| {
+    let run_one = |trace: &Trace, pages: Option<u32>, streaming: Option<StreamingLists>| {
         if opts.priority {
             run_busy(trace, opts.long, opts.starvation_rule)
         } else {
-            run_paged(trace, opts.long, pages)
+            run_listing(trace, opts.long, pages, streaming)
         }
     };
     for seed in seeds {
@@ -1147,7 +1178,8 @@ pub fn explore(seeds: Range<u64>, opts: &ExploreOptions) -> ExploreReport {
         }
         // Busy seeds never page: their profiles are not fault profiles.
         let pages = page_size_for(seed, profile).filter(|_| !opts.priority);
-        let result = run_one(&trace, pages);
+        let streaming = streaming_for(seed, profile).filter(|_| !opts.priority);
+        let result = run_one(&trace, pages, streaming);
         report.seeds += 1;
         report.steps += result.steps;
         *report.profiles.entry(profile).or_default() += 1;
@@ -1159,7 +1191,12 @@ pub fn explore(seeds: Range<u64>, opts: &ExploreOptions) -> ExploreReport {
         if opts.verbose {
             report.lines.push(format!(
                 "seed {seed}: {profile}{}, {} records, {} steps, {} reconciles, {} relists: {}",
-                pages.map_or(String::new(), |n| format!(" (LIST pages of {n})")),
+                pages.map_or(String::new(), |n| format!(" (LIST pages of {n})"))
+                    + match streaming {
+                        Some(StreamingLists::Served) => " (streaming lists)",
+                        Some(StreamingLists::Refused) => " (streaming lists refused)",
+                        None => "",
+                    },
                 trace.entries.len(),
                 result.steps,
                 result.stats.reconciles,
@@ -1173,7 +1210,9 @@ pub fn explore(seeds: Range<u64>, opts: &ExploreOptions) -> ExploreReport {
         }
         if let Some(violation) = result.violations.first().cloned() {
             let small = if opts.minimize {
-                minimize_with(&trace, violation.invariant, |t| run_one(t, pages))
+                minimize_with(&trace, violation.invariant, |t| {
+                    run_one(t, pages, streaming)
+                })
             } else {
                 trace.clone()
             };

@@ -1001,6 +1001,23 @@ impl Harness {
                 "list failed -> retry"
             }
             Event::FrameSkipped { .. } => "frame skipped, cursor advanced",
+            Event::InitialEventsEnd { .. } => "streaming list: initial events applied",
+            Event::InitialEventsFailed { stream, .. } => {
+                let source = self.source_of_stream(*stream);
+                self.retry_armed.insert(source, self.now);
+                "streaming list: failed -> stream again"
+            }
+            Event::StreamingListFallback { reason, .. } => match reason {
+                reconcile_core::StreamingFallback::Refused(..) => {
+                    "streaming list: refused -> LIST+WATCH"
+                }
+                reconcile_core::StreamingFallback::NoEndBookmark { .. } => {
+                    "streaming list: no end bookmark -> LIST+WATCH"
+                }
+                reconcile_core::StreamingFallback::TooLarge { .. } => {
+                    "streaming list: too large -> LIST+WATCH"
+                }
+            },
             Event::ListItemSkipped { .. } => "list item skipped",
             Event::BackoffScheduled {
                 parent,
@@ -1163,13 +1180,16 @@ impl Harness {
                 stream,
                 source,
                 ref resource_version,
+                send_initial_events,
                 ..
             } => {
                 let served = self
                     .served_rvs
                     .get(&source)
                     .is_some_and(|rvs| rvs.contains(resource_version));
-                if self.check_cursors && !served {
+                // A streaming list asks from no version: it is the listing, not a cursor.
+                let listing = send_initial_events && resource_version.is_empty();
+                if self.check_cursors && !served && !listing {
                     self.violation(
                         "WATCH without a cursor from a LIST or a frame",
                         format!("{stream} {source} from rv={resource_version}"),

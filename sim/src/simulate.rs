@@ -84,7 +84,25 @@ pub struct SimOptions {
     /// [`PAGE_DELAY`] after it is asked for. Not part of the trace format: a trace replays
     /// the same with or without it.
     pub list_page_size: Option<u32>,
+    /// Fetch every source's listings with streaming lists (`WatchParams::streaming_lists`),
+    /// which the world serves or, as an apiserver with the `WatchList` gate off, refuses.
+    /// A trace whose header asks for them is served without this. Not part of the trace
+    /// format beyond the header's own flag.
+    pub streaming_lists: Option<StreamingLists>,
 }
+
+/// How a run's world meets streaming lists ([`SimOptions::streaming_lists`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StreamingLists {
+    /// Served: the initial events, [`INITIAL_EVENT_DELAY`] apart, then the end bookmark.
+    Served,
+    /// Refused with 422: every source falls back to LIST+WATCH.
+    Refused,
+}
+
+/// The time between two initial events of a streaming list in world mode, so that faults
+/// (a 410 storm, a dropped stream, a restart) land between them.
+pub const INITIAL_EVENT_DELAY: Duration = Duration::from_millis(500);
 
 impl Default for SimOptions {
     fn default() -> Self {
@@ -99,6 +117,7 @@ impl Default for SimOptions {
             starvation: None,
             lose_reconciles_from: None,
             list_page_size: None,
+            streaming_lists: None,
         }
     }
 }
@@ -126,6 +145,8 @@ pub struct RunReport {
 enum Action {
     List(reconcile_core::RequestId),
     WatchOpen(StreamId, String),
+    /// A streaming list (`sendInitialEvents=true`) to answer.
+    WatchList(StreamId),
     Frame(StreamId, Frame),
     End(StreamId, StreamEnd, &'static str),
     Timeout(StreamId),
@@ -153,6 +174,9 @@ struct Sim<'a> {
     /// Streams answered 200 and streaming.
     open: BTreeSet<StreamId>,
     cancelled_lists: BTreeSet<reconcile_core::RequestId>,
+    /// Streaming lists whose initial events are still being sent: until when. Live changes
+    /// queue behind them, as the apiserver sends them after the end bookmark.
+    initial_until: BTreeMap<StreamId, Instant>,
     /// The page each LIST in flight asked for (`limit`, `continue`), when it asked for one.
     list_pages: BTreeMap<reconcile_core::RequestId, (Option<u32>, Option<String>)>,
     source: Option<StreamId>,
@@ -226,19 +250,23 @@ fn simulate_inner(
     opts: &SimOptions,
     sink: Option<Box<dyn std::io::Write>>,
 ) -> Result<RunReport, RunError> {
-    let config = match opts.list_page_size {
-        None => crate::harness::config(&trace.header)?,
-        Some(size) => {
-            let mut header = trace.header.clone();
-            for s in &mut header.secondaries {
-                s.params.list_page_size = Some(size);
+    let config = if opts.list_page_size.is_none() && opts.streaming_lists.is_none() {
+        crate::harness::config(&trace.header)?
+    } else {
+        let mut header = trace.header.clone();
+        let streaming = opts.streaming_lists.is_some();
+        for s in &mut header.secondaries {
+            s.params.list_page_size = opts.list_page_size;
+            if streaming {
+                s.params.initial_list = reconcile_core::InitialListStrategy::StreamingList;
             }
-            let mut config = crate::harness::config(&header)?;
-            if let reconcile_core::SourceConfig::Kubernetes(params) = &mut config.source {
-                params.list_page_size = Some(size);
-            }
-            config
         }
+        header.streaming_lists |= streaming;
+        let mut config = crate::harness::config(&header)?;
+        if let reconcile_core::SourceConfig::Kubernetes(params) = &mut config.source {
+            params.list_page_size = opts.list_page_size;
+        }
+        config
     }
     .priority(opts.priority);
     let mut h = Harness::with_config(config, &trace.header, opts.render, opts.max_steps)?;
@@ -280,12 +308,18 @@ fn simulate_inner(
         open: BTreeSet::new(),
         cancelled_lists: BTreeSet::new(),
         list_pages: BTreeMap::new(),
+        initial_until: BTreeMap::new(),
         source: None,
         offset: Duration::ZERO,
         parents_seen: BTreeSet::new(),
         lose: 0,
         membership_changed: BTreeMap::new(),
     };
+    if opts.streaming_lists == Some(StreamingLists::Refused) {
+        for world in &mut sim.worlds {
+            world.refuse_streaming_lists(true);
+        }
+    }
     sim.run();
     let mut h = sim.h;
     h.finish_output().map_err(RunError::Output)?;
@@ -462,16 +496,23 @@ impl Sim<'_> {
                     stream,
                     source,
                     resource_version,
+                    send_initial_events,
                     ..
                 } => {
                     self.alive.insert(stream);
                     self.stream_source.insert(stream, source_index(source));
-                    self.schedule(now, Action::WatchOpen(stream, resource_version));
+                    let action = if send_initial_events {
+                        Action::WatchList(stream)
+                    } else {
+                        Action::WatchOpen(stream, resource_version)
+                    };
+                    self.schedule(now, action);
                 }
                 Command::CloseWatch { stream } => {
                     self.alive.remove(&stream);
                     self.open.remove(&stream);
                     self.stream_source.remove(&stream);
+                    self.initial_until.remove(&stream);
                 }
                 Command::OpenSource { stream } => {
                     self.source = Some(stream);
@@ -487,6 +528,7 @@ impl Sim<'_> {
     }
 
     fn end_stream(&mut self, stream: StreamId, end: StreamEnd, why: &'static str) {
+        self.initial_until.remove(&stream);
         self.alive.remove(&stream);
         self.open.remove(&stream);
         self.stream_source.remove(&stream);
@@ -685,8 +727,47 @@ impl Sim<'_> {
                     }
                 }
             }
+            Action::WatchList(stream) => {
+                if !self.alive.contains(&stream) {
+                    return;
+                }
+                let source = self.source_of(stream);
+                match self.worlds[source].watch_list(now) {
+                    WatchAnswer::Open(frames) => {
+                        self.h.count("world: streaming list served");
+                        self.opened(stream);
+                        let mut at = now;
+                        for frame in frames {
+                            at = at + INITIAL_EVENT_DELAY;
+                            self.schedule(at, Action::Frame(stream, frame));
+                        }
+                        self.initial_until.insert(stream, at);
+                    }
+                    WatchAnswer::Status(code, body) => {
+                        self.h.count("world: streaming list refused (422)");
+                        let end = StreamEnd::HttpStatus {
+                            code,
+                            body: body.into_bytes(),
+                        };
+                        self.end_stream(stream, end, "status");
+                    }
+                    WatchAnswer::GoneFrame(frame) => {
+                        self.opened(stream);
+                        self.schedule(now, Action::Frame(stream, frame));
+                        self.schedule(now, Action::End(stream, StreamEnd::Clean, "after ERROR"));
+                    }
+                    WatchAnswer::Transport(e) => {
+                        self.end_stream(stream, StreamEnd::TransportError(e), "transport");
+                    }
+                }
+            }
             Action::Frame(stream, frame) => {
                 if self.open.contains(&stream) {
+                    if self.initial_until.get(&stream).is_some_and(|t| *t <= now)
+                        && frame.line.contains("initial-events-end")
+                    {
+                        self.initial_until.remove(&stream);
+                    }
                     self.deliver(stream, &frame);
                 }
             }
@@ -807,7 +888,11 @@ impl Sim<'_> {
         }
         if let Some(frame) = self.worlds[source].frames_for_last_change() {
             for stream in open {
-                self.schedule(now, Action::Frame(stream, frame.clone()));
+                let at = self
+                    .initial_until
+                    .get(&stream)
+                    .map_or(now, |until| (*until).max(now));
+                self.schedule(at, Action::Frame(stream, frame.clone()));
             }
         }
     }
@@ -1040,6 +1125,10 @@ impl Sim<'_> {
                     rv: None,
                 };
                 for s in open {
+                    if self.initial_until.contains_key(&s) {
+                        self.h
+                            .count("streaming list: 410 during the initial events");
+                    }
                     self.schedule(now, Action::Frame(s, error.clone()));
                     self.schedule(now, Action::End(s, StreamEnd::Clean, "after ERROR"));
                 }

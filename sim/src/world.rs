@@ -106,6 +106,8 @@ pub struct World {
     list_fail: VecDeque<u16>,
     down_until: Option<Instant>,
     uid_seq: u64,
+    /// Streaming lists are refused as an apiserver with the `WatchList` gate off does.
+    refuse_streaming: bool,
 }
 
 fn status_body(code: u16, reason: &str, message: &str, cause: Option<&str>) -> String {
@@ -148,6 +150,7 @@ impl World {
             list_fail: VecDeque::new(),
             down_until: None,
             uid_seq: 0,
+            refuse_streaming: false,
         }
     }
 
@@ -573,6 +576,51 @@ impl World {
         WatchAnswer::Open(frames)
     }
 
+    /// Refuses streaming lists from now on (422, as an apiserver whose `WatchList` feature
+    /// gate is off), or serves them again.
+    pub fn refuse_streaming_lists(&mut self, refuse: bool) {
+        self.refuse_streaming = refuse;
+    }
+
+    /// Answers a streaming list (a WATCH from `""` with `sendInitialEvents=true`): the state
+    /// now as `ADDED` frames in key order, then the bookmark annotated
+    /// `k8s.io/initial-events-end` at the current version; or 422 when refusing them. A
+    /// consistent read from no version is never expired nor too large, so the 410 and 504
+    /// storms do not answer it; an apiserver that is down does not answer at all.
+    pub fn watch_list(&mut self, now: Instant) -> WatchAnswer {
+        self.compact_older_than(now);
+        if self.down(now) {
+            return WatchAnswer::Transport("connection refused (apiserver restarting)".into());
+        }
+        if self.refuse_streaming {
+            let message = "ListOptions.meta.k8s.io \"\" is invalid: sendInitialEvents: \
+                           Forbidden: sendInitialEvents is forbidden for watch unless the \
+                           WatchList feature gate is enabled";
+            return WatchAnswer::Status(
+                422,
+                status_body(422, "Invalid", message, Some("FieldValueForbidden")),
+            );
+        }
+        let mut frames: Vec<Frame> = self
+            .visible_objects()
+            .map(|o| {
+                let rv = o.value["metadata"]["resourceVersion"]
+                    .as_str()
+                    .and_then(|rv| rv.parse().ok());
+                frame("ADDED", &o.json, rv)
+            })
+            .collect();
+        let rv = self.rv;
+        frames.push(frame(
+            "BOOKMARK",
+            &format!(
+                "{{\"kind\":\"Pod\",\"apiVersion\":\"v1\",\"metadata\":{{\"resourceVersion\":\"{rv}\",\"annotations\":{{\"k8s.io/initial-events-end\":\"true\"}}}},\"spec\":{{\"containers\":null}},\"status\":{{}}}}"
+            ),
+            Some(rv),
+        ));
+        WatchAnswer::Open(frames)
+    }
+
     fn too_large(&self, cursor: &str) -> WatchAnswer {
         let message = format!("Too large resource version: {cursor}, current: {}", self.rv);
         WatchAnswer::Status(
@@ -764,5 +812,38 @@ mod tests {
         assert_eq!(gone["reason"], "Expired");
         let (status, _) = page(w.list_page(Instant::ZERO, Some(2), Some("garbage")));
         assert_eq!(status, 400);
+    }
+
+    #[test]
+    fn a_streaming_list_is_the_state_then_the_end_bookmark_or_a_422_when_refused() {
+        let mut w = World::new(&header("app=cell"));
+        w.put(Instant::ZERO, &pod("b", "cell")).unwrap();
+        w.put(Instant::ZERO, &pod("a", "cell")).unwrap();
+        w.put(Instant::ZERO, &pod("x", "other")).unwrap();
+        w.gone_storm(1);
+        let WatchAnswer::Open(frames) = w.watch_list(Instant::ZERO) else {
+            panic!("a consistent read from no version is never expired")
+        };
+        assert_eq!(types(&frames), ["ADDED a 3", "ADDED b 2", "BOOKMARK - 4"]);
+        let end = frames.last().unwrap();
+        assert!(end.line.contains(r#""k8s.io/initial-events-end":"true""#));
+        assert_eq!(end.rv, Some(4));
+        w.refuse_streaming_lists(true);
+        let WatchAnswer::Status(422, body) = w.watch_list(Instant::ZERO) else {
+            panic!("refused")
+        };
+        let v: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(v["reason"], "Invalid");
+        assert!(
+            v["message"]
+                .as_str()
+                .unwrap()
+                .contains("WatchList feature gate")
+        );
+        w.restart(Instant::ZERO, Duration::from_secs(5));
+        assert!(matches!(
+            w.watch_list(Instant::ZERO),
+            WatchAnswer::Transport(_)
+        ));
     }
 }

@@ -5,7 +5,7 @@
 //! | `trace` | our JSON Lines with a header | itself |
 //! | `watch-stream` | raw apiserver watch frames, one per line | LIST (synthesized) + WATCH + frames + clean end |
 //! | `kubectl` | `kubectl get pods --watch --output-watch-events -o json`: concatenated, pretty-printed events | same as a watch stream |
-//! | `k8s-openapi` | recorded request/response arrays | each pod LIST / WATCH as recorded; other requests skipped with a note |
+//! | `k8s-openapi` | recorded request/response arrays | each pod LIST / WATCH as recorded (a first WATCH with `sendInitialEvents=true` is a streaming list: the header says so and no LIST is invented); other requests skipped with a note |
 //! | `kubespy` | arrays of successive states of one pod | ADDED / MODIFIED / DELETED inferred; a new uid under the same name is a new object |
 //! | `pod-list` | one PodList | the initial state: one LIST |
 //!
@@ -349,6 +349,8 @@ fn k8s_openapi(text: &str) -> Result<Trace, String> {
     let mut entries = Vec::new();
     let mut t = 0;
     let mut listed = false;
+    let mut streaming = false;
+    let mut fell_back = false;
     let mut namespace = None;
     let mut skipped = Vec::new();
     for (i, r) in recordings.iter().enumerate() {
@@ -379,6 +381,13 @@ fn k8s_openapi(text: &str) -> Result<Trace, String> {
                 .filter(|l| !l.is_empty())
                 .map(str::to_owned)
                 .collect();
+            let initial_events = query.split('&').any(|p| p == "sendInitialEvents=true");
+            if !listed && initial_events {
+                // A streaming list is the listing: the core asks for it itself when the
+                // header says so, and its initial events end at the recorded bookmark.
+                streaming = true;
+                listed = true;
+            }
             if !listed {
                 entries.push(Entry {
                     note: Some("synthesized: the recording watches without a LIST first".into()),
@@ -406,8 +415,20 @@ fn k8s_openapi(text: &str) -> Result<Trace, String> {
                     },
                 ));
                 t += 1;
+                if streaming && initial_events && matches!(r.response_status_code, 400 | 422) {
+                    // Refused: the core falls back to LIST+WATCH, so a LIST follows.
+                    fell_back = true;
+                    listed = false;
+                }
             }
         } else {
+            if listed && streaming && !fell_back {
+                return Err(format!(
+                    "recording #{}: a LIST after a streaming list, which the core never sends \
+                     while the server serves streaming lists",
+                    i + 1
+                ));
+            }
             if listed {
                 // The core only LISTs again after a failure: record the gap as one.
                 entries.push(Entry {
@@ -454,6 +475,7 @@ fn k8s_openapi(text: &str) -> Result<Trace, String> {
         name: String::new(),
         header: Header {
             namespace,
+            streaming_lists: streaming,
             ..Header::default()
         },
         entries,

@@ -68,6 +68,8 @@ macro_rules! apiserver_suite {
             a_compacted_cursor_is_expired_and_the_loop_relists,
             a_deletion_missed_while_disconnected_is_synthesized,
             a_paged_listing_of_57_pods_applies_once,
+            a_streaming_list_of_23_pods_applies_once_and_goes_on_as_the_watch,
+            a_compacted_cursor_relists_with_a_new_streaming_list,
         );
         $crate::cases!($driver, capture:
             a_capture_replays_without_divergence_and_holds_no_secret,

@@ -537,3 +537,156 @@ pub async fn a_paged_listing_of_57_pods_applies_once<D: DriverUnderTest>(case: C
     }
     under.shutdown().await;
 }
+
+/// The WATCHes and LISTs the controller sent, in order: `(send_initial_events, rv)` for a
+/// WATCH, `None` for a LIST.
+fn requests_sent(tap: &crate::tap::Tape) -> Vec<Option<(bool, String)>> {
+    use reconcile_core::Command;
+    tap.all()
+        .into_iter()
+        .filter_map(|(_, record)| match record {
+            Recorded::Command(Command::Watch {
+                send_initial_events,
+                resource_version,
+                ..
+            }) => Some(Some((send_initial_events, resource_version))),
+            Recorded::Command(Command::List { .. }) => Some(None),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A streaming list (`sendInitialEvents=true`; the pinned apiserver serves it with its
+/// `WatchList` gate at its default): 23 pods arrive as initial events and reach the store as
+/// one listing at the end bookmark (every reconcile of the cell sees all 23), no LIST is
+/// sent, and the same stream then carries a new pod as the watch. The recorded trace
+/// replays (the harness's replay at shutdown).
+pub async fn a_streaming_list_of_23_pods_applies_once_and_goes_on_as_the_watch<
+    D: DriverUnderTest,
+>(
+    case: Case<D>,
+) {
+    let _steady = case.env.steady();
+    let ns = case.namespace();
+    let names: Vec<String> = (0..23).map(|i| format!("p{i:02}")).collect();
+    for name in &names {
+        create(&case, &ns, &pod(name, "a"));
+    }
+    let opts = Opts {
+        streaming: true,
+        ..Opts::default()
+    };
+    let under = case.start(&ns, opts).await;
+    let want: Vec<&str> = names.iter().map(String::as_str).collect();
+    under.wait_cell("a", &want).await;
+    let calls = under.observed.of("a");
+    assert!(!calls.is_empty());
+    for call in &calls {
+        assert_eq!(
+            call.names().len(),
+            23,
+            "a reconcile saw part of the listing: {:?}",
+            call.names()
+        );
+    }
+    create(&case, &ns, &pod("late", "a"));
+    let mut want = want;
+    want.push("late");
+    want.sort_unstable();
+    under.wait_cell("a", &want).await;
+    let sent = requests_sent(&under.tap);
+    assert_eq!(
+        sent.first(),
+        Some(&Some((true, String::new()))),
+        "a streaming list from no version first: {sent:?}"
+    );
+    assert!(
+        sent.iter().all(Option::is_some),
+        "no LIST was sent: {sent:?}"
+    );
+    assert_eq!(
+        sent.iter().filter(|s| matches!(s, Some((true, _)))).count(),
+        1,
+        "one streaming list: {sent:?}"
+    );
+    let stats = under.handle.stats();
+    assert_eq!(stats.lists, 0, "{stats:?}");
+    assert_eq!(stats.relists, 0, "{stats:?}");
+    under.shutdown().await;
+}
+
+/// On the watch-cache-off apiserver, a streaming list syncs; compacting etcd past the
+/// cursor makes the next WATCH fail with 410, and the relist is a new streaming list from
+/// no version (not a LIST), which removes the pod deleted meanwhile.
+pub async fn a_compacted_cursor_relists_with_a_new_streaming_list<D: DriverUnderTest>(
+    case: Case<D>,
+) {
+    let _disrupt = case.env.disrupt();
+    let ns = case.namespace();
+    create(&case, &ns, &pod("p1", "a"));
+    create(&case, &ns, &pod("p2", "a"));
+    let opts = Opts {
+        server: ApiServer::Uncached,
+        timeout_seconds: 2,
+        streaming: true,
+        ..Opts::default()
+    };
+    let under = case.start(&ns, opts).await;
+    under
+        .wait_cell_where("a", "p1 and p2 running", |m| {
+            m.len() == 2 && m.iter().all(|p| p.ready)
+        })
+        .await;
+    // Nothing writes p1 or p2 again: the cursor stays. Writes outside the selector move
+    // etcd's head past it without a frame for us, and the compaction then expires it.
+    create(&case, &ns, &pod_manifest("unselected", &[("app", "other")]));
+    patch(
+        &case,
+        &ns,
+        "unselected",
+        &json!({"metadata": {"labels": {"touched": "yes"}}}),
+    );
+    let revision = case
+        .env
+        .compact_etcd()
+        .unwrap_or_else(|e| panic!("compact: {e}"));
+    let handle = under.handle.clone();
+    under
+        .eventually("a relist after the cursor was compacted", || {
+            let stats = handle.stats();
+            if stats.relists >= 1 {
+                Ok(())
+            } else {
+                Err(format!(
+                    "cursor {:?}, compacted at {revision}, {stats:?}",
+                    handle.cursor()
+                ))
+            }
+        })
+        .await;
+    delete_now(&case, &ns, "p2");
+    create(&case, &ns, &pod("p3", "a"));
+    under.wait_cell("a", &["p1", "p3"]).await;
+    let sent = requests_sent(&under.tap);
+    let streaming: Vec<_> = sent
+        .iter()
+        .filter(|s| matches!(s, Some((true, _))))
+        .collect();
+    assert!(
+        streaming.len() >= 2,
+        "the relist is a second streaming list: {sent:?}"
+    );
+    assert!(
+        streaming
+            .iter()
+            .all(|s| matches!(s, Some((true, rv)) if rv.is_empty())),
+        "every streaming list is from no version: {sent:?}"
+    );
+    assert!(
+        sent.iter().all(Option::is_some),
+        "no LIST was sent: {sent:?}"
+    );
+    let stats = under.handle.stats();
+    assert_eq!(stats.lists, 0, "{stats:?}");
+    under.shutdown().await;
+}

@@ -1396,6 +1396,43 @@ mod tests {
     }
 
     #[test]
+    fn streaming_lists_round_trip_in_the_header_and_are_left_out_when_off() {
+        let text = concat!(
+            r#"{"reconcile_sim_trace":2,"parent":"name","streaming_lists":true,"#,
+            r#""secondaries":[{"namespace":"ns","timeout_seconds":60,"streaming_lists":true,"parents_by":"owner:Pod"},"#,
+            r#"{"namespace":"ns","parents_by":"owner:Pod"}]}"#,
+            "\n"
+        );
+        let trace = Trace::parse("s", text).unwrap();
+        assert!(trace.header.streaming_lists);
+        let initial: Vec<_> = trace
+            .header
+            .secondaries
+            .iter()
+            .map(|s| s.params.initial_list)
+            .collect();
+        assert_eq!(
+            initial,
+            [
+                reconcile_core::InitialListStrategy::StreamingList,
+                reconcile_core::InitialListStrategy::ListWatch
+            ]
+        );
+        let line = trace.header.to_line();
+        assert_eq!(
+            line.matches("\"streaming_lists\":true").count(),
+            2,
+            "{line}"
+        );
+        let again = Trace::parse("s", &format!("{line}\n")).unwrap();
+        assert_eq!(again.header, trace.header);
+        assert!(!Header::default().to_line().contains("streaming_lists"));
+        let e =
+            Trace::parse("s", "{\"reconcile_sim_trace\":1,\"streaming_lists\":1}\n").unwrap_err();
+        assert!(e.message.contains("expected a boolean"), "{e}");
+    }
+
+    #[test]
     fn time_may_not_go_backwards_and_must_be_finite() {
         let text =
             format!("{HEADER}\n{{\"record\":\"stop\",\"t\":5}}\n{{\"record\":\"stop\",\"t\":4}}\n");

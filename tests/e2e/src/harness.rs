@@ -113,6 +113,8 @@ pub struct Opts {
     pub page_size: Option<u32>,
     /// Fetch the initial state with a streaming list (`Source::streaming_lists`).
     pub streaming: bool,
+    /// Connect through this kubeconfig instead of `server`'s (an extra apiserver's).
+    pub kubeconfig: Option<std::path::PathBuf>,
 }
 
 impl Default for Opts {
@@ -125,6 +127,7 @@ impl Default for Opts {
             concurrency: 4,
             page_size: None,
             streaming: false,
+            kubeconfig: None,
         }
     }
 }
@@ -167,7 +170,10 @@ impl<D: DriverUnderTest> Case<D> {
     /// # Panics
     /// As [`Case::start`].
     pub async fn start_numbered(&self, namespace: &str, opts: Opts, n: usize) -> Under<D> {
-        let kubeconfig = self.env.kubeconfig_path(opts.server);
+        let kubeconfig = opts
+            .kubeconfig
+            .as_deref()
+            .unwrap_or_else(|| self.env.kubeconfig_path(opts.server));
         let transport = D::connect(kubeconfig)
             .await
             .unwrap_or_else(|e| panic!("{}: cannot connect: {e}", self.name));

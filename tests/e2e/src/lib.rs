@@ -70,6 +70,7 @@ macro_rules! apiserver_suite {
             a_paged_listing_of_57_pods_applies_once,
             a_streaming_list_of_23_pods_applies_once_and_goes_on_as_the_watch,
             a_compacted_cursor_relists_with_a_new_streaming_list,
+            a_refused_streaming_list_falls_back_to_list_and_watch,
         );
         $crate::cases!($driver, capture:
             a_capture_replays_without_divergence_and_holds_no_secret,

@@ -105,8 +105,42 @@ pub struct K8sEnv {
     disruption: RwLock<()>,
     /// Numbers [`K8sEnv::unique_namespace`] names.
     namespaces: AtomicU64,
+    /// The binaries and certificates of an environment this crate started, for
+    /// [`K8sEnv::extra_apiserver`]; `None` when reused.
+    made: Option<(Binaries, Pki)>,
+    /// Numbers the extra apiservers' names.
+    extras: AtomicU64,
     /// Removes the directory on drop; `None` when kept or reused.
     _tmp: Option<tempfile::TempDir>,
+}
+
+/// One more apiserver on the environment's etcd, with flags of its own
+/// ([`K8sEnv::extra_apiserver`]); killed when dropped.
+#[derive(Debug)]
+pub struct ExtraApiServer {
+    proc: ChildProc,
+    kubeconfig: PathBuf,
+    url: String,
+}
+
+impl ExtraApiServer {
+    /// Its kubeconfig (the same token and CA as the environment's).
+    #[must_use]
+    pub fn kubeconfig_path(&self) -> &Path {
+        &self.kubeconfig
+    }
+
+    /// Its URL.
+    #[must_use]
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// Its process id, while it runs.
+    #[must_use]
+    pub fn pid(&self) -> Option<u32> {
+        self.proc.pid()
+    }
 }
 
 /// True when a variable is set to anything but "", "0" or "false".
@@ -271,38 +305,7 @@ impl K8sEnv {
         for which in ApiServer::ALL {
             let port = free_port()?;
             let url = format!("https://127.0.0.1:{port}");
-            let mut flags = vec![
-                format!("--etcd-servers={etcd_url}"),
-                "--bind-address=127.0.0.1".into(),
-                "--advertise-address=127.0.0.1".into(),
-                format!("--secure-port={port}"),
-                format!(
-                    "--cert-dir={}",
-                    dir.join(format!("apiserver-{}", which.name())).display()
-                ),
-                format!("--tls-cert-file={}", pki.server_cert.display()),
-                format!("--tls-private-key-file={}", pki.server_key.display()),
-                format!("--client-ca-file={}", pki.ca_file.display()),
-                format!("--token-auth-file={}", pki.token_file.display()),
-                "--authorization-mode=RBAC".into(),
-                format!("--service-account-key-file={}", pki.sa_pub.display()),
-                format!(
-                    "--service-account-signing-key-file={}",
-                    pki.sa_key.display()
-                ),
-                "--service-account-issuer=https://kubernetes.default.svc.cluster.local".into(),
-                "--service-cluster-ip-range=10.0.0.0/24".into(),
-                // Pods need no token volume, and creating a pod right after its
-                // namespace must not race the controller that makes `default`.
-                "--disable-admission-plugins=ServiceAccount".into(),
-                // Two apiservers on one IP would fight over the `kubernetes`
-                // Endpoints object.
-                "--endpoint-reconciler-type=none".into(),
-                // Only tests compact etcd (compact_etcd), so a cursor expires
-                // exactly when a test says so.
-                "--etcd-compaction-interval=0".into(),
-                "--profiling=false".into(),
-            ];
+            let mut flags = apiserver_flags(dir, pki, &etcd_url, port, which.name());
             if which == ApiServer::Uncached {
                 flags.push("--watch-cache=false".into());
             }
@@ -314,7 +317,7 @@ impl K8sEnv {
             )?);
             let client = Client::new(&url, &pki.token, &pki.ca_pem)?;
             let kubeconfig = dir.join(format!("kubeconfig-{}.yaml", which.name()));
-            write_kubeconfig(&kubeconfig, which, &url, &pki.token, &pki.ca_pem)?;
+            write_kubeconfig(&kubeconfig, which.name(), &url, &pki.token, &pki.ca_pem)?;
             servers.push(Server {
                 url,
                 kubeconfig,
@@ -391,6 +394,8 @@ impl K8sEnv {
             keep,
             disruption: RwLock::new(()),
             namespaces: AtomicU64::new(0),
+            made: Some((bins.clone(), pki.clone())),
+            extras: AtomicU64::new(0),
             _tmp: None,
         };
         env.write_env_json()?;
@@ -442,6 +447,8 @@ impl K8sEnv {
             keep: true,
             disruption: RwLock::new(()),
             namespaces: AtomicU64::new(0),
+            made: None,
+            extras: AtomicU64::new(0),
             _tmp: None,
         })
     }
@@ -695,6 +702,43 @@ impl Drop for K8sEnv {
     }
 }
 
+impl K8sEnv {
+    /// Starts one more apiserver on the environment's etcd with the usual flags and
+    /// `extra` ones (for example `--feature-gates=WatchList=false`), and waits until it
+    /// is ready. It sees every object the others see; it stops when dropped.
+    ///
+    /// # Errors
+    /// A reused environment (no binaries or certificates here), or the apiserver failed
+    /// to start.
+    pub fn extra_apiserver(&self, extra: &[&str]) -> Result<ExtraApiServer> {
+        let (Some((bins, pki)), Some(etcd_url)) = (&self.made, &self.etcd_url) else {
+            return Err(Error::Unsupported("an extra apiserver on a reused cluster"));
+        };
+        let n = self.extras.fetch_add(1, Ordering::Relaxed);
+        let name = format!("extra-{n}");
+        let port = free_port()?;
+        let url = format!("https://127.0.0.1:{port}");
+        let mut flags = apiserver_flags(&self.dir, pki, etcd_url, port, &name);
+        flags.extend(extra.iter().map(|f| (*f).to_owned()));
+        let mut proc = ChildProc::spawn(
+            &format!("kube-apiserver-{name}"),
+            &bins.path("kube-apiserver"),
+            flags.into_iter().map(OsString::from).collect(),
+            self.dir.join(format!("kube-apiserver-{name}.log")),
+            !self.keep,
+        )?;
+        let client = Client::new(&url, &pki.token, &pki.ca_pem)?;
+        wait_apiserver(&mut proc, &client)?;
+        let kubeconfig = self.dir.join(format!("kubeconfig-{name}.yaml"));
+        write_kubeconfig(&kubeconfig, &name, &url, &pki.token, &pki.ca_pem)?;
+        Ok(ExtraApiServer {
+            proc,
+            kubeconfig,
+            url,
+        })
+    }
+}
+
 fn args(list: &[&str]) -> Vec<OsString> {
     list.iter().map(OsString::from).collect()
 }
@@ -752,6 +796,43 @@ fn wait_etcd(proc: &mut ChildProc, url: &str) -> Result<()> {
     })
 }
 
+/// The flags every apiserver of an environment runs with, `name` telling their cert
+/// directories apart.
+fn apiserver_flags(dir: &Path, pki: &Pki, etcd_url: &str, port: u16, name: &str) -> Vec<String> {
+    vec![
+        format!("--etcd-servers={etcd_url}"),
+        "--bind-address=127.0.0.1".into(),
+        "--advertise-address=127.0.0.1".into(),
+        format!("--secure-port={port}"),
+        format!(
+            "--cert-dir={}",
+            dir.join(format!("apiserver-{name}")).display()
+        ),
+        format!("--tls-cert-file={}", pki.server_cert.display()),
+        format!("--tls-private-key-file={}", pki.server_key.display()),
+        format!("--client-ca-file={}", pki.ca_file.display()),
+        format!("--token-auth-file={}", pki.token_file.display()),
+        "--authorization-mode=RBAC".into(),
+        format!("--service-account-key-file={}", pki.sa_pub.display()),
+        format!(
+            "--service-account-signing-key-file={}",
+            pki.sa_key.display()
+        ),
+        "--service-account-issuer=https://kubernetes.default.svc.cluster.local".into(),
+        "--service-cluster-ip-range=10.0.0.0/24".into(),
+        // Pods need no token volume, and creating a pod right after its
+        // namespace must not race the controller that makes `default`.
+        "--disable-admission-plugins=ServiceAccount".into(),
+        // Two apiservers on one IP would fight over the `kubernetes`
+        // Endpoints object.
+        "--endpoint-reconciler-type=none".into(),
+        // Only tests compact etcd (compact_etcd), so a cursor expires
+        // exactly when a test says so.
+        "--etcd-compaction-interval=0".into(),
+        "--profiling=false".into(),
+    ]
+}
+
 /// Waits for `/readyz` of the apiserver `proc` serves.
 fn wait_apiserver(proc: &mut ChildProc, client: &Client) -> Result<()> {
     let what = format!("{}/readyz", client.base_url());
@@ -763,15 +844,9 @@ fn wait_apiserver(proc: &mut ChildProc, client: &Client) -> Result<()> {
     })
 }
 
-fn write_kubeconfig(
-    path: &Path,
-    which: ApiServer,
-    url: &str,
-    token: &str,
-    ca_pem: &str,
-) -> Result<()> {
+fn write_kubeconfig(path: &Path, server: &str, url: &str, token: &str, ca_pem: &str) -> Result<()> {
     let ca = base64::engine::general_purpose::STANDARD.encode(ca_pem);
-    let name = format!("reconcile-{}", which.name());
+    let name = format!("reconcile-{server}");
     let text = format!(
         "apiVersion: v1\nkind: Config\nclusters:\n- name: {name}\n  cluster:\n    server: {url}\n    certificate-authority-data: {ca}\nusers:\n- name: admin\n  user:\n    token: {token}\ncontexts:\n- name: {name}\n  context:\n    cluster: {name}\n    user: admin\n    namespace: default\ncurrent-context: {name}\n"
     );

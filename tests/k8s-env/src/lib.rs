@@ -34,6 +34,6 @@ pub use client::{
     Client, KWOK_NODE, Watch, WatchEvent, WatchParams, encode_query, pod_manifest, pod_phase,
     resource_version,
 };
-pub use env::{ApiServer, K8sEnv, condition_true, require, shared_or_skip};
+pub use env::{ApiServer, ExtraApiServer, K8sEnv, condition_true, require, shared_or_skip};
 pub use error::{Error, Result};
 pub use wait::wait_for;

@@ -690,3 +690,65 @@ pub async fn a_compacted_cursor_relists_with_a_new_streaming_list<D: DriverUnder
     assert_eq!(stats.lists, 0, "{stats:?}");
     under.shutdown().await;
 }
+
+/// An apiserver started with the `WatchList` feature gate off (one more, on the same etcd)
+/// refuses the streaming list with 422 Invalid; the controller falls back to LIST+WATCH for
+/// the rest of the run: one streaming list, then a LIST and plain WATCHes only. The
+/// recorded trace replays (its header asks for streaming lists; the 422 is in it).
+pub async fn a_refused_streaming_list_falls_back_to_list_and_watch<D: DriverUnderTest>(
+    case: Case<D>,
+) {
+    use reconcile_core::StreamEnd;
+    let _steady = case.env.steady();
+    let ns = case.namespace();
+    create(&case, &ns, &pod("p1", "a"));
+    create(&case, &ns, &pod("p2", "a"));
+    let gated = case
+        .env
+        .extra_apiserver(&["--feature-gates=WatchList=false"])
+        .unwrap_or_else(|e| panic!("an apiserver with WatchList off: {e}"));
+    let opts = Opts {
+        streaming: true,
+        kubeconfig: Some(gated.kubeconfig_path().to_owned()),
+        ..Opts::default()
+    };
+    let under = case.start(&ns, opts).await;
+    under.wait_cell("a", &["p1", "p2"]).await;
+    create(&case, &ns, &pod("p3", "a"));
+    under.wait_cell("a", &["p1", "p2", "p3"]).await;
+    let sent = requests_sent(&under.tap);
+    assert_eq!(
+        sent.first(),
+        Some(&Some((true, String::new()))),
+        "a streaming list first: {sent:?}"
+    );
+    assert_eq!(sent.get(1), Some(&None), "then a LIST: {sent:?}");
+    assert!(
+        sent[2..]
+            .iter()
+            .all(|s| matches!(s, Some((false, rv)) if !rv.is_empty())),
+        "then plain WATCHes from a cursor only: {sent:?}"
+    );
+    let refusals: Vec<(u16, String)> = under
+        .tap
+        .all()
+        .into_iter()
+        .filter_map(|(_, r)| match r {
+            Recorded::Input(Input::WatchEnd {
+                end: StreamEnd::HttpStatus { code, body },
+                ..
+            }) => Some((code, String::from_utf8_lossy(&body).into_owned())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(refusals.len(), 1, "{refusals:?}");
+    assert_eq!(refusals[0].0, 422, "{refusals:?}");
+    assert!(
+        refusals[0].1.contains("WatchList feature gate"),
+        "the apiserver says why: {refusals:?}"
+    );
+    let stats = under.handle.stats();
+    assert_eq!(stats.lists, 1, "{stats:?}");
+    under.shutdown().await;
+    drop(gated);
+}

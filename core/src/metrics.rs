@@ -215,6 +215,12 @@ pub struct Metrics {
     /// `reconcile_loop_filtered_updates_total`: updates a predicate kept from waking a
     /// parent (still cached).
     pub filtered_total: u64,
+    /// `reconcile_loop_streaming_lists_total`: streaming lists whose initial events were
+    /// applied (at their end bookmark), over every source.
+    pub streaming_lists_total: u64,
+    /// `reconcile_loop_streaming_list_fallbacks_total`: sources that stopped streaming their
+    /// listings (refused, or no end bookmark within the bounds) and use LIST+WATCH.
+    pub streaming_list_fallbacks_total: u64,
     /// `reconcile_loop_synced`: every source has applied a whole listing.
     pub synced: bool,
     /// `reconcile_loop_leader`: `Some(leading)` with an election, `None` without.
@@ -246,6 +252,8 @@ impl Default for Metrics {
             list_bytes_total: 0,
             cursor_age_seconds: 0.0,
             filtered_total: 0,
+            streaming_lists_total: 0,
+            streaming_list_fallbacks_total: 0,
             synced: false,
             leader: None,
             leadership_transitions_total: 0,
@@ -279,6 +287,8 @@ impl Metrics {
             }
             Event::WatchRetry { .. } => self.watch_restarts_total += 1,
             Event::Filtered { .. } => self.filtered_total += 1,
+            Event::InitialEventsEnd { .. } => self.streaming_lists_total += 1,
+            Event::StreamingListFallback { .. } => self.streaming_list_fallbacks_total += 1,
             _ => {}
         }
     }

@@ -56,6 +56,15 @@ fn the_initial_events_are_applied_once_at_the_end_bookmark_and_the_stream_goes_o
     s.settle().at(3.0).modified("a", Some("c3"), 11);
     assert_eq!(s.members("c3"), ["a"]);
     s.settle().at(300.0).watch_end(StreamEnd::Clean);
+    let m = s.core.metrics();
+    assert_eq!(
+        (
+            m.streaming_lists_total,
+            m.streaming_list_fallbacks_total,
+            m.lists_total
+        ),
+        (1, 0, 0)
+    );
     insta::assert_snapshot!(s.log);
 }
 
@@ -73,6 +82,15 @@ fn a_refused_streaming_list_falls_back_to_list_and_watch_for_good() {
         .next_deadline()
         .list_ok(40, &[pod("a", Some("c1"), 5)]);
     assert_eq!(s.core.store().len(), 1);
+    let m = s.core.metrics();
+    assert_eq!(
+        (
+            m.streaming_lists_total,
+            m.streaming_list_fallbacks_total,
+            m.lists_total
+        ),
+        (0, 1, 2)
+    );
     insta::assert_snapshot!(s.log);
 }
 

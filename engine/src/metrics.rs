@@ -29,6 +29,8 @@
 //! | `reconcile_loop_list_bytes_total` | `controller` | LIST body bytes received, every source |
 //! | `reconcile_loop_cursor_age_seconds` | `controller` | since the stalest source's cursor last moved |
 //! | `reconcile_loop_filtered_updates_total` | `controller` | updates a predicate kept from waking (still cached) |
+//! | `reconcile_loop_streaming_lists_total` | `controller` | streaming lists applied at their end bookmark, every source |
+//! | `reconcile_loop_streaming_list_fallbacks_total` | `controller` | sources fallen back from streaming lists to LIST+WATCH |
 //! | `reconcile_loop_synced` | `controller` | 1 once every source has listed |
 //! | `reconcile_loop_leader` | `controller` | 1 while leading (only with an election) |
 //! | `reconcile_loop_leadership_transitions_total` | `controller` | terms begun and lost here |
@@ -323,6 +325,18 @@ impl Collector for ControllerMetrics {
             "reconcile_loop_filtered_updates",
             "Updates a predicate kept from waking a parent; still cached",
             &[(controller, m.filtered_total)],
+        )?;
+        counter(
+            e,
+            "reconcile_loop_streaming_lists",
+            "Streaming lists whose initial events were applied at their end bookmark, over every source",
+            &[(controller, m.streaming_lists_total)],
+        )?;
+        counter(
+            e,
+            "reconcile_loop_streaming_list_fallbacks",
+            "Sources that stopped streaming their listings (refused, or no end bookmark in time) and list then watch",
+            &[(controller, m.streaming_list_fallbacks_total)],
         )?;
         gauge(
             e,

@@ -612,6 +612,7 @@ pub async fn a_streaming_list_of_23_pods_applies_once_and_goes_on_as_the_watch<
     let stats = under.handle.stats();
     assert_eq!(stats.lists, 0, "{stats:?}");
     assert_eq!(stats.relists, 0, "{stats:?}");
+    assert_eq!(under.handle.metrics().streaming_lists_total, 1);
     under.shutdown().await;
 }
 
@@ -749,6 +750,9 @@ pub async fn a_refused_streaming_list_falls_back_to_list_and_watch<D: DriverUnde
     );
     let stats = under.handle.stats();
     assert_eq!(stats.lists, 1, "{stats:?}");
+    let m = under.handle.metrics();
+    assert_eq!(m.streaming_list_fallbacks_total, 1, "{m:?}");
+    assert_eq!(m.streaming_lists_total, 0, "{m:?}");
     under.shutdown().await;
     drop(gated);
 }

@@ -86,6 +86,7 @@ mod output;
 mod params;
 pub mod pod;
 mod predicate;
+pub mod protobuf;
 mod queue;
 mod reconcile_loop;
 mod reflector;
@@ -97,7 +98,9 @@ mod store;
 mod string_map;
 mod time;
 
-pub use config::{Config, ConfigError, ParentsBy, SecondaryConfig, SourceConfig, WatchParams};
+pub use config::{
+    Config, ConfigError, ParentsBy, SecondaryConfig, SourceConfig, WatchParams, WireFormat,
+};
 pub use election::{ElectionConfig, Leadership, LeaseRequest, LeaseResponse, OnLost};
 pub use key_map::{KeyBy, KeyByParseError, KeyMap, KeyMapError};
 pub use metrics::Metrics;

@@ -34,6 +34,7 @@ use serde_json::error::Category;
 use serde_json::value::RawValue;
 
 use crate::object::Object;
+use crate::protobuf;
 
 pub(crate) mod budget;
 
@@ -288,6 +289,9 @@ pub struct ListDecoder<O> {
     items: Vec<O>,
     skipped: Vec<ItemError>,
     error: Option<ListBodyError>,
+    /// The body so far, when it is protobuf (it started with `k`, the magic's first byte,
+    /// which no JSON body does): decoded whole at [`ListDecoder::finish`].
+    protobuf: Option<Vec<u8>>,
 }
 
 impl<O: Object> Default for ListDecoder<O> {
@@ -323,6 +327,7 @@ impl<O: Object> ListDecoder<O> {
             items: Vec::new(),
             skipped: Vec::new(),
             error: None,
+            protobuf: None,
         }
     }
 
@@ -354,7 +359,14 @@ impl<O: Object> ListDecoder<O> {
             return Err(error.clone());
         }
         let at = self.offset;
+        if at == 0 && chunk.first() == Some(&protobuf::MAGIC[0]) {
+            self.protobuf = Some(Vec::new());
+        }
         self.offset += chunk.len() as u64;
+        if let Some(body) = &mut self.protobuf {
+            body.extend_from_slice(chunk);
+            return Ok(());
+        }
         let result = if self.pending.is_empty() {
             self.consume(chunk, at)
         } else {
@@ -381,6 +393,9 @@ impl<O: Object> ListDecoder<O> {
     pub fn finish(mut self) -> Result<ObjectList<O>, ListBodyError> {
         if let Some(error) = self.error {
             return Err(error);
+        }
+        if let Some(body) = self.protobuf.take() {
+            return protobuf_list(&body, self.limits);
         }
         if !self.pending.is_empty() {
             // Held back until it doubled: read what is there, so that an error in it is
@@ -736,6 +751,98 @@ impl<'a> Source<'a> {
             None => Ok(None),
         }
     }
+}
+
+/// Decodes a protobuf LIST body: `k8s\0`, a `runtime.Unknown` of the list's kind whose raw
+/// is the list message (metadata 1, a `ListMeta`; items 2, each an object's message, as in
+/// every `XxxList` of k8s.io/api). Bounded as the JSON decoder is: an item that would bring
+/// the listing past [`ListLimits::limit`] of the body's length stops the decode, and so does
+/// item number `max_items` + 1. An item that does not decode is skipped and reported.
+fn protobuf_list<O: Object>(
+    body: &[u8],
+    limits: ListLimits,
+) -> Result<ObjectList<O>, ListBodyError> {
+    let Some(codec) = O::protobuf() else {
+        return Err(ListBodyError::Malformed(format!(
+            "a protobuf body, which {} cannot decode",
+            std::any::type_name::<O>()
+        )));
+    };
+    let wire = |e: protobuf::ProtobufError| ListBodyError::Malformed(e.to_string());
+    let envelope = protobuf::envelope_of(body, 0, codec.list_kind).map_err(wire)?;
+    let read = body.len() as u64;
+    let limit = limits.limit(read);
+    let mut meta = protobuf::ListMeta::default();
+    let mut items: Vec<O> = Vec::new();
+    let mut skipped: Vec<ItemError> = Vec::new();
+    let mut charged = 0u64;
+    let budget = protobuf::Budget::new(u64::MAX);
+    let mut r = protobuf::Reader::new(envelope.raw, envelope.raw_at, codec.list_kind, &budget);
+    while let Some((field, value)) = r.next().map_err(wire)? {
+        match field {
+            1 => {
+                let (bytes, at) = r.bytes(field, value).map_err(wire)?;
+                protobuf::list_meta(&mut meta, bytes, at).map_err(wire)?;
+            }
+            2 => {
+                let (bytes, at) = r.bytes(field, value).map_err(wire)?;
+                let index = items.len() + skipped.len();
+                if index >= limits.max_items {
+                    return Err(ListBodyError::TooManyItems {
+                        limit: limits.max_items,
+                        index,
+                        at: at as u64,
+                    });
+                }
+                let slot = size_of::<O>() as u64;
+                let held = charged.saturating_add(slot);
+                let too_large = |held| ListBodyError::TooLarge {
+                    index,
+                    at: at as u64,
+                    held,
+                    limit,
+                    read,
+                    multiple: limits.multiple,
+                    allowance: limits.allowance,
+                };
+                if held > limit {
+                    return Err(too_large(held));
+                }
+                match (codec.decode)(bytes, at, limit - held) {
+                    Ok((item, cost)) => {
+                        charged = held.saturating_add(cost);
+                        items.push(item);
+                    }
+                    Err(protobuf::ProtobufError {
+                        kind: protobuf::ProtobufErrorKind::TooLarge { .. },
+                        ..
+                    }) => return Err(too_large(limit.saturating_add(1))),
+                    Err(error) => {
+                        let message = error.to_string();
+                        charged = charged
+                            .saturating_add(size_of::<ItemError>() as u64)
+                            .saturating_add(message.len() as u64);
+                        skipped.push(ItemError { index, message });
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    let resource_version = meta
+        .resource_version
+        .filter(|rv| !rv.is_empty())
+        .ok_or(ListBodyError::NoResourceVersion)?;
+    Ok(ObjectList {
+        resource_version,
+        items,
+        skipped,
+        body_bytes: read,
+        continue_token: meta.continue_token.filter(|c| !c.is_empty()),
+        remaining_item_count: meta
+            .remaining_item_count
+            .and_then(|n| u64::try_from(n).ok()),
+    })
 }
 
 fn malformed(at: u64, what: &str) -> ListBodyError {

@@ -24,7 +24,7 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::params::WatchParams;
+use crate::params::{WatchParams, WireFormat};
 use bytes::Bytes;
 
 use crate::frame::{self, Status, WatchEvent};
@@ -382,12 +382,15 @@ impl<O: Object> Reflector<O> {
             }));
             return None;
         }
-        if line.trim_ascii().is_empty() {
+        // A blank JSON line is no frame; a protobuf frame is never skipped, even empty.
+        let format = self.params.wire_format;
+        let json = format == WireFormat::Json || frame::is_json_frame(line);
+        if json && line.trim_ascii().is_empty() {
             return None;
         }
         *frames += 1;
         self.counters.frames += 1;
-        let event = match frame::parse_frame_held::<O, Arc<O>>(line) {
+        let event = match frame::parse_frame_as_held::<O, Arc<O>>(line, format) {
             Ok(event) => event,
             Err(error) => {
                 if let Some(rv) = &error.resource_version {

@@ -60,6 +60,7 @@ pub fn config(header: &Header) -> Result<Config<PodView, String>, ConfigError> {
         let mut params = WatchParams::default().timeout(header.timeout_seconds);
         params.namespace.clone_from(&header.namespace);
         params.label_selector.clone_from(&header.label_selector);
+        params.wire_format = header.wire_format;
         // Secondaries' objects are decoded as metadata: a replay needs only their names,
         // versions and owners (every owner, for an `any-owner` source).
         header

@@ -399,12 +399,8 @@ pub(crate) fn envelope(body: &[u8], base: usize) -> Result<Envelope<'_>, Protobu
     while let Some((field, value)) = r.next()? {
         match field {
             1 => {
-                let mut t = r.child(r.bytes(field, value)?, "runtime.TypeMeta");
-                while let Some((field, value)) = t.next()? {
-                    if field == 2 {
-                        envelope.kind = t.str(field, value)?;
-                    }
-                }
+                let (bytes, at) = r.bytes(field, value)?;
+                envelope.kind = type_meta_kind(bytes, at)?;
             }
             2 => (envelope.raw, envelope.raw_at) = r.bytes(field, value)?,
             3 | 4 => {
@@ -422,6 +418,19 @@ pub(crate) fn envelope(body: &[u8], base: usize) -> Result<Envelope<'_>, Protobu
         }
     }
     Ok(envelope)
+}
+
+/// The `kind` (2) of a `runtime.TypeMeta` message.
+pub(crate) fn type_meta_kind(message: &[u8], base: usize) -> Result<&str, ProtobufError> {
+    let budget = Budget::new(u64::MAX);
+    let mut t = Reader::new(message, base, "runtime.TypeMeta", &budget);
+    let mut kind = "";
+    while let Some((field, value)) = t.next()? {
+        if field == 2 {
+            kind = t.str(field, value)?;
+        }
+    }
+    Ok(kind)
 }
 
 /// [`envelope`], checking that it holds a `kind`.

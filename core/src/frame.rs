@@ -8,6 +8,10 @@
 //! The common case costs one pass over the bytes. Only when that pass fails is the line read
 //! again, leniently, to recover the event type and the resourceVersion, so the reflector can
 //! skip the frame and still advance its cursor past it.
+//!
+//! A source that asked for protobuf gets `metav1.WatchEvent` frames instead
+//! ([`parse_frame_as`]), read envelope first likewise; `Status` bodies are told apart by the
+//! protobuf magic ([`parse_status`]).
 
 use std::fmt;
 use std::marker::PhantomData;

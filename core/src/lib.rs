@@ -63,6 +63,7 @@
 //! | `key_map` | object → parent key, with ready-made maps that name themselves | `EnqueueRequestForOwner` |
 //! | [`frame`] | watch frame and `Status` parsing | `watch.Event` decoding |
 //! | [`list`] | LIST bodies, whole or decoded while they stream in | `List` decoding |
+//! | [`protobuf`] | Kubernetes protobuf: envelope, watch events, `Status`, the Pod view | apimachinery's protobuf serializer |
 //! | `params` | what to LIST and WATCH | `watcher::Config` |
 //! | `output` | commands, events, deadlines | (the sans-IO boundary) |
 //! | `source` | store writes as values; in-process sources | `Store` write methods |

@@ -460,6 +460,19 @@ pub fn is_protobuf(body: &[u8]) -> bool {
     body.starts_with(&MAGIC)
 }
 
+/// The kind a protobuf payload carries: an enveloped body's `typeMeta.kind` (a LIST, an
+/// error's `Status`), or the kind of a watch frame's object; `None` for bytes that are
+/// neither (JSON among them: `{` cannot start a `WatchEvent`). For a trace's redaction,
+/// which must know whether a payload may hold a Secret.
+#[must_use]
+pub fn payload_kind(payload: &[u8]) -> Option<&str> {
+    if is_protobuf(payload) {
+        return envelope(payload, 0).ok().map(|e| e.kind);
+    }
+    let (object, at) = watch_event(payload).ok()?.object?;
+    envelope(object, at).ok().map(|e| e.kind)
+}
+
 // ---------------------------------------------------------------------------------------------
 // Watch events.
 

@@ -111,6 +111,8 @@ pub struct Opts {
     pub concurrency: usize,
     /// LIST page size (`Source::page_size`); `None` lists in one request.
     pub page_size: Option<u32>,
+    /// Ask for protobuf (`Source::protobuf`).
+    pub protobuf: bool,
 }
 
 impl Default for Opts {
@@ -122,6 +124,7 @@ impl Default for Opts {
             retry_delay: Duration::from_millis(200),
             concurrency: 4,
             page_size: None,
+            protobuf: false,
         }
     }
 }
@@ -172,6 +175,11 @@ impl<D: DriverUnderTest> Case<D> {
             .labels(opts.selector.clone())
             .timeout(opts.timeout_seconds)
             .page_size(opts.page_size.unwrap_or(0));
+        let source = if opts.protobuf {
+            source.protobuf()
+        } else {
+            source
+        };
         let observed = Observed::default();
         let trace_path = trace::path(D::NAME, self.name, n);
         let controller = Controller::with_runtime(D::runtime(), source, KeyMap::by_label(CELL))

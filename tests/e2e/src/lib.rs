@@ -68,6 +68,7 @@ macro_rules! apiserver_suite {
             a_compacted_cursor_is_expired_and_the_loop_relists,
             a_deletion_missed_while_disconnected_is_synthesized,
             a_paged_listing_of_57_pods_applies_once,
+            a_protobuf_source_tracks_pods_as_a_json_one,
         );
         $crate::cases!($driver, capture:
             a_capture_replays_without_divergence_and_holds_no_secret,

@@ -9,7 +9,7 @@ use crate::election::{ElectionConfig, ElectionConfigError};
 use crate::key_map::KeyMap;
 use crate::object::{Object, ObjectKey, OwnerRef};
 use crate::output::SourceId;
-pub use crate::params::{InitialListStrategy, WatchParams};
+pub use crate::params::{InitialListStrategy, WatchParams, WireFormat};
 use crate::predicate::Predicate;
 use crate::retry::Backoff;
 use crate::secondary::SecondarySpec;
@@ -261,6 +261,11 @@ impl<O, P> Config<O, P> {
         P: Ord + Clone + Send + 'static,
         C: Object + Send + Sync,
     {
+        if let Err(error) =
+            check_wire_format::<C>(SourceId::nth(self.secondaries.len() as u64 + 1), &params)
+        {
+            self.misuse.get_or_insert(error);
+        }
         let spec = crate::secondary::spec(params.clone(), Arc::new(map));
         self.secondaries
             .push((SecondaryConfig { params, parents_by }, spec));
@@ -405,9 +410,35 @@ impl<O, P> Config<O, P> {
     }
 }
 
+/// Whether objects of type `C` can be decoded as `params` asks (protobuf needs a decoder).
+pub(crate) fn check_wire_format<C: Object>(
+    source: SourceId,
+    params: &WatchParams,
+) -> Result<(), ConfigError> {
+    if params.wire_format == WireFormat::Protobuf && C::protobuf().is_none() {
+        return Err(ConfigError::NoProtobuf {
+            source_id: source,
+            object: std::any::type_name::<C>(),
+        });
+    }
+    Ok(())
+}
+
 /// A setting out of bounds.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ConfigError {
+    /// A source asks for protobuf on an object type with no protobuf decoder
+    /// ([`Object::protobuf`]): it stays on JSON.
+    #[error(
+        "source {source_id} asks for protobuf, which {object} cannot decode (it has no \
+         Object::protobuf)"
+    )]
+    NoProtobuf {
+        /// The source.
+        source_id: SourceId,
+        /// Its object type.
+        object: &'static str,
+    },
     /// `concurrency` must be in `1..=MAX_CONCURRENCY`.
     #[error("concurrency must be between 1 and {MAX_CONCURRENCY}, got {0}")]
     Concurrency(usize),

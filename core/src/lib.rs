@@ -63,6 +63,7 @@
 //! | `key_map` | object → parent key, with ready-made maps that name themselves | `EnqueueRequestForOwner` |
 //! | [`frame`] | watch frame and `Status` parsing | `watch.Event` decoding |
 //! | [`list`] | LIST bodies, whole or decoded while they stream in | `List` decoding |
+//! | [`protobuf`] | Kubernetes protobuf: envelope, watch events, `Status`, the Pod view | apimachinery's protobuf serializer |
 //! | `params` | what to LIST and WATCH | `watcher::Config` |
 //! | `output` | commands, events, deadlines | (the sans-IO boundary) |
 //! | `source` | store writes as values; in-process sources | `Store` write methods |
@@ -86,6 +87,7 @@ mod output;
 mod params;
 pub mod pod;
 mod predicate;
+pub mod protobuf;
 mod queue;
 mod reconcile_loop;
 mod reflector;
@@ -98,7 +100,8 @@ mod string_map;
 mod time;
 
 pub use config::{
-    Config, ConfigError, InitialListStrategy, ParentsBy, SecondaryConfig, SourceConfig, WatchParams,
+    Config, ConfigError, InitialListStrategy, ParentsBy, SecondaryConfig, SourceConfig,
+    WatchParams, WireFormat,
 };
 pub use election::{ElectionConfig, Leadership, LeaseRequest, LeaseResponse, OnLost};
 pub use key_map::{KeyBy, KeyByParseError, KeyMap, KeyMapError};

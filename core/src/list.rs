@@ -14,6 +14,10 @@
 //! names). [`parse_list`] is this decoder fed one chunk, so a whole body and a
 //! streamed one are accepted and rejected alike.
 //!
+//! A body that starts with `k` (the first byte of protobuf's `k8s\0` magic, and of no JSON
+//! body) is Kubernetes protobuf (issue 16; see [`protobuf`](crate::protobuf)), read the same
+//! way: each item decoded as soon as its last byte is in, under the same [`ListLimits`].
+//!
 //! ```
 //! use reconcile_core::list::ListDecoder;
 //! use reconcile_core::pod::PodView;
@@ -34,6 +38,7 @@ use serde_json::error::Category;
 use serde_json::value::RawValue;
 
 use crate::object::Object;
+use crate::protobuf;
 
 pub(crate) mod budget;
 
@@ -288,6 +293,9 @@ pub struct ListDecoder<O> {
     items: Vec<O>,
     skipped: Vec<ItemError>,
     error: Option<ListBodyError>,
+    /// The protobuf decoder, when the body is protobuf (it started with `k`, the magic's
+    /// first byte, which no JSON body does).
+    protobuf: Option<Box<ProtobufList<O>>>,
 }
 
 impl<O: Object> Default for ListDecoder<O> {
@@ -323,6 +331,7 @@ impl<O: Object> ListDecoder<O> {
             items: Vec::new(),
             skipped: Vec::new(),
             error: None,
+            protobuf: None,
         }
     }
 
@@ -354,7 +363,18 @@ impl<O: Object> ListDecoder<O> {
             return Err(error.clone());
         }
         let at = self.offset;
+        if at == 0 && chunk.first() == Some(&protobuf::MAGIC[0]) {
+            self.protobuf = Some(Box::new(ProtobufList::new()));
+        }
         self.offset += chunk.len() as u64;
+        if let Some(decoder) = &mut self.protobuf {
+            return decoder
+                .push(chunk, at, self.offset, self.limits)
+                .inspect_err(|error| {
+                    self.state = State::Failed;
+                    self.error = Some(error.clone());
+                });
+        }
         let result = if self.pending.is_empty() {
             self.consume(chunk, at)
         } else {
@@ -381,6 +401,9 @@ impl<O: Object> ListDecoder<O> {
     pub fn finish(mut self) -> Result<ObjectList<O>, ListBodyError> {
         if let Some(error) = self.error {
             return Err(error);
+        }
+        if let Some(decoder) = self.protobuf.take() {
+            return decoder.finish(self.offset);
         }
         if !self.pending.is_empty() {
             // Held back until it doubled: read what is there, so that an error in it is
@@ -735,6 +758,352 @@ impl<'a> Source<'a> {
             Some(Err(e)) => Err(e),
             None => Ok(None),
         }
+    }
+}
+
+/// Where a [`ProtobufList`] is in the body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    /// Before the `k8s\0` magic.
+    Magic,
+    /// At a field of the `runtime.Unknown` envelope.
+    Envelope,
+    /// Inside the envelope's `raw` (the list message), with this many of its bytes to come.
+    List { left: u64 },
+}
+
+/// Decodes a protobuf LIST body pushed in chunks: `k8s\0`, a `runtime.Unknown` whose
+/// `typeMeta.kind` (1.2) must be the type's list kind and whose `raw` (2) is the list message
+/// (k8s.io/api's `XxxList`: metadata 1, a `ListMeta`; items 2, each an object's message).
+/// Each item is decoded as soon as its last byte is in, so, as for JSON, the parse overlaps
+/// the transfer and only the field that straddles a chunk edge is ever copied. Bounded as the
+/// JSON decoder is ([`ListLimits`]); an item that does not decode is skipped and reported.
+#[derive(Debug)]
+struct ProtobufList<O> {
+    stage: Stage,
+    /// The start of a field the chunks so far did not complete.
+    pending: Vec<u8>,
+    /// Where `pending` starts in the body.
+    pending_at: u64,
+    kind_ok: bool,
+    meta: protobuf::ListMeta,
+    items: Vec<O>,
+    skipped: Vec<ItemError>,
+    /// What the listing holds, as charged: each item's slot and decoded charge, each skipped
+    /// item's error.
+    charged: u64,
+}
+
+/// A field's header read from the bytes at hand: its number, wire type, the header's length
+/// and the value's (0 for a varint, whose bytes the header includes).
+struct FieldHead {
+    field: u32,
+    wire: u8,
+    head: usize,
+    body: u64,
+}
+
+/// A varint at the start of `bytes`: `None` when it goes on past them.
+fn varint(bytes: &[u8]) -> Result<Option<(u64, usize)>, &'static str> {
+    let mut value = 0u64;
+    for (i, &b) in bytes.iter().enumerate().take(10) {
+        value |= u64::from(b & 0x7f) << (7 * i);
+        if b & 0x80 == 0 {
+            if i == 9 && b > 1 {
+                return Err("a varint overflows 64 bits");
+            }
+            return Ok(Some((value, i + 1)));
+        }
+    }
+    if bytes.len() >= 10 {
+        Err("a varint longer than 10 bytes")
+    } else {
+        Ok(None)
+    }
+}
+
+/// The header of the field at the start of `bytes`, `None` when it goes on past them.
+fn field_head(bytes: &[u8]) -> Result<Option<FieldHead>, &'static str> {
+    let Some((key, n)) = varint(bytes)? else {
+        return Ok(None);
+    };
+    let field = u32::try_from(key >> 3).map_err(|_| "a field number past 32 bits")?;
+    if field == 0 {
+        return Err("field number 0");
+    }
+    let wire = (key & 7) as u8;
+    let rest = &bytes[n..];
+    let (head, body) = match wire {
+        0 => match varint(rest)? {
+            Some((_, m)) => (n + m, 0),
+            None => return Ok(None),
+        },
+        1 => (n, 8),
+        5 => (n, 4),
+        2 => match varint(rest)? {
+            Some((len, m)) => (n + m, len),
+            None => return Ok(None),
+        },
+        3 | 4 => return Err("a group (no Kubernetes message has one)"),
+        _ => return Err("an invalid wire type"),
+    };
+    Ok(Some(FieldHead {
+        field,
+        wire,
+        head,
+        body,
+    }))
+}
+
+impl<O: Object> ProtobufList<O> {
+    fn new() -> Self {
+        ProtobufList {
+            stage: Stage::Magic,
+            pending: Vec::new(),
+            pending_at: 0,
+            kind_ok: false,
+            meta: protobuf::ListMeta::default(),
+            items: Vec::new(),
+            skipped: Vec::new(),
+            charged: 0,
+        }
+    }
+
+    /// Takes `chunk`, which starts `at` bytes into the body; `read` bytes are in with it.
+    fn push(
+        &mut self,
+        chunk: &[u8],
+        at: u64,
+        read: u64,
+        limits: ListLimits,
+    ) -> Result<(), ListBodyError> {
+        if self.pending.is_empty() {
+            let used = self.run(chunk, at, read, limits)?;
+            self.pending.extend_from_slice(&chunk[used..]);
+            self.pending_at = at + used as u64;
+        } else {
+            let mut pending = std::mem::take(&mut self.pending);
+            pending.extend_from_slice(chunk);
+            let base = self.pending_at;
+            let used = self.run(&pending, base, read, limits)?;
+            pending.drain(..used);
+            self.pending = pending;
+            self.pending_at = base + used as u64;
+        }
+        Ok(())
+    }
+
+    /// Reads every whole field of `bytes` (which start `base` bytes into the body); returns
+    /// how many bytes it used.
+    fn run(
+        &mut self,
+        bytes: &[u8],
+        base: u64,
+        read: u64,
+        limits: ListLimits,
+    ) -> Result<usize, ListBodyError> {
+        let codec = O::protobuf().ok_or_else(|| {
+            ListBodyError::Malformed(format!(
+                "a protobuf body, which {} cannot decode",
+                std::any::type_name::<O>()
+            ))
+        })?;
+        let mut i = 0;
+        loop {
+            let at = base + i as u64;
+            let rest = &bytes[i..];
+            if self.stage == Stage::Magic {
+                if rest.len() < protobuf::MAGIC.len() {
+                    return Ok(i);
+                }
+                if !rest.starts_with(&protobuf::MAGIC) {
+                    return Err(malformed(at, "no k8s\\0 magic prefix"));
+                }
+                i += protobuf::MAGIC.len();
+                self.stage = Stage::Envelope;
+                continue;
+            }
+            if let Stage::List { left: 0 } = self.stage {
+                self.stage = Stage::Envelope;
+            }
+            if rest.is_empty() {
+                return Ok(i);
+            }
+            let head = match field_head(rest) {
+                Ok(Some(head)) => head,
+                Ok(None) => return Ok(i),
+                Err(what) => return Err(malformed(at, what)),
+            };
+            let whole = (head.head as u64).saturating_add(head.body);
+            if let Stage::List { left } = self.stage
+                && whole > left
+            {
+                return Err(malformed(
+                    at,
+                    "a field runs past the end of the list message",
+                ));
+            }
+            if self.stage == Stage::Envelope && head.field == 2 && head.wire == 2 {
+                // The list message: its fields are read one by one as they come.
+                if !self.kind_ok {
+                    return Err(malformed(
+                        at,
+                        &format!(
+                            "the envelope does not say {} before its raw",
+                            codec.list_kind
+                        ),
+                    ));
+                }
+                i += head.head;
+                self.stage = Stage::List { left: head.body };
+                continue;
+            }
+            let Ok(whole) = usize::try_from(whole) else {
+                return Err(malformed(at, "a field longer than memory"));
+            };
+            if rest.len() < whole {
+                return Ok(i);
+            }
+            let value = &rest[head.head..whole];
+            let value_at = usize::try_from(at)
+                .unwrap_or(usize::MAX)
+                .saturating_add(head.head);
+            match self.stage {
+                Stage::Envelope => self.envelope_field(&head, value, at, codec.list_kind)?,
+                Stage::List { ref mut left } => {
+                    *left -= whole as u64;
+                    if head.wire == 2 {
+                        self.list_field(head.field, value, value_at, at, read, limits, codec)?;
+                    }
+                }
+                Stage::Magic => {}
+            }
+            i += whole;
+        }
+    }
+
+    /// A field of the envelope other than `raw`: `typeMeta` (its kind is checked),
+    /// `contentEncoding` / `contentType` (must say plain protobuf).
+    fn envelope_field(
+        &mut self,
+        head: &FieldHead,
+        value: &[u8],
+        at: u64,
+        list_kind: &'static str,
+    ) -> Result<(), ListBodyError> {
+        if head.wire != 2 {
+            return Ok(());
+        }
+        match head.field {
+            1 => {
+                let value_at = usize::try_from(at).unwrap_or(usize::MAX);
+                let kind = protobuf::type_meta_kind(value, value_at.saturating_add(head.head))
+                    .map_err(|e| malformed(at, &e.to_string()))?;
+                if kind != list_kind {
+                    return Err(malformed(
+                        at,
+                        &format!("the envelope holds a {kind:?}, expected a {list_kind}"),
+                    ));
+                }
+                self.kind_ok = true;
+            }
+            3 | 4 => {
+                let text = std::str::from_utf8(value).unwrap_or("(not UTF-8)");
+                if !(text.is_empty() || head.field == 4 && text.starts_with(protobuf::MEDIA_TYPE)) {
+                    return Err(malformed(
+                        at,
+                        &format!("the envelope says {text:?}: not plain protobuf"),
+                    ));
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// A field of the list message: `metadata`, or an item.
+    #[allow(clippy::too_many_arguments)]
+    fn list_field(
+        &mut self,
+        field: u32,
+        value: &[u8],
+        value_at: usize,
+        at: u64,
+        read: u64,
+        limits: ListLimits,
+        codec: protobuf::ProtobufCodec<O>,
+    ) -> Result<(), ListBodyError> {
+        match field {
+            1 => protobuf::list_meta(&mut self.meta, value, value_at)
+                .map_err(|e| ListBodyError::Malformed(e.to_string())),
+            2 => {
+                let index = self.items.len() + self.skipped.len();
+                if index >= limits.max_items {
+                    return Err(ListBodyError::TooManyItems {
+                        limit: limits.max_items,
+                        index,
+                        at,
+                    });
+                }
+                let limit = limits.limit(read);
+                let held = self.charged.saturating_add(size_of::<O>() as u64);
+                let too_large = |held| ListBodyError::TooLarge {
+                    index,
+                    at,
+                    held,
+                    limit,
+                    read,
+                    multiple: limits.multiple,
+                    allowance: limits.allowance,
+                };
+                if held > limit {
+                    return Err(too_large(held));
+                }
+                match (codec.decode)(value, value_at, limit - held) {
+                    Ok((item, cost)) => {
+                        self.charged = held.saturating_add(cost);
+                        self.items.push(item);
+                    }
+                    Err(protobuf::ProtobufError {
+                        kind: protobuf::ProtobufErrorKind::TooLarge { .. },
+                        ..
+                    }) => return Err(too_large(limit.saturating_add(1))),
+                    Err(error) => {
+                        let message = error.to_string();
+                        self.charged = self
+                            .charged
+                            .saturating_add(size_of::<ItemError>() as u64)
+                            .saturating_add(message.len() as u64);
+                        self.skipped.push(ItemError { index, message });
+                    }
+                }
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Ends the body, which was `read` bytes long.
+    fn finish(self, read: u64) -> Result<ObjectList<O>, ListBodyError> {
+        if self.stage != Stage::Envelope || !self.pending.is_empty() {
+            return Err(malformed(read, "the body ends before the list does"));
+        }
+        let resource_version = self
+            .meta
+            .resource_version
+            .filter(|rv| !rv.is_empty())
+            .ok_or(ListBodyError::NoResourceVersion)?;
+        Ok(ObjectList {
+            resource_version,
+            items: self.items,
+            skipped: self.skipped,
+            body_bytes: read,
+            continue_token: self.meta.continue_token.filter(|c| !c.is_empty()),
+            remaining_item_count: self
+                .meta
+                .remaining_item_count
+                .and_then(|n| u64::try_from(n).ok()),
+        })
     }
 }
 

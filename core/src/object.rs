@@ -64,6 +64,17 @@ pub trait Object: DeserializeOwned + 'static {
         None
     }
 
+    /// How the type decodes from Kubernetes protobuf (`application/vnd.kubernetes.protobuf`),
+    /// if it does: `None` (the default) keeps it on JSON, and asking for protobuf on a source
+    /// of it is a configuration error. [`PodView`](crate::pod::PodView) has one.
+    #[must_use]
+    fn protobuf() -> Option<crate::protobuf::ProtobufCodec<Self>>
+    where
+        Self: Sized,
+    {
+        None
+    }
+
     /// The store key, `namespace/name`; `None` when the object has no name.
     #[must_use]
     fn key(&self) -> Option<ObjectKey> {

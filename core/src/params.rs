@@ -21,6 +21,9 @@ pub struct WatchParams {
     /// How the initial state is fetched: a LIST then a WATCH (the default), or one
     /// streaming WATCH that opens with it (kube-runtime's `watcher::Config::initial_list_strategy`).
     pub initial_list: InitialListStrategy,
+    /// What to ask the apiserver to encode LIST and WATCH responses as (client-go's
+    /// `ContentType`): JSON (the default), or protobuf for types that decode it.
+    pub wire_format: WireFormat,
 }
 
 /// How a source fetches its initial state, and the state after every relist
@@ -41,6 +44,39 @@ pub enum InitialListStrategy {
     StreamingList,
 }
 
+/// The encoding a source asks the apiserver for (client-go's `rest.Config.ContentType`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum WireFormat {
+    /// `application/json`, newline-delimited on WATCH.
+    #[default]
+    Json,
+    /// `application/vnd.kubernetes.protobuf`, length-prefixed frames on WATCH; only for types
+    /// with a protobuf decoder ([`Object::protobuf`](crate::Object::protobuf)). The server
+    /// may still answer JSON (it does for custom resources), which is then decoded as JSON.
+    Protobuf,
+}
+
+impl WireFormat {
+    /// `json` or `protobuf`, as a trace header writes it.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WireFormat::Json => "json",
+            WireFormat::Protobuf => "protobuf",
+        }
+    }
+
+    /// The format `as_str` names.
+    #[must_use]
+    pub fn parse(name: &str) -> Option<Self> {
+        match name {
+            "json" => Some(WireFormat::Json),
+            "protobuf" => Some(WireFormat::Protobuf),
+            _ => None,
+        }
+    }
+}
+
 impl Default for WatchParams {
     fn default() -> Self {
         WatchParams {
@@ -50,6 +86,7 @@ impl Default for WatchParams {
             timeout_seconds: 300,
             list_page_size: None,
             initial_list: InitialListStrategy::ListWatch,
+            wire_format: WireFormat::Json,
         }
     }
 }
@@ -94,6 +131,13 @@ impl WatchParams {
         self
     }
 
+    /// Asks for protobuf on LIST and WATCH (see [`WireFormat::Protobuf`]).
+    #[must_use]
+    pub fn protobuf(mut self) -> Self {
+        self.wire_format = WireFormat::Protobuf;
+        self
+    }
+
     /// Sets `timeoutSeconds`.
     #[must_use]
     pub fn timeout(mut self, seconds: u32) -> Self {
@@ -113,6 +157,9 @@ impl fmt::Display for WatchParams {
         }
         if let Some(s) = &self.field_selector {
             write!(f, " fields={s}")?;
+        }
+        if self.wire_format != WireFormat::Json {
+            write!(f, " wire={}", self.wire_format.as_str())?;
         }
         Ok(())
     }

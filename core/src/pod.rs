@@ -246,6 +246,10 @@ pub struct ContainerStateTerminated {
 }
 
 impl Object for PodView {
+    fn protobuf() -> Option<crate::protobuf::ProtobufCodec<Self>> {
+        Some(crate::protobuf::POD_VIEW)
+    }
+
     fn same_labels(&self, other: &Self) -> Option<bool> {
         Some(self.metadata.labels == other.metadata.labels)
     }

@@ -329,6 +329,9 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
     /// [`ConfigError`] when a setting is out of bounds.
     pub fn new(config: Config<O, P>, now: Instant) -> Result<Self, ConfigError> {
         config.validate()?;
+        if let SourceConfig::Kubernetes(params) = &config.source {
+            crate::config::check_wire_format::<O>(SourceId::PRIMARY, params)?;
+        }
         let timing = Timing {
             retry_delay: config.retry_delay,
             list_deadline: config.list_deadline,

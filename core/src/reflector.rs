@@ -37,7 +37,7 @@ use std::time::Duration;
 
 use std::collections::BTreeMap;
 
-use crate::params::{InitialListStrategy, WatchParams};
+use crate::params::{InitialListStrategy, WatchParams, WireFormat};
 use bytes::Bytes;
 
 use crate::frame::{self, Status, WatchEvent};
@@ -433,15 +433,18 @@ impl<O: Object> Reflector<O> {
             }));
             return None;
         }
-        if line.trim_ascii().is_empty() {
+        // A blank JSON line is no frame; a protobuf frame is never skipped, even empty.
+        let format = self.params.wire_format;
+        let json = format == WireFormat::Json || frame::is_json_frame(line);
+        if json && line.trim_ascii().is_empty() {
             return None;
         }
         *frames += 1;
         self.counters.frames += 1;
         if self.initial.is_some() {
-            return self.gather(now, stream, line, out);
+            return self.gather(now, stream, line, format, out);
         }
-        let event = match frame::parse_frame_held::<O, Arc<O>>(line) {
+        let event = match frame::parse_frame_as_held::<O, Arc<O>>(line, format) {
             Ok(event) => event,
             Err(error) => {
                 if let Some(rv) = &error.resource_version {
@@ -707,9 +710,10 @@ impl<O: Object> Reflector<O> {
         now: Instant,
         stream: StreamId,
         line: &[u8],
+        format: WireFormat,
         out: &mut Outbox<Q, P>,
     ) -> Option<Change<O>> {
-        let event = match frame::parse_frame::<O>(line) {
+        let event = match frame::parse_frame_as::<O>(line, format) {
             Ok(event) => event,
             Err(error) => {
                 if error.resource_version.is_some() {

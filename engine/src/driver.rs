@@ -31,7 +31,7 @@ use super::cache::{CacheSnapshot, Published};
 use super::election::{lease_call, lease_request};
 use super::error::Error;
 use super::handle::{Listed, Msg, Shared};
-use super::lines::LineSplitter;
+use super::lines::{FrameSplitter, LineSplitter};
 use super::reconcile::Reconcile;
 use super::recorder::Recorder;
 use super::runtime::{BoxFuture, Runtime, Task, timeout};
@@ -895,6 +895,39 @@ async fn list_raw<R: Runtime, T: Transport, O>(
     })
 }
 
+/// Whether a response's `Content-Type` is Kubernetes protobuf (any parameters, such as
+/// `;stream=watch`, aside).
+fn response_is_protobuf(content_type: &str) -> bool {
+    content_type.split(';').next().is_some_and(|t| {
+        t.trim()
+            .eq_ignore_ascii_case(reconcile_core::protobuf::MEDIA_TYPE)
+    })
+}
+
+/// How a WATCH body is cut into frames, as its `Content-Type` says.
+enum Splitter {
+    /// Newline-delimited JSON.
+    Lines(LineSplitter),
+    /// Length-prefixed protobuf.
+    Frames(FrameSplitter),
+}
+
+impl Splitter {
+    fn push(&mut self, chunk: &Bytes, frames: &mut Vec<Bytes>) -> Result<(), String> {
+        match self {
+            Splitter::Lines(s) => s.push(chunk, frames).map_err(|e| e.to_string()),
+            Splitter::Frames(s) => s.push(chunk, frames).map_err(|e| e.to_string()),
+        }
+    }
+
+    fn finish(&mut self) -> Result<Option<Bytes>, String> {
+        match self {
+            Splitter::Lines(s) => Ok(s.finish()),
+            Splitter::Frames(s) => s.finish().map(|()| None).map_err(|e| e.to_string()),
+        }
+    }
+}
+
 /// Where a watch reader sends: the inbox, and the byte budget for the lines in it.
 struct Inbox<'a, O> {
     sender: &'a async_channel::Sender<Msg<O>>,
@@ -930,6 +963,12 @@ async fn watch<R: Runtime, T: Transport, O>(
         Some(Ok(response)) => response,
     };
     let code = response.status().as_u16();
+    let head_content_type = response
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
     let mut body: BodyStream = response.into_body();
     if code != 200 {
         // The body is only context (usually a Status); a failure to read it loses nothing.
@@ -941,7 +980,14 @@ async fn watch<R: Runtime, T: Transport, O>(
     if inbox.send(Msg::WatchOpened(stream)).await.is_err() {
         return StreamEnd::Clean;
     }
-    let mut splitter = LineSplitter::new(limits.max_watch_line);
+    // The answer's Content-Type says how the body is framed, whatever was asked for: a source
+    // that asked for protobuf is answered in JSON for a custom resource.
+    let protobuf = response_is_protobuf(&head_content_type);
+    let mut splitter = if protobuf {
+        Splitter::Frames(FrameSplitter::new(limits.max_watch_line))
+    } else {
+        Splitter::Lines(LineSplitter::new(limits.max_watch_line))
+    };
     let mut lines: Vec<Bytes> = Vec::new();
     loop {
         match timeout(runtime, idle, body.next()).await {
@@ -952,15 +998,19 @@ async fn watch<R: Runtime, T: Transport, O>(
                 ));
             }
             Some(None) => {
-                if let Some(line) = splitter.finish() {
-                    let _ = inbox.line(stream, line).await;
-                }
-                return StreamEnd::Clean;
+                return match splitter.finish() {
+                    Ok(Some(line)) => {
+                        let _ = inbox.line(stream, line).await;
+                        StreamEnd::Clean
+                    }
+                    Ok(None) => StreamEnd::Clean,
+                    Err(e) => StreamEnd::TransportError(e),
+                };
             }
             Some(Some(Err(e))) => return StreamEnd::TransportError(e.0),
             Some(Some(Ok(chunk))) => {
                 if let Err(e) = splitter.push(&chunk, &mut lines) {
-                    return StreamEnd::TransportError(e.to_string());
+                    return StreamEnd::TransportError(e);
                 }
                 for line in lines.drain(..) {
                     if inbox.line(stream, line).await.is_err() {

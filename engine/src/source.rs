@@ -132,6 +132,18 @@ impl<O, T> Source<O, T> {
         self
     }
 
+    /// Asks the apiserver for Kubernetes protobuf (`application/vnd.kubernetes.protobuf`) on
+    /// LIST and WATCH (client-go's `ContentType`), with JSON as the fallback it accepts: a
+    /// custom resource is answered in JSON, and decoded so. Only for object types with a
+    /// protobuf decoder ([`Object::protobuf`](reconcile_core::Object::protobuf), such as
+    /// [`PodView`]); on any other type building the controller fails with
+    /// `ConfigError::NoProtobuf`.
+    #[must_use]
+    pub fn protobuf(mut self) -> Self {
+        self.params = self.params.protobuf();
+        self
+    }
+
     /// Asks the apiserver for `PartialObjectMetadata` (metadata only) on LIST and WATCH.
     /// Sources of `PartialObjectMeta<K>` do so already; this is for a hand-made URL.
     #[must_use]

@@ -9,7 +9,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures_core::Stream;
 use futures_lite::StreamExt;
-use reconcile_core::WatchParams;
+use reconcile_core::{WatchParams, WireFormat};
 
 use super::runtime::{BoxFuture, Runtime, timeout};
 
@@ -186,11 +186,12 @@ impl Requests {
         lp.field_selector.clone_from(&params.field_selector);
         lp.limit = limit;
         lp.continue_token = continue_token.map(str::to_owned);
-        if self.metadata_only {
+        let request = if self.metadata_only {
             self.request.list_metadata(&lp)
         } else {
             self.request.list(&lp)
-        }
+        };
+        request.map(|r| accept(r, params, self.metadata_only))
     }
 
     /// A WATCH from `resource_version` with `timeoutSeconds` and bookmarks as the core asked.
@@ -226,12 +227,35 @@ impl Requests {
         wp.field_selector.clone_from(&params.field_selector);
         wp.bookmarks = bookmarks;
         wp.send_initial_events = send_initial_events;
-        if self.metadata_only {
+        let request = if self.metadata_only {
             self.request.watch_metadata(&wp, resource_version)
         } else {
             self.request.watch(&wp, resource_version)
-        }
+        };
+        request.map(|r| accept(r, params, self.metadata_only))
     }
+}
+
+/// What a source that asks for protobuf accepts: protobuf, else JSON (client-go's
+/// `AcceptContentTypes` for a protobuf `ContentType`), so a resource served only as JSON
+/// (a custom resource) still answers. The apiserver answers a WATCH with the streaming
+/// variant (`;stream=watch`, length-prefixed frames).
+pub const ACCEPT_PROTOBUF: &str = "application/vnd.kubernetes.protobuf, application/json";
+
+/// Sets `Accept` for `params.wire_format`, unless the request asks for metadata only (whose
+/// own `Accept` names `PartialObjectMetadata`; a core refuses protobuf on such a source).
+fn accept(
+    mut request: http::Request<Vec<u8>>,
+    params: &WatchParams,
+    metadata_only: bool,
+) -> http::Request<Vec<u8>> {
+    if params.wire_format == WireFormat::Protobuf && !metadata_only {
+        request.headers_mut().insert(
+            http::header::ACCEPT,
+            http::HeaderValue::from_static(ACCEPT_PROTOBUF),
+        );
+    }
+    request
 }
 
 /// Reads a whole body, each chunk within `idle`, at most `limit` bytes.
@@ -405,6 +429,20 @@ mod tests {
             .list(&params)
             .unwrap();
         assert!(full.headers().get(http::header::ACCEPT).is_none());
+    }
+
+    #[test]
+    fn protobuf_sources_accept_protobuf_then_json() {
+        let params = WatchParams::default().protobuf();
+        let requests = Requests::new("/api/v1/pods");
+        for r in [
+            requests.list(&params).unwrap(),
+            requests.watch(&params, "5", 60, true).unwrap(),
+        ] {
+            assert_eq!(r.headers()[http::header::ACCEPT], ACCEPT_PROTOBUF);
+        }
+        let json = requests.list(&WatchParams::default()).unwrap();
+        assert!(json.headers().get(http::header::ACCEPT).is_none());
     }
 
     #[test]

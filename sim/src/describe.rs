@@ -2,7 +2,8 @@
 
 use serde::Deserialize;
 
-use reconcile_core::{ListResponse, StreamId};
+use reconcile_core::pod::PodView;
+use reconcile_core::{ListResponse, StreamId, WireFormat, protobuf};
 
 #[derive(Deserialize)]
 struct Envelope {
@@ -36,7 +37,7 @@ struct ListEnvelope {
 #[must_use]
 pub fn frame(stream: StreamId, line: &[u8]) -> String {
     let Ok(env) = serde_json::from_slice::<Envelope>(line) else {
-        return format!("frame {stream} (undecodable, {} bytes)", line.len());
+        return protobuf_frame(stream, line);
     };
     let kind = env.kind.as_deref().unwrap_or("?");
     let Some(object) = env.object else {
@@ -65,11 +66,53 @@ pub fn frame(stream: StreamId, line: &[u8]) -> String {
     }
 }
 
+/// A frame that is not JSON, read as a protobuf `WatchEvent` (issue 16):
+/// `frame W2 MODIFIED ns/a rv=12 (protobuf)`.
+fn protobuf_frame(stream: StreamId, line: &[u8]) -> String {
+    use reconcile_core::frame::{WatchEvent, parse_frame_as};
+    let event = match parse_frame_as::<PodView>(line, WireFormat::Protobuf) {
+        Ok(event) => event,
+        Err(_) => return format!("frame {stream} (undecodable, {} bytes)", line.len()),
+    };
+    let (kind, pod) = match &event {
+        WatchEvent::Added(p) => ("ADDED", p),
+        WatchEvent::Modified(p) => ("MODIFIED", p),
+        WatchEvent::Deleted(p) => ("DELETED", p),
+        WatchEvent::Bookmark { resource_version } => {
+            return format!("frame {stream} BOOKMARK rv={resource_version} (protobuf)");
+        }
+        WatchEvent::Error(status) => {
+            let code = status.code.map_or("-".into(), |c| c.to_string());
+            return format!(
+                "frame {stream} ERROR {code} {} (protobuf)",
+                status.reason.as_deref().unwrap_or("-")
+            );
+        }
+    };
+    let meta = &pod.metadata;
+    let rv = meta.resource_version.as_deref().unwrap_or("-");
+    let name = meta.name.as_deref().unwrap_or("(no name)");
+    match meta.namespace.as_deref() {
+        Some(ns) => format!("frame {stream} {kind} {ns}/{name} rv={rv} (protobuf)"),
+        None => format!("frame {stream} {kind} {name} rv={rv} (protobuf)"),
+    }
+}
+
 /// `list L1 200 items=3 rv=10`, `list L1 500`, `list L1 transport error (…)`.
 #[must_use]
 pub fn list<O>(req: reconcile_core::RequestId, response: &ListResponse<O>) -> String {
     match response {
         ListResponse::TransportError(e) => format!("list {req} transport error ({e})"),
+        ListResponse::Response { status: 200, body } if protobuf::is_protobuf(body) => {
+            match reconcile_core::list::parse_list::<PodView>(body) {
+                Ok(l) => format!(
+                    "list {req} 200 items={} rv={} (protobuf)",
+                    l.items.len() + l.skipped.len(),
+                    l.resource_version
+                ),
+                Err(_) => format!("list {req} 200 (undecodable body, {} bytes)", body.len()),
+            }
+        }
         ListResponse::Response { status: 200, body } => {
             match serde_json::from_slice::<ListEnvelope>(body) {
                 Ok(l) => format!(

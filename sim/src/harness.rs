@@ -63,6 +63,7 @@ pub fn config(header: &Header) -> Result<Config<PodView, String>, ConfigError> {
         if header.streaming_lists {
             params = params.streaming_lists();
         }
+        params.wire_format = header.wire_format;
         // Secondaries' objects are decoded as metadata: a replay needs only their names,
         // versions and owners (every owner, for an `any-owner` source).
         header

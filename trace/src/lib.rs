@@ -214,6 +214,10 @@ pub struct Header {
     pub namespace: Option<String>,
     /// Server-side label selector.
     pub label_selector: Option<String>,
+    /// What the primary source asked the apiserver to encode LIST and WATCH as
+    /// (`wire_format`, written only when not JSON): a replay of a protobuf run reads its
+    /// frames as protobuf (and any JSON frame as JSON, as a live run does).
+    pub wire_format: reconcile_core::WireFormat,
     /// Parent key derivation: one of the core's ready-made key maps.
     pub parent: KeyBy,
     /// Parallel reconciles.
@@ -247,6 +251,7 @@ impl Default for Header {
             in_process: false,
             namespace: None,
             label_selector: None,
+            wire_format: reconcile_core::WireFormat::Json,
             parent: KeyBy::Name,
             concurrency: 1,
             timeout_seconds: 300,
@@ -508,6 +513,14 @@ struct Line<'a> {
     source: Option<u64>,
 }
 
+/// A header's `wire_format`: absent is JSON.
+fn wire_format(name: Option<&str>) -> Result<reconcile_core::WireFormat, String> {
+    name.map_or(Ok(reconcile_core::WireFormat::Json), |name| {
+        reconcile_core::WireFormat::parse(name)
+            .ok_or_else(|| format!("wire_format must be \"json\" or \"protobuf\", got {name:?}"))
+    })
+}
+
 /// Tells an absent field (`None`, the default) from an explicit `null` (`Some(None)`: off).
 fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<f64>>, D::Error> {
     Option::<f64>::deserialize(d).map(Some)
@@ -521,6 +534,7 @@ struct HeaderLine {
     source: Option<String>,
     namespace: Option<String>,
     label_selector: Option<String>,
+    wire_format: Option<String>,
     parent: Option<String>,
     concurrency: Option<usize>,
     timeout_seconds: Option<u32>,
@@ -546,6 +560,7 @@ struct SecondaryLine {
     field_selector: Option<String>,
     timeout_seconds: Option<u32>,
     streaming_lists: Option<bool>,
+    wire_format: Option<String>,
     parents_by: String,
 }
 
@@ -602,6 +617,8 @@ impl Header {
             if s.streaming_lists == Some(true) {
                 params = params.streaming_lists();
             }
+            params.wire_format = wire_format(s.wire_format.as_deref())
+                .map_err(|e| format!("secondary S{n}: {e}"))?;
             let parents_by = s
                 .parents_by
                 .parse()
@@ -635,6 +652,7 @@ impl Header {
             in_process,
             namespace: h.namespace,
             label_selector: h.label_selector,
+            wire_format: wire_format(h.wire_format.as_deref())?,
             parent: h.parent.as_deref().map_or(Ok(d.parent.clone()), |p| {
                 p.parse()
                     .map_err(|e: reconcile_core::KeyByParseError| e.to_string())
@@ -690,6 +708,9 @@ impl Header {
         if let Some(l) = &self.label_selector {
             m.insert("label_selector".into(), l.clone().into());
         }
+        if self.wire_format != reconcile_core::WireFormat::Json {
+            m.insert("wire_format".into(), self.wire_format.as_str().into());
+        }
         m.insert("parent".into(), self.parent.to_string().into());
         m.insert("concurrency".into(), self.concurrency.into());
         m.insert("timeout_seconds".into(), self.timeout_seconds.into());
@@ -735,6 +756,9 @@ impl Header {
                     o.insert("timeout_seconds".into(), s.params.timeout_seconds.into());
                     if s.params.initial_list == reconcile_core::InitialListStrategy::StreamingList {
                         o.insert("streaming_lists".into(), true.into());
+                    }
+                    if s.params.wire_format != reconcile_core::WireFormat::Json {
+                        o.insert("wire_format".into(), s.params.wire_format.as_str().into());
                     }
                     o.insert("parents_by".into(), s.parents_by.to_string().into());
                     serde_json::Value::Object(o)

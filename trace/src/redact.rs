@@ -22,6 +22,13 @@
 //! JSON cannot be inspected, so it is replaced whole by a digest (a watch line then stays
 //! undecodable, as it was). [`Redaction::none`] keeps everything.
 //!
+//! Kubernetes protobuf (issue 16: an enveloped LIST body, a `WatchEvent` frame) is not
+//! rewritten field by field: it is kept as received when nothing in it may need redacting
+//! (its envelope names a kind other than `Secret` / `SecretList`, the resource is not
+//! Secrets, and no [`Redaction::digest`] path is set; `managedFields` are then kept, as they
+//! hold field names, not values), so a recorded protobuf run replays; otherwise it is
+//! replaced whole by its digest.
+//!
 //! Every function is bounded: nesting deeper than [`MAX_DEPTH`] or a payload larger than
 //! [`MAX_PAYLOAD`] is an error naming what was refused, never a panic.
 
@@ -431,6 +438,9 @@ impl Redaction {
             return Ok(None);
         }
         check_size(WHAT, body.len())?;
+        if let Some(kind) = reconcile_core::protobuf::payload_kind(body) {
+            return Ok(self.protobuf(kind, body));
+        }
         let Ok(text) = std::str::from_utf8(body) else {
             return Ok(self.opaque_bytes(body));
         };
@@ -485,6 +495,9 @@ impl Redaction {
             return Ok(None);
         }
         check_size(WHAT, line.len())?;
+        if let Some(kind) = reconcile_core::protobuf::payload_kind(line) {
+            return Ok(self.protobuf(kind, line));
+        }
         let (body, newline) = match line.strip_suffix(b"\n") {
             Some(b) => (b, true),
             None => (line, false),
@@ -553,6 +566,17 @@ impl Redaction {
         }
         rules.extend(self.digests.iter().cloned());
         rules
+    }
+
+    /// A protobuf payload carrying `kind`: kept (`None`) unless it may hold a Secret or a
+    /// chosen path, which cannot be redacted field by field here: then its digest.
+    fn protobuf(&self, kind: &str, raw: &[u8]) -> Option<Vec<u8>> {
+        let secret = self.resource_is_secret || matches!(kind, "Secret" | "SecretList");
+        if (self.secrets && secret) || !self.digests.is_empty() {
+            self.opaque_bytes(raw)
+        } else {
+            None
+        }
     }
 
     /// A payload that cannot be inspected: replaced whole by its digest.
@@ -870,6 +894,40 @@ mod tests {
                 Segment::Any
             ]
         );
+    }
+
+    #[test]
+    fn protobuf_is_kept_unless_it_may_hold_a_secret() {
+        use prost::Message as _;
+        use reconcile_core::protobuf::messages as m;
+        let pod = m::Pod {
+            metadata: Some(m::ObjectMeta {
+                name: Some("a".into()),
+                resource_version: Some("3".into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let list = m::envelope(
+            "PodList",
+            m::PodList {
+                metadata: None,
+                items: vec![pod.clone()],
+            }
+            .encode_to_vec(),
+        );
+        let frame = m::watch_frame("ADDED", m::envelope("Pod", pod.encode_to_vec()));
+        let r = Redaction::default();
+        assert_eq!(r.list_body(&list).unwrap(), None);
+        assert_eq!(r.watch_line(&frame).unwrap(), None);
+        // A Secret, a Secrets resource, or a chosen path: the whole payload is a digest.
+        let secret = m::watch_frame("ADDED", m::envelope("Secret", pod.encode_to_vec()));
+        assert!(r.watch_line(&secret).unwrap().is_some());
+        let secrets = Redaction::default().resource_is_secret(true);
+        assert!(secrets.list_body(&list).unwrap().is_some());
+        let chosen = Redaction::default().digest("$.spec.nodeName".parse().unwrap());
+        let redacted = chosen.watch_line(&frame).unwrap().unwrap();
+        assert!(String::from_utf8(redacted).unwrap().contains("sha256:"));
     }
 
     #[test]

@@ -61,6 +61,7 @@ pub fn header_for<O, P>(description: &str, config: &Config<O, P>) -> Header {
         in_process,
         namespace: params.and_then(|p| p.namespace.clone()),
         label_selector: params.and_then(|p| p.label_selector.clone()),
+        wire_format: params.map_or(defaults.wire_format, |p| p.wire_format),
         parent,
         concurrency: config.concurrency,
         timeout_seconds: params.map_or(defaults.timeout_seconds, |p| p.timeout_seconds),

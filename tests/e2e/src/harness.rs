@@ -115,6 +115,8 @@ pub struct Opts {
     pub streaming: bool,
     /// Connect through this kubeconfig instead of `server`'s (an extra apiserver's).
     pub kubeconfig: Option<std::path::PathBuf>,
+    /// Ask for protobuf (`Source::protobuf`).
+    pub protobuf: bool,
 }
 
 impl Default for Opts {
@@ -128,6 +130,7 @@ impl Default for Opts {
             page_size: None,
             streaming: false,
             kubeconfig: None,
+            protobuf: false,
         }
     }
 }
@@ -183,6 +186,8 @@ impl<D: DriverUnderTest> Case<D> {
             .page_size(opts.page_size.unwrap_or(0));
         let source = if opts.streaming {
             source.streaming_lists()
+        let source = if opts.protobuf {
+            source.protobuf()
         } else {
             source
         };

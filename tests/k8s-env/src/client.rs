@@ -291,6 +291,43 @@ impl Client {
         Ok(text)
     }
 
+    /// `GET path` with `Accept: accept`: the answer's status, `Content-Type` and body as
+    /// bytes, whatever the status (a protobuf body, a whole watch that the server ends with
+    /// `timeoutSeconds`, an error's `Status` in protobuf).
+    ///
+    /// # Errors
+    /// [`Error::Http`] without an answer.
+    pub fn get_bytes(&self, path: &str, accept: &str) -> Result<(u16, String, Vec<u8>)> {
+        let url = format!("{}{path}", self.base);
+        let http_err = |source: ureq::Error| Error::Http {
+            method: "GET".to_owned(),
+            url: url.clone(),
+            source: Box::new(source),
+        };
+        let request = ureq::http::Request::builder()
+            .method("GET")
+            .uri(&url)
+            .header("Authorization", format!("Bearer {}", self.token))
+            .header("Accept", accept)
+            .body(Vec::new())
+            .map_err(|e| http_err(e.into()))?;
+        let mut response = self.agent.run(request).map_err(http_err)?;
+        let status = response.status().as_u16();
+        let content_type = response
+            .headers()
+            .get("Content-Type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        let bytes = response
+            .body_mut()
+            .with_config()
+            .limit(64 << 20)
+            .read_to_vec()
+            .map_err(http_err)?;
+        Ok((status, content_type, bytes))
+    }
+
     /// `GET path`.
     ///
     /// # Errors

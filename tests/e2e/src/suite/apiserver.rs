@@ -755,4 +755,48 @@ pub async fn a_refused_streaming_list_falls_back_to_list_and_watch<D: DriverUnde
     assert_eq!(m.streaming_lists_total, 0, "{m:?}");
     under.shutdown().await;
     drop(gated);
+/// A protobuf source (issue 16): the apiserver answers the LIST and the WATCH in protobuf,
+/// and the cells follow pods created, relabelled and deleted as with JSON.
+pub async fn a_protobuf_source_tracks_pods_as_a_json_one<D: DriverUnderTest>(case: Case<D>) {
+    use reconcile_core::ListResponse;
+    let _steady = case.env.steady();
+    let ns = case.namespace();
+    create(&case, &ns, &pod("early", "a"));
+    let opts = Opts {
+        protobuf: true,
+        ..Opts::default()
+    };
+    let under = case.start(&ns, opts).await;
+    under.wait_cell("a", &["early"]).await;
+    create(&case, &ns, &pod("late", "b"));
+    under.wait_cell("b", &["late"]).await;
+    patch(
+        &case,
+        &ns,
+        "late",
+        &json!({"metadata": {"labels": {"cell": "a"}}}),
+    );
+    under.wait_cell("a", &["early", "late"]).await;
+    under.wait_cell("b", &[]).await;
+    delete_now(&case, &ns, "early");
+    under.wait_cell("a", &["late"]).await;
+    let (mut lists, mut frames) = (0, 0);
+    for (_, record) in under.tap.all() {
+        match record {
+            Recorded::Input(Input::List {
+                response: ListResponse::Response { status: 200, body },
+                ..
+            }) => {
+                assert!(body.starts_with(b"k8s\0"), "a LIST answered in JSON");
+                lists += 1;
+            }
+            Recorded::Input(Input::WatchLine { line, .. }) => {
+                assert!(!line.starts_with(b"{"), "a WATCH answered in JSON");
+                frames += 1;
+            }
+            _ => {}
+        }
+    }
+    assert!(lists >= 1 && frames >= 4, "lists {lists}, frames {frames}");
+    under.shutdown().await;
 }

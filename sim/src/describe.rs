@@ -78,8 +78,16 @@ fn protobuf_frame(stream: StreamId, line: &[u8]) -> String {
         WatchEvent::Added(p) => ("ADDED", p),
         WatchEvent::Modified(p) => ("MODIFIED", p),
         WatchEvent::Deleted(p) => ("DELETED", p),
-        WatchEvent::Bookmark { resource_version } => {
-            return format!("frame {stream} BOOKMARK rv={resource_version} (protobuf)");
+        WatchEvent::Bookmark {
+            resource_version,
+            initial_events_end,
+        } => {
+            let end = if *initial_events_end {
+                " initial-events-end"
+            } else {
+                ""
+            };
+            return format!("frame {stream} BOOKMARK rv={resource_version}{end} (protobuf)");
         }
         WatchEvent::Error(status) => {
             let code = status.code.map_or("-".into(), |c| c.to_string());

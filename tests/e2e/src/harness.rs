@@ -186,6 +186,9 @@ impl<D: DriverUnderTest> Case<D> {
             .page_size(opts.page_size.unwrap_or(0));
         let source = if opts.streaming {
             source.streaming_lists()
+        } else {
+            source
+        };
         let source = if opts.protobuf {
             source.protobuf()
         } else {

@@ -755,6 +755,8 @@ pub async fn a_refused_streaming_list_falls_back_to_list_and_watch<D: DriverUnde
     assert_eq!(m.streaming_lists_total, 0, "{m:?}");
     under.shutdown().await;
     drop(gated);
+}
+
 /// A protobuf source (issue 16): the apiserver answers the LIST and the WATCH in protobuf,
 /// and the cells follow pods created, relabelled and deleted as with JSON.
 pub async fn a_protobuf_source_tracks_pods_as_a_json_one<D: DriverUnderTest>(case: Case<D>) {

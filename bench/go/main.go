@@ -60,6 +60,8 @@ type report struct {
 	RssPeakKB   int64   `json:"rss_peak_kb"`
 	CPUSeconds  float64 `json:"cpu_seconds"`
 	CPUAtSync   float64 `json:"cpu_at_sync"`
+	CPUSys      float64 `json:"cpu_system"`
+	CPUSysSync  float64 `json:"cpu_system_at_sync"`
 	Wire        string  `json:"wire"`
 	Error       string  `json:"error,omitempty"`
 }
@@ -163,6 +165,7 @@ func main() {
 	}
 	r.SyncSeconds = time.Since(start).Seconds()
 	_, r.CPUAtSync = procStats()
+	r.CPUSysSync = systemCPU()
 
 	done := make(chan struct{})
 	indexer := informer.GetIndexer()
@@ -206,6 +209,7 @@ func main() {
 	r.Pods = len(informer.GetStore().ListKeys())
 	r.Reconciles = reconciles.Load()
 	r.RssPeakKB, r.CPUSeconds = procStats()
+	r.CPUSys = systemCPU()
 	r.Wire = wireOf()
 	out, _ := json.Marshal(r)
 	fmt.Println(string(out))
@@ -283,6 +287,7 @@ func runOwned(r *report, cs *kubernetes.Clientset, before *runtime.MemStats, nam
 	}
 	r.SyncSeconds = time.Since(start).Seconds()
 	_, r.CPUAtSync = procStats()
+	r.CPUSysSync = systemCPU()
 
 	done := make(chan struct{})
 	rsStore := replicaSets.GetIndexer()
@@ -337,6 +342,7 @@ func runOwned(r *report, cs *kubernetes.Clientset, before *runtime.MemStats, nam
 	}
 	r.Reconciles = reconciles.Load()
 	r.RssPeakKB, r.CPUSeconds = procStats()
+	r.CPUSys = systemCPU()
 	r.Wire = wireOf()
 	out, _ := json.Marshal(r)
 	fmt.Println(string(out))
@@ -390,6 +396,25 @@ func wireOf() string {
 		return ""
 	}
 	return globalWire.get()
+}
+
+// systemCPU is the system (kernel) part of the process's CPU seconds.
+func systemCPU() float64 {
+	stat, err := os.ReadFile("/proc/self/stat")
+	if err != nil {
+		return 0
+	}
+	s := string(stat)
+	i := strings.LastIndex(s, ")")
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) <= 12 {
+		return 0
+	}
+	k, _ := strconv.ParseFloat(f[12], 64)
+	return k / 100
 }
 
 // procStats reads the peak RSS (VmHWM, KiB) and user+system CPU seconds from /proc, as the

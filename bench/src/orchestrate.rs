@@ -324,6 +324,18 @@ pub(crate) fn start_peer(
         }
         c
     };
+    // A profile, for a look (perf's own cost lands in the figures): each throughput peer
+    // under `perf record`, its samples in $RECONCILE_BENCH_PERF/<peer>-<wire>.data.
+    if throughput && let Some(dir) = std::env::var_os("RECONCILE_BENCH_PERF") {
+        let data = Path::new(&dir).join(format!("{peer}-{}.data", wire.name()));
+        let mut perf = Command::new("perf");
+        perf.args(["record", "-F", "999", "-o"])
+            .arg(data)
+            .arg("--")
+            .arg(cmd.get_program())
+            .args(cmd.get_args());
+        cmd = perf;
+    }
     cmd.stdout(Stdio::piped()).stderr(Stdio::null()).spawn()
 }
 

@@ -85,6 +85,12 @@ pub struct PeerReport {
     /// watch frames after the sync cost (0 where not read).
     #[serde(default)]
     pub cpu_at_sync: f64,
+    /// Of `cpu_seconds`, the system (kernel) part: syscalls, wakeups, page faults.
+    #[serde(default)]
+    pub cpu_system: f64,
+    /// Of `cpu_at_sync`, the system part.
+    #[serde(default)]
+    pub cpu_system_at_sync: f64,
     /// The wire format the peer's LIST and WATCH responses came in (`json`, `protobuf`),
     /// as the peer saw it (client-go: the responses' `Content-Type`); empty if unknown.
     #[serde(default)]
@@ -250,6 +256,7 @@ pub fn run(args: &PeerArgs, heap: Option<HeapProbe>) -> PeerReport {
     let (rss, cpu) = proc_stats();
     report.rss_peak_kb = rss;
     report.cpu_seconds = cpu;
+    report.cpu_system = cpu_split().1;
     if report.error.is_none() {
         report.wire = args.wire.name().into();
     }
@@ -259,6 +266,21 @@ pub fn run(args: &PeerArgs, heap: Option<HeapProbe>) -> PeerReport {
 /// User + system CPU seconds of this process so far.
 fn cpu_now() -> f64 {
     proc_stats().1
+}
+
+/// User and system CPU seconds of this process so far, apart.
+#[must_use]
+pub fn cpu_split() -> (f64, f64) {
+    std::fs::read_to_string("/proc/self/stat")
+        .ok()
+        .and_then(|s| {
+            let rest = &s[s.rfind(')')? + 1..];
+            let fields: Vec<&str> = rest.split_whitespace().collect();
+            let user: f64 = fields.get(11)?.parse().ok()?;
+            let system: f64 = fields.get(12)?.parse().ok()?;
+            Some((user / 100.0, system / 100.0))
+        })
+        .unwrap_or((0.0, 0.0))
 }
 
 /// Checks that our peers (and kube-runtime) can speak `wire`. They read JSON only on this
@@ -595,6 +617,7 @@ where
         if report.sync_seconds == 0.0 && core.is_synced() {
             report.sync_seconds = origin.elapsed().as_secs_f64();
             report.cpu_at_sync = cpu_now();
+            report.cpu_system_at_sync = cpu_split().1;
             report.pods = core.store().len();
             // The sync event counts every source's objects; the rest are the children.
             report.children = synced_objects.unwrap_or(0).saturating_sub(report.pods);
@@ -771,6 +794,7 @@ async fn tokio_driver(
     let mut report = PeerReport {
         sync_seconds: start.elapsed().as_secs_f64(),
         cpu_at_sync: cpu_now(),
+        cpu_system_at_sync: cpu_split().1,
         ..PeerReport::default()
     };
     if args.throughput {
@@ -852,6 +876,7 @@ async fn kube_runtime(
     let mut report = PeerReport {
         sync_seconds: start.elapsed().as_secs_f64(),
         cpu_at_sync: cpu_now(),
+        cpu_system_at_sync: cpu_split().1,
         ..PeerReport::default()
     };
     if args.throughput {
@@ -944,6 +969,7 @@ async fn tokio_owned(
     let mut report = PeerReport {
         sync_seconds: start.elapsed().as_secs_f64(),
         cpu_at_sync: cpu_now(),
+        cpu_system_at_sync: cpu_split().1,
         ..PeerReport::default()
     };
     if args.throughput {
@@ -1031,6 +1057,7 @@ async fn kube_owned(
     let mut report = PeerReport {
         sync_seconds: start.elapsed().as_secs_f64(),
         cpu_at_sync: cpu_now(),
+        cpu_system_at_sync: cpu_split().1,
         ..PeerReport::default()
     };
     if args.throughput {

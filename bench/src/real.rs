@@ -267,6 +267,8 @@ pub struct ThroughputRun {
     pub events_per_second: f64,
     /// The peer's CPU seconds after its sync: the events' cost.
     pub event_cpu: f64,
+    /// Of `event_cpu`, the system (kernel) part.
+    pub event_cpu_system: f64,
     /// Seconds from sending the last write (the sentinel's) to the peer's reconcile of it.
     pub lag_seconds: f64,
     /// The peer's peak RSS, MiB.
@@ -508,6 +510,7 @@ pub fn throughput(
                     events_per_second: generated.writes as f64
                         / ((report.done_unix_ns - generated.first_start_ns) as f64 / 1e9).max(1e-9),
                     event_cpu: report.cpu_seconds - report.cpu_at_sync,
+                    event_cpu_system: report.cpu_system - report.cpu_system_at_sync,
                     lag_seconds: (report.done_unix_ns - generated.final_write_ns) as f64 / 1e9,
                     rss_mib: report.rss_peak_kb as f64 / 1024.0,
                     apiserver_cpu: delta(api0, api1),

@@ -548,6 +548,25 @@ fn real_sync_block(r: &Results, settings: &crate::orchestrate::Settings) -> Stri
     sync_table(&mut s, r, "apiserver", &settings.real_sizes, |p| {
         format!("{} ({})", label(p), wire_of(p))
     });
+    let _ = writeln!(
+        s,
+        "\nThe apiserver's CPU seconds over each peer's run (its own user + system time from `/proc`; the LIST's encoding is most of it, so it shows what each wire format costs the server):\n"
+    );
+    let mut head = "| pods |".to_owned();
+    let mut rule = "|---:|".to_owned();
+    for peer in PEERS {
+        let _ = write!(head, " {} ({}) |", label(peer), wire_of(peer));
+        rule.push_str("---:|");
+    }
+    let _ = writeln!(s, "{head}\n{rule}");
+    for &pods in &settings.real_sizes {
+        let mut row = format!("| {pods} |");
+        for peer in PEERS {
+            let cpu = med(&r.real_sync_apiserver_cpu, &(pods, peer.to_owned()));
+            let _ = write!(row, " {} |", fmt_opt(cpu, 2));
+        }
+        let _ = writeln!(s, "{row}");
+    }
     let _ = writeln!(s, "\n| target (issue 16) | measured | met |\n|---|---|---|");
     for &pods in &settings.real_sizes {
         let get = |p: &str| med(&r.sync, &("apiserver".to_owned(), pods, p.to_owned()));

@@ -408,6 +408,8 @@ pub struct Results {
     pub owned_heap_fixed_mib: BTreeMap<String, Vec<f64>>,
     /// Requests each peer made to the replay server (from its last throughput run).
     pub requests: BTreeMap<String, BTreeMap<String, usize>>,
+    /// The apiserver's CPU seconds over one peer's sync, by (pods, peer).
+    pub real_sync_apiserver_cpu: BTreeMap<(usize, String), Vec<f64>>,
     /// The wire format each peer's responses came in on the real apiserver, as it reported.
     pub real_wires: BTreeMap<String, String>,
     /// Paging on the real apiserver, one entry per run.
@@ -926,6 +928,7 @@ fn real_sync(
         let scenario = format!("sync, apiserver, {pods} pods");
         for run in 0..settings.runs {
             for peer in rotated(run) {
+                let before = cluster.apiserver_cpu(reconcile_k8s_env::ApiServer::Cached);
                 let report = spawn_peer(
                     bins,
                     peer,
@@ -953,6 +956,14 @@ fn real_sync(
                 results
                     .real_wires
                     .insert(peer.to_owned(), report.wire.clone());
+                let after = cluster.apiserver_cpu(reconcile_k8s_env::ApiServer::Cached);
+                if let (Some(a), Some(b)) = (before, after) {
+                    push(
+                        &mut results.real_sync_apiserver_cpu,
+                        (pods, peer.to_owned()),
+                        b - a,
+                    );
+                }
                 push(
                     &mut results.sync,
                     ("apiserver".into(), pods, peer.to_owned()),

@@ -122,6 +122,12 @@ impl Cluster {
         }
     }
 
+    /// CPU seconds so far of one apiserver.
+    #[must_use]
+    pub fn apiserver_cpu(&self, which: ApiServer) -> Option<f64> {
+        self.env.apiserver_pid(which).and_then(process_cpu)
+    }
+
     /// CPU seconds so far of one apiserver and of etcd.
     fn server_cpu(&self, which: ApiServer) -> (Option<f64>, Option<f64>) {
         (

@@ -580,6 +580,26 @@ fn real_sync_block(r: &Results, settings: &crate::orchestrate::Settings) -> Stri
             verdict(rt.map(|v| v <= 0.7))
         );
     }
+    s.push_str(&failures_in(r, &["sync, apiserver", "real apiserver:"]));
+    s
+}
+
+/// The run's failures whose text contains any of `keys`, as a list under a block ("" when
+/// none): a row missing from a table is explained here.
+fn failures_in(r: &Results, keys: &[&str]) -> String {
+    let failed: Vec<&String> = r
+        .failures
+        .iter()
+        .filter(|f| keys.iter().any(|k| f.contains(k)))
+        .collect();
+    if failed.is_empty() {
+        return String::new();
+    }
+    let mut s =
+        "\nFailed in this run (a figure counts only from a run that succeeded):\n\n".to_owned();
+    for f in failed {
+        let _ = writeln!(s, "- {f}");
+    }
     s
 }
 
@@ -605,7 +625,7 @@ fn paging_block(r: &Results, settings: &crate::orchestrate::Settings) -> String 
     );
     let _ = writeln!(
         s,
-        "reconcile-tokio's first sync over the namespace's pods, unpaged (one LIST) and with `Source::page_size(n)`, against the apiserver with its watch cache on (`cached`) and with `--watch-cache=false` (`uncached`, every LIST an etcd range read); both share one etcd. Peer CPU and peak RSS are the peer process's; apiserver and etcd CPU are those processes' user + system seconds over the peer's run. Median of {} run(s) each; the page sizes take turns. Wire: JSON (our peers' only format on this branch).\n",
+        "reconcile-tokio's first sync over the namespace's pods, unpaged (one LIST) and with `Source::page_size(n)`, against the apiserver with its watch cache on (`cached`) and with `--watch-cache=false` (`uncached`, every LIST an etcd range read); both share one etcd. Peer CPU and peak RSS are the peer process's; apiserver and etcd CPU are those processes' user + system seconds over the peer's run. Median of {} run(s) each; the page sizes take turns. Wire: JSON (our peers' only format on this branch). Paged or not, our reflector bounds one listing at 512 MiB of LIST bodies (`Limits::max_list_body` unpaged; the gathered pages' bytes when paged), over which the LIST fails and is retried, so a namespace whose LIST passes it never syncs: with the pods here (bytes per pod under \"This run\") that is about 95k pods.\n",
         settings.paging_runs
     );
     let _ = writeln!(
@@ -652,6 +672,7 @@ fn paging_block(r: &Results, settings: &crate::orchestrate::Settings) -> String 
             }
         }
     }
+    s.push_str(&failures_in(r, &[", paging,", "real apiserver, paging"]));
     s
 }
 
@@ -751,6 +772,10 @@ fn real_throughput_block(r: &Results, settings: &crate::orchestrate::Settings) -
             );
         }
     }
+    s.push_str(&failures_in(
+        r,
+        &["real throughput", "real apiserver, throughput"],
+    ));
     s
 }
 

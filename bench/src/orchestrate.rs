@@ -476,17 +476,36 @@ pub fn run_all(bins: &Binaries, settings: &Settings) -> Result<Results, BenchErr
     if wants_real {
         match crate::real::Cluster::provision(&templates, settings.create_budget) {
             Ok(mut cluster) => {
-                if runs(Section::Real)
-                    && let Err(e) = real_sync(bins, settings, &mut cluster, &mut results)
-                {
-                    results.failures.push(format!("real apiserver: {e}"));
+                // The namespace only grows, so every size is measured while it holds
+                // exactly that many pods: the sync and paging runs go size by size.
+                let mut sizes: Vec<usize> = Vec::new();
+                if runs(Section::Real) {
+                    sizes.extend(&settings.real_sizes);
                 }
-                if runs(Section::Paging)
-                    && let Err(e) = crate::real::paging(bins, settings, &mut cluster, &mut results)
-                {
-                    results
-                        .failures
-                        .push(format!("real apiserver, paging: {e}"));
+                if runs(Section::Paging) {
+                    sizes.extend(&settings.paging_sizes);
+                }
+                sizes.sort_unstable();
+                sizes.dedup();
+                for pods in sizes {
+                    if runs(Section::Real)
+                        && settings.real_sizes.contains(&pods)
+                        && let Err(e) = real_sync(bins, settings, &mut cluster, pods, &mut results)
+                    {
+                        results.failures.push(format!("real apiserver: {e}"));
+                    }
+                    if runs(Section::Paging)
+                        && settings.paging_sizes.contains(&pods)
+                        && let Err(e) =
+                            crate::real::paging(bins, settings, &mut cluster, pods, &mut results)
+                    {
+                        results
+                            .failures
+                            .push(format!("real apiserver, paging: {e}"));
+                    }
+                    if cluster.pods() < pods {
+                        break;
+                    }
                 }
                 if runs(Section::RealThroughput)
                     && let Err(e) = crate::real::throughput(bins, settings, &cluster, &mut results)
@@ -914,15 +933,17 @@ fn replay_sync(bins: &Binaries, settings: &Settings, templates: &[Value], result
     }
 }
 
+/// Time to sync on the real apiserver with the namespace holding `pods` pods.
 fn real_sync(
     bins: &Binaries,
     settings: &Settings,
     cluster: &mut crate::real::Cluster,
+    pods: usize,
     results: &mut Results,
 ) -> Result<(), BenchError> {
-    for &pods in &settings.real_sizes {
+    {
         if !cluster.ensure_pods(pods, results)? {
-            break;
+            return Ok(());
         }
         let kubeconfig = cluster.kubeconfig(reconcile_k8s_env::ApiServer::Cached);
         let scenario = format!("sync, apiserver, {pods} pods");

@@ -941,66 +941,64 @@ fn real_sync(
     pods: usize,
     results: &mut Results,
 ) -> Result<(), BenchError> {
-    {
-        if !cluster.ensure_pods(pods, results)? {
-            return Ok(());
-        }
-        let kubeconfig = cluster.kubeconfig(reconcile_k8s_env::ApiServer::Cached);
-        let scenario = format!("sync, apiserver, {pods} pods");
-        for run in 0..settings.runs {
-            for peer in rotated(run) {
-                let before = cluster.apiserver_cpu(reconcile_k8s_env::ApiServer::Cached);
-                let report = spawn_peer(
-                    bins,
-                    peer,
-                    false,
-                    &Conn::Kubeconfig(kubeconfig.clone()),
-                    Run {
-                        namespace: cluster.namespace(),
-                        scenario: Scenario::Pods,
-                        throughput: false,
-                        deadline: settings.deadline,
-                        page_size: None,
-                        wire: None,
-                    },
-                );
-                // The listing holds the pods and the sentinel.
-                if record_failure(results, &report, &scenario)
-                    || record_short_sync(results, &report, &scenario, pods + 1)
-                {
-                    continue;
-                }
-                log(&format!(
-                    "run {run} {peer} {scenario}: {:.3} s ({} pods, {})",
-                    report.sync_seconds, report.pods, report.wire
-                ));
-                results
-                    .real_wires
-                    .insert(peer.to_owned(), report.wire.clone());
-                let after = cluster.apiserver_cpu(reconcile_k8s_env::ApiServer::Cached);
-                if let (Some(a), Some(b)) = (before, after) {
-                    push(
-                        &mut results.real_sync_apiserver_cpu,
-                        (pods, peer.to_owned()),
-                        b - a,
-                    );
-                }
+    if !cluster.ensure_pods(pods, results)? {
+        return Ok(());
+    }
+    let kubeconfig = cluster.kubeconfig(reconcile_k8s_env::ApiServer::Cached);
+    let scenario = format!("sync, apiserver, {pods} pods");
+    for run in 0..settings.runs {
+        for peer in rotated(run) {
+            let before = cluster.apiserver_cpu(reconcile_k8s_env::ApiServer::Cached);
+            let report = spawn_peer(
+                bins,
+                peer,
+                false,
+                &Conn::Kubeconfig(kubeconfig.clone()),
+                Run {
+                    namespace: cluster.namespace(),
+                    scenario: Scenario::Pods,
+                    throughput: false,
+                    deadline: settings.deadline,
+                    page_size: None,
+                    wire: None,
+                },
+            );
+            // The listing holds the pods and the sentinel.
+            if record_failure(results, &report, &scenario)
+                || record_short_sync(results, &report, &scenario, pods + 1)
+            {
+                continue;
+            }
+            log(&format!(
+                "run {run} {peer} {scenario}: {:.3} s ({} pods, {})",
+                report.sync_seconds, report.pods, report.wire
+            ));
+            results
+                .real_wires
+                .insert(peer.to_owned(), report.wire.clone());
+            let after = cluster.apiserver_cpu(reconcile_k8s_env::ApiServer::Cached);
+            if let (Some(a), Some(b)) = (before, after) {
                 push(
-                    &mut results.sync,
-                    ("apiserver".into(), pods, peer.to_owned()),
-                    report.sync_seconds,
-                );
-                push(
-                    &mut results.rss_mib,
-                    (scenario.clone(), peer.to_owned()),
-                    report.rss_peak_kb as f64 / 1024.0,
-                );
-                push(
-                    &mut results.cpu_seconds,
-                    (scenario.clone(), peer.to_owned()),
-                    report.cpu_seconds,
+                    &mut results.real_sync_apiserver_cpu,
+                    (pods, peer.to_owned()),
+                    b - a,
                 );
             }
+            push(
+                &mut results.sync,
+                ("apiserver".into(), pods, peer.to_owned()),
+                report.sync_seconds,
+            );
+            push(
+                &mut results.rss_mib,
+                (scenario.clone(), peer.to_owned()),
+                report.rss_peak_kb as f64 / 1024.0,
+            );
+            push(
+                &mut results.cpu_seconds,
+                (scenario.clone(), peer.to_owned()),
+                report.cpu_seconds,
+            );
         }
     }
     Ok(())

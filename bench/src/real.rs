@@ -197,67 +197,65 @@ pub fn paging(
     results: &mut Results,
 ) -> Result<(), BenchError> {
     let pages = &settings.page_sizes;
-    {
-        if !cluster.ensure_pods(pods, results)? {
-            return Ok(());
-        }
-        for run in 0..settings.paging_runs {
-            for which in cluster.env.apiservers() {
-                let conn = Conn::Kubeconfig(cluster.kubeconfig(which));
-                for k in 0..pages.len() {
-                    let page_size = pages[(k + run) % pages.len()];
-                    let (api0, etcd0) = cluster.server_cpu(which);
-                    let report = spawn_peer(
-                        bins,
-                        "tokio",
-                        false,
-                        &conn,
-                        Run {
-                            namespace: cluster.namespace(),
-                            scenario: Scenario::Pods,
-                            throughput: false,
-                            deadline: settings.deadline,
-                            page_size: Some(page_size),
-                            wire: None,
-                        },
-                    );
-                    let (api1, etcd1) = cluster.server_cpu(which);
-                    let what = format!(
-                        "paging, {} apiserver, {pods} pods, page size {page_size}",
-                        which.name()
-                    );
-                    if record_failure(results, &report, &what) {
-                        continue;
-                    }
-                    if report.pods != pods + 1 {
-                        log(&format!("run {run} {what}: FAILED synced {}", report.pods));
-                        results.failures.push(format!(
-                            "tokio, {what}: synced {} objects, not the {} listed",
-                            report.pods,
-                            pods + 1
-                        ));
-                        continue;
-                    }
-                    let row = PagingRun {
-                        pods,
-                        server: which.name(),
-                        page_size,
-                        sync_seconds: report.sync_seconds,
-                        rss_mib: report.rss_peak_kb as f64 / 1024.0,
-                        cpu_seconds: report.cpu_seconds,
-                        apiserver_cpu: delta(api0, api1),
-                        etcd_cpu: delta(etcd0, etcd1),
-                    };
-                    log(&format!(
-                        "run {run} {what}: {:.3} s, {:.0} MiB, {:.2} CPU s, apiserver {:.2} s, etcd {:.2} s",
-                        row.sync_seconds,
-                        row.rss_mib,
-                        row.cpu_seconds,
-                        row.apiserver_cpu.unwrap_or(f64::NAN),
-                        row.etcd_cpu.unwrap_or(f64::NAN),
-                    ));
-                    results.paging.push(row);
+    if !cluster.ensure_pods(pods, results)? {
+        return Ok(());
+    }
+    for run in 0..settings.paging_runs {
+        for which in cluster.env.apiservers() {
+            let conn = Conn::Kubeconfig(cluster.kubeconfig(which));
+            for k in 0..pages.len() {
+                let page_size = pages[(k + run) % pages.len()];
+                let (api0, etcd0) = cluster.server_cpu(which);
+                let report = spawn_peer(
+                    bins,
+                    "tokio",
+                    false,
+                    &conn,
+                    Run {
+                        namespace: cluster.namespace(),
+                        scenario: Scenario::Pods,
+                        throughput: false,
+                        deadline: settings.deadline,
+                        page_size: Some(page_size),
+                        wire: None,
+                    },
+                );
+                let (api1, etcd1) = cluster.server_cpu(which);
+                let what = format!(
+                    "paging, {} apiserver, {pods} pods, page size {page_size}",
+                    which.name()
+                );
+                if record_failure(results, &report, &what) {
+                    continue;
                 }
+                if report.pods != pods + 1 {
+                    log(&format!("run {run} {what}: FAILED synced {}", report.pods));
+                    results.failures.push(format!(
+                        "tokio, {what}: synced {} objects, not the {} listed",
+                        report.pods,
+                        pods + 1
+                    ));
+                    continue;
+                }
+                let row = PagingRun {
+                    pods,
+                    server: which.name(),
+                    page_size,
+                    sync_seconds: report.sync_seconds,
+                    rss_mib: report.rss_peak_kb as f64 / 1024.0,
+                    cpu_seconds: report.cpu_seconds,
+                    apiserver_cpu: delta(api0, api1),
+                    etcd_cpu: delta(etcd0, etcd1),
+                };
+                log(&format!(
+                    "run {run} {what}: {:.3} s, {:.0} MiB, {:.2} CPU s, apiserver {:.2} s, etcd {:.2} s",
+                    row.sync_seconds,
+                    row.rss_mib,
+                    row.cpu_seconds,
+                    row.apiserver_cpu.unwrap_or(f64::NAN),
+                    row.etcd_cpu.unwrap_or(f64::NAN),
+                ));
+                results.paging.push(row);
             }
         }
     }

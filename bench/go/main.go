@@ -4,7 +4,14 @@
 // label selector, a pod informer with an index by the `cell` label, and a rate-limited
 // workqueue of cell keys drained by one worker (controller-runtime's default
 // MaxConcurrentReconciles). Every setting is client-go's default (no resync, default
-// rate limiter, default QPS, JSON, the WatchListClient feature as shipped).
+// rate limiter, default QPS, the WatchListClient feature as shipped).
+//
+// Wire format (-wire): client-go 0.36's typed Pod and ReplicaSet clients already ask for
+// protobuf when the config names no content type (gentype's PrefersProtobuf:
+// "application/vnd.kubernetes.protobuf,application/json"); -wire protobuf sets exactly
+// that explicitly, -wire json sets ContentType application/json, which turns it off. The
+// replay server speaks JSON only, so there client-go decodes JSON either way. The report's
+// "wire" is what the LIST/WATCH responses' Content-Type actually was.
 //
 // It prints one JSON line: sync time, the wall time the sentinel pod's final state was
 // reconciled, peak RSS, CPU seconds and the heap growth over the sync.
@@ -20,10 +27,12 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -50,6 +59,10 @@ type report struct {
 	HeapBytes   int64   `json:"heap_bytes"`
 	RssPeakKB   int64   `json:"rss_peak_kb"`
 	CPUSeconds  float64 `json:"cpu_seconds"`
+	CPUAtSync   float64 `json:"cpu_at_sync"`
+	CPUSys      float64 `json:"cpu_system"`
+	CPUSysSync  float64 `json:"cpu_system_at_sync"`
+	Wire        string  `json:"wire"`
 	Error       string  `json:"error,omitempty"`
 }
 
@@ -68,6 +81,7 @@ func main() {
 	mode := flag.String("mode", "sync", "sync | throughput")
 	scenario := flag.String("scenario", "pods", "pods | owned (ReplicaSets owning pods)")
 	deadline := flag.Duration("deadline", 300*time.Second, "give up after this long")
+	wire := flag.String("wire", "protobuf", "protobuf | json: the content type to ask for")
 	flag.Parse()
 	r := &report{Peer: "client-go"}
 	var reconciles atomic.Int64
@@ -82,6 +96,18 @@ func main() {
 	} else {
 		cfg = &rest.Config{Host: *server}
 	}
+	switch *wire {
+	case "protobuf":
+		cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+		cfg.ContentType = "application/vnd.kubernetes.protobuf"
+	case "json":
+		cfg.AcceptContentTypes = "application/json"
+		cfg.ContentType = "application/json"
+	default:
+		fail(r, "-wire is protobuf or json")
+	}
+	globalWire = &wireSeen{}
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &recordWire{next: rt, seen: globalWire} })
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		fail(r, err.Error())
@@ -138,6 +164,8 @@ func main() {
 		time.Sleep(time.Millisecond)
 	}
 	r.SyncSeconds = time.Since(start).Seconds()
+	_, r.CPUAtSync = procStats()
+	r.CPUSysSync = systemCPU()
 
 	done := make(chan struct{})
 	indexer := informer.GetIndexer()
@@ -181,6 +209,8 @@ func main() {
 	r.Pods = len(informer.GetStore().ListKeys())
 	r.Reconciles = reconciles.Load()
 	r.RssPeakKB, r.CPUSeconds = procStats()
+	r.CPUSys = systemCPU()
+	r.Wire = wireOf()
 	out, _ := json.Marshal(r)
 	fmt.Println(string(out))
 	os.Exit(0)
@@ -256,6 +286,8 @@ func runOwned(r *report, cs *kubernetes.Clientset, before *runtime.MemStats, nam
 		time.Sleep(time.Millisecond)
 	}
 	r.SyncSeconds = time.Since(start).Seconds()
+	_, r.CPUAtSync = procStats()
+	r.CPUSysSync = systemCPU()
 
 	done := make(chan struct{})
 	rsStore := replicaSets.GetIndexer()
@@ -310,9 +342,79 @@ func runOwned(r *report, cs *kubernetes.Clientset, before *runtime.MemStats, nam
 	}
 	r.Reconciles = reconciles.Load()
 	r.RssPeakKB, r.CPUSeconds = procStats()
+	r.CPUSys = systemCPU()
+	r.Wire = wireOf()
 	out, _ := json.Marshal(r)
 	fmt.Println(string(out))
 	os.Exit(0)
+}
+
+// wireSeen is the media type of the last LIST or WATCH response.
+type wireSeen struct {
+	mu   sync.Mutex
+	last string
+}
+
+func (w *wireSeen) set(contentType string) {
+	name := "json"
+	if strings.HasPrefix(contentType, "application/vnd.kubernetes.protobuf") {
+		name = "protobuf"
+	} else if !strings.HasPrefix(contentType, "application/json") {
+		name = contentType
+	}
+	w.mu.Lock()
+	w.last = name
+	w.mu.Unlock()
+}
+
+func (w *wireSeen) get() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.last
+}
+
+// recordWire notes each successful GET's response Content-Type (LISTs and WATCHes: the
+// peer sends no other GET).
+type recordWire struct {
+	next http.RoundTripper
+	seen *wireSeen
+}
+
+func (t *recordWire) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.next.RoundTrip(req)
+	if err == nil && req.Method == http.MethodGet && resp.StatusCode == http.StatusOK {
+		t.seen.set(resp.Header.Get("Content-Type"))
+	}
+	return resp, err
+}
+
+var globalWire *wireSeen
+
+// wireOf is the wire format the peer's responses came in.
+func wireOf() string {
+	if globalWire == nil {
+		return ""
+	}
+	return globalWire.get()
+}
+
+// systemCPU is the system (kernel) part of the process's CPU seconds.
+func systemCPU() float64 {
+	stat, err := os.ReadFile("/proc/self/stat")
+	if err != nil {
+		return 0
+	}
+	s := string(stat)
+	i := strings.LastIndex(s, ")")
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) <= 12 {
+		return 0
+	}
+	k, _ := strconv.ParseFloat(f[12], 64)
+	return k / 100
 }
 
 // procStats reads the peak RSS (VmHWM, KiB) and user+system CPU seconds from /proc, as the

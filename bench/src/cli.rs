@@ -2,10 +2,12 @@
 //!
 //! ```text
 //! reconcile-bench all [--quick] [--runs N] [--frames N] [--no-real] [--out PATH]
-//!                     [--real-sizes N,N] [--only throughput,owned,replay,real]
+//!                     [--real-sizes N,N] [--paging-sizes N,N] [--paging-runs N]
+//!                     [--rates N,N] [--write-pods N] [--write-runs N]
+//!                     [--only throughput,owned,replay,real,paging,real-throughput]
 //! reconcile-bench peer bare|core|tokio|kube (--server URL | --kubeconfig PATH)
 //!                 [--namespace NS] [--mode sync|throughput] [--scenario pods|owned]
-//!                 [--deadline SECS]
+//!                 [--deadline SECS] [--page-size N] [--wire json|protobuf]
 //! reconcile-bench serve [--pods N] [--frames N] [--seconds S] [--scenario pods|owned]
 //! ```
 //!
@@ -18,7 +20,7 @@ use std::time::Duration;
 
 use crate::BenchError;
 use crate::orchestrate::{self, Binaries, Section, Settings};
-use crate::peers::{self, HeapProbe, PeerArgs, PeerKind, Scenario, Target};
+use crate::peers::{self, HeapProbe, PeerArgs, PeerKind, Scenario, Target, Wire};
 
 /// Runs the command line; returns the process exit code.
 #[must_use]
@@ -44,10 +46,10 @@ pub fn main(heap: Option<HeapProbe>) -> i32 {
         Some("--list") => 0,
         _ => {
             eprintln!(
-                "usage: reconcile-bench all [--quick] [--runs N] [--frames N] [--no-real] [--out PATH] [--real-sizes N,N] [--only throughput,owned,replay,real]"
+                "usage: reconcile-bench all [--quick] [--runs N] [--frames N] [--no-real] [--out PATH] [--real-sizes N,N] [--paging-sizes N,N] [--paging-runs N] [--rates N,N] [--write-pods N] [--write-runs N] [--only throughput,owned,replay,real,paging,real-throughput]"
             );
             eprintln!(
-                "       reconcile-bench peer bare|core|tokio|kube (--server URL | --kubeconfig PATH) [--namespace NS] [--mode sync|throughput] [--scenario pods|owned] [--deadline SECS]"
+                "       reconcile-bench peer bare|core|tokio|kube (--server URL | --kubeconfig PATH) [--namespace NS] [--mode sync|throughput] [--scenario pods|owned] [--deadline SECS] [--page-size N] [--wire json|protobuf]"
             );
             eprintln!(
                 "       reconcile-bench serve [--pods N] [--frames N] [--seconds S] [--scenario pods|owned]"
@@ -79,6 +81,18 @@ fn peer(args: &[String], heap: Option<HeapProbe>) -> i32 {
         eprintln!("peer: --scenario is pods or owned");
         return 2;
     };
+    let page_size = match value(args, "--page-size").map(str::parse::<u32>) {
+        None => None,
+        Some(Ok(n)) => Some(n),
+        Some(Err(_)) => {
+            eprintln!("peer: --page-size is a count (0: one request)");
+            return 2;
+        }
+    };
+    let Some(wire) = Wire::parse(value(args, "--wire").unwrap_or("json")) else {
+        eprintln!("peer: --wire is json or protobuf");
+        return 2;
+    };
     let args = PeerArgs {
         kind,
         target,
@@ -92,6 +106,8 @@ fn peer(args: &[String], heap: Option<HeapProbe>) -> i32 {
                 .and_then(|d| d.parse().ok())
                 .unwrap_or(300),
         ),
+        page_size,
+        wire,
     };
     let report = peers::run(&args, heap);
     let failed = report.error.is_some();
@@ -145,6 +161,17 @@ fn serve(args: &[String]) -> Result<(), BenchError> {
     Ok(())
 }
 
+/// Parses a comma-separated list of counts given to `flag`.
+fn counts(flag: &str, list: &str) -> Result<Vec<usize>, BenchError> {
+    list.split(',')
+        .map(|s| {
+            s.trim()
+                .parse()
+                .map_err(|_| BenchError::Input(format!("{flag}: {s:?} is not a count")))
+        })
+        .collect()
+}
+
 fn all(args: &[String]) -> Result<(), BenchError> {
     let mut settings = if args.iter().any(|a| a == "--quick") {
         Settings::quick()
@@ -159,16 +186,26 @@ fn all(args: &[String]) -> Result<(), BenchError> {
     }
     if args.iter().any(|a| a == "--no-real") {
         settings.real_sizes.clear();
+        settings.paging_sizes.clear();
+        settings.write_rates.clear();
     }
     if let Some(sizes) = value(args, "--real-sizes") {
-        settings.real_sizes = sizes
-            .split(',')
-            .map(|s| {
-                s.trim()
-                    .parse()
-                    .map_err(|_| BenchError::Input(format!("--real-sizes: {s:?} is not a count")))
-            })
-            .collect::<Result<_, _>>()?;
+        settings.real_sizes = counts("--real-sizes", sizes)?;
+    }
+    if let Some(sizes) = value(args, "--paging-sizes") {
+        settings.paging_sizes = counts("--paging-sizes", sizes)?;
+    }
+    if let Some(rates) = value(args, "--rates") {
+        settings.write_rates = counts("--rates", rates)?;
+    }
+    if let Some(pods) = value(args, "--write-pods").and_then(|r| r.parse().ok()) {
+        settings.write_pods = pods;
+    }
+    if let Some(runs) = value(args, "--paging-runs").and_then(|r| r.parse().ok()) {
+        settings.paging_runs = runs;
+    }
+    if let Some(runs) = value(args, "--write-runs").and_then(|r| r.parse().ok()) {
+        settings.write_runs = runs;
     }
     if let Some(only) = value(args, "--only") {
         settings.sections = only
@@ -191,11 +228,22 @@ fn all(args: &[String]) -> Result<(), BenchError> {
     let exe = std::env::current_exe()?;
     let bins = Binaries::locate(&exe)?;
     let results = orchestrate::run_all(&bins, &settings)?;
+    let out_value = args.iter().position(|a| a == "--out").map(|i| i + 1);
     let command = std::iter::once("bash bench/run.sh".to_owned())
-        .chain(args.iter().filter(|a| *a != "--out").cloned())
+        .chain(
+            args.iter()
+                .enumerate()
+                .filter(|(i, a)| *a != "--out" && Some(*i) != out_value)
+                .map(|(_, a)| a.clone()),
+        )
         .collect::<Vec<_>>()
         .join(" ");
-    crate::doc::write(&out, &results, &command)?;
+    if settings.sections.iter().all(|s| s.spliced()) {
+        // Only sections with their own block: the rest of the doc keeps its figures.
+        crate::doc::splice(&out, &results, &command)?;
+    } else {
+        crate::doc::write(&out, &results, &command)?;
+    }
     eprintln!("reconcile-bench: wrote {}", out.display());
     Ok(())
 }

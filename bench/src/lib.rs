@@ -11,6 +11,7 @@
 //! | [`peers`] | the Rust peers, each in its own process |
 //! | [`replica_set`] | our peers' partial ReplicaSet view (the two-source scenario) |
 //! | [`orchestrate`] | runs, medians, the real apiserver |
+//! | [`real`] | the real apiserver: its pods, paging, throughput under a load generator |
 //! | [`doc`] | `docs/benchmarks.md` and its SVG plot |
 //! | [`cli`] | the command line both binaries share |
 
@@ -18,6 +19,7 @@ pub mod cli;
 pub mod doc;
 pub mod orchestrate;
 pub mod peers;
+pub mod real;
 pub mod replay;
 pub mod replica_set;
 pub mod workload;

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant, SystemTime};
 use serde_json::Value;
 
 use crate::BenchError;
-use crate::peers::{PeerReport, Scenario};
+use crate::peers::{PeerReport, Scenario, Wire};
 use crate::replay::{Mode, ReplayServer};
 use crate::workload::{self, NAMESPACE, PODS_PER_CELL, Workload};
 
@@ -36,7 +36,25 @@ pub struct Settings {
     pub create_budget: Duration,
     /// Longest one peer run may take.
     pub deadline: Duration,
-    /// Which parts to run (all by default); a partial run is for a look, not for the doc.
+    /// Pod counts for the paging measurement on the real apiserver (empty: skip it).
+    pub paging_sizes: Vec<usize>,
+    /// LIST page sizes measured there (`0`: one unpaged LIST).
+    pub page_sizes: Vec<u32>,
+    /// Repetitions of each paging measurement.
+    pub paging_runs: usize,
+    /// Writes per second the load generator makes in the real-apiserver throughput runs
+    /// (empty: skip them).
+    pub write_rates: Vec<usize>,
+    /// Pods the load generator creates (then patches once each) per throughput run.
+    pub write_pods: usize,
+    /// Repetitions of each real-apiserver throughput run.
+    pub write_runs: usize,
+    /// The wire formats our peers are run with on the real apiserver (`json` only until
+    /// they decode protobuf; see [`crate::peers::our_wire`]).
+    pub our_wires: Vec<Wire>,
+    /// Which parts to run (all by default). A partial run of sections that have their own
+    /// block in the doc ([`Section::spliced`]) replaces just those blocks; any other partial
+    /// run is for a look, not for the doc.
     pub sections: Vec<Section>,
 }
 
@@ -51,18 +69,25 @@ pub enum Section {
     Replay,
     /// Time to first sync on the real kube-apiserver.
     Real,
+    /// Paged against unpaged LIST on the real kube-apiserver, watch cache on and off.
+    Paging,
+    /// A load generator writing pods at a fixed rate to the real kube-apiserver, every
+    /// peer watching: events/s and CPU per event.
+    RealThroughput,
 }
 
 impl Section {
     /// All sections, in the order they run.
-    pub const ALL: [Section; 4] = [
+    pub const ALL: [Section; 6] = [
         Section::Throughput,
         Section::Owned,
         Section::Replay,
         Section::Real,
+        Section::Paging,
+        Section::RealThroughput,
     ];
 
-    /// Parses `throughput`, `owned`, `replay` or `real`.
+    /// Parses `throughput`, `owned`, `replay`, `real`, `paging` or `real-throughput`.
     #[must_use]
     pub fn parse(name: &str) -> Option<Self> {
         match name {
@@ -70,8 +95,20 @@ impl Section {
             "owned" => Some(Section::Owned),
             "replay" => Some(Section::Replay),
             "real" => Some(Section::Real),
+            "paging" => Some(Section::Paging),
+            "real-throughput" => Some(Section::RealThroughput),
             _ => None,
         }
+    }
+
+    /// Whether the section has its own block in the doc, which a run of only such
+    /// sections replaces in place (`crate::doc::splice`).
+    #[must_use]
+    pub fn spliced(self) -> bool {
+        matches!(
+            self,
+            Section::Real | Section::Paging | Section::RealThroughput
+        )
     }
 }
 
@@ -89,6 +126,13 @@ impl Settings {
             real_sizes: vec![1_000, 10_000, 50_000],
             create_budget: Duration::from_secs(900),
             deadline: Duration::from_secs(300),
+            paging_sizes: vec![10_000, 50_000],
+            page_sizes: vec![0, 500, 1_000, 5_000],
+            paging_runs: 3,
+            write_rates: vec![100, 300],
+            write_pods: 5_000,
+            write_runs: 2,
+            our_wires: vec![Wire::Json],
             sections: Section::ALL.to_vec(),
         }
     }
@@ -105,6 +149,13 @@ impl Settings {
             real_sizes: vec![300],
             create_budget: Duration::from_secs(120),
             deadline: Duration::from_secs(120),
+            paging_sizes: vec![300],
+            page_sizes: vec![0, 100],
+            paging_runs: 1,
+            write_rates: vec![50],
+            write_pods: 100,
+            write_runs: 1,
+            our_wires: vec![Wire::Json],
             sections: Section::ALL.to_vec(),
         }
     }
@@ -178,30 +229,73 @@ impl Binaries {
 
 /// Where a peer connects, as command-line arguments.
 #[derive(Debug, Clone)]
-enum Conn {
+pub(crate) enum Conn {
     Server(String),
     Kubeconfig(PathBuf),
 }
 
 /// What one peer process is asked to do.
 #[derive(Debug, Clone, Copy)]
-struct Run<'a> {
-    namespace: &'a str,
-    scenario: Scenario,
+pub(crate) struct Run<'a> {
+    pub(crate) namespace: &'a str,
+    pub(crate) scenario: Scenario,
     /// Wait for the sentinel's last frame, or stop after the sync.
-    throughput: bool,
-    deadline: Duration,
+    pub(crate) throughput: bool,
+    pub(crate) deadline: Duration,
+    /// LIST page size (`None`: the peer's default; `Some(0)`: one request).
+    pub(crate) page_size: Option<u32>,
+    /// The wire format to ask for (`None`: the peer's default, see [`default_wire`]).
+    pub(crate) wire: Option<Wire>,
+}
+
+/// What a peer asks for when the harness does not say: client-go its typed clients'
+/// protobuf preference (JSON from the replay server, which speaks nothing else), the Rust
+/// peers JSON.
+#[must_use]
+pub fn default_wire(peer: &str) -> Wire {
+    if peer == "client-go" {
+        Wire::Protobuf
+    } else {
+        Wire::Json
+    }
 }
 
 /// Runs one peer process and parses its report. Bounded by `deadline` plus 30 s, after
 /// which the child is killed.
-fn spawn_peer(bins: &Binaries, peer: &str, heap: bool, conn: &Conn, run: Run<'_>) -> PeerReport {
+pub(crate) fn spawn_peer(
+    bins: &Binaries,
+    peer: &str,
+    heap: bool,
+    conn: &Conn,
+    run: Run<'_>,
+) -> PeerReport {
+    match start_peer(bins, peer, heap, conn, run) {
+        Ok(child) => finish_peer(child, peer, Instant::now() + run.deadline),
+        Err(e) => PeerReport {
+            peer: peer.to_owned(),
+            error: Some(format!("spawn: {e}")),
+            ..PeerReport::default()
+        },
+    }
+}
+
+/// Starts one peer process, its report to be read by [`finish_peer`].
+pub(crate) fn start_peer(
+    bins: &Binaries,
+    peer: &str,
+    heap: bool,
+    conn: &Conn,
+    run: Run<'_>,
+) -> std::io::Result<std::process::Child> {
     let Run {
         namespace,
         scenario,
         throughput,
         deadline,
+        page_size,
+        wire,
     } = run;
+    let wire = wire.unwrap_or_else(|| default_wire(peer));
     let mode = if throughput { "throughput" } else { "sync" };
     let mut cmd = if peer == "client-go" {
         let mut c = Command::new(&bins.go);
@@ -211,6 +305,7 @@ fn spawn_peer(bins: &Binaries, peer: &str, heap: bool, conn: &Conn, run: Run<'_>
         };
         c.args(["-namespace", namespace, "-mode", mode])
             .args(["-scenario", scenario.name()])
+            .args(["-wire", wire.name()])
             .arg(format!("-deadline={}s", deadline.as_secs()));
         c
     } else {
@@ -222,19 +317,41 @@ fn spawn_peer(bins: &Binaries, peer: &str, heap: bool, conn: &Conn, run: Run<'_>
         };
         c.args(["--namespace", namespace, "--mode", mode])
             .args(["--scenario", scenario.name()])
-            .args(["--deadline", &deadline.as_secs().to_string()]);
+            .args(["--deadline", &deadline.as_secs().to_string()])
+            .args(["--wire", wire.name()]);
+        if let Some(n) = page_size {
+            c.args(["--page-size", &n.to_string()]);
+        }
         c
     };
+    // A profile, for a look (perf's own cost lands in the figures): each throughput peer
+    // under `perf record`, its samples in $RECONCILE_BENCH_PERF/<peer>-<wire>.data.
+    if throughput && let Some(dir) = std::env::var_os("RECONCILE_BENCH_PERF") {
+        let data = Path::new(&dir).join(format!("{peer}-{}.data", wire.name()));
+        let mut perf = Command::new("perf");
+        perf.args(["record", "-F", "999", "-o"])
+            .arg(data)
+            .arg("--")
+            .arg(cmd.get_program())
+            .args(cmd.get_args());
+        cmd = perf;
+    }
+    cmd.stdout(Stdio::piped()).stderr(Stdio::null()).spawn()
+}
+
+/// Waits for a peer started by [`start_peer`] and parses its report; kills it 30 s after
+/// `deadline`.
+pub(crate) fn finish_peer(
+    mut child: std::process::Child,
+    peer: &str,
+    deadline: Instant,
+) -> PeerReport {
     let failed = |error: String| PeerReport {
         peer: peer.to_owned(),
         error: Some(error),
         ..PeerReport::default()
     };
-    let mut child = match cmd.stdout(Stdio::piped()).stderr(Stdio::null()).spawn() {
-        Ok(child) => child,
-        Err(e) => return failed(format!("spawn: {e}")),
-    };
-    let limit = Instant::now() + deadline + Duration::from_secs(30);
+    let limit = deadline + Duration::from_secs(30);
     let status = loop {
         match child.try_wait() {
             Ok(Some(status)) => break Some(status),
@@ -257,6 +374,11 @@ fn spawn_peer(bins: &Binaries, peer: &str, heap: bool, conn: &Conn, run: Run<'_>
             .unwrap_or_else(|e| failed(format!("bad report {line:?}: {e}"))),
         (Some(status), None) => failed(format!("no report ({status})")),
     }
+}
+
+/// Appends `value` to `map[key]`.
+pub(crate) fn push<K: Ord>(map: &mut BTreeMap<K, Vec<f64>>, key: K, value: f64) {
+    map.entry(key).or_default().push(value);
 }
 
 /// One measured number per repetition, by peer and input.
@@ -286,16 +408,20 @@ pub struct Results {
     pub owned_heap_fixed_mib: BTreeMap<String, Vec<f64>>,
     /// Requests each peer made to the replay server (from its last throughput run).
     pub requests: BTreeMap<String, BTreeMap<String, usize>>,
+    /// The apiserver's CPU seconds over one peer's sync, by (pods, peer).
+    pub real_sync_apiserver_cpu: BTreeMap<(usize, String), Vec<f64>>,
+    /// The wire format each peer's responses came in on the real apiserver, as it reported.
+    pub real_wires: BTreeMap<String, String>,
+    /// Paging on the real apiserver, one entry per run.
+    pub paging: Vec<crate::real::PagingRun>,
+    /// Real-apiserver throughput, one entry per peer per run.
+    pub real_throughput: Vec<crate::real::ThroughputRun>,
     /// Failures, as `peer, input: error`.
     pub failures: Vec<String>,
     /// Notes about the run (machine load, object sizes, real-cluster creation).
     pub notes: Vec<String>,
     /// The settings used.
     pub settings: Option<Settings>,
-}
-
-fn push<K: Ord>(map: &mut BTreeMap<K, Vec<f64>>, key: K, value: f64) {
-    map.entry(key).or_default().push(value);
 }
 
 /// The 1-, 5- and 15-minute load averages.
@@ -306,7 +432,8 @@ pub fn loadavg() -> String {
         .unwrap_or_else(|_| "unknown".into())
 }
 
-fn log(message: &str) {
+/// Prints a progress line with the time since the harness started.
+pub(crate) fn log(message: &str) {
     eprintln!(
         "[bench {:>8.1}s] {message}",
         started().elapsed().as_secs_f64()
@@ -343,11 +470,54 @@ pub fn run_all(bins: &Binaries, settings: &Settings) -> Result<Results, BenchErr
     if runs(Section::Replay) {
         replay_sync(bins, settings, &templates, &mut results);
     }
-    if runs(Section::Real)
-        && !settings.real_sizes.is_empty()
-        && let Err(e) = real_sync(bins, settings, &templates, &mut results)
-    {
-        results.failures.push(format!("real apiserver: {e}"));
+    let wants_real = (runs(Section::Real) && !settings.real_sizes.is_empty())
+        || (runs(Section::Paging) && !settings.paging_sizes.is_empty())
+        || (runs(Section::RealThroughput) && !settings.write_rates.is_empty());
+    if wants_real {
+        match crate::real::Cluster::provision(&templates, settings.create_budget) {
+            Ok(mut cluster) => {
+                // The namespace only grows, so every size is measured while it holds
+                // exactly that many pods: the sync and paging runs go size by size.
+                let mut sizes: Vec<usize> = Vec::new();
+                if runs(Section::Real) {
+                    sizes.extend(&settings.real_sizes);
+                }
+                if runs(Section::Paging) {
+                    sizes.extend(&settings.paging_sizes);
+                }
+                sizes.sort_unstable();
+                sizes.dedup();
+                for pods in sizes {
+                    if runs(Section::Real)
+                        && settings.real_sizes.contains(&pods)
+                        && let Err(e) = real_sync(bins, settings, &mut cluster, pods, &mut results)
+                    {
+                        results.failures.push(format!("real apiserver: {e}"));
+                    }
+                    if runs(Section::Paging)
+                        && settings.paging_sizes.contains(&pods)
+                        && let Err(e) =
+                            crate::real::paging(bins, settings, &mut cluster, pods, &mut results)
+                    {
+                        results
+                            .failures
+                            .push(format!("real apiserver, paging: {e}"));
+                    }
+                    if cluster.pods() < pods {
+                        break;
+                    }
+                }
+                if runs(Section::RealThroughput)
+                    && let Err(e) = crate::real::throughput(bins, settings, &cluster, &mut results)
+                {
+                    results
+                        .failures
+                        .push(format!("real apiserver, throughput: {e}"));
+                }
+                cluster.note_pod_size(&mut results);
+            }
+            Err(e) => results.failures.push(format!("real apiserver: {e}")),
+        }
     }
     results
         .notes
@@ -374,7 +544,7 @@ fn record_short_sync(
     true
 }
 
-fn record_failure(results: &mut Results, report: &PeerReport, what: &str) -> bool {
+pub(crate) fn record_failure(results: &mut Results, report: &PeerReport, what: &str) -> bool {
     match &report.error {
         Some(e) => {
             log(&format!("{} {what}: FAILED {e}", report.peer));
@@ -417,6 +587,8 @@ fn throughput(
                     scenario: Scenario::Pods,
                     throughput: true,
                     deadline: settings.deadline,
+                    page_size: None,
+                    wire: None,
                 },
             );
             if record_failure(results, &report, &scenario) {
@@ -474,6 +646,8 @@ fn throughput(
                         scenario: Scenario::Pods,
                         throughput: false,
                         deadline: settings.deadline,
+                        page_size: None,
+                        wire: None,
                     },
                 );
                 if record_failure(results, &report, "heap") {
@@ -584,6 +758,8 @@ fn owned(
                     scenario: Scenario::Owned,
                     throughput: true,
                     deadline: settings.deadline,
+                    page_size: None,
+                    wire: None,
                 },
             );
             if record_failure(results, &report, &scenario) {
@@ -651,6 +827,8 @@ fn owned(
                         scenario: Scenario::Owned,
                         throughput: false,
                         deadline: settings.deadline,
+                        page_size: None,
+                        wire: None,
                     },
                 );
                 let what = "heap, two sources";
@@ -714,6 +892,8 @@ fn replay_sync(bins: &Binaries, settings: &Settings, templates: &[Value], result
                         scenario: Scenario::Pods,
                         throughput: false,
                         deadline: settings.deadline,
+                        page_size: None,
+                        wire: None,
                     },
                 );
                 // The listing holds the pods and the sentinel.
@@ -753,196 +933,73 @@ fn replay_sync(bins: &Binaries, settings: &Settings, templates: &[Value], result
     }
 }
 
-/// A real-shaped pod for the real apiserver: the template's spec without what ties it to
-/// a node, a service account or a priority class (none of them exist there); no status.
-fn real_pod(templates: &[Value], i: usize) -> Value {
-    let mut pod = workload::pod(templates, i, 0);
-    let spec = &mut pod["spec"];
-    if let Some(spec) = spec.as_object_mut() {
-        for field in [
-            "nodeName",
-            "serviceAccount",
-            "priorityClassName",
-            "priority",
-            "preemptionPolicy",
-        ] {
-            spec.remove(field);
-        }
-        // This apiserver forbids privileged containers (`--allow-privileged` is off).
-        for list in ["containers", "initContainers"] {
-            if let Some(containers) = spec.get_mut(list).and_then(Value::as_array_mut) {
-                for c in containers {
-                    if let Some(sc) = c.get_mut("securityContext").and_then(Value::as_object_mut) {
-                        sc.remove("privileged");
-                    }
-                }
-            }
-        }
-        // The projected token volume needs a service account; `default` exists everywhere.
-        spec.insert("serviceAccountName".into(), Value::from("default"));
-    }
-    let mut meta = pod["metadata"].take();
-    // Static-pod annotations (`kubernetes.io/config.*`) are only valid on mirror pods.
-    if let Some(annotations) = meta["annotations"].as_object_mut() {
-        annotations.retain(|k, _| !k.starts_with("kubernetes.io/config."));
-    }
-    serde_json::json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {
-            "name": meta["name"], "labels": meta["labels"], "annotations": meta["annotations"],
-        },
-        "spec": pod["spec"],
-    })
-}
-
+/// Time to sync on the real apiserver with the namespace holding `pods` pods.
 fn real_sync(
     bins: &Binaries,
     settings: &Settings,
-    templates: &[Value],
+    cluster: &mut crate::real::Cluster,
+    pods: usize,
     results: &mut Results,
 ) -> Result<(), BenchError> {
-    use reconcile_k8s_env::{ApiServer, K8sEnv};
-    log("provisioning the real apiserver (tests/k8s-env)");
-    let env = K8sEnv::shared().map_err(|e| BenchError::Cluster(e.to_string()))?;
-    let client = env.client(ApiServer::Cached).clone();
-    let kubeconfig = env.kubeconfig_path(ApiServer::Cached).to_path_buf();
-    let namespace = env
-        .unique_namespace("bench")
-        .map_err(|e| BenchError::Cluster(e.to_string()))?;
-    let budget_end = Instant::now() + settings.create_budget;
-    let mut created = 0usize;
-    let sentinel = {
-        let mut pod = real_pod(templates, 0);
-        pod["metadata"]["name"] = Value::from(workload::SENTINEL);
-        pod["metadata"]["labels"]["cell"] = Value::from(workload::SENTINEL);
-        pod
-    };
-    create_pods(&client, &namespace, vec![sentinel], budget_end)?;
-    for &pods in &settings.real_sizes {
-        let began = Instant::now();
-        let batch: Vec<Value> = (created..pods).map(|i| real_pod(templates, i)).collect();
-        created += create_pods(&client, &namespace, batch, budget_end)?;
-        log(&format!(
-            "real apiserver: {created} pods created ({:.0} s for this step)",
-            began.elapsed().as_secs_f64()
-        ));
-        if created < pods {
-            results.notes.push(format!(
-                "real apiserver: only {created} of {pods} pods were created within the creation budget; larger sizes skipped"
+    if !cluster.ensure_pods(pods, results)? {
+        return Ok(());
+    }
+    let kubeconfig = cluster.kubeconfig(reconcile_k8s_env::ApiServer::Cached);
+    let scenario = format!("sync, apiserver, {pods} pods");
+    for run in 0..settings.runs {
+        for peer in rotated(run) {
+            let before = cluster.apiserver_cpu(reconcile_k8s_env::ApiServer::Cached);
+            let report = spawn_peer(
+                bins,
+                peer,
+                false,
+                &Conn::Kubeconfig(kubeconfig.clone()),
+                Run {
+                    namespace: cluster.namespace(),
+                    scenario: Scenario::Pods,
+                    throughput: false,
+                    deadline: settings.deadline,
+                    page_size: None,
+                    wire: None,
+                },
+            );
+            // The listing holds the pods and the sentinel.
+            if record_failure(results, &report, &scenario)
+                || record_short_sync(results, &report, &scenario, pods + 1)
+            {
+                continue;
+            }
+            log(&format!(
+                "run {run} {peer} {scenario}: {:.3} s ({} pods, {})",
+                report.sync_seconds, report.pods, report.wire
             ));
-            break;
-        }
-        let scenario = format!("sync, apiserver, {pods} pods");
-        for run in 0..settings.runs {
-            for peer in rotated(run) {
-                let report = spawn_peer(
-                    bins,
-                    peer,
-                    false,
-                    &Conn::Kubeconfig(kubeconfig.clone()),
-                    Run {
-                        namespace: &namespace,
-                        scenario: Scenario::Pods,
-                        throughput: false,
-                        deadline: settings.deadline,
-                    },
-                );
-                // The listing holds the pods and the sentinel.
-                if record_failure(results, &report, &scenario)
-                    || record_short_sync(results, &report, &scenario, pods + 1)
-                {
-                    continue;
-                }
-                log(&format!(
-                    "run {run} {peer} {scenario}: {:.3} s ({} pods)",
-                    report.sync_seconds, report.pods
-                ));
+            results
+                .real_wires
+                .insert(peer.to_owned(), report.wire.clone());
+            let after = cluster.apiserver_cpu(reconcile_k8s_env::ApiServer::Cached);
+            if let (Some(a), Some(b)) = (before, after) {
                 push(
-                    &mut results.sync,
-                    ("apiserver".into(), pods, peer.to_owned()),
-                    report.sync_seconds,
-                );
-                push(
-                    &mut results.rss_mib,
-                    (scenario.clone(), peer.to_owned()),
-                    report.rss_peak_kb as f64 / 1024.0,
-                );
-                push(
-                    &mut results.cpu_seconds,
-                    (scenario.clone(), peer.to_owned()),
-                    report.cpu_seconds,
+                    &mut results.real_sync_apiserver_cpu,
+                    (pods, peer.to_owned()),
+                    b - a,
                 );
             }
+            push(
+                &mut results.sync,
+                ("apiserver".into(), pods, peer.to_owned()),
+                report.sync_seconds,
+            );
+            push(
+                &mut results.rss_mib,
+                (scenario.clone(), peer.to_owned()),
+                report.rss_peak_kb as f64 / 1024.0,
+            );
+            push(
+                &mut results.cpu_seconds,
+                (scenario.clone(), peer.to_owned()),
+                report.cpu_seconds,
+            );
         }
-    }
-    // A sample page: the whole list is over the environment client's response limit.
-    if let Ok(list) = client.get(&format!(
-        "/api/v1/namespaces/{namespace}/pods?labelSelector=cell&limit=500"
-    )) {
-        let bytes = list.to_string().len();
-        let n = list["items"].as_array().map_or(0, Vec::len);
-        results.notes.push(format!(
-            "real apiserver: {created} pods, {:.0} B per pod in the LIST (a page of {n}; no status: nothing runs them; the template's spec and labels)",
-            bytes as f64 / n.max(1) as f64
-        ));
     }
     Ok(())
-}
-
-/// Creates `pods` with 8 threads; returns how many were created before `until`.
-fn create_pods(
-    client: &reconcile_k8s_env::Client,
-    namespace: &str,
-    pods: Vec<Value>,
-    until: Instant,
-) -> Result<usize, BenchError> {
-    let total = pods.len();
-    let queue = std::sync::Mutex::new(pods);
-    let created = std::sync::atomic::AtomicUsize::new(0);
-    let error = std::sync::Mutex::new(None::<String>);
-    std::thread::scope(|scope| {
-        for _ in 0..8 {
-            scope.spawn(|| {
-                while Instant::now() < until {
-                    let next = queue.lock().ok().and_then(|mut q| q.pop());
-                    let Some(pod) = next else { return };
-                    let mut last = None;
-                    for _ in 0..5 {
-                        match client.create_pod(namespace, &pod) {
-                            Ok(_) => {
-                                last = None;
-                                break;
-                            }
-                            Err(e) if e.http_status() == Some(409) => {
-                                last = None;
-                                break;
-                            }
-                            Err(e) => {
-                                last = Some(e.to_string());
-                                std::thread::sleep(Duration::from_millis(500));
-                            }
-                        }
-                    }
-                    match last {
-                        None => {
-                            created.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        }
-                        Some(e) => {
-                            if let Ok(mut slot) = error.lock() {
-                                slot.get_or_insert(e);
-                            }
-                            return;
-                        }
-                    }
-                }
-            });
-        }
-    });
-    let created = created.into_inner();
-    match error.into_inner().ok().flatten() {
-        Some(e) if created < total => Err(BenchError::Cluster(format!(
-            "creating pods in {namespace}: {e}"
-        ))),
-        _ => Ok(created),
-    }
 }

@@ -81,6 +81,20 @@ pub struct PeerReport {
     pub rss_peak_kb: i64,
     /// User + system CPU seconds of the whole process.
     pub cpu_seconds: f64,
+    /// User + system CPU seconds at the first sync: `cpu_seconds` minus this is what the
+    /// watch frames after the sync cost (0 where not read).
+    #[serde(default)]
+    pub cpu_at_sync: f64,
+    /// Of `cpu_seconds`, the system (kernel) part: syscalls, wakeups, page faults.
+    #[serde(default)]
+    pub cpu_system: f64,
+    /// Of `cpu_at_sync`, the system part.
+    #[serde(default)]
+    pub cpu_system_at_sync: f64,
+    /// The wire format the peer's LIST and WATCH responses came in (`json`, `protobuf`),
+    /// as the peer saw it (client-go: the responses' `Content-Type`); empty if unknown.
+    #[serde(default)]
+    pub wire: String,
     /// Why the peer failed, if it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -153,6 +167,35 @@ impl Scenario {
     }
 }
 
+/// The wire format a peer asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Wire {
+    /// `application/json`.
+    #[default]
+    Json,
+    /// `application/vnd.kubernetes.protobuf`.
+    Protobuf,
+}
+
+impl Wire {
+    /// The name used on the command line, in reports and in the doc's rows.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Wire::Json => "json",
+            Wire::Protobuf => "protobuf",
+        }
+    }
+
+    /// Parses [`Wire::name`].
+    #[must_use]
+    pub fn parse(name: &str) -> Option<Self> {
+        [Wire::Json, Wire::Protobuf]
+            .into_iter()
+            .find(|w| w.name() == name)
+    }
+}
+
 /// Where the peer connects.
 #[derive(Debug, Clone)]
 pub enum Target {
@@ -177,6 +220,13 @@ pub struct PeerArgs {
     pub throughput: bool,
     /// Give up after this long.
     pub deadline: Duration,
+    /// LIST page size: `None` keeps the peer's default, `Some(0)` lists in one request.
+    /// Honoured by `core`, `tokio` and `kube` (`watcher::Config::page_size`).
+    pub page_size: Option<u32>,
+    /// The wire format to ask for. Ours and kube-runtime speak JSON only here, so
+    /// [`Wire::Protobuf`] fails them with a clear error (the place to switch it on is
+    /// [`our_wire`]).
+    pub wire: Wire,
 }
 
 /// Heap bytes in use, when the binary counts them.
@@ -206,7 +256,47 @@ pub fn run(args: &PeerArgs, heap: Option<HeapProbe>) -> PeerReport {
     let (rss, cpu) = proc_stats();
     report.rss_peak_kb = rss;
     report.cpu_seconds = cpu;
+    report.cpu_system = cpu_split().1;
+    if report.error.is_none() {
+        report.wire = args.wire.name().into();
+    }
     report
+}
+
+/// User + system CPU seconds of this process so far.
+fn cpu_now() -> f64 {
+    proc_stats().1
+}
+
+/// User and system CPU seconds of this process so far, apart.
+#[must_use]
+pub fn cpu_split() -> (f64, f64) {
+    std::fs::read_to_string("/proc/self/stat")
+        .ok()
+        .and_then(|s| {
+            let rest = &s[s.rfind(')')? + 1..];
+            let fields: Vec<&str> = rest.split_whitespace().collect();
+            let user: f64 = fields.get(11)?.parse().ok()?;
+            let system: f64 = fields.get(12)?.parse().ok()?;
+            Some((user / 100.0, system / 100.0))
+        })
+        .unwrap_or((0.0, 0.0))
+}
+
+/// Checks that our peers (and kube-runtime) can speak `wire`. They read JSON only on this
+/// branch; once `PodView` decodes protobuf, this is where the peers ask for it (one flag:
+/// `reconcile-bench peer tokio --wire protobuf`, and `Settings::our_wires` in the harness).
+///
+/// # Errors
+/// [`Wire::Protobuf`]: not available to the Rust peers yet.
+pub fn our_wire(kind: PeerKind, wire: Wire) -> Result<(), BenchError> {
+    match wire {
+        Wire::Json => Ok(()),
+        Wire::Protobuf => Err(BenchError::Peer(format!(
+            "{}: protobuf is not available to this peer (it decodes JSON only)",
+            kind.name()
+        ))),
+    }
 }
 
 fn failed(kind: PeerKind, error: String) -> PeerReport {
@@ -252,6 +342,7 @@ async fn run_async(args: &PeerArgs, probe: Option<HeapProbe>) -> Result<PeerRepo
         probe,
         baseline: probe.map_or(0, |p| p()),
     };
+    our_wire(args.kind, args.wire)?;
     let client = client(&args.target).await?;
     let mut report = match (args.scenario, args.kind) {
         (Scenario::Pods, PeerKind::Bare) => bare(client, args).await?,
@@ -376,15 +467,21 @@ async fn bare(client: kube::Client, args: &PeerArgs) -> Result<PeerReport, Bench
 
 /// The core with the thinnest possible driver, over pods keyed by cell.
 async fn core(client: kube::Client, args: &PeerArgs, heap: Heap) -> Result<PeerReport, BenchError> {
-    let config = Config::kubernetes(
-        WatchParams::namespaced(&args.namespace).labels(SELECTOR),
-        KeyMap::<PodView, String>::by_label("cell"),
-    );
+    let mut params = WatchParams::namespaced(&args.namespace).labels(SELECTOR);
+    if let Some(n) = args.page_size {
+        params = params.list_pages(n);
+    }
+    let config = Config::kubernetes(params, KeyMap::<PodView, String>::by_label("cell"));
     let sources = [Requests::new(collection(&args.namespace))];
     let finished = |cell: &String, members: &[Arc<PodView>], _: &[Related]| {
         cell == SENTINEL && members.iter().any(|m| is_final_sentinel(m))
     };
-    let (report, _) = drive_core(client, &sources, config, args, heap, finished).await?;
+    let (mut report, core) = drive_core(client, &sources, config, args, heap, finished).await?;
+    if args.throughput {
+        // The loop returns after the drain that saw the end: the store holds every frame
+        // before it.
+        report.pods = core.store().len();
+    }
     Ok(report)
 }
 
@@ -520,6 +617,8 @@ where
         }
         if report.sync_seconds == 0.0 && core.is_synced() {
             report.sync_seconds = origin.elapsed().as_secs_f64();
+            report.cpu_at_sync = cpu_now();
+            report.cpu_system_at_sync = cpu_split().1;
             report.pods = core.store().len();
             // The sync event counts every source's objects; the rest are the children.
             report.children = synced_objects.unwrap_or(0).saturating_sub(report.pods);
@@ -671,7 +770,11 @@ async fn tokio_driver(
     args: &PeerArgs,
     heap: Heap,
 ) -> Result<PeerReport, BenchError> {
-    let source = Source::pods(KubeTransport::new(client), Some(&args.namespace)).labels(SELECTOR);
+    let mut source =
+        Source::pods(KubeTransport::new(client), Some(&args.namespace)).labels(SELECTOR);
+    if let Some(n) = args.page_size {
+        source = source.page_size(n);
+    }
     let by_cell = KeyMap::<PodView, String>::by_label("cell");
     let controller =
         reconcile_tokio::Controller::new(source, move |pod: &PodView| by_cell.parent_of(pod));
@@ -691,6 +794,8 @@ async fn tokio_driver(
         .map_err(|e| BenchError::Peer(e.to_string()))?;
     let mut report = PeerReport {
         sync_seconds: start.elapsed().as_secs_f64(),
+        cpu_at_sync: cpu_now(),
+        cpu_system_at_sync: cpu_split().1,
         ..PeerReport::default()
     };
     if args.throughput {
@@ -747,7 +852,12 @@ async fn kube_runtime(
     let api: kube::Api<Pod> = kube::Api::namespaced(client, &args.namespace);
     let signal = Arc::new(Signal::default());
     let start = WallClock::now();
-    let controller = Controller::new(api, watcher::Config::default().labels(SELECTOR));
+    let mut config = watcher::Config::default().labels(SELECTOR);
+    if let Some(n) = args.page_size {
+        // kube-runtime has no "unpaged": a page as large as any listing here is one request.
+        config = config.page_size(if n == 0 { u32::MAX } else { n });
+    }
+    let controller = Controller::new(api, config);
     let store = controller.store();
     let task = tokio::spawn(
         controller
@@ -766,6 +876,8 @@ async fn kube_runtime(
     kube_wait_ready(&store, args.deadline).await?;
     let mut report = PeerReport {
         sync_seconds: start.elapsed().as_secs_f64(),
+        cpu_at_sync: cpu_now(),
+        cpu_system_at_sync: cpu_split().1,
         ..PeerReport::default()
     };
     if args.throughput {
@@ -857,6 +969,8 @@ async fn tokio_owned(
         .map_err(|e| BenchError::Peer(e.to_string()))?;
     let mut report = PeerReport {
         sync_seconds: start.elapsed().as_secs_f64(),
+        cpu_at_sync: cpu_now(),
+        cpu_system_at_sync: cpu_split().1,
         ..PeerReport::default()
     };
     if args.throughput {
@@ -943,6 +1057,8 @@ async fn kube_owned(
     kube_wait_ready(&pods, args.deadline).await?;
     let mut report = PeerReport {
         sync_seconds: start.elapsed().as_secs_f64(),
+        cpu_at_sync: cpu_now(),
+        cpu_system_at_sync: cpu_split().1,
         ..PeerReport::default()
     };
     if args.throughput {

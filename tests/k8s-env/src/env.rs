@@ -608,6 +608,24 @@ impl K8sEnv {
         .collect()
     }
 
+    /// Process id of one apiserver (`None` for a reused cluster), e.g. to read its CPU
+    /// time from `/proc` around a measurement.
+    #[must_use]
+    pub fn apiserver_pid(&self, which: ApiServer) -> Option<u32> {
+        let p = self.procs.as_ref()?;
+        p.apiservers[which.index()]
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .pid()
+    }
+
+    /// Process id of etcd (`None` for a reused cluster).
+    #[must_use]
+    pub fn etcd_pid(&self) -> Option<u32> {
+        let p = self.procs.as_ref()?;
+        p.etcd.lock().unwrap_or_else(|e| e.into_inner()).pid()
+    }
+
     /// Kills one apiserver (SIGKILL, like a crash) and starts it again on the
     /// same port with the same flags; returns once `/readyz` is ok. Data lives
     /// in etcd, so it survives. Open watches on that server end.

@@ -67,7 +67,8 @@ pub struct Limits {
     /// [`ListBodyError`](reconcile_core::list::ListBodyError) and is retried. A secondary
     /// source's body is decoded by the core, under the default bounds.
     pub list_decode: ListLimits,
-    /// Largest single watch line accepted.
+    /// Largest single watch line accepted, and the largest length a protobuf watch frame may
+    /// declare (checked before any of the frame is buffered).
     pub max_watch_line: usize,
     /// How much of the body of a non-200 WATCH or LIST is read (1 MiB): it is only context,
     /// usually a `Status`, so the rest is neither read nor kept.

@@ -51,6 +51,13 @@ pub struct Config<O, P> {
     /// server that ignored the request would never send the bookmark (default 300 s, the
     /// engine's `Limits::list_deadline` for one LIST).
     pub list_deadline: Duration,
+    /// The most bytes one listing may gather, over the pages of a paged LIST or the lines of
+    /// a streaming list's initial events; past it the listing fails and is retried (paged)
+    /// or the source falls back to LIST+WATCH (streaming). Default
+    /// [`MAX_LISTING_BYTES`](crate::MAX_LISTING_BYTES); the engine sets it from
+    /// its bound on one LIST body (`Limits::max_list_body`), so that paging or streaming never
+    /// lets a listing hold more than one unpaged LIST may.
+    pub max_listing_bytes: u64,
     /// The secondary sources, in the order added: source `S1`, `S2`, ...
     pub(crate) secondaries: Vec<(SecondaryConfig, Box<dyn SecondarySpec<O, P>>)>,
     /// A builder call that could not be applied, reported by [`Config::validate`].
@@ -173,6 +180,7 @@ impl<O, P> Clone for Config<O, P> {
             retry_delay: self.retry_delay,
             source_retry_delay: self.source_retry_delay,
             list_deadline: self.list_deadline,
+            max_listing_bytes: self.max_listing_bytes,
             secondaries: self
                 .secondaries
                 .iter()
@@ -196,6 +204,7 @@ impl<O, P> fmt::Debug for Config<O, P> {
             .field("retry_delay", &self.retry_delay)
             .field("source_retry_delay", &self.source_retry_delay)
             .field("list_deadline", &self.list_deadline)
+            .field("max_listing_bytes", &self.max_listing_bytes)
             .field(
                 "secondaries",
                 &self.secondaries.iter().map(|(c, _)| c).collect::<Vec<_>>(),
@@ -225,6 +234,7 @@ impl<O, P> Config<O, P> {
             retry_delay: Duration::from_secs(1),
             source_retry_delay: Duration::from_secs(1),
             list_deadline: Duration::from_secs(300),
+            max_listing_bytes: crate::reflector::MAX_LISTING_BYTES,
             election: None,
             predicate: None,
             priority: false,
@@ -335,6 +345,13 @@ impl<O, P> Config<O, P> {
     #[must_use]
     pub fn list_deadline(mut self, deadline: Duration) -> Self {
         self.list_deadline = deadline;
+        self
+    }
+
+    /// Sets the most bytes one listing may gather ([`Config::max_listing_bytes`]).
+    #[must_use]
+    pub fn max_listing_bytes(mut self, bytes: u64) -> Self {
+        self.max_listing_bytes = bytes;
         self
     }
 

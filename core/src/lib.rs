@@ -113,7 +113,7 @@ pub use output::{
 };
 pub use predicate::Predicate;
 pub use reconcile_loop::{Input, Lifecycle, Outcome, ReconcileLoop, Stats};
-pub use reflector::{ListResponse, StreamEnd};
+pub use reflector::{ListResponse, MAX_LISTING_BYTES, MAX_LISTING_ITEMS, StreamEnd};
 pub use retry::Backoff;
 pub use secondary::Related;
 pub use source::SourceEvent;

@@ -335,6 +335,7 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
         let timing = Timing {
             retry_delay: config.retry_delay,
             list_deadline: config.list_deadline,
+            max_listing_bytes: config.max_listing_bytes,
         };
         let source = match config.source {
             SourceConfig::Kubernetes(params) => {

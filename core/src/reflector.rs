@@ -58,9 +58,12 @@ const SHORT_WATCH: Duration = Duration::from_secs(1);
 /// LIST).
 pub const MAX_LISTING_ITEMS: usize = 1_000_000;
 
-/// The most body bytes a paged listing may gather: 512 MiB, the engine's default bound on one
-/// unpaged LIST body (`Limits::max_list_body`), so paging never lets a listing hold more.
-pub const MAX_LISTING_BYTES: u64 = 512 << 20;
+/// The most body bytes a listing may gather by default (`Config::max_listing_bytes`): 2 GiB,
+/// the engine's default bound on one unpaged LIST body (`Limits::max_list_body`). It is sized
+/// for Kubernetes' scalability envelope (150k pods in a cluster, at up to about 14 KB each
+/// as JSON), not for what a typical controller lists; what the listing holds once decoded is
+/// bounded apart, by the decode budget.
+pub const MAX_LISTING_BYTES: u64 = 2 << 30;
 
 /// The response to a `List` command.
 #[derive(Debug, Clone)]
@@ -128,6 +131,8 @@ pub(crate) struct Timing {
     pub(crate) retry_delay: Duration,
     /// How long a streaming list may gather its initial events.
     pub(crate) list_deadline: Duration,
+    /// The most bytes one listing (pages, or initial events) may gather.
+    pub(crate) max_listing_bytes: u64,
 }
 
 /// The initial events of a streaming list gathered so far.
@@ -193,8 +198,10 @@ pub(crate) struct Reflector<O> {
     /// Never applied before the end bookmark.
     initial: Option<Box<Initial<O>>>,
     /// The most objects and line bytes the initial events may hold: [`MAX_LISTING_ITEMS`]
-    /// and [`MAX_LISTING_BYTES`] (lowered by unit tests only).
+    /// and `Config::max_listing_bytes` (lowered by unit tests).
     max_initial: (usize, u64),
+    /// The most body bytes a paged listing may gather (`Config::max_listing_bytes`).
+    max_listing_bytes: u64,
     phase: Phase,
     /// The pages of the listing in flight, from its second page request on; `None` otherwise.
     /// Never applied before the last page.
@@ -215,7 +222,8 @@ impl<O: Object> Reflector<O> {
             list_deadline: timing.list_deadline,
             cursor: None,
             initial: None,
-            max_initial: (MAX_LISTING_ITEMS, MAX_LISTING_BYTES),
+            max_initial: (MAX_LISTING_ITEMS, timing.max_listing_bytes),
+            max_listing_bytes: timing.max_listing_bytes,
             phase: Phase::Idle,
             pages: None,
             unpaged_next: false,
@@ -340,13 +348,13 @@ impl<O: Object> Reflector<O> {
                 pages.pages = pages.pages.saturating_add(1);
                 pages.bytes = pages.bytes.saturating_add(list.body_bytes);
                 let total = pages.items.len().saturating_add(page_items);
-                if total > MAX_LISTING_ITEMS || pages.bytes > MAX_LISTING_BYTES {
+                if total > MAX_LISTING_ITEMS || pages.bytes > self.max_listing_bytes {
                     let error = ListFailure::TooManyPages {
                         pages: pages.pages,
                         items: total,
                         bytes: pages.bytes,
                         max_items: MAX_LISTING_ITEMS,
-                        max_bytes: MAX_LISTING_BYTES,
+                        max_bytes: self.max_listing_bytes,
                     };
                     self.list_failed(now, req, error, out);
                     return None;
@@ -957,6 +965,7 @@ mod tests {
         let timing = Timing {
             retry_delay: Duration::from_secs(1),
             list_deadline: Duration::from_secs(300),
+            max_listing_bytes: MAX_LISTING_BYTES,
         };
         let params = WatchParams::default().streaming_lists();
         let mut r = Reflector::<PodView>::new(SourceId::PRIMARY, params, timing);

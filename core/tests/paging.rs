@@ -114,3 +114,24 @@ fn a_single_page_listing_reads_as_an_unpaged_one() {
     assert!(s.core.is_synced());
     insta::assert_snapshot!(s.log);
 }
+
+#[test]
+fn pages_past_the_listing_byte_bound_fail_the_listing_and_it_is_retried() {
+    // Each page body here is a few hundred bytes: a bound of 600 admits the first page and
+    // not the second, so nothing is applied and the listing starts over.
+    let mut s = Scenario::new(paged_config(2).max_listing_bytes(600));
+    s.start().list_page(
+        10,
+        &[pod("a", Some("c1"), 5), pod("b", Some("c1"), 6)],
+        Some("tok-1"),
+    );
+    s.list_page(
+        10,
+        &[pod("c", Some("c2"), 7), pod("d", Some("c2"), 8)],
+        Some("tok-2"),
+    );
+    assert_eq!(s.core.store().len(), 0, "nothing of the listing is applied");
+    assert!(!s.core.is_synced());
+    assert!(s.log.contains("paged listing too large"), "{}", s.log);
+    insta::assert_snapshot!(s.log);
+}

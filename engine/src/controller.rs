@@ -367,6 +367,9 @@ where
         self.limits = limits;
         // A streaming list may gather its initial events as long as one LIST may take.
         self.config = self.config.list_deadline(limits.list_deadline);
+        self.config = self
+            .config
+            .max_listing_bytes(u64::try_from(limits.max_list_body).unwrap_or(u64::MAX));
         self
     }
 

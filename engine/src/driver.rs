@@ -60,7 +60,8 @@ pub struct Limits {
     /// trickles in just often enough to beat `list_idle` still ends, as a transport error,
     /// and the LIST is retried.
     pub list_deadline: Duration,
-    /// Largest LIST body accepted.
+    /// Largest LIST body accepted (default 2 GiB); also the most bytes one paged or
+    /// streaming listing may gather (`Config::max_listing_bytes`).
     pub max_list_body: usize,
     /// What a `200` LIST body may decode into, in proportion to its bytes, and how many
     /// items it may hold; over it the LIST fails with a
@@ -92,7 +93,9 @@ impl Default for Limits {
             watch_idle_margin: Duration::from_secs(10),
             list_idle: Duration::from_secs(60),
             list_deadline: Duration::from_secs(300),
-            max_list_body: 512 << 20,
+            // 2 GiB (`usize::MAX` where that does not fit): the core's default bound on a
+            // gathered listing, which the controller sets from this.
+            max_list_body: usize::try_from(reconcile_core::MAX_LISTING_BYTES).unwrap_or(usize::MAX),
             list_decode: ListLimits::default(),
             max_watch_line: 16 << 20,
             max_error_body: 1 << 20,

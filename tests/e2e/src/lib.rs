@@ -72,6 +72,7 @@ macro_rules! apiserver_suite {
             a_compacted_cursor_relists_with_a_new_streaming_list,
             a_refused_streaming_list_falls_back_to_list_and_watch,
             a_protobuf_source_tracks_pods_as_a_json_one,
+            a_protobuf_streaming_list_applies_once_at_its_end_bookmark,
         );
         $crate::cases!($driver, capture:
             a_capture_replays_without_divergence_and_holds_no_secret,

@@ -802,3 +802,62 @@ pub async fn a_protobuf_source_tracks_pods_as_a_json_one<D: DriverUnderTest>(cas
     assert!(lists >= 1 && frames >= 4, "lists {lists}, frames {frames}");
     under.shutdown().await;
 }
+
+/// Both at once, as client-go runs against a recent apiserver: a streaming list in protobuf.
+/// The initial events and the end bookmark (its `k8s.io/initial-events-end` annotation read
+/// from the protobuf `ObjectMeta`) arrive as length-prefixed frames; the 12 pods reach the
+/// store as one listing, no LIST is sent, and the same stream then carries a new pod.
+pub async fn a_protobuf_streaming_list_applies_once_at_its_end_bookmark<D: DriverUnderTest>(
+    case: Case<D>,
+) {
+    let _steady = case.env.steady();
+    let ns = case.namespace();
+    let names: Vec<String> = (0..12).map(|i| format!("q{i:02}")).collect();
+    for name in &names {
+        create(&case, &ns, &pod(name, "a"));
+    }
+    let opts = Opts {
+        streaming: true,
+        protobuf: true,
+        ..Opts::default()
+    };
+    let under = case.start(&ns, opts).await;
+    let want: Vec<&str> = names.iter().map(String::as_str).collect();
+    under.wait_cell("a", &want).await;
+    for call in under.observed.of("a") {
+        assert_eq!(
+            call.names().len(),
+            12,
+            "a reconcile saw part of the listing: {:?}",
+            call.names()
+        );
+    }
+    create(&case, &ns, &pod("late", "a"));
+    let mut want = want;
+    want.push("late");
+    want.sort_unstable();
+    under.wait_cell("a", &want).await;
+    let frames = under
+        .tap
+        .all()
+        .into_iter()
+        .filter(|(_, record)| matches!(record, Recorded::Input(Input::WatchLine { .. })))
+        .count();
+    let json = under.tap.all().into_iter().any(|(_, record)| {
+        matches!(record, Recorded::Input(Input::WatchLine { line, .. }) if line.starts_with(b"{"))
+    });
+    assert!(!json, "a WATCH answered in JSON");
+    assert!(
+        frames >= 14,
+        "12 initial events, the end bookmark, the late pod: {frames}"
+    );
+    let sent = requests_sent(&under.tap);
+    assert!(
+        sent.iter().all(Option::is_some),
+        "no LIST was sent: {sent:?}"
+    );
+    let stats = under.handle.stats();
+    assert_eq!(stats.lists, 0, "{stats:?}");
+    assert_eq!(under.handle.metrics().streaming_lists_total, 1);
+    under.shutdown().await;
+}

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Runs the side-by-side benchmarks (issue 7) and regenerates docs/benchmarks.md.
 #
-# Usage: bash bench/run.sh [--quick] [--runs N] [--frames N] [--no-real]
+# Usage: bash bench/run.sh [--quick] [--runs N] [--frames N] [--no-real] [--only SECTIONS]
 #   --quick    one run at small sizes: checks the harness, not the figures
 #   --no-real  skip the real kube-apiserver (tests/k8s-env) time-to-sync runs
+#   --only scale  the scaling section alone (1k to 1M pods, issue 16): rewrites just that
+#              section, its targets and docs/benchmarks-scale.svg in the existing doc
 # Builds the Rust peers (release) and the client-go peer (bench/go/build.sh, cached).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 cargo build --release -p reconcile-bench --bins
-exec "$root/target/release/reconcile-bench" all "$@"
+exec "${CARGO_TARGET_DIR:-$root/target}/release/reconcile-bench" all "$@"

@@ -2,11 +2,12 @@
 //!
 //! ```text
 //! reconcile-bench all [--quick] [--runs N] [--frames N] [--no-real] [--out PATH]
-//!                     [--real-sizes N,N] [--only throughput,owned,replay,real]
+//!                     [--real-sizes N,N] [--only throughput,owned,replay,real,scale]
 //! reconcile-bench peer bare|core|tokio|kube (--server URL | --kubeconfig PATH)
 //!                 [--namespace NS] [--mode sync|throughput] [--scenario pods|owned]
 //!                 [--deadline SECS]
 //! reconcile-bench serve [--pods N] [--frames N] [--seconds S] [--scenario pods|owned]
+//! reconcile-bench core-scale relist|parent|resync --objects N
 //! ```
 //!
 //! `serve` runs the replay server alone for a manual look (printing its URL, then the
@@ -26,6 +27,7 @@ pub fn main(heap: Option<HeapProbe>) -> i32 {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some("peer") => peer(&args[1..], heap),
+        Some("core-scale") => crate::scale::main(&args[1..]),
         Some("serve") => match serve(&args[1..]) {
             Ok(()) => 0,
             Err(e) => {
@@ -44,7 +46,7 @@ pub fn main(heap: Option<HeapProbe>) -> i32 {
         Some("--list") => 0,
         _ => {
             eprintln!(
-                "usage: reconcile-bench all [--quick] [--runs N] [--frames N] [--no-real] [--out PATH] [--real-sizes N,N] [--only throughput,owned,replay,real]"
+                "usage: reconcile-bench all [--quick] [--runs N] [--frames N] [--no-real] [--out PATH] [--real-sizes N,N] [--only throughput,owned,replay,real,scale]"
             );
             eprintln!(
                 "       reconcile-bench peer bare|core|tokio|kube (--server URL | --kubeconfig PATH) [--namespace NS] [--mode sync|throughput] [--scenario pods|owned] [--deadline SECS]"

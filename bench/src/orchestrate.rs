@@ -873,9 +873,10 @@ fn scale(
                     let seconds = (report.done_unix_ns - first_ns) as f64 / 1e9;
                     let rate = workload.frames as f64 / seconds.max(1e-9);
                     push(&mut results.scale, key("frames-per-s"), rate);
-                    if let Some(sync) = cpu_sync {
-                        let per_frame =
-                            (report.cpu_seconds - sync).max(0.0) / workload.frames as f64;
+                    // A throughput run that took no more CPU than the sync alone (the sync's
+                    // own spread is larger than the frames' cost) gives no figure.
+                    if let Some(sync) = cpu_sync.filter(|&sync| report.cpu_seconds > sync) {
+                        let per_frame = (report.cpu_seconds - sync) / workload.frames as f64;
                         push(&mut results.scale, key("cpu-per-frame"), per_frame * 1e6);
                         log(&format!(
                             "run {run} {peer} {what}: {rate:.0} frames/s, {:.1} µs CPU per frame ({final_objects} objects at the end)",

@@ -2,13 +2,18 @@
 //!
 //! ```text
 //! reconcile-bench all [--quick] [--runs N] [--frames N] [--no-real] [--out PATH]
+<<<<<<< HEAD
 //!                     [--real-sizes N,N] [--paging-sizes N,N] [--paging-runs N]
 //!                     [--rates N,N] [--write-pods N] [--write-runs N]
 //!                     [--only throughput,owned,replay,real,paging,real-throughput]
+=======
+//!                     [--real-sizes N,N] [--only throughput,owned,replay,real,scale]
+>>>>>>> issue16-scale
 //! reconcile-bench peer bare|core|tokio|kube (--server URL | --kubeconfig PATH)
 //!                 [--namespace NS] [--mode sync|throughput] [--scenario pods|owned]
 //!                 [--deadline SECS] [--page-size N] [--wire json|protobuf]
 //! reconcile-bench serve [--pods N] [--frames N] [--seconds S] [--scenario pods|owned]
+//! reconcile-bench core-scale relist|parent|resync --objects N
 //! ```
 //!
 //! `serve` runs the replay server alone for a manual look (printing its URL, then the
@@ -28,6 +33,7 @@ pub fn main(heap: Option<HeapProbe>) -> i32 {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some("peer") => peer(&args[1..], heap),
+        Some("core-scale") => crate::scale::main(&args[1..]),
         Some("serve") => match serve(&args[1..]) {
             Ok(()) => 0,
             Err(e) => {
@@ -46,7 +52,11 @@ pub fn main(heap: Option<HeapProbe>) -> i32 {
         Some("--list") => 0,
         _ => {
             eprintln!(
+<<<<<<< HEAD
                 "usage: reconcile-bench all [--quick] [--runs N] [--frames N] [--no-real] [--out PATH] [--real-sizes N,N] [--paging-sizes N,N] [--paging-runs N] [--rates N,N] [--write-pods N] [--write-runs N] [--only throughput,owned,replay,real,paging,real-throughput]"
+=======
+                "usage: reconcile-bench all [--quick] [--runs N] [--frames N] [--no-real] [--out PATH] [--real-sizes N,N] [--only throughput,owned,replay,real,scale]"
+>>>>>>> issue16-scale
             );
             eprintln!(
                 "       reconcile-bench peer bare|core|tokio|kube (--server URL | --kubeconfig PATH) [--namespace NS] [--mode sync|throughput] [--scenario pods|owned] [--deadline SECS] [--page-size N] [--wire json|protobuf]"

@@ -10,18 +10,22 @@
 //! | [`replay`] | the loopback replay server |
 //! | [`peers`] | the Rust peers, each in its own process |
 //! | [`replica_set`] | our peers' partial ReplicaSet view (the two-source scenario) |
+//! | [`scale`] | the core alone at scale: relist, a 100k-member parent, resync |
 //! | [`orchestrate`] | runs, medians, the real apiserver |
 //! | [`real`] | the real apiserver: its pods, paging, throughput under a load generator |
 //! | [`doc`] | `docs/benchmarks.md` and its SVG plot |
+//! | [`doc_scale`] | its scaling section and log-log plot |
 //! | [`cli`] | the command line both binaries share |
 
 pub mod cli;
 pub mod doc;
+pub mod doc_scale;
 pub mod orchestrate;
 pub mod peers;
 pub mod real;
 pub mod replay;
 pub mod replica_set;
+pub mod scale;
 pub mod workload;
 
 /// Everything that can go wrong in the harness.

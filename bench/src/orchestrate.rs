@@ -36,6 +36,7 @@ pub struct Settings {
     pub create_budget: Duration,
     /// Longest one peer run may take.
     pub deadline: Duration,
+<<<<<<< HEAD
     /// Pod counts for the paging measurement on the real apiserver (empty: skip it).
     pub paging_sizes: Vec<usize>,
     /// LIST page sizes measured there (`0`: one unpaged LIST).
@@ -55,7 +56,20 @@ pub struct Settings {
     /// Which parts to run (all by default). A partial run of sections that have their own
     /// block in the doc ([`Section::spliced`]) replaces just those blocks; any other partial
     /// run is for a look, not for the doc.
+=======
+    /// Which parts to run (all by default). A run of the scaling section alone rewrites only
+    /// that section of the doc (and its plot); any other partial run is for a look.
+>>>>>>> issue16-scale
     pub sections: Vec<Section>,
+    /// Pod counts of the scaling section (issue 16).
+    pub scale_sizes: Vec<usize>,
+    /// Largest pod count kube-runtime and client-go are run at in the scaling section.
+    pub scale_peer_max: usize,
+    /// Frames per throughput run of the scaling section (CPU per frame).
+    pub scale_frames: usize,
+    /// Object counts of the core-alone probes (relist, resync); the one-parent probe's
+    /// member counts are a tenth of them.
+    pub probe_sizes: Vec<usize>,
 }
 
 /// One part of the harness.
@@ -69,25 +83,41 @@ pub enum Section {
     Replay,
     /// Time to first sync on the real kube-apiserver.
     Real,
+<<<<<<< HEAD
     /// Paged against unpaged LIST on the real kube-apiserver, watch cache on and off.
     Paging,
     /// A load generator writing pods at a fixed rate to the real kube-apiserver, every
     /// peer watching: events/s and CPU per event.
     RealThroughput,
+=======
+    /// Cost against object count, 1k to 1M pods, and the core-alone probes (issue 16).
+    Scale,
+>>>>>>> issue16-scale
 }
 
 impl Section {
     /// All sections, in the order they run.
+<<<<<<< HEAD
     pub const ALL: [Section; 6] = [
+=======
+    pub const ALL: [Section; 5] = [
+>>>>>>> issue16-scale
         Section::Throughput,
         Section::Owned,
         Section::Replay,
         Section::Real,
+<<<<<<< HEAD
         Section::Paging,
         Section::RealThroughput,
     ];
 
     /// Parses `throughput`, `owned`, `replay`, `real`, `paging` or `real-throughput`.
+=======
+        Section::Scale,
+    ];
+
+    /// Parses `throughput`, `owned`, `replay`, `real` or `scale`.
+>>>>>>> issue16-scale
     #[must_use]
     pub fn parse(name: &str) -> Option<Self> {
         match name {
@@ -95,8 +125,12 @@ impl Section {
             "owned" => Some(Section::Owned),
             "replay" => Some(Section::Replay),
             "real" => Some(Section::Real),
+<<<<<<< HEAD
             "paging" => Some(Section::Paging),
             "real-throughput" => Some(Section::RealThroughput),
+=======
+            "scale" => Some(Section::Scale),
+>>>>>>> issue16-scale
             _ => None,
         }
     }
@@ -134,6 +168,10 @@ impl Settings {
             write_runs: 2,
             our_wires: vec![Wire::Json],
             sections: Section::ALL.to_vec(),
+            scale_sizes: vec![1_000, 10_000, 100_000, 1_000_000],
+            scale_peer_max: 100_000,
+            scale_frames: 20_000,
+            probe_sizes: vec![10_000, 100_000, 1_000_000],
         }
     }
 
@@ -157,6 +195,10 @@ impl Settings {
             write_runs: 1,
             our_wires: vec![Wire::Json],
             sections: Section::ALL.to_vec(),
+            scale_sizes: vec![1_000, 10_000],
+            scale_peer_max: 10_000,
+            scale_frames: 2_000,
+            probe_sizes: vec![1_000, 10_000],
         }
     }
 }
@@ -408,6 +450,7 @@ pub struct Results {
     pub owned_heap_fixed_mib: BTreeMap<String, Vec<f64>>,
     /// Requests each peer made to the replay server (from its last throughput run).
     pub requests: BTreeMap<String, BTreeMap<String, usize>>,
+<<<<<<< HEAD
     /// The apiserver's CPU seconds over one peer's sync, by (pods, peer).
     pub real_sync_apiserver_cpu: BTreeMap<(usize, String), Vec<f64>>,
     /// The wire format each peer's responses came in on the real apiserver, as it reported.
@@ -416,6 +459,14 @@ pub struct Results {
     pub paging: Vec<crate::real::PagingRun>,
     /// Real-apiserver throughput, one entry per peer per run.
     pub real_throughput: Vec<crate::real::ThroughputRun>,
+=======
+    /// Scaling section: `scale[(metric, pods, peer)]`, metrics `sync` (s), `rss` (MiB),
+    /// `cpu-sync` (s), `heap` (bytes after the sync, fixed part included), `frames-per-s`,
+    /// `cpu-per-frame` (µs: the throughput run's CPU less the sync run's, over the frames).
+    pub scale: BTreeMap<(String, usize, String), Vec<f64>>,
+    /// Core-alone probes: `probes[(probe, objects)]` wall seconds and CPU seconds.
+    pub probes: BTreeMap<(String, usize), Vec<(f64, f64)>>,
+>>>>>>> issue16-scale
     /// Failures, as `peer, input: error`.
     pub failures: Vec<String>,
     /// Notes about the run (machine load, object sizes, real-cluster creation).
@@ -470,6 +521,7 @@ pub fn run_all(bins: &Binaries, settings: &Settings) -> Result<Results, BenchErr
     if runs(Section::Replay) {
         replay_sync(bins, settings, &templates, &mut results);
     }
+<<<<<<< HEAD
     let wants_real = (runs(Section::Real) && !settings.real_sizes.is_empty())
         || (runs(Section::Paging) && !settings.paging_sizes.is_empty())
         || (runs(Section::RealThroughput) && !settings.write_rates.is_empty());
@@ -518,6 +570,16 @@ pub fn run_all(bins: &Binaries, settings: &Settings) -> Result<Results, BenchErr
             }
             Err(e) => results.failures.push(format!("real apiserver: {e}")),
         }
+=======
+    if runs(Section::Scale) {
+        scale(bins, settings, &templates, &mut results)?;
+    }
+    if runs(Section::Real)
+        && !settings.real_sizes.is_empty()
+        && let Err(e) = real_sync(bins, settings, &templates, &mut results)
+    {
+        results.failures.push(format!("real apiserver: {e}"));
+>>>>>>> issue16-scale
     }
     results
         .notes
@@ -933,7 +995,215 @@ fn replay_sync(bins: &Binaries, settings: &Settings, templates: &[Value], result
     }
 }
 
+<<<<<<< HEAD
 /// Time to sync on the real apiserver with the namespace holding `pods` pods.
+=======
+/// The peers that run at `pods` in the scaling section.
+#[must_use]
+pub fn scale_peers(settings: &Settings, pods: usize) -> Vec<&'static str> {
+    ["core", "tokio", "kube", "client-go"]
+        .into_iter()
+        .filter(|p| pods <= settings.scale_peer_max || matches!(*p, "core" | "tokio"))
+        .collect()
+}
+
+/// The scaling section (issue 16): time to sync, heap, peak RSS and CPU per frame at every
+/// size of [`Settings::scale_sizes`], then the core-alone probes.
+fn scale(
+    bins: &Binaries,
+    settings: &Settings,
+    templates: &[Value],
+    results: &mut Results,
+) -> Result<(), BenchError> {
+    let frames = settings.scale_frames;
+    for &pods in &settings.scale_sizes {
+        let workload = Arc::new(Workload::new(templates, pods, frames, 5_000));
+        let final_objects = workload.final_objects();
+        for run in 0..settings.runs {
+            for peer in scale_peers(settings, pods) {
+                let what = format!("scale, {pods} pods");
+                let mut cpu_sync = None;
+                for (mode, heap) in [
+                    (Mode::Sync, false),
+                    (Mode::Sync, true),
+                    (Mode::Throughput, false),
+                ] {
+                    let server = ReplayServer::start(Arc::clone(&workload), mode)?;
+                    let throughput = mode == Mode::Throughput;
+                    let report = spawn_peer(
+                        bins,
+                        peer,
+                        heap,
+                        &Conn::Server(server.url()),
+                        Run {
+                            namespace: NAMESPACE,
+                            scenario: Scenario::Pods,
+                            throughput,
+                            deadline: settings.deadline,
+                        },
+                    );
+                    if record_failure(results, &report, &what)
+                        || (!throughput && record_short_sync(results, &report, &what, pods + 1))
+                    {
+                        break;
+                    }
+                    let key = |metric: &str| (metric.to_owned(), pods, peer.to_owned());
+                    if heap {
+                        push(&mut results.scale, key("heap"), report.heap_bytes as f64);
+                        log(&format!(
+                            "run {run} {peer} {what}: heap {:.0} B per pod (fixed part included)",
+                            report.heap_bytes as f64 / (pods + 1) as f64
+                        ));
+                        continue;
+                    }
+                    if !throughput {
+                        log(&format!(
+                            "run {run} {peer} {what}: sync {:.3} s, {:.2} CPU s, {} MiB",
+                            report.sync_seconds,
+                            report.cpu_seconds,
+                            report.rss_peak_kb / 1024
+                        ));
+                        push(&mut results.scale, key("sync"), report.sync_seconds);
+                        push(&mut results.scale, key("cpu-sync"), report.cpu_seconds);
+                        push(
+                            &mut results.scale,
+                            key("rss"),
+                            report.rss_peak_kb as f64 / 1024.0,
+                        );
+                        cpu_sync = Some(report.cpu_seconds);
+                        continue;
+                    }
+                    // Throughput: counts only when the peer reached the run's final state.
+                    let (Some(first), true) = (server.first_frame(), report.done_unix_ns != 0)
+                    else {
+                        results.failures.push(format!(
+                            "{peer}, {what}: the final frame never reached a reconcile"
+                        ));
+                        break;
+                    };
+                    let first_ns = first
+                        .duration_since(SystemTime::UNIX_EPOCH)
+                        .map_or(0, |d| d.as_nanos() as i64);
+                    let seconds = (report.done_unix_ns - first_ns) as f64 / 1e9;
+                    let rate = workload.frames as f64 / seconds.max(1e-9);
+                    push(&mut results.scale, key("frames-per-s"), rate);
+                    // A throughput run that took no more CPU than the sync alone (the sync's
+                    // own spread is larger than the frames' cost) gives no figure.
+                    if let Some(sync) = cpu_sync.filter(|&sync| report.cpu_seconds > sync) {
+                        let per_frame = (report.cpu_seconds - sync) / workload.frames as f64;
+                        push(&mut results.scale, key("cpu-per-frame"), per_frame * 1e6);
+                        log(&format!(
+                            "run {run} {peer} {what}: {rate:.0} frames/s, {:.1} µs CPU per frame ({final_objects} objects at the end)",
+                            per_frame * 1e6
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    for &objects in &settings.probe_sizes {
+        for probe in crate::scale::Probe::ALL {
+            // The one-parent probe's members are a tenth of the others' objects: its cost is
+            // per frame, and 100k members is the issue's parent.
+            let n = if probe == crate::scale::Probe::Parent {
+                objects / 10
+            } else {
+                objects
+            };
+            for run in 0..settings.runs {
+                match probe_run(bins, probe, n) {
+                    Ok(report) => {
+                        log(&format!(
+                            "run {run} core-scale {} {n}: {:.3} s, {:.2} CPU s, {} reconciles, {} members",
+                            report.probe,
+                            report.seconds,
+                            report.cpu_seconds,
+                            report.reconciles,
+                            report.members
+                        ));
+                        results
+                            .probes
+                            .entry((report.probe.clone(), n))
+                            .or_default()
+                            .push((report.seconds, report.cpu_seconds));
+                    }
+                    Err(e) => results
+                        .failures
+                        .push(format!("core-scale {} {n}: {e}", probe.name())),
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Runs one core-alone probe in a process of its own.
+fn probe_run(
+    bins: &Binaries,
+    probe: crate::scale::Probe,
+    objects: usize,
+) -> Result<crate::scale::ProbeReport, BenchError> {
+    let out = Command::new(&bins.rust)
+        .args([
+            "core-scale",
+            probe.name(),
+            "--objects",
+            &objects.to_string(),
+        ])
+        .stderr(Stdio::inherit())
+        .output()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text.lines().rev().find(|l| l.starts_with('{'));
+    match (out.status.success(), line) {
+        (true, Some(line)) => serde_json::from_str(line)
+            .map_err(|e| BenchError::Peer(format!("bad report {line:?}: {e}"))),
+        _ => Err(BenchError::Peer(format!("failed ({})", out.status))),
+    }
+}
+
+/// A real-shaped pod for the real apiserver: the template's spec without what ties it to
+/// a node, a service account or a priority class (none of them exist there); no status.
+fn real_pod(templates: &[Value], i: usize) -> Value {
+    let mut pod = workload::pod(templates, i, 0);
+    let spec = &mut pod["spec"];
+    if let Some(spec) = spec.as_object_mut() {
+        for field in [
+            "nodeName",
+            "serviceAccount",
+            "priorityClassName",
+            "priority",
+            "preemptionPolicy",
+        ] {
+            spec.remove(field);
+        }
+        // This apiserver forbids privileged containers (`--allow-privileged` is off).
+        for list in ["containers", "initContainers"] {
+            if let Some(containers) = spec.get_mut(list).and_then(Value::as_array_mut) {
+                for c in containers {
+                    if let Some(sc) = c.get_mut("securityContext").and_then(Value::as_object_mut) {
+                        sc.remove("privileged");
+                    }
+                }
+            }
+        }
+        // The projected token volume needs a service account; `default` exists everywhere.
+        spec.insert("serviceAccountName".into(), Value::from("default"));
+    }
+    let mut meta = pod["metadata"].take();
+    // Static-pod annotations (`kubernetes.io/config.*`) are only valid on mirror pods.
+    if let Some(annotations) = meta["annotations"].as_object_mut() {
+        annotations.retain(|k, _| !k.starts_with("kubernetes.io/config."));
+    }
+    serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {
+            "name": meta["name"], "labels": meta["labels"], "annotations": meta["annotations"],
+        },
+        "spec": pod["spec"],
+    })
+}
+
+>>>>>>> issue16-scale
 fn real_sync(
     bins: &Binaries,
     settings: &Settings,

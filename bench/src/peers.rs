@@ -50,6 +50,21 @@ use serde::{Deserialize, Serialize};
 
 use crate::BenchError;
 use crate::replica_set::ReplicaSetView;
+
+/// Largest LIST body the Rust peers accept: a million real-shaped pods are 8.5 GB of JSON,
+/// and the drivers' default (512 MiB) stops near 60k of them.
+pub const MAX_LIST_BODY: usize = 16 << 30;
+
+/// What our peers let one LIST decode into: the default bounds, but up to 4M items (the
+/// default million, Kubernetes' own scalability limit being 150k pods a cluster, is one
+/// short of the scaling run's million pods and sentinel).
+#[must_use]
+pub fn list_limits() -> reconcile_core::list::ListLimits {
+    reconcile_core::list::ListLimits {
+        max_items: 4_000_000,
+        ..reconcile_core::list::ListLimits::default()
+    }
+}
 use crate::workload::{PHASE_ANNOTATION, Resource, SELECTOR, SENTINEL};
 
 /// What a peer process prints, one JSON line (the Go peer prints the same fields).
@@ -455,7 +470,13 @@ async fn bare(client: kube::Client, args: &PeerArgs) -> Result<PeerReport, Bench
         .map_err(|e| BenchError::Peer(e.to_string()))?;
     let response = transport.send(request).await?;
     let mut body = response.into_body();
-    let bytes = read_body(&TokioRuntime, &mut body, Duration::from_secs(120), 4 << 30).await?;
+    let bytes = read_body(
+        &TokioRuntime,
+        &mut body,
+        Duration::from_secs(120),
+        MAX_LIST_BODY,
+    )
+    .await?;
     let list = reconcile_core::list::parse_list::<PodView>(&bytes)
         .map_err(|e| BenchError::Peer(e.to_string()))?;
     Ok(PeerReport {
@@ -724,12 +745,16 @@ async fn core_list<O: Object>(
     let status = response.status().as_u16();
     let mut body = response.into_body();
     if status != 200 || source != SourceId::PRIMARY {
-        let limit = if status == 200 { 4 << 30 } else { 1 << 20 };
+        let limit = if status == 200 {
+            MAX_LIST_BODY
+        } else {
+            1 << 20
+        };
         let bytes = read_body(&TokioRuntime, &mut body, Duration::from_secs(120), limit).await?;
         let body = bytes.into();
         return Ok(ListResponse::Response { status, body });
     }
-    let mut decoder = ListDecoder::<O>::new();
+    let mut decoder = ListDecoder::<O>::with_limits(list_limits());
     let mut list = Ok(());
     let read = |chunk: bytes::Bytes| {
         if list.is_ok() {
@@ -740,7 +765,7 @@ async fn core_list<O: Object>(
         &TokioRuntime,
         &mut body,
         Duration::from_secs(120),
-        4 << 30,
+        MAX_LIST_BODY,
         read,
     )
     .await?;
@@ -765,6 +790,17 @@ impl Signal {
     }
 }
 
+/// The driver's default bounds, but with room for the scaling run's million pods: the body
+/// and item bounds of [`MAX_LIST_BODY`] and [`list_limits`], and 30 min for the LIST.
+fn scale_limits() -> reconcile_tokio::engine::Limits {
+    reconcile_tokio::engine::Limits {
+        max_list_body: MAX_LIST_BODY,
+        list_decode: list_limits(),
+        list_deadline: Duration::from_secs(1800),
+        ..reconcile_tokio::engine::Limits::default()
+    }
+}
+
 async fn tokio_driver(
     client: kube::Client,
     args: &PeerArgs,
@@ -777,7 +813,8 @@ async fn tokio_driver(
     }
     let by_cell = KeyMap::<PodView, String>::by_label("cell");
     let controller =
-        reconcile_tokio::Controller::new(source, move |pod: &PodView| by_cell.parent_of(pod));
+        reconcile_tokio::Controller::new(source, move |pod: &PodView| by_cell.parent_of(pod))
+            .limits(scale_limits());
     let signal = Arc::new(Signal::default());
     let start = WallClock::now();
     let running = controller

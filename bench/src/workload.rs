@@ -205,7 +205,7 @@ pub struct Workload {
     /// What the collection holds.
     pub resource: Resource,
     /// The LIST's items, serialized: the objects, then the sentinel.
-    pub items: Vec<Vec<u8>>,
+    pub items: Items,
     /// The LIST's `metadata.resourceVersion`.
     pub list_rv: u64,
     /// A pool of distinct frames, cycled to reach `frames`; each is served with a version of
@@ -284,11 +284,9 @@ impl Workload {
     #[must_use]
     pub fn new(templates: &[Value], pods: usize, frames: usize, pool: usize) -> Self {
         let pods = pods.max(1);
-        let mut items: Vec<Vec<u8>> = (0..pods)
-            .map(|i| serde_json::to_vec(&pod(templates, i, i as u64 + 1)).unwrap_or_default())
-            .collect();
         let list_rv = pods as u64 + 1;
-        items.push(serde_json::to_vec(&sentinel(templates, "start", list_rv)).unwrap_or_default());
+        let start = serde_json::to_vec(&sentinel(templates, "start", list_rv)).unwrap_or_default();
+        let items = Items::pods(templates, pods, start);
         let mut next = xorshift();
         let size = pool.min(frames.saturating_sub(1)).max(1);
         let (pool, rv_at, effects) = frame_pool(
@@ -354,7 +352,7 @@ impl Workload {
     /// Bytes of the LIST items, over their count.
     #[must_use]
     pub fn average_item_bytes(&self) -> usize {
-        self.items.iter().map(Vec::len).sum::<usize>() / self.items.len().max(1)
+        self.items.bytes(0..self.items.len()) / self.items.len().max(1)
     }
 
     /// Bytes of a served frame, on average over the pool.
@@ -593,7 +591,7 @@ pub fn owned_pair(
     [
         Workload {
             resource: Resource::ReplicaSets,
-            items: replica_sets,
+            items: Items::Stored(replica_sets),
             list_rv,
             pool: rs_pool,
             rv_at: rs_rv_at,
@@ -604,7 +602,7 @@ pub fn owned_pair(
         },
         Workload {
             resource: Resource::Pods,
-            items: pods,
+            items: Items::Stored(pods),
             list_rv,
             pool: pod_pool,
             rv_at: pod_rv_at,
@@ -614,6 +612,191 @@ pub fn owned_pair(
             last: pod_last,
         },
     ]
+}
+
+/// A LIST's items, serialized. The pods of the one-source scenario are written on demand
+/// from one serialized copy of each template, so that a million pods (8.5 GB of JSON) cost
+/// the replay server no more memory than ten; the two-source scenario's are stored.
+#[derive(Debug, Clone)]
+pub enum Items {
+    /// Every item, serialized.
+    Stored(Vec<Vec<u8>>),
+    /// Pods `0..count` as [`pod`] makes them at version `i + 1`, then the sentinel.
+    Pods {
+        /// Each template, split where the per-pod values go.
+        templates: Vec<PodTemplate>,
+        /// Pods before the sentinel.
+        count: usize,
+        /// The sentinel, serialized.
+        sentinel: Vec<u8>,
+    },
+}
+
+/// One template pod, serialized, split around the values [`pod`] sets.
+#[derive(Debug, Clone)]
+pub struct PodTemplate {
+    /// Literal bytes, then the field that follows them (`None` after the last piece).
+    pieces: Vec<(Vec<u8>, Option<PodField>)>,
+    /// Bytes of the literal pieces.
+    fixed: usize,
+}
+
+/// A value [`pod`] sets per pod.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PodField {
+    Name,
+    Uid,
+    Version,
+    Cell,
+}
+
+impl PodField {
+    /// Placeholders no captured pod contains, and what each stands for.
+    const ALL: [(PodField, &'static str); 4] = [
+        (PodField::Name, "@@bench-name@@"),
+        (PodField::Uid, "@@bench-uid@@"),
+        (PodField::Version, "@@bench-rv@@"),
+        (PodField::Cell, "@@bench-cell@@"),
+    ];
+
+    /// Writes the value of pod `i` (at version `i + 1`).
+    fn write(self, i: usize, out: &mut Vec<u8>) {
+        use std::io::Write as _;
+        let _ = match self {
+            PodField::Name => write!(out, "pod-{i:06}"),
+            PodField::Uid => write!(out, "00000000-0000-0000-0000-{i:012}"),
+            PodField::Version => write!(out, "{}", i as u64 + 1),
+            PodField::Cell => write!(out, "cell-{:05}", i / PODS_PER_CELL),
+        };
+    }
+
+    /// Bytes [`PodField::write`] writes.
+    fn len(self, i: usize) -> usize {
+        let digits = |n: u64, min: usize| (n.checked_ilog10().unwrap_or(0) as usize + 1).max(min);
+        match self {
+            PodField::Name => 4 + digits(i as u64, 6),
+            PodField::Uid => 24 + digits(i as u64, 12),
+            PodField::Version => digits(i as u64 + 1, 1),
+            PodField::Cell => 5 + digits((i / PODS_PER_CELL) as u64, 5),
+        }
+    }
+}
+
+impl PodTemplate {
+    /// Template `t`, serialized with placeholders and split at them.
+    fn new(templates: &[Value], t: usize) -> Self {
+        let mut pod = templates[t].clone();
+        let meta = &mut pod["metadata"];
+        meta["name"] = Value::from(PodField::ALL[0].1);
+        meta["namespace"] = Value::from(NAMESPACE);
+        meta["uid"] = Value::from(PodField::ALL[1].1);
+        meta["resourceVersion"] = Value::from(PodField::ALL[2].1);
+        meta["labels"]["cell"] = Value::from(PodField::ALL[3].1);
+        let mut rest = serde_json::to_vec(&pod).unwrap_or_default();
+        let mut pieces = Vec::new();
+        loop {
+            let next = PodField::ALL
+                .iter()
+                .filter_map(|(field, mark)| {
+                    Some((find(&rest, mark.as_bytes())?, *field, mark.len()))
+                })
+                .min_by_key(|(at, _, _)| *at);
+            match next {
+                Some((at, field, len)) => {
+                    let tail = rest.split_off(at + len);
+                    rest.truncate(at);
+                    pieces.push((std::mem::replace(&mut rest, tail), Some(field)));
+                }
+                None => {
+                    pieces.push((rest, None));
+                    break;
+                }
+            }
+        }
+        let fixed = pieces.iter().map(|(lit, _)| lit.len()).sum();
+        PodTemplate { pieces, fixed }
+    }
+}
+
+impl Items {
+    /// `count` pods from `templates`, then `sentinel`.
+    #[must_use]
+    pub fn pods(templates: &[Value], count: usize, sentinel: Vec<u8>) -> Self {
+        Items::Pods {
+            templates: (0..templates.len().min(count))
+                .map(|t| PodTemplate::new(templates, t))
+                .collect(),
+            count,
+            sentinel,
+        }
+    }
+
+    /// How many items (the sentinel included).
+    #[must_use]
+    pub fn len(&self) -> usize {
+        match self {
+            Items::Stored(items) => items.len(),
+            Items::Pods { count, .. } => count + 1,
+        }
+    }
+
+    /// Whether there is no item.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Appends item `i` (`i < len`) to `out`.
+    pub fn write(&self, i: usize, out: &mut Vec<u8>) {
+        match self {
+            Items::Stored(items) => out.extend_from_slice(&items[i]),
+            Items::Pods {
+                count, sentinel, ..
+            } if i >= *count => out.extend_from_slice(sentinel),
+            Items::Pods { templates, .. } => {
+                for (literal, field) in &templates[i % templates.len()].pieces {
+                    out.extend_from_slice(literal);
+                    if let Some(field) = field {
+                        field.write(i, out);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Item `i`, serialized.
+    #[must_use]
+    pub fn item(&self, i: usize) -> Vec<u8> {
+        let mut out = Vec::new();
+        self.write(i, &mut out);
+        out
+    }
+
+    /// Bytes of the items in `range`, without writing them.
+    #[must_use]
+    pub fn bytes(&self, range: std::ops::Range<usize>) -> usize {
+        match self {
+            Items::Stored(items) => items[range].iter().map(Vec::len).sum(),
+            Items::Pods {
+                templates,
+                count,
+                sentinel,
+            } => range
+                .map(|i| {
+                    if i >= *count {
+                        return sentinel.len();
+                    }
+                    let template = &templates[i % templates.len()];
+                    template.fixed
+                        + template
+                            .pieces
+                            .iter()
+                            .filter_map(|(_, field)| Some(field.as_ref()?.len(i)))
+                            .sum::<usize>()
+                })
+                .sum(),
+        }
+    }
 }
 
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
@@ -663,10 +846,8 @@ mod tests {
                 .unwrap_or_default()
                 .to_owned()
         };
-        let mut held: std::collections::BTreeSet<String> = w
-            .items
-            .iter()
-            .map(|i| name(&serde_json::from_slice(i).unwrap()))
+        let mut held: std::collections::BTreeSet<String> = (0..w.items.len())
+            .map(|i| name(&serde_json::from_slice(&w.items.item(i)).unwrap()))
             .collect();
         let mut buf = Vec::new();
         for n in 0..w.frames {
@@ -692,16 +873,14 @@ mod tests {
             replica_sets.average_item_bytes() > 4000,
             "real-shaped ReplicaSets"
         );
-        let names: std::collections::BTreeSet<String> = replica_sets
-            .items
-            .iter()
+        let names: std::collections::BTreeSet<String> = (0..replica_sets.items.len())
             .map(|i| {
-                let rs: Value = serde_json::from_slice(i).unwrap();
+                let rs: Value = serde_json::from_slice(&replica_sets.items.item(i)).unwrap();
                 rs["metadata"]["name"].as_str().unwrap().to_owned()
             })
             .collect();
-        for item in &pods.items {
-            let pod: Value = serde_json::from_slice(item).unwrap();
+        for i in 0..pods.items.len() {
+            let pod: Value = serde_json::from_slice(&pods.items.item(i)).unwrap();
             let owner = &pod["metadata"]["ownerReferences"][0];
             assert_eq!(owner["kind"], "ReplicaSet");
             assert_eq!(owner["controller"], true);
@@ -745,8 +924,25 @@ mod tests {
             SENTINEL
         );
         let typed: k8s_openapi::api::apps::v1::ReplicaSet =
-            serde_json::from_slice(&replica_sets.items[0]).unwrap();
+            serde_json::from_slice(&replica_sets.items.item(0)).unwrap();
         assert_eq!(typed.spec.replicas, Some(PODS_PER_CELL as i32));
+    }
+
+    #[test]
+    fn templated_pods_are_byte_for_byte_what_serde_writes() {
+        let templates = templates().unwrap();
+        let items = Items::pods(&templates, 1_000_001, b"{}".to_vec());
+        for i in (0..40).chain([99_999, 100_000, 999_999, 1_000_000]) {
+            let expected = serde_json::to_vec(&pod(&templates, i, i as u64 + 1)).unwrap();
+            assert_eq!(
+                String::from_utf8(items.item(i)).unwrap(),
+                String::from_utf8(expected.clone()).unwrap(),
+                "pod {i}"
+            );
+            assert_eq!(items.bytes(i..i + 1), expected.len(), "pod {i}");
+        }
+        assert_eq!(items.len(), 1_000_002);
+        assert_eq!(items.item(1_000_001), b"{}");
     }
 
     #[test]

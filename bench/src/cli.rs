@@ -2,13 +2,9 @@
 //!
 //! ```text
 //! reconcile-bench all [--quick] [--runs N] [--frames N] [--no-real] [--out PATH]
-<<<<<<< HEAD
 //!                     [--real-sizes N,N] [--paging-sizes N,N] [--paging-runs N]
 //!                     [--rates N,N] [--write-pods N] [--write-runs N]
-//!                     [--only throughput,owned,replay,real,paging,real-throughput]
-=======
-//!                     [--real-sizes N,N] [--only throughput,owned,replay,real,scale]
->>>>>>> issue16-scale
+//!                     [--only throughput,owned,replay,real,paging,real-throughput,scale]
 //! reconcile-bench peer bare|core|tokio|kube (--server URL | --kubeconfig PATH)
 //!                 [--namespace NS] [--mode sync|throughput] [--scenario pods|owned]
 //!                 [--deadline SECS] [--page-size N] [--wire json|protobuf]
@@ -52,11 +48,7 @@ pub fn main(heap: Option<HeapProbe>) -> i32 {
         Some("--list") => 0,
         _ => {
             eprintln!(
-<<<<<<< HEAD
-                "usage: reconcile-bench all [--quick] [--runs N] [--frames N] [--no-real] [--out PATH] [--real-sizes N,N] [--paging-sizes N,N] [--paging-runs N] [--rates N,N] [--write-pods N] [--write-runs N] [--only throughput,owned,replay,real,paging,real-throughput]"
-=======
-                "usage: reconcile-bench all [--quick] [--runs N] [--frames N] [--no-real] [--out PATH] [--real-sizes N,N] [--only throughput,owned,replay,real,scale]"
->>>>>>> issue16-scale
+                "usage: reconcile-bench all [--quick] [--runs N] [--frames N] [--no-real] [--out PATH] [--real-sizes N,N] [--paging-sizes N,N] [--paging-runs N] [--rates N,N] [--write-pods N] [--write-runs N] [--only throughput,owned,replay,real,paging,real-throughput,scale]"
             );
             eprintln!(
                 "       reconcile-bench peer bare|core|tokio|kube (--server URL | --kubeconfig PATH) [--namespace NS] [--mode sync|throughput] [--scenario pods|owned] [--deadline SECS] [--page-size N] [--wire json|protobuf]"

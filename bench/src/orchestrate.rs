@@ -36,7 +36,6 @@ pub struct Settings {
     pub create_budget: Duration,
     /// Longest one peer run may take.
     pub deadline: Duration,
-<<<<<<< HEAD
     /// Pod counts for the paging measurement on the real apiserver (empty: skip it).
     pub paging_sizes: Vec<usize>,
     /// LIST page sizes measured there (`0`: one unpaged LIST).
@@ -54,12 +53,9 @@ pub struct Settings {
     /// they decode protobuf; see [`crate::peers::our_wire`]).
     pub our_wires: Vec<Wire>,
     /// Which parts to run (all by default). A partial run of sections that have their own
-    /// block in the doc ([`Section::spliced`]) replaces just those blocks; any other partial
-    /// run is for a look, not for the doc.
-=======
-    /// Which parts to run (all by default). A run of the scaling section alone rewrites only
-    /// that section of the doc (and its plot); any other partial run is for a look.
->>>>>>> issue16-scale
+    /// block in the doc ([`Section::spliced`]) replaces just those blocks; a run of the
+    /// scaling section alone rewrites only that section of the doc (and its plot); any other
+    /// partial run is for a look, not for the doc.
     pub sections: Vec<Section>,
     /// Pod counts of the scaling section (issue 16).
     pub scale_sizes: Vec<usize>,
@@ -83,41 +79,28 @@ pub enum Section {
     Replay,
     /// Time to first sync on the real kube-apiserver.
     Real,
-<<<<<<< HEAD
     /// Paged against unpaged LIST on the real kube-apiserver, watch cache on and off.
     Paging,
     /// A load generator writing pods at a fixed rate to the real kube-apiserver, every
     /// peer watching: events/s and CPU per event.
     RealThroughput,
-=======
     /// Cost against object count, 1k to 1M pods, and the core-alone probes (issue 16).
     Scale,
->>>>>>> issue16-scale
 }
 
 impl Section {
     /// All sections, in the order they run.
-<<<<<<< HEAD
-    pub const ALL: [Section; 6] = [
-=======
-    pub const ALL: [Section; 5] = [
->>>>>>> issue16-scale
+    pub const ALL: [Section; 7] = [
         Section::Throughput,
         Section::Owned,
         Section::Replay,
         Section::Real,
-<<<<<<< HEAD
         Section::Paging,
         Section::RealThroughput,
-    ];
-
-    /// Parses `throughput`, `owned`, `replay`, `real`, `paging` or `real-throughput`.
-=======
         Section::Scale,
     ];
 
-    /// Parses `throughput`, `owned`, `replay`, `real` or `scale`.
->>>>>>> issue16-scale
+    /// Parses `throughput`, `owned`, `replay`, `real`, `paging`, `real-throughput` or `scale`.
     #[must_use]
     pub fn parse(name: &str) -> Option<Self> {
         match name {
@@ -125,12 +108,9 @@ impl Section {
             "owned" => Some(Section::Owned),
             "replay" => Some(Section::Replay),
             "real" => Some(Section::Real),
-<<<<<<< HEAD
             "paging" => Some(Section::Paging),
             "real-throughput" => Some(Section::RealThroughput),
-=======
             "scale" => Some(Section::Scale),
->>>>>>> issue16-scale
             _ => None,
         }
     }
@@ -450,7 +430,6 @@ pub struct Results {
     pub owned_heap_fixed_mib: BTreeMap<String, Vec<f64>>,
     /// Requests each peer made to the replay server (from its last throughput run).
     pub requests: BTreeMap<String, BTreeMap<String, usize>>,
-<<<<<<< HEAD
     /// The apiserver's CPU seconds over one peer's sync, by (pods, peer).
     pub real_sync_apiserver_cpu: BTreeMap<(usize, String), Vec<f64>>,
     /// The wire format each peer's responses came in on the real apiserver, as it reported.
@@ -459,14 +438,12 @@ pub struct Results {
     pub paging: Vec<crate::real::PagingRun>,
     /// Real-apiserver throughput, one entry per peer per run.
     pub real_throughput: Vec<crate::real::ThroughputRun>,
-=======
     /// Scaling section: `scale[(metric, pods, peer)]`, metrics `sync` (s), `rss` (MiB),
     /// `cpu-sync` (s), `heap` (bytes after the sync, fixed part included), `frames-per-s`,
     /// `cpu-per-frame` (µs: the throughput run's CPU less the sync run's, over the frames).
     pub scale: BTreeMap<(String, usize, String), Vec<f64>>,
     /// Core-alone probes: `probes[(probe, objects)]` wall seconds and CPU seconds.
     pub probes: BTreeMap<(String, usize), Vec<(f64, f64)>>,
->>>>>>> issue16-scale
     /// Failures, as `peer, input: error`.
     pub failures: Vec<String>,
     /// Notes about the run (machine load, object sizes, real-cluster creation).
@@ -521,7 +498,6 @@ pub fn run_all(bins: &Binaries, settings: &Settings) -> Result<Results, BenchErr
     if runs(Section::Replay) {
         replay_sync(bins, settings, &templates, &mut results);
     }
-<<<<<<< HEAD
     let wants_real = (runs(Section::Real) && !settings.real_sizes.is_empty())
         || (runs(Section::Paging) && !settings.paging_sizes.is_empty())
         || (runs(Section::RealThroughput) && !settings.write_rates.is_empty());
@@ -570,16 +546,9 @@ pub fn run_all(bins: &Binaries, settings: &Settings) -> Result<Results, BenchErr
             }
             Err(e) => results.failures.push(format!("real apiserver: {e}")),
         }
-=======
+    }
     if runs(Section::Scale) {
         scale(bins, settings, &templates, &mut results)?;
-    }
-    if runs(Section::Real)
-        && !settings.real_sizes.is_empty()
-        && let Err(e) = real_sync(bins, settings, &templates, &mut results)
-    {
-        results.failures.push(format!("real apiserver: {e}"));
->>>>>>> issue16-scale
     }
     results
         .notes
@@ -995,9 +964,6 @@ fn replay_sync(bins: &Binaries, settings: &Settings, templates: &[Value], result
     }
 }
 
-<<<<<<< HEAD
-/// Time to sync on the real apiserver with the namespace holding `pods` pods.
-=======
 /// The peers that run at `pods` in the scaling section.
 #[must_use]
 pub fn scale_peers(settings: &Settings, pods: usize) -> Vec<&'static str> {
@@ -1040,6 +1006,8 @@ fn scale(
                             scenario: Scenario::Pods,
                             throughput,
                             deadline: settings.deadline,
+                            page_size: None,
+                            wire: None,
                         },
                     );
                     if record_failure(results, &report, &what)
@@ -1161,49 +1129,7 @@ fn probe_run(
     }
 }
 
-/// A real-shaped pod for the real apiserver: the template's spec without what ties it to
-/// a node, a service account or a priority class (none of them exist there); no status.
-fn real_pod(templates: &[Value], i: usize) -> Value {
-    let mut pod = workload::pod(templates, i, 0);
-    let spec = &mut pod["spec"];
-    if let Some(spec) = spec.as_object_mut() {
-        for field in [
-            "nodeName",
-            "serviceAccount",
-            "priorityClassName",
-            "priority",
-            "preemptionPolicy",
-        ] {
-            spec.remove(field);
-        }
-        // This apiserver forbids privileged containers (`--allow-privileged` is off).
-        for list in ["containers", "initContainers"] {
-            if let Some(containers) = spec.get_mut(list).and_then(Value::as_array_mut) {
-                for c in containers {
-                    if let Some(sc) = c.get_mut("securityContext").and_then(Value::as_object_mut) {
-                        sc.remove("privileged");
-                    }
-                }
-            }
-        }
-        // The projected token volume needs a service account; `default` exists everywhere.
-        spec.insert("serviceAccountName".into(), Value::from("default"));
-    }
-    let mut meta = pod["metadata"].take();
-    // Static-pod annotations (`kubernetes.io/config.*`) are only valid on mirror pods.
-    if let Some(annotations) = meta["annotations"].as_object_mut() {
-        annotations.retain(|k, _| !k.starts_with("kubernetes.io/config."));
-    }
-    serde_json::json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {
-            "name": meta["name"], "labels": meta["labels"], "annotations": meta["annotations"],
-        },
-        "spec": pod["spec"],
-    })
-}
-
->>>>>>> issue16-scale
+/// Time to sync on the real apiserver with the namespace holding `pods` pods.
 fn real_sync(
     bins: &Binaries,
     settings: &Settings,

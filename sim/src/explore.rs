@@ -1401,6 +1401,20 @@ mod tests {
     use super::*;
 
     #[test]
+    fn protobuf_is_drawn_for_four_in_ten_seeds_of_the_wire_profiles_only() {
+        for profile in ["calm", "slow-reconciles", "sources/failing-reconciles"] {
+            assert!(
+                (0..1000).all(|seed| !protobuf_for(seed, profile)),
+                "{profile}"
+            );
+        }
+        let on = (0..2000)
+            .filter(|&seed| protobuf_for(seed, "sources/chaos"))
+            .count();
+        assert!((700..900).contains(&on), "{on} of 2000");
+    }
+
+    #[test]
     fn seeds_parse_as_a_range_or_one() {
         assert_eq!(parse_seeds("3..7").unwrap(), 3..7);
         assert_eq!(parse_seeds("9").unwrap(), 9..10);

@@ -98,6 +98,8 @@ pub struct ExploreReport {
     pub paths: BTreeMap<&'static str, (u64, u64)>,
     /// Steps over all seeds.
     pub steps: u64,
+    /// Seeds that asked for protobuf ([`protobuf_for`]).
+    pub protobuf_seeds: u64,
     /// Failing seeds.
     pub failures: Vec<Failure>,
     /// Per-seed lines (verbose).
@@ -192,6 +194,39 @@ pub fn streaming_for(seed: u64, profile: &str) -> Option<StreamingLists> {
         4 => Some(StreamingLists::Refused),
         _ => None,
     }
+}
+
+/// The profiles (and their many-source forms) 40 % of whose seeds run on protobuf
+/// ([`protobuf_for`]): those whose faults meet the wire (every fault profile but the
+/// reconcile-side ones).
+pub const PROTOBUF_PROFILES: &[&str] = &[
+    "watch-drops",
+    "gone-frame",
+    "gone-status",
+    "too-large",
+    "malformed-cursor",
+    "malformed-nocursor",
+    "restart",
+    "compaction",
+    "list-failures",
+    "clock-jumps",
+    "chaos",
+];
+
+/// Whether seed `seed` of `profile` asks for protobuf (`WireFormat::Protobuf`, issue 16):
+/// 40 % of the seeds of [`PROTOBUF_PROFILES`], with paging and streaming lists as those are
+/// drawn. The world then serves protobuf, and answers every
+/// [`crate::simulate::JSON_ANSWER_EVERY`]-th request in JSON. Drawn from a generator of its
+/// own, so a seed's trace is the same either way; the choice is written in the trace's header
+/// (`wire_format`), so a minimized trace replays on protobuf.
+#[must_use]
+pub fn protobuf_for(seed: u64, profile: &str) -> bool {
+    let base = profile.strip_prefix("sources/").unwrap_or(profile);
+    if !PROTOBUF_PROFILES.contains(&base) {
+        return false;
+    }
+    let mut rng = Rng::new(seed ^ 0x5052_4f54_4f42_5546);
+    rng.chance(40)
 }
 
 /// Which controllers a run's seeds build.
@@ -1179,6 +1214,11 @@ pub fn explore(seeds: Range<u64>, opts: &ExploreOptions) -> ExploreReport {
         // Busy seeds never page: their profiles are not fault profiles.
         let pages = page_size_for(seed, profile).filter(|_| !opts.priority);
         let streaming = streaming_for(seed, profile).filter(|_| !opts.priority);
+        let protobuf = !opts.priority && !trace.header.in_process && protobuf_for(seed, profile);
+        if protobuf {
+            trace.header.wire_format = reconcile_core::WireFormat::Protobuf;
+            report.protobuf_seeds += 1;
+        }
         let result = run_one(&trace, pages, streaming);
         report.seeds += 1;
         report.steps += result.steps;
@@ -1196,7 +1236,8 @@ pub fn explore(seeds: Range<u64>, opts: &ExploreOptions) -> ExploreReport {
                         Some(StreamingLists::Served) => " (streaming lists)",
                         Some(StreamingLists::Refused) => " (streaming lists refused)",
                         None => "",
-                    },
+                    }
+                    + if protobuf { " (protobuf)" } else { "" },
                 trace.entries.len(),
                 result.steps,
                 result.stats.reconciles,
@@ -1340,6 +1381,9 @@ impl ExploreReport {
                 );
             }
         }
+        if self.protobuf_seeds > 0 {
+            let _ = writeln!(out, "seeds on protobuf: {}", self.protobuf_seeds);
+        }
         let _ = writeln!(out, "profiles:");
         for (profile, n) in &self.profiles {
             let _ = writeln!(out, "  {profile:<20} {n:>6} seeds");
@@ -1355,6 +1399,20 @@ impl ExploreReport {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn protobuf_is_drawn_for_four_in_ten_seeds_of_the_wire_profiles_only() {
+        for profile in ["calm", "slow-reconciles", "sources/failing-reconciles"] {
+            assert!(
+                (0..1000).all(|seed| !protobuf_for(seed, profile)),
+                "{profile}"
+            );
+        }
+        let on = (0..2000)
+            .filter(|&seed| protobuf_for(seed, "sources/chaos"))
+            .count();
+        assert!((700..900).contains(&on), "{on} of 2000");
+    }
 
     #[test]
     fn seeds_parse_as_a_range_or_one() {

@@ -41,6 +41,7 @@ pub mod rng;
 pub mod schedule;
 pub mod simulate;
 pub mod starvation;
+pub mod wire;
 pub mod world;
 
 /// The trace format, from its own crate ([`reconcile_trace`]).

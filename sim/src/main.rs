@@ -121,6 +121,12 @@ enum Cmd {
         output: Option<PathBuf>,
     },
     /// Swarm testing: each seed picks a fault profile and a workload, runs, heals, checks.
+    ///
+    /// Besides its trace, a fault profile's seed draws, each from a generator of its own
+    /// (so its trace is the same either way): LIST pages, streaming lists (served or
+    /// refused), and protobuf on the wire (40 % of the wire-facing profiles' seeds; the
+    /// world then serves protobuf and answers every 7th request in JSON). The verbose lines
+    /// and the summary say which.
     Explore {
         /// Seeds as A..B (B excluded), or a single seed.
         #[arg(long, default_value = "0..200")]

@@ -12,7 +12,6 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use bytes::Bytes;
 use reconcile_core::pod::PodView;
 use reconcile_core::{
     Command, Input, Instant, ListResponse, Object, ParentsBy, SourceEvent, SourceId, StreamEnd,
@@ -100,6 +99,12 @@ pub enum StreamingLists {
     Refused,
 }
 
+/// A world serving protobuf answers every this many-th LIST or WATCH (counted over its
+/// sources' requests) in JSON, as the apiserver answers a protobuf request for a custom
+/// resource: the core must read it by its first byte. A rule of the count, not a draw, so a
+/// trace replays the same.
+pub const JSON_ANSWER_EVERY: u64 = 7;
+
 /// The time between two initial events of a streaming list in world mode, so that faults
 /// (a 410 storm, a dropped stream, a restart) land between them.
 pub const INITIAL_EVENT_DELAY: Duration = Duration::from_millis(500);
@@ -177,6 +182,10 @@ struct Sim<'a> {
     /// Streaming lists whose initial events are still being sent: until when. Live changes
     /// queue behind them, as the apiserver sends them after the end bookmark.
     initial_until: BTreeMap<StreamId, Instant>,
+    /// Streams of a protobuf world answered in JSON ([`JSON_ANSWER_EVERY`]).
+    json_streams: BTreeSet<StreamId>,
+    /// LISTs and WATCHes a protobuf world has answered.
+    protobuf_requests: u64,
     /// The page each LIST in flight asked for (`limit`, `continue`), when it asked for one.
     list_pages: BTreeMap<reconcile_core::RequestId, (Option<u32>, Option<String>)>,
     source: Option<StreamId>,
@@ -200,6 +209,8 @@ fn secondary_header(
         label_selector: params.label_selector.clone(),
         timeout_seconds: params.timeout_seconds,
         secondaries: Vec::new(),
+        // Secondaries are decoded as metadata, from JSON.
+        wire_format: reconcile_core::WireFormat::Json,
         ..header.clone()
     }
 }
@@ -309,6 +320,8 @@ fn simulate_inner(
         cancelled_lists: BTreeSet::new(),
         list_pages: BTreeMap::new(),
         initial_until: BTreeMap::new(),
+        json_streams: BTreeSet::new(),
+        protobuf_requests: 0,
         source: None,
         offset: Duration::ZERO,
         parents_seen: BTreeSet::new(),
@@ -511,6 +524,8 @@ impl Sim<'_> {
                 Command::CloseWatch { stream } => {
                     self.alive.remove(&stream);
                     self.open.remove(&stream);
+                    self.json_streams.remove(&stream);
+                    self.json_streams.remove(&stream);
                     self.stream_source.remove(&stream);
                     self.initial_until.remove(&stream);
                 }
@@ -531,6 +546,7 @@ impl Sim<'_> {
         self.initial_until.remove(&stream);
         self.alive.remove(&stream);
         self.open.remove(&stream);
+        self.json_streams.remove(&stream);
         self.stream_source.remove(&stream);
         let rendering = self.h.rendering();
         let io = self.h.watch_end(stream, end.clone(), || {
@@ -547,6 +563,22 @@ impl Sim<'_> {
         self.handle_io(io);
     }
 
+    /// Whether this LIST or WATCH of `source` is answered in JSON: always, when its world
+    /// does not serve protobuf; otherwise every [`JSON_ANSWER_EVERY`]-th request.
+    fn answer_in_json(&mut self, source: usize, what: &'static str) -> bool {
+        if !self.worlds[source].serves_protobuf() {
+            return true;
+        }
+        self.protobuf_requests += 1;
+        let json = self.protobuf_requests.is_multiple_of(JSON_ANSWER_EVERY);
+        self.h.count(if json {
+            "world: protobuf asked, answered in JSON"
+        } else {
+            what
+        });
+        json
+    }
+
     /// The source (index into `worlds`) a stream belongs to.
     fn source_of(&self, stream: StreamId) -> usize {
         self.stream_source.get(&stream).copied().unwrap_or(0)
@@ -557,7 +589,7 @@ impl Sim<'_> {
             let source = SourceId::nth(self.source_of(stream) as u64);
             self.h.served_rv(source, &rv.to_string());
         }
-        let line = Bytes::copy_from_slice(frame.line.as_bytes());
+        let line = frame.bytes(self.json_streams.contains(&stream));
         let text = self.h.label(|| describe::frame(stream, &line));
         let source = self.source_of(stream);
         let before = self.secondary_view(source);
@@ -629,6 +661,7 @@ impl Sim<'_> {
                 if self.cancelled_lists.remove(&req) {
                     return;
                 }
+                let json = self.answer_in_json(source, "world: protobuf LIST");
                 let world = &mut self.worlds[source];
                 let answer = match page {
                     Some((limit, continue_token)) => {
@@ -657,7 +690,7 @@ impl Sim<'_> {
                 let response = match &answer {
                     ListAnswer::Response(status, body) => ListResponse::Response {
                         status: *status,
-                        body: Bytes::copy_from_slice(body.as_bytes()),
+                        body: body.bytes(json),
                     },
                     ListAnswer::Transport(e) => ListResponse::TransportError(e.clone()),
                 };
@@ -691,6 +724,10 @@ impl Sim<'_> {
                     return;
                 }
                 let source = self.source_of(stream);
+                let json = self.answer_in_json(source, "world: protobuf WATCH");
+                if json {
+                    self.json_streams.insert(stream);
+                }
                 match self.worlds[source].watch(now, &cursor) {
                     WatchAnswer::Open(frames) => {
                         if cursor.is_empty() || cursor == "0" {
@@ -717,7 +754,7 @@ impl Sim<'_> {
                             stream,
                             StreamEnd::HttpStatus {
                                 code,
-                                body: body.into_bytes(),
+                                body: body.bytes(json).to_vec(),
                             },
                             "status",
                         );
@@ -732,6 +769,10 @@ impl Sim<'_> {
                     return;
                 }
                 let source = self.source_of(stream);
+                let json = self.answer_in_json(source, "world: protobuf streaming list");
+                if json {
+                    self.json_streams.insert(stream);
+                }
                 match self.worlds[source].watch_list(now) {
                     WatchAnswer::Open(frames) => {
                         self.h.count("world: streaming list served");
@@ -747,7 +788,7 @@ impl Sim<'_> {
                         self.h.count("world: streaming list refused (422)");
                         let end = StreamEnd::HttpStatus {
                             code,
-                            body: body.into_bytes(),
+                            body: body.bytes(json).to_vec(),
                         };
                         self.end_stream(stream, end, "status");
                     }
@@ -764,7 +805,7 @@ impl Sim<'_> {
             Action::Frame(stream, frame) => {
                 if self.open.contains(&stream) {
                     if self.initial_until.get(&stream).is_some_and(|t| *t <= now)
-                        && frame.line.contains("initial-events-end")
+                        && frame.is_initial_events_end()
                     {
                         self.initial_until.remove(&stream);
                     }
@@ -1120,11 +1161,12 @@ impl Sim<'_> {
                 for &t in targets {
                     self.worlds[t].gone_storm(*count);
                 }
-                let error = Frame {
-                    line: "{\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\",\"message\":\"too old resource version\",\"reason\":\"Expired\",\"code\":410}}".into(),
-                    rv: None,
-                };
                 for s in open {
+                    let error = self.worlds[self.source_of(s)].error_frame(
+                        410,
+                        "Expired",
+                        "too old resource version",
+                    );
                     if self.initial_until.contains_key(&s) {
                         self.h
                             .count("streaming list: 410 during the initial events");

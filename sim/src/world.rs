@@ -6,9 +6,10 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
 use serde_json::Value;
 
-use reconcile_core::Instant;
+use reconcile_core::{Instant, WireFormat};
 
 use crate::selector::Selector;
 use crate::trace::{GoneAs, Header};
@@ -58,13 +59,54 @@ pub enum WorldError {
     Full,
 }
 
-/// One watch line and the version it carries, if any.
+/// One watch frame and the version it carries, if any.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Frame {
-    /// The line, without newline.
+    /// The JSON line, without newline.
     pub line: String,
+    /// The same frame as a protobuf `WatchEvent` (without its length prefix), when the world
+    /// serves protobuf ([`World::new`] with a header asking for it).
+    pub protobuf: Option<Bytes>,
     /// The resourceVersion it names (none for ERROR frames and cursor-less garbage).
     pub rv: Option<u64>,
+}
+
+impl Frame {
+    /// The bytes a stream gets: the protobuf frame when there is one and `json` is false.
+    #[must_use]
+    pub fn bytes(&self, json: bool) -> Bytes {
+        match &self.protobuf {
+            Some(p) if !json => p.clone(),
+            _ => Bytes::copy_from_slice(self.line.as_bytes()),
+        }
+    }
+
+    /// Whether this is a streaming list's end bookmark (the annotation's key is in the
+    /// bytes in both formats).
+    #[must_use]
+    pub fn is_initial_events_end(&self) -> bool {
+        self.line.contains("initial-events-end")
+    }
+}
+
+/// A response body: JSON, and the same as protobuf when the world serves protobuf.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Body {
+    /// The JSON body.
+    pub json: String,
+    /// The protobuf body (`k8s\0` and an enveloped message).
+    pub protobuf: Option<Bytes>,
+}
+
+impl Body {
+    /// The bytes a client gets: the protobuf body when there is one and `json` is false.
+    #[must_use]
+    pub fn bytes(&self, json: bool) -> Bytes {
+        match &self.protobuf {
+            Some(p) if !json => p.clone(),
+            _ => Bytes::copy_from_slice(self.json.as_bytes()),
+        }
+    }
 }
 
 /// What a WATCH request gets.
@@ -75,7 +117,7 @@ pub enum WatchAnswer {
     /// 200, one ERROR frame, then the end (the watch cache's 410).
     GoneFrame(Frame),
     /// A non-200 status with a `Status` body.
-    Status(u16, String),
+    Status(u16, Body),
     /// No answer.
     Transport(String),
 }
@@ -84,7 +126,7 @@ pub enum WatchAnswer {
 #[derive(Debug)]
 pub enum ListAnswer {
     /// A status and a body.
-    Response(u16, String),
+    Response(u16, Body),
     /// No answer.
     Transport(String),
 }
@@ -108,6 +150,8 @@ pub struct World {
     uid_seq: u64,
     /// Streaming lists are refused as an apiserver with the `WatchList` gate off does.
     refuse_streaming: bool,
+    /// Bodies and frames are also built as protobuf (the header's `wire_format`).
+    protobuf: bool,
 }
 
 fn status_body(code: u16, reason: &str, message: &str, cause: Option<&str>) -> String {
@@ -124,6 +168,7 @@ fn status_body(code: u16, reason: &str, message: &str, cause: Option<&str>) -> S
 fn frame(event_type: &str, object_json: &str, rv: Option<u64>) -> Frame {
     Frame {
         line: format!("{{\"type\":\"{event_type}\",\"object\":{object_json}}}"),
+        protobuf: None,
         rv,
     }
 }
@@ -151,6 +196,50 @@ impl World {
             down_until: None,
             uid_seq: 0,
             refuse_streaming: false,
+            protobuf: header.wire_format == WireFormat::Protobuf,
+        }
+    }
+
+    /// Whether the world builds protobuf bodies and frames besides the JSON ones.
+    #[must_use]
+    pub fn serves_protobuf(&self) -> bool {
+        self.protobuf
+    }
+
+    /// A frame of `event_type` around the pod `value` (serialized as `json`).
+    fn pod_frame(&self, event_type: &str, value: &Value, json: &str, rv: Option<u64>) -> Frame {
+        let mut f = frame(event_type, json, rv);
+        if self.protobuf {
+            f.protobuf = Some(crate::wire::frame(event_type, value).into());
+        }
+        f
+    }
+
+    /// A failed `Status` body.
+    fn status(&self, code: u16, reason: &str, message: &str, cause: Option<&str>) -> Body {
+        Body {
+            json: status_body(code, reason, message, cause),
+            protobuf: self
+                .protobuf
+                .then(|| crate::wire::status(code, reason, message, cause).into()),
+        }
+    }
+
+    /// An `ERROR` frame around a failed `Status` (the watch cache's 410, say), its JSON
+    /// fields in the order the apiserver writes them.
+    #[must_use]
+    pub fn error_frame(&self, code: u16, reason: &str, message: &str) -> Frame {
+        let text = |s: &str| Value::String(s.to_owned()).to_string();
+        Frame {
+            line: format!(
+                "{{\"type\":\"ERROR\",\"object\":{{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{{}},\"status\":\"Failure\",\"message\":{},\"reason\":{},\"code\":{code}}}}}",
+                text(message),
+                text(reason)
+            ),
+            protobuf: self
+                .protobuf
+                .then(|| crate::wire::error_frame(code, reason, message).into()),
+            rv: None,
         }
     }
 
@@ -347,15 +436,19 @@ impl World {
         let was = change.before.as_ref().is_some_and(|o| self.visible(o));
         let is = change.after.as_ref().is_some_and(|o| self.visible(o));
         match (was, is, &change.before, &change.after) {
-            (false, true, _, Some(after)) => Some(frame("ADDED", &after.json, Some(change.rv))),
-            (true, true, _, Some(after)) => Some(frame("MODIFIED", &after.json, Some(change.rv))),
+            (false, true, _, Some(after)) => {
+                Some(self.pod_frame("ADDED", &after.value, &after.json, Some(change.rv)))
+            }
+            (true, true, _, Some(after)) => {
+                Some(self.pod_frame("MODIFIED", &after.value, &after.json, Some(change.rv)))
+            }
             (true, false, Some(before), _) => {
                 // The watch cache sends the previous state, stamped with the change's version.
                 let mut last = before.value.clone();
                 if let Some(meta) = last.get_mut("metadata").and_then(Value::as_object_mut) {
                     meta.insert("resourceVersion".into(), change.rv.to_string().into());
                 }
-                Some(frame("DELETED", &last.to_string(), Some(change.rv)))
+                Some(self.pod_frame("DELETED", &last, &last.to_string(), Some(change.rv)))
             }
             _ => None,
         }
@@ -368,13 +461,17 @@ impl World {
         let rv = pending
             .map_or(self.rv, |p| p.saturating_sub(1))
             .min(self.rv);
-        frame(
+        let mut f = frame(
             "BOOKMARK",
             &format!(
                 "{{\"kind\":\"Pod\",\"apiVersion\":\"v1\",\"metadata\":{{\"resourceVersion\":\"{rv}\"}},\"spec\":{{\"containers\":null}},\"status\":{{}}}}"
             ),
             Some(rv),
-        )
+        );
+        if self.protobuf {
+            f.protobuf = Some(crate::wire::bookmark(rv, false).into());
+        }
+        f
     }
 
     fn down(&self, now: Instant) -> bool {
@@ -393,7 +490,7 @@ impl World {
             0 => ListAnswer::Transport("connection reset (injected)".into()),
             code => ListAnswer::Response(
                 code,
-                status_body(code, "InternalError", "injected LIST failure", None),
+                self.status(code, "InternalError", "injected LIST failure", None),
             ),
         })
     }
@@ -422,14 +519,14 @@ impl World {
                     .split_once(':')
                     .and_then(|(rv, key)| Some((rv.parse::<u64>().ok()?, key)));
                 let Some((at, key)) = parsed.filter(|(at, _)| *at <= self.rv) else {
-                    let body = status_body(400, "BadRequest", "invalid continue token", None);
+                    let body = self.status(400, "BadRequest", "invalid continue token", None);
                     return (ListAnswer::Response(400, body), None);
                 };
                 if at < self.compacted {
                     let message = "The provided continue parameter is too old to display a \
                         consistent list result. You can start a new list without the continue \
                         parameter.";
-                    let body = status_body(410, "Expired", message, None);
+                    let body = self.status(410, "Expired", message, None);
                     return (ListAnswer::Response(410, body), None);
                 }
                 (at, Some(key.to_owned()))
@@ -472,34 +569,48 @@ impl World {
             "{{\"kind\":\"PodList\",\"apiVersion\":\"v1\",\"metadata\":{{\"resourceVersion\":\"{at}\""
         );
         let mut page = String::new();
-        let (mut served, mut last) = (0usize, None);
+        let (mut count, mut last) = (0usize, None);
+        let mut served = Vec::new();
         // As the apiserver over etcd: objects the selector drops are read past until the
         // page is full, and the token names the last key read, matched or not.
-        while served < limit {
+        while count < limit {
             let Some((key, obj)) = next() else { break };
             let Some(obj) = obj else { continue };
             last = Some(key.to_owned());
             if !self.visible(obj) {
                 continue;
             }
-            if served > 0 {
+            if count > 0 {
                 page.push(',');
             }
             page.push_str(&obj.json);
-            served += 1;
+            if self.protobuf {
+                served.push(Arc::clone(obj));
+            }
+            count += 1;
         }
         let more = std::iter::from_fn(&mut next).any(|(_, obj)| obj.is_some());
+        let mut token = None;
         if more && let Some(last) = last {
             // No `remainingItemCount`: the apiserver sets it only without a selector, and
             // counting the rest on every page would make a listing quadratic again.
+            let next_token = format!("{at}:{last}");
             body.push_str(&format!(
                 ",\"continue\":{}",
-                serde_json::Value::String(format!("{at}:{last}"))
+                serde_json::Value::String(next_token.clone())
             ));
+            token = Some(next_token);
         }
         body.push_str("},\"items\":[");
         body.push_str(&page);
         body.push_str("]}");
+        let protobuf = self
+            .protobuf
+            .then(|| crate::wire::pod_list(at, token, served.iter().map(|o| &o.value)).into());
+        let body = Body {
+            json: body,
+            protobuf,
+        };
         (ListAnswer::Response(200, body), Some(at))
     }
 
@@ -534,6 +645,13 @@ impl World {
             body.push_str(&obj.json);
         }
         body.push_str("]}");
+        let protobuf = self.protobuf.then(|| {
+            crate::wire::pod_list(self.rv, None, self.visible_objects().map(|o| &o.value)).into()
+        });
+        let body = Body {
+            json: body,
+            protobuf,
+        };
         ListAnswer::Response(200, body)
     }
 
@@ -555,7 +673,7 @@ impl World {
                     let rv = o.value["metadata"]["resourceVersion"]
                         .as_str()
                         .and_then(|rv| rv.parse().ok());
-                    frame("ADDED", &o.json, rv)
+                    self.pod_frame("ADDED", &o.value, &o.json, rv)
                 })
                 .collect();
             return WatchAnswer::Open(frames);
@@ -563,7 +681,7 @@ impl World {
         let Ok(from) = cursor.parse::<u64>() else {
             return WatchAnswer::Status(
                 400,
-                status_body(
+                self.status(
                     400,
                     "BadRequest",
                     &format!("invalid resourceVersion {cursor:?}"),
@@ -577,10 +695,17 @@ impl World {
                 "too old resource version: {from} ({})",
                 self.compacted.max(from + 1)
             );
-            let body = status_body(410, "Expired", &message, None);
             return match self.gone_as {
-                GoneAs::Frame => WatchAnswer::GoneFrame(frame("ERROR", &body, None)),
-                GoneAs::Status => WatchAnswer::Status(410, body),
+                GoneAs::Frame => WatchAnswer::GoneFrame(Frame {
+                    line: frame("ERROR", &status_body(410, "Expired", &message, None), None).line,
+                    protobuf: self
+                        .protobuf
+                        .then(|| crate::wire::error_frame(410, "Expired", &message).into()),
+                    rv: None,
+                }),
+                GoneAs::Status => {
+                    WatchAnswer::Status(410, self.status(410, "Expired", &message, None))
+                }
             };
         }
         if from > self.rv {
@@ -617,7 +742,7 @@ impl World {
                            WatchList feature gate is enabled";
             return WatchAnswer::Status(
                 422,
-                status_body(422, "Invalid", message, Some("FieldValueForbidden")),
+                self.status(422, "Invalid", message, Some("FieldValueForbidden")),
             );
         }
         let mut frames: Vec<Frame> = self
@@ -626,17 +751,21 @@ impl World {
                 let rv = o.value["metadata"]["resourceVersion"]
                     .as_str()
                     .and_then(|rv| rv.parse().ok());
-                frame("ADDED", &o.json, rv)
+                self.pod_frame("ADDED", &o.value, &o.json, rv)
             })
             .collect();
         let rv = self.rv;
-        frames.push(frame(
+        let mut end = frame(
             "BOOKMARK",
             &format!(
                 "{{\"kind\":\"Pod\",\"apiVersion\":\"v1\",\"metadata\":{{\"resourceVersion\":\"{rv}\",\"annotations\":{{\"k8s.io/initial-events-end\":\"true\"}}}},\"spec\":{{\"containers\":null}},\"status\":{{}}}}"
             ),
             Some(rv),
-        ));
+        );
+        if self.protobuf {
+            end.protobuf = Some(crate::wire::bookmark(rv, true).into());
+        }
+        frames.push(end);
         WatchAnswer::Open(frames)
     }
 
@@ -644,7 +773,7 @@ impl World {
         let message = format!("Too large resource version: {cursor}, current: {}", self.rv);
         WatchAnswer::Status(
             504,
-            status_body(504, "Timeout", &message, Some("ResourceVersionTooLarge")),
+            self.status(504, "Timeout", &message, Some("ResourceVersionTooLarge")),
         )
     }
 
@@ -685,10 +814,19 @@ impl World {
             let line = format!(
                 "{{\"type\":\"MODIFIED\",\"object\":{{\"kind\":\"Pod\",\"apiVersion\":\"v1\",\"metadata\":{{\"name\":\"corrupt\",\"resourceVersion\":\"{rv}\",\"labels\":\"not-a-map\"}}}}}}"
             );
-            Frame { line, rv: Some(rv) }
+            Frame {
+                line,
+                protobuf: self
+                    .protobuf
+                    .then(|| crate::wire::malformed_frame(Some(rv)).into()),
+                rv: Some(rv),
+            }
         } else {
             Frame {
                 line: "{\"type\":\"MODIFIED\",\"object\":{\"kind\":\"Pod\",\"metadata\":{\"name\":\"corrupt\",\"labels\":\"not-a-map\"}}".into(),
+                protobuf: self
+                    .protobuf
+                    .then(|| crate::wire::malformed_frame(None).into()),
                 rv: None,
             }
         }
@@ -704,6 +842,9 @@ impl World {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use reconcile_core::frame::{WatchEvent, parse_frame_as, parse_status};
+    use reconcile_core::list::parse_list;
+    use reconcile_core::pod::PodView;
 
     fn header(selector: &str) -> Header {
         Header {
@@ -760,7 +901,7 @@ mod tests {
             matches!(w.watch(later, "1"), WatchAnswer::GoneFrame(f) if f.line.contains("\"code\":410"))
         );
         assert!(
-            matches!(w.watch(later, "99"), WatchAnswer::Status(504, b) if b.contains("ResourceVersionTooLarge"))
+            matches!(w.watch(later, "99"), WatchAnswer::Status(504, b) if b.json.contains("ResourceVersionTooLarge"))
         );
         let WatchAnswer::Open(frames) = w.watch(later, "") else {
             panic!()
@@ -785,7 +926,7 @@ mod tests {
         let ListAnswer::Response(200, body) = w.list(Instant::ZERO) else {
             panic!()
         };
-        let v: Value = serde_json::from_str(&body).unwrap();
+        let v: Value = serde_json::from_str(&body.json).unwrap();
         assert_eq!(v["metadata"]["resourceVersion"], "3");
         assert_eq!(v["items"].as_array().unwrap().len(), 1);
     }
@@ -800,7 +941,7 @@ mod tests {
             let (ListAnswer::Response(status, body), _) = answer else {
                 panic!("no answer")
             };
-            (status, serde_json::from_str::<Value>(&body).unwrap())
+            (status, serde_json::from_str::<Value>(&body.json).unwrap())
         };
         let (status, first) = page(w.list_page(Instant::ZERO, Some(2), None));
         assert_eq!(status, 200);
@@ -854,7 +995,7 @@ mod tests {
         let WatchAnswer::Status(422, body) = w.watch_list(Instant::ZERO) else {
             panic!("refused")
         };
-        let v: Value = serde_json::from_str(&body).unwrap();
+        let v: Value = serde_json::from_str(&body.json).unwrap();
         assert_eq!(v["reason"], "Invalid");
         assert!(
             v["message"]
@@ -885,7 +1026,7 @@ mod tests {
             else {
                 panic!("no page")
             };
-            let page: Value = serde_json::from_str(&body).unwrap();
+            let page: Value = serde_json::from_str(&body.json).unwrap();
             assert_eq!(page["metadata"]["resourceVersion"], "51");
             for item in page["items"].as_array().unwrap() {
                 names.push(item["metadata"]["name"].as_str().unwrap().to_owned());
@@ -904,5 +1045,151 @@ mod tests {
         }
         let expected: Vec<String> = (0..50).step_by(2).map(|i| format!("p{i:02}")).collect();
         assert_eq!(names, expected);
+    }
+
+    fn protobuf_world() -> World {
+        World::new(&Header {
+            wire_format: WireFormat::Protobuf,
+            ..header("app=cell")
+        })
+    }
+
+    fn rich_pod(name: &str) -> String {
+        format!(
+            r#"{{"kind":"Pod","metadata":{{"name":"{name}","labels":{{"app":"cell"}},"annotations":{{"a":"b"}},"deletionTimestamp":"2024-02-29T12:34:56Z","ownerReferences":[{{"apiVersion":"v1","kind":"Cell","name":"c","uid":"u","controller":true}}]}},"spec":{{"nodeName":"n1","nodeSelector":{{"zone":"a"}},"schedulingGates":[{{"name":"g"}}]}},"status":{{"phase":"Running","podIP":"10.0.0.1","conditions":[{{"type":"Ready","status":"True","reason":"Ok"}}],"containerStatuses":[{{"name":"c0","restartCount":2,"containerID":"cid","state":{{"running":{{"startedAt":"2024-01-01T00:00:00Z"}}}},"lastState":{{"terminated":{{"containerID":"old"}}}}}}]}}}}"#
+        )
+    }
+
+    fn proto(body: &Body) -> &[u8] {
+        body.protobuf
+            .as_deref()
+            .expect("a protobuf world builds protobuf")
+    }
+
+    fn both<O: reconcile_core::Object + PartialEq + std::fmt::Debug>(
+        f: &Frame,
+    ) -> (WatchEvent<O>, WatchEvent<O>) {
+        let json = parse_frame_as::<O>(f.line.as_bytes(), WireFormat::Protobuf).unwrap();
+        let bytes = f.protobuf.as_deref().expect("protobuf frame");
+        assert!(!bytes.starts_with(b"{"), "a protobuf frame, not JSON");
+        let protobuf = parse_frame_as::<O>(bytes, WireFormat::Protobuf).unwrap();
+        (json, protobuf)
+    }
+
+    #[test]
+    fn a_protobuf_world_serves_the_same_lists_and_frames_as_its_json() {
+        let mut w = protobuf_world();
+        w.put(Instant::ZERO, &rich_pod("b")).unwrap();
+        w.put(Instant::ZERO, &rich_pod("a")).unwrap();
+        w.put(Instant::ZERO, &pod("c", "cell")).unwrap();
+        w.put(Instant::ZERO, &pod("x", "other")).unwrap();
+        let ListAnswer::Response(200, body) = w.list(Instant::ZERO) else {
+            panic!()
+        };
+        let bytes = proto(&body);
+        assert!(bytes.starts_with(b"k8s\0"));
+        assert_eq!(
+            reconcile_core::protobuf::payload_kind(bytes),
+            Some("PodList")
+        );
+        let from_json = parse_list::<PodView>(body.json.as_bytes()).unwrap();
+        let from_proto = parse_list::<PodView>(bytes).unwrap();
+        assert_eq!(from_proto.resource_version, "5");
+        assert_eq!(from_proto.items.len(), 3);
+        assert!(from_proto.items[0].metadata.deletion_timestamp.is_some());
+        assert_eq!(from_json.items, from_proto.items);
+        // Pages carry the same token and count.
+        let (ListAnswer::Response(200, page), _) = w.list_page(Instant::ZERO, Some(2), None) else {
+            panic!()
+        };
+        let (j, p) = (
+            parse_list::<PodView>(page.json.as_bytes()).unwrap(),
+            parse_list::<PodView>(proto(&page)).unwrap(),
+        );
+        assert_eq!(p.continue_token.as_deref(), Some("5:ns/b"));
+        assert_eq!(
+            (j.continue_token, j.remaining_item_count, j.items),
+            (p.continue_token, p.remaining_item_count, p.items)
+        );
+        // Every frame type, JSON and protobuf alike.
+        w.put(Instant::ZERO, &pod("a", "cell")).unwrap();
+        assert!(w.delete(Instant::ZERO, "ns/b"));
+        let WatchAnswer::Open(frames) = w.watch(Instant::ZERO, "1") else {
+            panic!()
+        };
+        assert_eq!(frames.len(), 5);
+        for f in &frames {
+            let (j, p) = both::<PodView>(f);
+            assert_eq!(j, p);
+        }
+        let (_, p) = both::<PodView>(&w.bookmark(None));
+        assert_eq!(
+            p,
+            WatchEvent::Bookmark {
+                resource_version: "7".into(),
+                initial_events_end: false
+            }
+        );
+        let WatchAnswer::Open(frames) = w.watch_list(Instant::ZERO) else {
+            panic!()
+        };
+        let end = frames.last().unwrap();
+        assert!(end.is_initial_events_end());
+        let (_, p) = both::<PodView>(end);
+        assert_eq!(
+            p,
+            WatchEvent::Bookmark {
+                resource_version: "7".into(),
+                initial_events_end: true
+            }
+        );
+    }
+
+    #[test]
+    fn a_protobuf_worlds_errors_are_enveloped_statuses() {
+        let mut w = protobuf_world();
+        w.put(Instant::ZERO, &pod("a", "cell")).unwrap();
+        w.gone_storm(1);
+        let WatchAnswer::GoneFrame(f) = w.watch(Instant::ZERO, "1") else {
+            panic!()
+        };
+        let (j, p) = both::<PodView>(&f);
+        assert_eq!(j, p);
+        let WatchEvent::Error(status) = p else {
+            panic!("{p:?}")
+        };
+        assert!(status.is_expired());
+        let WatchAnswer::Status(504, body) = w.watch(Instant::ZERO, "99") else {
+            panic!()
+        };
+        let status = parse_status(proto(&body)).unwrap();
+        assert_eq!(status.code, Some(504));
+        assert_eq!(status.causes, ["ResourceVersionTooLarge"]);
+        assert_eq!(Some(status), parse_status(body.json.as_bytes()));
+        w.fail_lists(1, 503);
+        let ListAnswer::Response(503, body) = w.list(Instant::ZERO) else {
+            panic!()
+        };
+        assert_eq!(
+            reconcile_core::protobuf::payload_kind(proto(&body)),
+            Some("Status")
+        );
+        assert_eq!(parse_status(proto(&body)).unwrap().code, Some(503));
+    }
+
+    #[test]
+    fn a_protobuf_worlds_malformed_frames_fail_as_their_json_do() {
+        let mut w = protobuf_world();
+        for cursor in [true, false] {
+            let f = w.malformed_frame(Instant::ZERO, cursor);
+            let j = parse_frame_as::<PodView>(f.line.as_bytes(), WireFormat::Protobuf).unwrap_err();
+            let p = parse_frame_as::<PodView>(f.protobuf.as_deref().unwrap(), WireFormat::Protobuf)
+                .unwrap_err();
+            assert_eq!(
+                j.resource_version, p.resource_version,
+                "cursor {cursor}: {p}"
+            );
+            assert_eq!(p.resource_version.is_some(), cursor);
+        }
     }
 }

@@ -971,7 +971,7 @@ impl<'a> Run<'a> {
                     }
                     ListResponse::Response {
                         status,
-                        body: Bytes::from(body),
+                        body: body.bytes(true),
                     }
                 }
                 ListAnswer::Transport(e) => ListResponse::TransportError(e),
@@ -1024,7 +1024,7 @@ impl<'a> Run<'a> {
             WatchAnswer::Status(code, body) => {
                 let end = StreamEnd::HttpStatus {
                     code,
-                    body: body.into_bytes(),
+                    body: body.bytes(true).to_vec(),
                 };
                 self.end_stream(c, stream, end, "status");
             }

@@ -821,6 +821,61 @@ fn real_throughput_block(r: &Results, settings: &crate::orchestrate::Settings) -
             );
         }
     }
+    // The verdict on the wire the issue compares (ours on protobuf, when run), and where a
+    // target is missed, what its budget leaves: the kernel's share is the per-event wakeup.
+    let judged = if settings.our_wires.contains(&crate::peers::Wire::Protobuf) {
+        crate::peers::Wire::Protobuf
+    } else {
+        crate::orchestrate::default_wire("tokio")
+    };
+    let ours = judged.name();
+    let mean_of = |peer: &str, rate: usize, f: fn(&ThroughputRun) -> f64| {
+        let v: Vec<f64> = rows(peer, ours, rate).iter().map(|t| f(t)).collect();
+        median(&v)
+    };
+    let mut verdicts = Vec::new();
+    for &rate in &settings.write_rates {
+        let tokio = cpu_of("tokio", ours, rate);
+        let go = ratio(tokio, cpu_of("client-go", "protobuf", rate));
+        verdicts.push(format!(
+            "at {rate} writes/s, ≤ 1/2 client-go (protobuf) is {} ({})",
+            match go.map(|v| v <= 0.5) {
+                Some(true) => "met",
+                Some(false) => "**missed**",
+                None => "not measured",
+            },
+            ratio_text(go)
+        ));
+        let kube = cpu_of("kube", "json", rate);
+        let k = ratio(tokio, kube);
+        match (k.map(|v| v <= 0.125), kube, tokio) {
+            (Some(true), ..) => {
+                verdicts.push(format!("≤ 1/8 kube-runtime is met ({})", ratio_text(k)))
+            }
+            (Some(false), Some(kube), Some(tokio)) => {
+                let budget = kube / 8.0;
+                let system = mean_of("tokio", rate, |t| {
+                    t.event_cpu_system / t.events.max(1) as f64 * 10_000.0
+                })
+                .unwrap_or(0.0);
+                let core = cpu_of("core", ours, rate);
+                verdicts.push(format!(
+                    "≤ 1/8 kube-runtime is **missed** ({}): 1/8 of kube-runtime's is {budget:.3} CPU s per 10k events, and reconcile-tokio spends {system:.3} of its {tokio:.3} in the kernel alone ({:.0}% of that budget: a socket read and a wakeup per event, the profile's largest group) and {:.3} in user space ({:.1}× the budget); reconcile-core, without the driver's tasks and channels, {}",
+                    ratio_text(k),
+                    system / budget * 100.0,
+                    tokio - system,
+                    (tokio - system) / budget,
+                    core.map_or_else(|| "was not measured".to_owned(), |c| format!("{c:.3} ({:.1}× the budget)", c / budget)),
+                ));
+            }
+            _ => verdicts.push("≤ 1/8 kube-runtime is not measured".to_owned()),
+        }
+    }
+    let _ = writeln!(
+        s,
+        "\nVerdict, reconcile-tokio on {ours} (the row issue 16 judges): {}.",
+        verdicts.join("; ")
+    );
     s.push_str(&failures_in(
         r,
         &["real throughput", "real apiserver, throughput"],
@@ -1257,6 +1312,43 @@ mod tests {
         assert!(
             block.contains("reconcile-tokio (protobuf) |"),
             "the apiserver CPU table names the protobuf peers: {block}"
+        );
+    }
+    #[test]
+    fn the_throughput_verdict_names_the_budget_a_missed_target_leaves() {
+        let mut settings = Settings::quick();
+        settings.write_rates = vec![300];
+        let run = |peer: &str, wire: &str, cpu: f64, system: f64| crate::real::ThroughputRun {
+            rate: 300,
+            achieved_rate: 280.0,
+            peer: peer.into(),
+            wire: wire.into(),
+            events: 10_000,
+            events_per_second: 280.0,
+            event_cpu: cpu,
+            event_cpu_system: system,
+            lag_seconds: 0.01,
+            rss_mib: 16.0,
+            apiserver_cpu: None,
+            etcd_cpu: None,
+        };
+        let r = Results {
+            real_throughput: vec![
+                run("tokio", "protobuf", 0.8, 0.2),
+                run("core", "protobuf", 0.4, 0.1),
+                run("kube", "json", 3.2, 0.5),
+                run("client-go", "protobuf", 2.0, 0.6),
+            ],
+            ..Results::default()
+        };
+        let block = real_throughput_block(&r, &settings);
+        assert!(
+            block.contains("Verdict, reconcile-tokio on protobuf (the row issue 16 judges): at 300 writes/s, ≤ 1/2 client-go (protobuf) is met (0.40×); ≤ 1/8 kube-runtime is **missed** (0.25×): 1/8 of kube-runtime's is 0.400 CPU s per 10k events, and reconcile-tokio spends 0.200 of its 0.800 in the kernel alone (50% of that budget"),
+            "{block}"
+        );
+        assert!(
+            block.contains("and 0.600 in user space (1.5× the budget); reconcile-core, without the driver's tasks and channels, 0.400 (1.0× the budget)."),
+            "{block}"
         );
     }
 }

@@ -1003,8 +1003,8 @@ one run to the next, so that no peer always runs right after the same one.
   protobuf first for built-in kinds (`UseProtobufAsDefaultIfPreferred`), and fall back to the
   JSON the server sends, so **on the replay server client-go decodes JSON**, which is what it
   does for every custom resource but not what it does for Pods on a real apiserver. On the
-  real apiserver rows, client-go gets protobuf and the Rust peers JSON (neither kube nor our
-  core speaks protobuf).
+  real apiserver rows, client-go gets protobuf, kube-runtime JSON (kube has no protobuf), and
+  our peers each in turn (`PodView` decodes both); every row names the wire it read.
 - Timing of a throughput run starts when the server writes the first frame after the
   initial state. For client-go's streaming list that moment comes right after the initial
   events, some of which may still sit unread in the socket buffer (a few MB, a few hundred

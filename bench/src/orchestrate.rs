@@ -49,8 +49,8 @@ pub struct Settings {
     pub write_pods: usize,
     /// Repetitions of each real-apiserver throughput run.
     pub write_runs: usize,
-    /// The wire formats our peers are run with on the real apiserver (`json` only until
-    /// they decode protobuf; see [`crate::peers::our_wire`]).
+    /// The wire formats our peers (`core`, `tokio`) are run with on the real apiserver
+    /// (see [`crate::peers::our_wire`]): each is a row of its own.
     pub our_wires: Vec<Wire>,
     /// Which parts to run (all by default). A partial run of sections that have their own
     /// block in the doc ([`Section::spliced`]) replaces just those blocks; a run of the
@@ -146,7 +146,7 @@ impl Settings {
             write_rates: vec![100, 300],
             write_pods: 5_000,
             write_runs: 2,
-            our_wires: vec![Wire::Json],
+            our_wires: vec![Wire::Json, Wire::Protobuf],
             sections: Section::ALL.to_vec(),
             scale_sizes: vec![1_000, 10_000, 100_000, 1_000_000],
             scale_peer_max: 100_000,
@@ -173,7 +173,7 @@ impl Settings {
             write_rates: vec![50],
             write_pods: 100,
             write_runs: 1,
-            our_wires: vec![Wire::Json],
+            our_wires: vec![Wire::Json, Wire::Protobuf],
             sections: Section::ALL.to_vec(),
             scale_sizes: vec![1_000, 10_000],
             scale_peer_max: 10_000,
@@ -1129,6 +1129,33 @@ fn probe_run(
     }
 }
 
+/// The key a real-apiserver sync row is recorded under: the peer's name when it reads its
+/// default wire ([`default_wire`]), else the peer and the wire (`tokio protobuf`).
+#[must_use]
+pub fn wire_key(peer: &str, wire: Wire) -> String {
+    if wire == default_wire(peer) {
+        peer.to_owned()
+    } else {
+        format!("{peer} {}", wire.name())
+    }
+}
+
+/// The peers of a real-apiserver sync, each with the wire it asks for: every peer on its
+/// default, then our `core` and `tokio` on each other wire of [`Settings::our_wires`].
+#[must_use]
+pub fn real_sync_peers(settings: &Settings) -> Vec<(&'static str, Wire)> {
+    let mut peers: Vec<(&'static str, Wire)> =
+        PEERS.iter().map(|&p| (p, default_wire(p))).collect();
+    for &wire in &settings.our_wires {
+        for peer in ["core", "tokio"] {
+            if wire != default_wire(peer) {
+                peers.push((peer, wire));
+            }
+        }
+    }
+    peers
+}
+
 /// Time to sync on the real apiserver with the namespace holding `pods` pods.
 fn real_sync(
     bins: &Binaries,
@@ -1142,8 +1169,12 @@ fn real_sync(
     }
     let kubeconfig = cluster.kubeconfig(reconcile_k8s_env::ApiServer::Cached);
     let scenario = format!("sync, apiserver, {pods} pods");
+    let peers = real_sync_peers(settings);
     for run in 0..settings.runs {
-        for peer in rotated(run) {
+        // Each run starts one peer later, so none always follows the same one.
+        let start = run % peers.len();
+        for &(peer, wire) in peers[start..].iter().chain(&peers[..start]) {
+            let key = wire_key(peer, wire);
             let before = cluster.apiserver_cpu(reconcile_k8s_env::ApiServer::Cached);
             let report = spawn_peer(
                 bins,
@@ -1156,7 +1187,7 @@ fn real_sync(
                     throughput: false,
                     deadline: settings.deadline,
                     page_size: None,
-                    wire: None,
+                    wire: Some(wire),
                 },
             );
             // The listing holds the pods and the sentinel.
@@ -1165,34 +1196,39 @@ fn real_sync(
             {
                 continue;
             }
+            // A row counts under the wire it names only if the peer read that wire.
+            if report.wire != wire.name() {
+                let e = format!("asked for {}, read {:?}", wire.name(), report.wire);
+                log(&format!("run {run} {key} {scenario}: FAILED {e}"));
+                results.failures.push(format!("{key}, {scenario}: {e}"));
+                continue;
+            }
             log(&format!(
-                "run {run} {peer} {scenario}: {:.3} s ({} pods, {})",
+                "run {run} {key} {scenario}: {:.3} s ({} pods, {})",
                 report.sync_seconds, report.pods, report.wire
             ));
-            results
-                .real_wires
-                .insert(peer.to_owned(), report.wire.clone());
+            results.real_wires.insert(key.clone(), report.wire.clone());
             let after = cluster.apiserver_cpu(reconcile_k8s_env::ApiServer::Cached);
             if let (Some(a), Some(b)) = (before, after) {
                 push(
                     &mut results.real_sync_apiserver_cpu,
-                    (pods, peer.to_owned()),
+                    (pods, key.clone()),
                     b - a,
                 );
             }
             push(
                 &mut results.sync,
-                ("apiserver".into(), pods, peer.to_owned()),
+                ("apiserver".into(), pods, key.clone()),
                 report.sync_seconds,
             );
             push(
                 &mut results.rss_mib,
-                (scenario.clone(), peer.to_owned()),
+                (scenario.clone(), key.clone()),
                 report.rss_peak_kb as f64 / 1024.0,
             );
             push(
                 &mut results.cpu_seconds,
-                (scenario.clone(), peer.to_owned()),
+                (scenario.clone(), key.clone()),
                 report.cpu_seconds,
             );
         }

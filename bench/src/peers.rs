@@ -25,7 +25,7 @@
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::Poll;
 use std::time::{Duration, Instant as WallClock, SystemTime};
@@ -40,9 +40,11 @@ use reconcile_core::{
     Command, Config, Event, Input, Instant, KeyMap, ListResponse, Object, ObjectKey, Outcome,
     Output, ReconcileLoop, Related, SourceId, StreamEnd, StreamId, WatchParams,
 };
-use reconcile_tokio::engine::Transport as _;
-use reconcile_tokio::engine::lines::LineSplitter;
-use reconcile_tokio::engine::transport::{BodyStream, Requests, for_each_chunk, read_body};
+use reconcile_tokio::engine::lines::{WatchSplitter, is_protobuf_content_type};
+use reconcile_tokio::engine::transport::{
+    BodyStream, Requests, TransportError, for_each_chunk, read_body,
+};
+use reconcile_tokio::engine::{BoxFuture, Transport};
 use reconcile_tokio::{
     Action, KubeTransport, Reconcile, Source, TokioRuntime, default_error_policy,
 };
@@ -238,9 +240,9 @@ pub struct PeerArgs {
     /// LIST page size: `None` keeps the peer's default, `Some(0)` lists in one request.
     /// Honoured by `core`, `tokio` and `kube` (`watcher::Config::page_size`).
     pub page_size: Option<u32>,
-    /// The wire format to ask for. Ours and kube-runtime speak JSON only here, so
-    /// [`Wire::Protobuf`] fails them with a clear error (the place to switch it on is
-    /// [`our_wire`]).
+    /// The wire format to ask for. kube-runtime, and our two-source peers (whose
+    /// ReplicaSet view decodes JSON only), refuse [`Wire::Protobuf`] with a clear error
+    /// (see [`our_wire`]).
     pub wire: Wire,
 }
 
@@ -272,7 +274,9 @@ pub fn run(args: &PeerArgs, heap: Option<HeapProbe>) -> PeerReport {
     report.rss_peak_kb = rss;
     report.cpu_seconds = cpu;
     report.cpu_system = cpu_split().1;
-    if report.error.is_none() {
+    // Our peers report the wire their responses came in (their `Content-Type`); kube-runtime
+    // asks for JSON and reads nothing else.
+    if report.error.is_none() && report.wire.is_empty() {
         report.wire = args.wire.name().into();
     }
     report
@@ -298,19 +302,128 @@ pub fn cpu_split() -> (f64, f64) {
         .unwrap_or((0.0, 0.0))
 }
 
-/// Checks that our peers (and kube-runtime) can speak `wire`. They read JSON only on this
-/// branch; once `PodView` decodes protobuf, this is where the peers ask for it (one flag:
-/// `reconcile-bench peer tokio --wire protobuf`, and `Settings::our_wires` in the harness).
+/// Checks that a Rust peer can speak `wire` in `scenario`. Our pod peers (`bare`, `core`,
+/// `tokio`) ask for protobuf with `--wire protobuf` (`PodView` decodes it, LIST and WATCH);
+/// kube-runtime reads JSON only, and so does our two-source scenario's ReplicaSet view.
 ///
 /// # Errors
-/// [`Wire::Protobuf`]: not available to the Rust peers yet.
-pub fn our_wire(kind: PeerKind, wire: Wire) -> Result<(), BenchError> {
-    match wire {
-        Wire::Json => Ok(()),
-        Wire::Protobuf => Err(BenchError::Peer(format!(
-            "{}: protobuf is not available to this peer (it decodes JSON only)",
-            kind.name()
+/// [`Wire::Protobuf`] for `kube`, or in [`Scenario::Owned`].
+pub fn our_wire(kind: PeerKind, scenario: Scenario, wire: Wire) -> Result<(), BenchError> {
+    match (wire, kind, scenario) {
+        (Wire::Json, _, _) => Ok(()),
+        (Wire::Protobuf, PeerKind::Kube, _) => Err(BenchError::Peer(
+            "kube: kube-runtime reads JSON only (kube has no protobuf decoding)".into(),
+        )),
+        (Wire::Protobuf, _, Scenario::Pods) => Ok(()),
+        (Wire::Protobuf, _, Scenario::Owned) => Err(BenchError::Peer(format!(
+            "{}: the {} scenario decodes JSON only (ReplicaSetView has no protobuf decoder)",
+            kind.name(),
+            scenario.name()
         ))),
+    }
+}
+
+/// The wire formats a peer's `200` LIST and WATCH responses came in, by their
+/// `Content-Type` (as the client-go peer records it): what the peer really read, whatever it
+/// asked for.
+#[derive(Debug, Default)]
+pub struct WireSeen {
+    json: AtomicUsize,
+    protobuf: AtomicUsize,
+    other: Mutex<Option<String>>,
+}
+
+impl WireSeen {
+    /// Counts one response's `Content-Type`.
+    pub fn record(&self, content_type: &str) {
+        if is_protobuf_content_type(content_type) {
+            self.protobuf.fetch_add(1, Ordering::Relaxed);
+        } else if content_type
+            .split(';')
+            .next()
+            .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"))
+        {
+            self.json.fetch_add(1, Ordering::Relaxed);
+        } else {
+            let mut other = self
+                .other
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            other.get_or_insert_with(|| content_type.to_owned());
+        }
+    }
+
+    /// `json` or `protobuf` when every response came in that format, `json+protobuf` when
+    /// both did, the first other `Content-Type` if any, `""` when none was read.
+    #[must_use]
+    pub fn name(&self) -> String {
+        let other = self
+            .other
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        if let Some(other) = other {
+            return format!("other ({other})");
+        }
+        let json = self.json.load(Ordering::Relaxed) > 0;
+        let protobuf = self.protobuf.load(Ordering::Relaxed) > 0;
+        match (json, protobuf) {
+            (true, true) => "json+protobuf".into(),
+            (false, true) => Wire::Protobuf.name().into(),
+            (true, false) => Wire::Json.name().into(),
+            (false, false) => String::new(),
+        }
+    }
+}
+
+/// kube's transport, noting each `200` response's `Content-Type` in a [`WireSeen`]. The
+/// peer's few requests (one LIST and one WATCH a sync) pay one boxed future each; the body
+/// streams through untouched.
+#[derive(Clone)]
+struct Recording {
+    inner: KubeTransport,
+    seen: Arc<WireSeen>,
+}
+
+impl Recording {
+    fn new(client: kube::Client) -> Self {
+        Recording {
+            inner: KubeTransport::new(client),
+            seen: Arc::new(WireSeen::default()),
+        }
+    }
+}
+
+impl Transport for Recording {
+    fn send(
+        &self,
+        request: http::Request<Vec<u8>>,
+    ) -> BoxFuture<Result<http::Response<BodyStream>, TransportError>> {
+        let inner = self.inner.clone();
+        let seen = Arc::clone(&self.seen);
+        Box::pin(async move {
+            let response = inner.send(request).await?;
+            if response.status().as_u16() == 200 {
+                seen.record(content_type(&response));
+            }
+            Ok(response)
+        })
+    }
+}
+
+fn content_type<B>(response: &http::Response<B>) -> &str {
+    response
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+}
+
+/// The peer's watch parameters for `wire`.
+fn with_wire(params: WatchParams, wire: Wire) -> WatchParams {
+    match wire {
+        Wire::Json => params,
+        Wire::Protobuf => params.protobuf(),
     }
 }
 
@@ -357,7 +470,7 @@ async fn run_async(args: &PeerArgs, probe: Option<HeapProbe>) -> Result<PeerRepo
         probe,
         baseline: probe.map_or(0, |p| p()),
     };
-    our_wire(args.kind, args.wire)?;
+    our_wire(args.kind, args.scenario, args.wire)?;
     let client = client(&args.target).await?;
     let mut report = match (args.scenario, args.kind) {
         (Scenario::Pods, PeerKind::Bare) => bare(client, args).await?,
@@ -462,8 +575,11 @@ impl Views {
 }
 
 async fn bare(client: kube::Client, args: &PeerArgs) -> Result<PeerReport, BenchError> {
-    let transport = KubeTransport::new(client);
-    let params = WatchParams::namespaced(&args.namespace).labels(SELECTOR);
+    let transport = Recording::new(client);
+    let params = with_wire(
+        WatchParams::namespaced(&args.namespace).labels(SELECTOR),
+        args.wire,
+    );
     let start = WallClock::now();
     let request = Requests::new(collection(&args.namespace))
         .list(&params)
@@ -482,13 +598,17 @@ async fn bare(client: kube::Client, args: &PeerArgs) -> Result<PeerReport, Bench
     Ok(PeerReport {
         pods: list.items.len(),
         sync_seconds: start.elapsed().as_secs_f64(),
+        wire: transport.seen.name(),
         ..PeerReport::default()
     })
 }
 
 /// The core with the thinnest possible driver, over pods keyed by cell.
 async fn core(client: kube::Client, args: &PeerArgs, heap: Heap) -> Result<PeerReport, BenchError> {
-    let mut params = WatchParams::namespaced(&args.namespace).labels(SELECTOR);
+    let mut params = with_wire(
+        WatchParams::namespaced(&args.namespace).labels(SELECTOR),
+        args.wire,
+    );
     if let Some(n) = args.page_size {
         params = params.list_pages(n);
     }
@@ -550,7 +670,7 @@ async fn core_owned(
 struct OpenWatch {
     stream: StreamId,
     body: BodyStream,
-    splitter: LineSplitter,
+    splitter: WatchSplitter,
 }
 
 /// The core with the thinnest possible driver: one task does the I/O and completes every
@@ -570,7 +690,7 @@ where
     O: Object,
     P: Ord + std::hash::Hash + Clone,
 {
-    let transport = KubeTransport::new(client);
+    let transport = Recording::new(client);
     let origin = WallClock::now();
     let now = || Instant::from_nanos(u64::try_from(origin.elapsed().as_nanos()).unwrap_or(0));
     let mut core: ReconcileLoop<O, P> =
@@ -645,10 +765,12 @@ where
             report.children = synced_objects.unwrap_or(0).saturating_sub(report.pods);
             if !args.throughput {
                 report.heap_bytes = heap.settle_and_read().await;
+                report.wire = transport.seen.name();
                 return Ok((report, core));
             }
         }
         if done {
+            report.wire = transport.seen.name();
             return Ok((report, core));
         }
         if !lists.is_empty() || !opens.is_empty() {
@@ -668,10 +790,13 @@ where
                     core.handle_input(now(), Input::WatchEnd { stream, end });
                 } else {
                     core.handle_input(now(), Input::WatchOpened { stream });
+                    // Cut as the answer's `Content-Type` says, as the engine does.
+                    let splitter =
+                        WatchSplitter::for_content_type(content_type(&response), 64 << 20);
                     watches.push(OpenWatch {
                         stream,
                         body: response.into_body(),
-                        splitter: LineSplitter::new(64 << 20),
+                        splitter,
                     });
                 }
             }
@@ -707,11 +832,19 @@ where
                         }
                         None
                     }
-                    Err(e) => Some(StreamEnd::TransportError(e.to_string())),
+                    Err(e) => Some(StreamEnd::TransportError(e)),
                 }
             }
             Some(Err(e)) => Some(StreamEnd::TransportError(e.0)),
-            None => Some(StreamEnd::Clean),
+            None => match watches[i].splitter.finish() {
+                Ok(last) => {
+                    if let Some(line) = last {
+                        core.handle_input(now(), Input::WatchLine { stream, line });
+                    }
+                    Some(StreamEnd::Clean)
+                }
+                Err(e) => Some(StreamEnd::TransportError(e)),
+            },
         };
         if let Some(end) = end {
             watches.remove(i);
@@ -733,7 +866,7 @@ fn source_requests(sources: &[Requests], source: SourceId) -> Result<&Requests, 
 /// drivers do; a secondary's goes to the core raw, as the drivers send it, for the core to
 /// decode as that source's type.
 async fn core_list<O: Object>(
-    transport: &KubeTransport,
+    transport: &Recording,
     requests: &Requests,
     params: &WatchParams,
     source: SourceId,
@@ -806,15 +939,23 @@ async fn tokio_driver(
     args: &PeerArgs,
     heap: Heap,
 ) -> Result<PeerReport, BenchError> {
+    let transport = Recording::new(client);
+    let seen = Arc::clone(&transport.seen);
     let mut source =
-        Source::pods(KubeTransport::new(client), Some(&args.namespace)).labels(SELECTOR);
+        Source::<PodView, Recording>::pods(transport, Some(&args.namespace)).labels(SELECTOR);
+    if args.wire == Wire::Protobuf {
+        source = source.protobuf();
+    }
     if let Some(n) = args.page_size {
         source = source.page_size(n);
     }
     let by_cell = KeyMap::<PodView, String>::by_label("cell");
-    let controller =
-        reconcile_tokio::Controller::new(source, move |pod: &PodView| by_cell.parent_of(pod))
-            .limits(scale_limits());
+    // `reconcile_tokio::Controller` with the transport that notes each response's wire.
+    let controller = reconcile_tokio::engine::Controller::<_, _, TokioRuntime, Recording>::new(
+        source,
+        move |pod: &PodView| by_cell.parent_of(pod),
+    )
+    .limits(scale_limits());
     let signal = Arc::new(Signal::default());
     let start = WallClock::now();
     let running = controller
@@ -844,6 +985,7 @@ async fn tokio_driver(
     report.pods = running.cache().snapshot().len();
     report.done_unix_ns = signal.done_unix_ns.load(Ordering::SeqCst);
     report.reconciles = signal.reconciles.load(Ordering::Relaxed);
+    report.wire = seen.name();
     running.abort();
     Ok(report)
 }
@@ -1140,4 +1282,38 @@ pub fn proc_stats() -> (i64, f64) {
         })
         .unwrap_or(0.0);
     (rss, cpu)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn our_pod_peers_speak_protobuf_and_kube_runtime_does_not() {
+        for kind in [PeerKind::Bare, PeerKind::Core, PeerKind::Tokio] {
+            assert!(our_wire(kind, Scenario::Pods, Wire::Protobuf).is_ok());
+            assert!(our_wire(kind, Scenario::Pods, Wire::Json).is_ok());
+        }
+        let kube = our_wire(PeerKind::Kube, Scenario::Pods, Wire::Protobuf).unwrap_err();
+        assert!(kube.to_string().contains("JSON only"), "{kube}");
+        assert!(our_wire(PeerKind::Kube, Scenario::Pods, Wire::Json).is_ok());
+        let owned = our_wire(PeerKind::Tokio, Scenario::Owned, Wire::Protobuf).unwrap_err();
+        assert!(owned.to_string().contains("ReplicaSetView"), "{owned}");
+    }
+
+    #[test]
+    fn the_wire_reported_is_what_the_responses_said() {
+        let seen = WireSeen::default();
+        assert_eq!(seen.name(), "", "nothing read, nothing claimed");
+        seen.record("application/vnd.kubernetes.protobuf");
+        seen.record("application/vnd.kubernetes.protobuf;stream=watch");
+        assert_eq!(seen.name(), "protobuf");
+        seen.record("application/json");
+        assert_eq!(seen.name(), "json+protobuf", "a JSON answer is not hidden");
+        let json = WireSeen::default();
+        json.record("application/json; charset=utf-8");
+        assert_eq!(json.name(), "json");
+        json.record("text/plain");
+        assert_eq!(json.name(), "other (text/plain)");
+    }
 }

@@ -501,6 +501,8 @@ pub fn throughput(
                         "held {} pods at the end, not {expected}",
                         report.pods
                     ))
+                } else if report.wire != wire.name() {
+                    Some(format!("asked for {}, read {:?}", wire.name(), report.wire))
                 } else if report.sync_seconds >= WARMUP.as_secs_f64() - 0.5 {
                     Some(format!(
                         "synced after {:.1} s, too late for the warm-up",

@@ -31,7 +31,7 @@ use super::cache::{CacheSnapshot, Published};
 use super::election::{lease_call, lease_request};
 use super::error::Error;
 use super::handle::{Listed, Msg, Shared};
-use super::lines::{FrameSplitter, LineSplitter};
+use super::lines::WatchSplitter;
 use super::reconcile::Reconcile;
 use super::recorder::Recorder;
 use super::runtime::{BoxFuture, Runtime, Task, timeout};
@@ -899,39 +899,6 @@ async fn list_raw<R: Runtime, T: Transport, O>(
     })
 }
 
-/// Whether a response's `Content-Type` is Kubernetes protobuf (any parameters, such as
-/// `;stream=watch`, aside).
-fn response_is_protobuf(content_type: &str) -> bool {
-    content_type.split(';').next().is_some_and(|t| {
-        t.trim()
-            .eq_ignore_ascii_case(reconcile_core::protobuf::MEDIA_TYPE)
-    })
-}
-
-/// How a WATCH body is cut into frames, as its `Content-Type` says.
-enum Splitter {
-    /// Newline-delimited JSON.
-    Lines(LineSplitter),
-    /// Length-prefixed protobuf.
-    Frames(FrameSplitter),
-}
-
-impl Splitter {
-    fn push(&mut self, chunk: &Bytes, frames: &mut Vec<Bytes>) -> Result<(), String> {
-        match self {
-            Splitter::Lines(s) => s.push(chunk, frames).map_err(|e| e.to_string()),
-            Splitter::Frames(s) => s.push(chunk, frames).map_err(|e| e.to_string()),
-        }
-    }
-
-    fn finish(&mut self) -> Result<Option<Bytes>, String> {
-        match self {
-            Splitter::Lines(s) => Ok(s.finish()),
-            Splitter::Frames(s) => s.finish().map(|()| None).map_err(|e| e.to_string()),
-        }
-    }
-}
-
 /// Where a watch reader sends: the inbox, and the byte budget for the lines in it.
 struct Inbox<'a, O> {
     sender: &'a async_channel::Sender<Msg<O>>,
@@ -986,12 +953,7 @@ async fn watch<R: Runtime, T: Transport, O>(
     }
     // The answer's Content-Type says how the body is framed, whatever was asked for: a source
     // that asked for protobuf is answered in JSON for a custom resource.
-    let protobuf = response_is_protobuf(&head_content_type);
-    let mut splitter = if protobuf {
-        Splitter::Frames(FrameSplitter::new(limits.max_watch_line))
-    } else {
-        Splitter::Lines(LineSplitter::new(limits.max_watch_line))
-    };
+    let mut splitter = WatchSplitter::for_content_type(&head_content_type, limits.max_watch_line);
     let mut lines: Vec<Bytes> = Vec::new();
     loop {
         match timeout(runtime, idle, body.next()).await {

@@ -188,6 +188,67 @@ impl FrameSplitter {
     }
 }
 
+/// Whether a response's `Content-Type` is Kubernetes protobuf (any parameters, such as
+/// `;stream=watch`, aside).
+#[must_use]
+pub fn is_protobuf_content_type(content_type: &str) -> bool {
+    content_type.split(';').next().is_some_and(|t| {
+        t.trim()
+            .eq_ignore_ascii_case(reconcile_core::protobuf::MEDIA_TYPE)
+    })
+}
+
+/// How a WATCH body is cut into frames, as its response's `Content-Type` says: whatever was
+/// asked for, a source that asked for protobuf is answered in JSON for a custom resource.
+#[derive(Debug)]
+pub enum WatchSplitter {
+    /// Newline-delimited JSON.
+    Lines(LineSplitter),
+    /// Length-prefixed protobuf.
+    Frames(FrameSplitter),
+}
+
+impl WatchSplitter {
+    /// The splitter for a WATCH answered with `content_type`, refusing frames (or lines)
+    /// longer than `max_frame` bytes.
+    #[must_use]
+    pub fn for_content_type(content_type: &str, max_frame: usize) -> Self {
+        if is_protobuf_content_type(content_type) {
+            WatchSplitter::Frames(FrameSplitter::new(max_frame))
+        } else {
+            WatchSplitter::Lines(LineSplitter::new(max_frame))
+        }
+    }
+
+    /// Whether this splits protobuf frames.
+    #[must_use]
+    pub fn is_protobuf(&self) -> bool {
+        matches!(self, WatchSplitter::Frames(_))
+    }
+
+    /// Adds `chunk` and appends every frame it completes to `frames`.
+    ///
+    /// # Errors
+    /// A line or frame over the bound, as text.
+    pub fn push(&mut self, chunk: &Bytes, frames: &mut Vec<Bytes>) -> Result<(), String> {
+        match self {
+            WatchSplitter::Lines(s) => s.push(chunk, frames).map_err(|e| e.to_string()),
+            WatchSplitter::Frames(s) => s.push(chunk, frames).map_err(|e| e.to_string()),
+        }
+    }
+
+    /// Ends the stream: the last unterminated JSON line, if any.
+    ///
+    /// # Errors
+    /// A protobuf stream that ended inside a frame, as text.
+    pub fn finish(&mut self) -> Result<Option<Bytes>, String> {
+        match self {
+            WatchSplitter::Lines(s) => Ok(s.finish()),
+            WatchSplitter::Frames(s) => s.finish().map(|()| None).map_err(|e| e.to_string()),
+        }
+    }
+}
+
 fn is_blank(line: &[u8]) -> bool {
     line.iter().all(u8::is_ascii_whitespace)
 }
@@ -287,5 +348,32 @@ mod tests {
         let mut lines = Vec::new();
         assert!(s.push(b"abc", &mut lines).is_ok());
         assert_eq!(s.push(b"de\n", &mut lines), Err(LineTooLong { limit: 4 }));
+    }
+    #[test]
+    fn the_content_type_picks_the_splitter() {
+        for (ct, protobuf) in [
+            ("application/vnd.kubernetes.protobuf;stream=watch", true),
+            ("Application/Vnd.Kubernetes.Protobuf", true),
+            ("application/json", false),
+            ("application/json;stream=watch", false),
+            ("", false),
+        ] {
+            assert_eq!(is_protobuf_content_type(ct), protobuf, "{ct}");
+            assert_eq!(
+                WatchSplitter::for_content_type(ct, 16).is_protobuf(),
+                protobuf,
+                "{ct}"
+            );
+        }
+        let mut frames = Vec::new();
+        let mut s = WatchSplitter::for_content_type("application/vnd.kubernetes.protobuf", 16);
+        s.push(&Bytes::from_static(b"\0\0\0\x02ab\0\0"), &mut frames)
+            .unwrap();
+        assert_eq!(frames, vec![Bytes::from_static(b"ab")]);
+        assert!(s.finish().is_err(), "ended inside a prefix");
+        let mut s = WatchSplitter::for_content_type("application/json", 16);
+        s.push(&Bytes::from_static(b"{}\n{"), &mut frames).unwrap();
+        assert_eq!(frames.len(), 2);
+        assert_eq!(s.finish(), Ok(Some(Bytes::from_static(b"{"))));
     }
 }

@@ -182,7 +182,7 @@ pub fn parse_frame<O: Object>(line: &[u8]) -> Result<WatchEvent<O>, FrameError> 
 /// Parses one frame of a watch stream of `format`.
 ///
 /// A protobuf frame is a `metav1.WatchEvent` without its length prefix (see
-/// [`protobuf`](crate::protobuf)). A source that asked for protobuf may still be answered
+/// [`protobuf`]). A source that asked for protobuf may still be answered
 /// in JSON (custom resources are served only as JSON): with [`WireFormat::Protobuf`], a
 /// frame whose first byte other than a space, tab or CR is `{` is read as JSON. No protobuf
 /// `WatchEvent` starts so: `{` is the key of field 15 as a group, which the message does not

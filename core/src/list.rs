@@ -15,7 +15,7 @@
 //! streamed one are accepted and rejected alike.
 //!
 //! A body that starts with `k` (the first byte of protobuf's `k8s\0` magic, and of no JSON
-//! body) is Kubernetes protobuf (issue 16; see [`protobuf`](crate::protobuf)), read the same
+//! body) is Kubernetes protobuf (issue 16; see [`protobuf`]), read the same
 //! way: each item decoded as soon as its last byte is in, under the same [`ListLimits`].
 //!
 //! ```

@@ -943,7 +943,7 @@ impl Sim<'_> {
     /// nothing, as in a replay).
     fn parents_of(&self, source: usize, object_key: &str) -> Vec<String> {
         let world = &self.worlds[source];
-        let Some(obj) = world.visible_objects().find(|o| o.key == object_key) else {
+        let Some(obj) = world.visible_object(object_key) else {
             return Vec::new();
         };
         match source {

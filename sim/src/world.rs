@@ -262,6 +262,12 @@ impl World {
         self.objects.values().filter(|o| self.visible(o))
     }
 
+    /// The object under `key` when it is in scope now; one map lookup, not a scan.
+    #[must_use]
+    pub fn visible_object(&self, key: &str) -> Option<&Arc<Obj>> {
+        self.objects.get(key).filter(|o| self.visible(o))
+    }
+
     /// Every object, in scope or not.
     pub fn all_objects(&self) -> impl Iterator<Item = &Arc<Obj>> {
         self.objects.values()

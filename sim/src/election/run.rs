@@ -1089,7 +1089,7 @@ impl<'a> Run<'a> {
     // ----- the pods world -----
 
     fn parent_of(&self, key: &str) -> Option<String> {
-        let obj = self.world.visible_objects().find(|o| o.key == key)?;
+        let obj = self.world.visible_object(key)?;
         let pod = serde_json::from_str::<PodView>(&obj.json).ok()?;
         self.key_by.parent_of(&pod).ok()
     }

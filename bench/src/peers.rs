@@ -37,8 +37,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use reconcile_core::list::ListDecoder;
 use reconcile_core::pod::PodView;
 use reconcile_core::{
-    Command, Config, Event, Input, Instant, KeyMap, ListResponse, Object, ObjectKey, Outcome,
-    Output, ReconcileLoop, Related, SourceId, StreamEnd, StreamId, WatchParams,
+    Command, Config, Event, Input, Instant, KeyMap, ListResponse, Members, Object, ObjectKey,
+    Outcome, Output, ReconcileLoop, Related, SourceId, StreamEnd, StreamId, WatchParams,
 };
 use reconcile_tokio::engine::lines::{WatchSplitter, is_protobuf_content_type};
 use reconcile_tokio::engine::transport::{
@@ -614,7 +614,7 @@ async fn core(client: kube::Client, args: &PeerArgs, heap: Heap) -> Result<PeerR
     }
     let config = Config::kubernetes(params, KeyMap::<PodView, String>::by_label("cell"));
     let sources = [Requests::new(collection(&args.namespace))];
-    let finished = |cell: &String, members: &[Arc<PodView>], _: &[Related]| {
+    let finished = |cell: &String, members: &Members<PodView>, _: &[Related]| {
         cell == SENTINEL && members.iter().any(|m| is_final_sentinel(m))
     };
     let (mut report, core) = drive_core(client, &sources, config, args, heap, finished).await?;
@@ -645,7 +645,7 @@ async fn core_owned(
         Requests::new(Resource::ReplicaSets.path(namespace)),
         Requests::new(Resource::Pods.path(namespace)),
     ];
-    let finished = |parent: &ObjectKey, members: &[Arc<ReplicaSetView>], related: &[Related]| {
+    let finished = |parent: &ObjectKey, members: &Members<ReplicaSetView>, related: &[Related]| {
         let children = related.iter().map(|r| r.objects.len()).sum();
         views.record(parent, !members.is_empty(), children);
         parent.name() == SENTINEL
@@ -684,7 +684,7 @@ async fn drive_core<O, P>(
     config: Config<O, P>,
     args: &PeerArgs,
     heap: Heap,
-    mut finished: impl FnMut(&P, &[Arc<O>], &[Related]) -> bool,
+    mut finished: impl FnMut(&P, &Members<O>, &[Related]) -> bool,
 ) -> Result<(PeerReport, ReconcileLoop<O, P>), BenchError>
 where
     O: Object,

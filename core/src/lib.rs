@@ -81,6 +81,7 @@ pub mod frame;
 mod hashing;
 mod key_map;
 pub mod list;
+mod members;
 pub mod metrics;
 mod object;
 mod output;
@@ -105,6 +106,7 @@ pub use config::{
 };
 pub use election::{ElectionConfig, Leadership, LeaseRequest, LeaseResponse, OnLost};
 pub use key_map::{KeyBy, KeyByParseError, KeyMap, KeyMapError};
+pub use members::{Members, MembersIntoIter, MembersIter};
 pub use metrics::Metrics;
 pub use object::{Object, ObjectKey, OwnerRef};
 pub use output::{

@@ -10,6 +10,7 @@ use crate::election::{LeaseRequest, LostReason};
 use crate::frame::{FrameError, Status};
 use crate::key_map::KeyMapError;
 use crate::list::{ItemError, ListBodyError};
+use crate::members::Members;
 use crate::object::{Object, ObjectKey};
 use crate::params::WatchParams;
 use crate::secondary::Related;
@@ -145,8 +146,9 @@ pub enum Command<O, P> {
         parent: P,
         /// 1 for a first try, n + 1 after n consecutive failures.
         attempt: u32,
-        /// The parent's objects at dispatch time, in key order.
-        members: Vec<Arc<O>>,
+        /// The parent's objects at dispatch time, in key order; O(1) to hand over and to
+        /// keep, whatever the parent's size.
+        members: Members<O>,
         /// Each secondary source's objects of the parent at dispatch time, by source.
         related: Vec<Related>,
     },

@@ -818,7 +818,7 @@ fn pod_condition(mut r: Reader<'_, '_>) -> Result<PodCondition, ProtobufError> {
         match field {
             1 => condition.type_ = r.compact(field, value)?,
             2 => condition.status = r.compact(field, value)?,
-            5 => condition.reason = r.opt_str(field, value)?,
+            5 => condition.reason = r.opt_str(field, value)?.map(|text| text.as_str().into()),
             _ => {}
         }
     }

@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use crate::hashing::FixedState;
 use crate::key_map::{KeyMap, KeyMapError};
+use crate::members::{MemberSet, Members};
 use crate::object::{Object, ObjectKey, write_key};
 use crate::predicate::Predicate;
 use crate::source::Change;
@@ -33,9 +34,6 @@ pub(crate) enum Rejected<P> {
     Unnamed,
 }
 
-/// Parents with at most this many members are searched by pointer, not by key.
-const SCAN_MEMBERS_MAX: usize = 32;
-
 /// Objects by key, and objects by parent.
 ///
 /// Bounded by the number of objects the source holds: every entry is one object the
@@ -46,14 +44,15 @@ const SCAN_MEMBERS_MAX: usize = 32;
 /// miss, so ordered walks are kept off that path. The hash maps are never iterated, so their
 /// order cannot reach an output; `order` and the member maps give every ordered walk.
 pub struct Store<O, P> {
-    /// Key → parent.
-    parents: HashMap<ObjectKey, P, FixedState>,
+    /// Key → parent. A parent is one allocation shared by its members' entries, its index
+    /// entry and `order`: a million pods in 100k parents hold 100k parent keys, not a million.
+    parents: HashMap<ObjectKey, Arc<P>, FixedState>,
     /// Parent → its members, in key order. Invariant: every member map is non-empty, and
     /// `k ∈ index[p]` exactly when `parents[k] == p`. Holding the `Arc`s here makes a
     /// reconcile's member snapshot a walk of one small ordered map.
-    index: HashMap<P, BTreeMap<ObjectKey, Arc<O>>, FixedState>,
+    index: HashMap<Arc<P>, MemberSet<O>, FixedState>,
     /// The keys of `index`, in order.
-    order: BTreeSet<P>,
+    order: BTreeSet<Arc<P>>,
     /// Scratch for the joined key, so updates of known objects allocate no key.
     key_buf: String,
     /// The keys written since the driver last took them, when it asked for them; see
@@ -164,7 +163,7 @@ impl<O: Object, P: Ord + Hash + Clone> Store<O, P> {
     /// The parent `key` is cached under.
     #[must_use]
     pub fn parent_of(&self, key: &ObjectKey) -> Option<&P> {
-        self.parents.get(key)
+        self.parents.get(key).map(|parent| &**parent)
     }
 
     /// The members of `parent`, in key order.
@@ -172,21 +171,22 @@ impl<O: Object, P: Ord + Hash + Clone> Store<O, P> {
         self.index
             .get(parent)
             .into_iter()
-            .flat_map(BTreeMap::values)
+            .flat_map(|members| members.iter().map(|(_, object)| object))
     }
 
-    /// The members of `parent`, in key order, as one exactly sized snapshot.
+    /// The members of `parent`, in key order, as they are now: O(1) in the parent's size (a
+    /// large parent's snapshot shares the store's persistent tree).
     #[must_use]
-    pub fn snapshot(&self, parent: &P) -> Vec<Arc<O>> {
+    pub fn snapshot(&self, parent: &P) -> Members<O> {
         self.index
             .get(parent)
-            .map(|members| members.values().cloned().collect())
+            .map(MemberSet::snapshot)
             .unwrap_or_default()
     }
 
     /// The parents that have at least one member, in order.
     pub fn parents(&self) -> impl ExactSizeIterator<Item = &P> {
-        self.order.iter()
+        self.order.iter().map(|parent| &**parent)
     }
 
     /// Every cached object with its parent, by parent, then by key.
@@ -195,7 +195,7 @@ impl<O: Object, P: Ord + Hash + Clone> Store<O, P> {
             self.index
                 .get(p)
                 .into_iter()
-                .flat_map(move |members| members.iter().map(move |(k, o)| (k, o, p)))
+                .flat_map(move |members| members.iter().map(move |(k, o)| (k, o, &**p)))
         })
     }
 
@@ -229,7 +229,7 @@ impl<O: Object, P: Ord + Hash + Clone> Store<O, P> {
                             each(CacheChange::Set {
                                 key,
                                 object,
-                                parent,
+                                parent: &**parent,
                             });
                         }
                     }
@@ -303,11 +303,11 @@ impl<O: Object, P: Ord + Hash + Clone> Store<O, P> {
             }
         };
         match self.parents.get_key_value(key) {
-            Some((known, old)) if *old == parent => {
+            Some((known, old)) if **old == parent => {
                 if let Some(slot) = self
                     .index
                     .get_mut(&parent)
-                    .and_then(|members| member_slot(members, known))
+                    .and_then(|members| members.slot(known))
                 {
                     // The version the cache already holds: nothing changed, so nothing wakes
                     // (Go's informer delivers it as a resync, which handlers without a resync
@@ -336,22 +336,24 @@ impl<O: Object, P: Ord + Hash + Clone> Store<O, P> {
             }
             Some((known, _)) => {
                 let known = known.clone();
-                if let Some(old) = self.parents.insert(known.clone(), parent.clone()) {
+                let shared = self.shared(&parent);
+                if let Some(old) = self.parents.insert(known.clone(), Arc::clone(&shared)) {
                     self.unindex(&known, &old);
-                    wakes.push(old);
+                    wakes.push(P::clone(&old));
                 }
                 if let Some(log) = &mut self.changes {
                     log.note(&known);
                 }
-                self.index_insert(&parent, known, object);
+                self.index_insert(shared, known, object);
             }
             None => {
                 let key = ObjectKey::from_joined(key);
-                self.parents.insert(key.clone(), parent.clone());
+                let shared = self.shared(&parent);
+                self.parents.insert(key.clone(), Arc::clone(&shared));
                 if let Some(log) = &mut self.changes {
                     log.note(&key);
                 }
-                self.index_insert(&parent, key, object);
+                self.index_insert(shared, key, object);
             }
         }
         wakes.push(parent);
@@ -380,7 +382,7 @@ impl<O: Object, P: Ord + Hash + Clone> Store<O, P> {
             .order
             .iter()
             .filter_map(|p| self.index.get(p))
-            .flat_map(BTreeMap::keys)
+            .flat_map(|members| members.iter().map(|(key, _)| key))
             .filter(|key| !incoming.contains_key(key.as_str()))
             .cloned()
             .collect();
@@ -407,18 +409,26 @@ impl<O: Object, P: Ord + Hash + Clone> Store<O, P> {
             log.note(&key);
         }
         self.unindex(&key, &parent);
-        Some(parent)
+        Some(Arc::unwrap_or_clone(parent))
     }
 
-    fn index_insert(&mut self, parent: &P, key: ObjectKey, object: Arc<O>) {
-        match self.index.get_mut(parent) {
+    /// The store's shared copy of `parent`, or a new one when it has no members yet.
+    fn shared(&self, parent: &P) -> Arc<P> {
+        match self.index.get_key_value(parent) {
+            Some((shared, _)) => Arc::clone(shared),
+            None => Arc::new(parent.clone()),
+        }
+    }
+
+    fn index_insert(&mut self, parent: Arc<P>, key: ObjectKey, object: Arc<O>) {
+        match self.index.get_mut(&*parent) {
             Some(members) => {
                 members.insert(key, object);
             }
             None => {
                 self.index
-                    .insert(parent.clone(), BTreeMap::from([(key, object)]));
-                self.order.insert(parent.clone());
+                    .insert(Arc::clone(&parent), MemberSet::one(key, object));
+                self.order.insert(parent);
             }
         }
     }
@@ -435,7 +445,7 @@ impl<O: Object, P: Ord + Hash + Clone> Store<O, P> {
 
     fn debug_check(&self) {
         if cfg!(debug_assertions) {
-            let indexed: usize = self.index.values().map(BTreeMap::len).sum();
+            let indexed: usize = self.index.values().map(MemberSet::len).sum();
             debug_assert_eq!(indexed, self.parents.len(), "parent index out of step");
             debug_assert!(self.index.values().all(|members| !members.is_empty()));
             debug_assert_eq!(
@@ -444,22 +454,6 @@ impl<O: Object, P: Ord + Hash + Clone> Store<O, P> {
                 "parent order out of step"
             );
         }
-    }
-}
-
-/// The slot of `key` among `members`. `key` is the key map's own copy, which shares its
-/// allocation with the member map's: a small parent is scanned comparing pointers, reading no
-/// key bytes; a large one is searched by key.
-fn member_slot<'a, O>(
-    members: &'a mut BTreeMap<ObjectKey, Arc<O>>,
-    key: &ObjectKey,
-) -> Option<&'a mut Arc<O>> {
-    let scanned = (members.len() <= SCAN_MEMBERS_MAX)
-        .then(|| members.keys().position(|k| k.same_allocation(key)))
-        .flatten();
-    match scanned {
-        Some(position) => members.values_mut().nth(position),
-        None => members.get_mut(key),
     }
 }
 
@@ -531,6 +525,63 @@ mod tests {
         let mut pod = pod(name, Some(cell));
         pod.metadata.resource_version = Some(rv.into());
         pod
+    }
+
+    #[test]
+    fn a_large_parents_snapshot_is_shared_and_never_sees_later_writes() {
+        let mut h = Harness::new();
+        let names =
+            |n: std::ops::Range<usize>| -> Vec<String> { n.map(|i| format!("p{i:03}")).collect() };
+        let pods: Vec<PodView> = names(0..300)
+            .iter()
+            .map(|n| versioned(n, "big", "1"))
+            .collect();
+        h.apply(SourceEvent::Replace(pods));
+        let before = h.store.snapshot(&"big".to_owned());
+        assert_eq!(before.len(), 300);
+        // An update in place, a move to another parent, a delete and a create.
+        h.apply(SourceEvent::Upsert(versioned("p005", "big", "2")));
+        h.apply(SourceEvent::Upsert(versioned("p006", "small", "2")));
+        h.apply(SourceEvent::Delete(versioned("p007", "big", "2")));
+        h.apply(SourceEvent::Upsert(versioned("p999", "big", "2")));
+        let seen = |m: &Members<PodView>| -> Vec<String> {
+            m.iter()
+                .map(|p| p.metadata.name.as_deref().unwrap().to_owned())
+                .collect()
+        };
+        assert_eq!(seen(&before), names(0..300));
+        assert_eq!(
+            before
+                .get(5)
+                .and_then(|p| p.metadata.resource_version.as_deref()),
+            Some("1")
+        );
+        let after = h.store.snapshot(&"big".to_owned());
+        let mut expected: Vec<String> = names(0..300);
+        expected.retain(|n| n != "p006" && n != "p007");
+        expected.push("p999".into());
+        assert_eq!(seen(&after), expected);
+        assert_eq!(h.members("big"), expected);
+        assert_eq!(
+            after
+                .get(5)
+                .and_then(|p| p.metadata.resource_version.as_deref()),
+            Some("2")
+        );
+        assert_eq!(h.members("small"), ["p006"]);
+        // Shrinking the parent to a handful turns its set back into a plain map, in order.
+        let few: Vec<PodView> = names(0..3)
+            .iter()
+            .map(|n| versioned(n, "big", "3"))
+            .collect();
+        let (wakes, _) = h.apply(SourceEvent::Replace(few));
+        assert!(wakes.contains(&"big".to_owned()) && wakes.contains(&"small".to_owned()));
+        assert_eq!(h.members("big"), names(0..3));
+        assert_eq!(
+            seen(&before).len(),
+            300,
+            "the old snapshot still holds all 300"
+        );
     }
 
     #[test]

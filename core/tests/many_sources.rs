@@ -119,7 +119,8 @@ impl Run {
                             .collect()
                     };
                     let kids = related[0].downcast::<PodView>().expect("children are pods");
-                    self.dispatched.push((name, names(members), names(&kids)));
+                    self.dispatched
+                        .push((name, names(&members.to_vec()), names(&kids)));
                 }
                 Output::Timeout(deadline) => break *deadline,
                 _ => {}

@@ -22,8 +22,8 @@ use futures_lite::{FutureExt, StreamExt};
 use reconcile_core::list::{ListDecoder, ListLimits};
 use reconcile_core::{
     Command, Deadline, Event, Input, Instant, LeaseRequest, LeaseResponse, Lifecycle, ListResponse,
-    Object, Outcome, Output, ReconcileLoop, Related, RequestId, SourceId, StreamEnd, StreamId,
-    Ticket, WatchParams,
+    Members, Object, Outcome, Output, ReconcileLoop, Related, RequestId, SourceId, StreamEnd,
+    StreamId, Ticket, WatchParams,
 };
 use tracing::Instrument;
 
@@ -737,7 +737,7 @@ where
         ticket: Ticket,
         parent: P,
         attempt: u32,
-        members: Vec<Arc<O>>,
+        members: Members<O>,
         related: Vec<Related>,
     ) {
         let span = tracing::info_span!("reconcile", key = %parent, attempt, %ticket);

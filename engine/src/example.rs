@@ -101,7 +101,8 @@ pub async fn cell_pool<R: ShutdownSignal, T: Transport>(
 
 /// One reconcile's line: the cell, its members, and whether they are all Running and Ready.
 #[must_use]
-pub fn report(cell: &str, members: &[Arc<PodView>]) -> String {
+pub fn report<'a>(cell: &str, members: impl IntoIterator<Item = &'a Arc<PodView>>) -> String {
+    let members: Vec<&Arc<PodView>> = members.into_iter().collect();
     let ready = !members.is_empty() && members.iter().all(|pod| pod.status.is_running_and_ready());
     let names: Vec<&str> = members
         .iter()

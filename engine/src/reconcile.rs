@@ -5,7 +5,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use reconcile_core::{Outcome, Related};
+use reconcile_core::{Members, Outcome, Related};
 
 use super::cache::CacheSnapshot;
 
@@ -90,7 +90,7 @@ pub fn default_error_policy<O, P, E, C>(
 /// dispatch (controller-runtime's `reconcile.Request`, with the cache read attached).
 pub struct Reconcile<O, P> {
     parent: P,
-    members: Vec<Arc<O>>,
+    members: Members<O>,
     related: Vec<Related>,
     attempt: u32,
     cache: CacheSnapshot<O, P>,
@@ -121,7 +121,7 @@ impl<O, P: fmt::Debug> fmt::Debug for Reconcile<O, P> {
 impl<O, P> Reconcile<O, P> {
     pub(crate) fn new(
         parent: P,
-        members: Vec<Arc<O>>,
+        members: Members<O>,
         related: Vec<Related>,
         attempt: u32,
         cache: CacheSnapshot<O, P>,
@@ -142,9 +142,10 @@ impl<O, P> Reconcile<O, P> {
     }
 
     /// The parent's members at dispatch, in key order; empty when every one was deleted
-    /// (the reconcile still runs, so it can clean up).
+    /// (the reconcile still runs, so it can clean up). O(1) whatever the parent's size: a
+    /// large parent's members share the cache's persistent tree; `to_vec()` copies them out.
     #[must_use]
-    pub fn members(&self) -> &[Arc<O>] {
+    pub fn members(&self) -> &Members<O> {
         &self.members
     }
 
@@ -189,7 +190,7 @@ impl<O, P> Reconcile<O, P> {
 
     /// The parent and its members, by value.
     #[must_use]
-    pub fn into_parts(self) -> (P, Vec<Arc<O>>) {
+    pub fn into_parts(self) -> (P, Members<O>) {
         (self.parent, self.members)
     }
 }

@@ -3,7 +3,7 @@
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use reconcile_core::{Command, Input, Instant, ListResponse, StreamEnd};
+use reconcile_core::{Command, Input, Instant, ListResponse, Members, StreamEnd};
 use reconcile_trace::Recorded;
 
 use super::recorder::Recorder;
@@ -147,7 +147,7 @@ where
                     ticket: *ticket,
                     parent: parent.clone(),
                     attempt: *attempt,
-                    members: Vec::new(),
+                    members: Members::new(),
                     related: Vec::new(),
                 },
                 other => other.clone(),

@@ -12,8 +12,9 @@ use reconcile_core::election::LostReason;
 use reconcile_core::pod::PodView;
 use reconcile_core::{
     Backoff, CacheChange, Command, Config, ConfigError, Deadline, ElectionConfig, Event, Input,
-    Instant, KeyMap, Object as _, ObjectKey, Outcome, Output, ReconcileLoop, Related, RelistReason,
-    RequestId, SourceId, StepLine, StreamId, Ticket, Wake, WatchParams, WatchRetryReason,
+    Instant, KeyMap, Members, Object as _, ObjectKey, Outcome, Output, ReconcileLoop, Related,
+    RelistReason, RequestId, SourceId, StepLine, StreamId, Ticket, Wake, WatchParams,
+    WatchRetryReason,
 };
 
 use crate::clock::Clock;
@@ -91,7 +92,7 @@ pub struct Dispatch {
     /// The step it was dispatched in (orders it against the changes the core observed).
     pub step: u64,
     /// The parent's members.
-    pub members: Vec<Arc<PodView>>,
+    pub members: Members<PodView>,
     /// Each secondary source's objects of the parent, `S1` first.
     pub related: Vec<Related>,
 }

@@ -97,9 +97,9 @@ pub async fn until(what: &str, mut check: impl FnMut() -> bool) {
 pub type Seen = Arc<Mutex<BTreeMap<String, Vec<String>>>>;
 
 /// The members' names.
-pub fn names(members: &[Arc<PodView>]) -> Vec<String> {
+pub fn names<'a>(members: impl IntoIterator<Item = &'a Arc<PodView>>) -> Vec<String> {
     members
-        .iter()
+        .into_iter()
         .filter_map(|p| p.metadata.name.as_deref().map(str::to_owned))
         .collect()
 }

@@ -171,10 +171,14 @@ fn compaction_makes_an_old_cursor_unusable() {
     let api = env.client(ApiServer::Uncached);
     let first = api.create_pod(&ns, &pod_manifest("old", &[])).unwrap();
     let old_rv = resource_version(&first).to_owned();
-    // Move the head past the old cursor, then compact everything before it.
+    // Move the head at least two past the old cursor, then compact everything before it. A
+    // watch from `old_rv` starts at `old_rv + 1`, which etcd still serves when it is the
+    // compacted revision itself: with one write after `old_rv` and nothing else written in
+    // between, the watch was not compacted and the test waited for an ERROR that never came.
     api.create_pod(&ns, &pod_manifest("new", &[])).unwrap();
+    api.create_pod(&ns, &pod_manifest("newer", &[])).unwrap();
     let revision = env.compact_etcd().unwrap();
-    assert!(revision > old_rv.parse::<u64>().unwrap());
+    assert!(revision > old_rv.parse::<u64>().unwrap() + 1);
 
     // Without a watch cache the apiserver asks etcd, which has forgotten old_rv.
     let params = WatchParams {

@@ -65,7 +65,7 @@ pub(crate) trait Secondary<O, P> {
         response: ListResponse<O>,
         ids: &mut dyn MintIds,
         out: &mut Outbox<O, P>,
-        wakes: &mut Vec<P>,
+        wakes: &mut Vec<Arc<P>>,
     );
     fn handle_watch_opened(&mut self, now: Instant, stream: StreamId, out: &mut Outbox<O, P>);
     fn handle_watch_line(
@@ -74,7 +74,7 @@ pub(crate) trait Secondary<O, P> {
         stream: StreamId,
         line: &[u8],
         out: &mut Outbox<O, P>,
-        wakes: &mut Vec<P>,
+        wakes: &mut Vec<Arc<P>>,
     );
     fn handle_watch_end(
         &mut self,
@@ -190,7 +190,7 @@ struct Source<C, P> {
 }
 
 impl<C: Object + Send + Sync, P: Ord + Clone> Source<C, P> {
-    fn apply<O>(&mut self, change: Change<C>, wakes: &mut Vec<P>, out: &mut Outbox<O, P>) {
+    fn apply<O>(&mut self, change: Change<C>, wakes: &mut Vec<Arc<P>>, out: &mut Outbox<O, P>) {
         match change {
             Change::Upsert(object) => self.upsert(object, wakes, out),
             Change::Delete(tombstone) => {
@@ -220,7 +220,7 @@ impl<C: Object + Send + Sync, P: Ord + Clone> Source<C, P> {
         }
     }
 
-    fn upsert<O>(&mut self, object: Arc<C>, wakes: &mut Vec<P>, out: &mut Outbox<O, P>) {
+    fn upsert<O>(&mut self, object: Arc<C>, wakes: &mut Vec<Arc<P>>, out: &mut Outbox<O, P>) {
         let Some(key) = object.key() else {
             return;
         };
@@ -263,12 +263,12 @@ impl<C: Object + Send + Sync, P: Ord + Clone> Source<C, P> {
                 .entry(parent.clone())
                 .or_default()
                 .insert(key.clone(), Arc::clone(&object));
-            wakes.push(parent.clone());
+            wakes.push(Arc::new(parent.clone()));
         }
         self.objects.insert(key, (object, parents));
     }
 
-    fn remove(&mut self, key: &ObjectKey, wakes: &mut Vec<P>) {
+    fn remove(&mut self, key: &ObjectKey, wakes: &mut Vec<Arc<P>>) {
         let Some((_, parents)) = self.objects.remove(key) else {
             return;
         };
@@ -279,7 +279,7 @@ impl<C: Object + Send + Sync, P: Ord + Clone> Source<C, P> {
                     self.index.remove(&parent);
                 }
             }
-            wakes.push(parent);
+            wakes.push(Arc::new(parent));
         }
     }
 }
@@ -320,7 +320,7 @@ where
         response: ListResponse<O>,
         ids: &mut dyn MintIds,
         out: &mut Outbox<O, P>,
-        wakes: &mut Vec<P>,
+        wakes: &mut Vec<Arc<P>>,
     ) {
         let response = for_secondary(response);
         if let Some(change) = self.reflector.handle_list(now, req, response, ids, out) {
@@ -338,7 +338,7 @@ where
         stream: StreamId,
         line: &[u8],
         out: &mut Outbox<O, P>,
-        wakes: &mut Vec<P>,
+        wakes: &mut Vec<Arc<P>>,
     ) {
         if let Some(change) = self.reflector.handle_watch_line(now, stream, line, out) {
             self.apply(change, wakes, out);

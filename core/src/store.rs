@@ -48,8 +48,8 @@ pub struct Store<O, P> {
     /// entry and `order`: a million pods in 100k parents hold 100k parent keys, not a million.
     parents: HashMap<ObjectKey, Arc<P>, FixedState>,
     /// Parent → its members, in key order. Invariant: every member map is non-empty, and
-    /// `k ∈ index[p]` exactly when `parents[k] == p`. Holding the `Arc`s here makes a
-    /// reconcile's member snapshot a walk of one small ordered map.
+    /// `k ∈ index[p]` exactly when `parents[k] == p`. A reconcile's member snapshot shares
+    /// the set (see `MemberSet`).
     index: HashMap<Arc<P>, MemberSet<O>, FixedState>,
     /// The keys of `index`, in order.
     order: BTreeSet<Arc<P>>,
@@ -189,6 +189,11 @@ impl<O: Object, P: Ord + Hash + Clone> Store<O, P> {
         self.order.iter().map(|parent| &**parent)
     }
 
+    /// The parents that have at least one member, in order, as the store shares them.
+    pub(crate) fn shared_parents(&self) -> impl ExactSizeIterator<Item = &Arc<P>> {
+        self.order.iter()
+    }
+
     /// Every cached object with its parent, by parent, then by key.
     pub fn iter(&self) -> impl Iterator<Item = (&ObjectKey, &Arc<O>, &P)> {
         self.order.iter().flat_map(move |p| {
@@ -250,7 +255,7 @@ impl<O: Object, P: Ord + Hash + Clone> Store<O, P> {
         &mut self,
         change: Change<O>,
         key_map: &KeyMap<O, P>,
-        wakes: &mut Vec<P>,
+        wakes: &mut Vec<Arc<P>>,
         rejected: &mut Vec<Rejected<P>>,
     ) {
         match change {
@@ -284,7 +289,7 @@ impl<O: Object, P: Ord + Hash + Clone> Store<O, P> {
         key: &str,
         object: Arc<O>,
         key_map: &KeyMap<O, P>,
-        wakes: &mut Vec<P>,
+        wakes: &mut Vec<Arc<P>>,
         rejected: &mut Vec<Rejected<P>>,
     ) {
         let parent = match key_map.parent_of(&object) {
@@ -292,18 +297,19 @@ impl<O: Object, P: Ord + Hash + Clone> Store<O, P> {
             Err(error) => {
                 let evicted_from = self.remove(key);
                 if let Some(old) = &evicted_from {
-                    wakes.push(old.clone());
+                    wakes.push(Arc::clone(old));
                 }
                 rejected.push(Rejected::Unmapped {
                     key: ObjectKey::from_joined(key),
                     error,
-                    evicted_from,
+                    evicted_from: evicted_from.map(Arc::unwrap_or_clone),
                 });
                 return;
             }
         };
-        match self.parents.get_key_value(key) {
+        let woken = match self.parents.get_key_value(key) {
             Some((known, old)) if **old == parent => {
+                let shared = Arc::clone(old);
                 if let Some(slot) = self
                     .index
                     .get_mut(&parent)
@@ -333,18 +339,20 @@ impl<O: Object, P: Ord + Hash + Clone> Store<O, P> {
                         return;
                     }
                 }
+                shared
             }
             Some((known, _)) => {
                 let known = known.clone();
                 let shared = self.shared(&parent);
                 if let Some(old) = self.parents.insert(known.clone(), Arc::clone(&shared)) {
                     self.unindex(&known, &old);
-                    wakes.push(P::clone(&old));
+                    wakes.push(old);
                 }
                 if let Some(log) = &mut self.changes {
                     log.note(&known);
                 }
-                self.index_insert(shared, known, object);
+                self.index_insert(Arc::clone(&shared), known, object);
+                shared
             }
             None => {
                 let key = ObjectKey::from_joined(key);
@@ -353,17 +361,18 @@ impl<O: Object, P: Ord + Hash + Clone> Store<O, P> {
                 if let Some(log) = &mut self.changes {
                     log.note(&key);
                 }
-                self.index_insert(shared, key, object);
+                self.index_insert(Arc::clone(&shared), key, object);
+                shared
             }
-        }
-        wakes.push(parent);
+        };
+        wakes.push(woken);
     }
 
     fn replace(
         &mut self,
         objects: Vec<O>,
         key_map: &KeyMap<O, P>,
-        wakes: &mut Vec<P>,
+        wakes: &mut Vec<Arc<P>>,
         rejected: &mut Vec<Rejected<P>>,
     ) {
         let mut incoming = BTreeMap::new();
@@ -403,13 +412,13 @@ impl<O: Object, P: Ord + Hash + Clone> Store<O, P> {
     }
 
     /// Removes `key`, returning the parent it was under.
-    fn remove(&mut self, key: &str) -> Option<P> {
+    fn remove(&mut self, key: &str) -> Option<Arc<P>> {
         let (key, parent) = self.parents.remove_entry(key)?;
         if let Some(log) = &mut self.changes {
             log.note(&key);
         }
         self.unindex(&key, &parent);
-        Some(Arc::unwrap_or_clone(parent))
+        Some(parent)
     }
 
     /// The store's shared copy of `parent`, or a new one when it has no members yet.
@@ -502,7 +511,10 @@ mod tests {
             let (mut wakes, mut rejected) = (Vec::new(), Vec::new());
             self.store
                 .apply(event.into(), &self.key_map, &mut wakes, &mut rejected);
-            (wakes, rejected)
+            (
+                wakes.into_iter().map(Arc::unwrap_or_clone).collect(),
+                rejected,
+            )
         }
 
         fn members(&self, cell: &str) -> Vec<String> {

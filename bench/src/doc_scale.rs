@@ -105,7 +105,7 @@ pub fn section(r: &Results, settings: &Settings, command: &str) -> String {
     );
     let _ = writeln!(
         s,
-        "The replay server's pods (8.5 KB of JSON each: a LIST of 1M is 8.5 GB, written item by item) at {}. At each size every peer runs three times: a sync (time to first sync, peak RSS, CPU seconds), the same sync with the counting allocator (heap after the sync; Go: `HeapAlloc` after `runtime.GC()`), and a throughput run of {} frames after the sync (CPU per frame = that run's CPU seconds less the sync's, over the frames). A figure counts only when the peer held the whole listing (pods + the sentinel) or reached the run's final frame. kube-runtime and client-go run up to {} pods: kube-runtime's peak RSS is already {} MiB there (3.3 GiB at 50k), so 1M would need about 65 GiB, over this 24 GiB machine; client-go's would need about 20 GiB and 10 minutes a sync. Medians of {} run(s); the machine is shared with other builds, so CPU seconds and ratios measured in one run say more than wall seconds.\n",
+        "The replay server's pods (8.5 KB of JSON each: a LIST of 1M is 8.5 GB, written item by item) at {}. At each size every peer runs three times: a sync (time to first sync, peak RSS, CPU seconds), the same sync with the counting allocator (heap after the sync; Go: `HeapAlloc` after `runtime.GC()`), and a throughput run of {} frames after the sync (CPU per frame = the CPU seconds that run spent after its sync, read in the peer's own process, less what the sync run spent after its sync, mostly tearing down the same cache, over the frames). A figure counts only when the peer held the whole listing (pods + the sentinel) or reached the run's final frame. kube-runtime and client-go run up to {} pods: kube-runtime's peak RSS is already {} MiB there (3.3 GiB at 50k), so 1M would need about 65 GiB, over this 24 GiB machine; client-go's would need about 20 GiB and 10 minutes a sync. Medians of {} run(s); the machine is shared with other builds, so CPU seconds and ratios measured in one run say more than wall seconds.\n",
         sizes
             .iter()
             .map(ToString::to_string)
@@ -203,7 +203,7 @@ pub fn section(r: &Results, settings: &Settings, command: &str) -> String {
     let _ = writeln!(s, "\n### Nothing quadratic: the core alone\n");
     let _ = writeln!(
         s,
-        "Each probe runs in a process of its own (`reconcile-bench core-scale relist|parent|resync --objects N`) on real-shaped `PodView`s fed through the in-process source, each reconcile completed as soon as it is dispatched; it fails instead of reporting when the store, the reconciles or the members handed over differ from what the input calls for.\n\n- **relist**: a cache of N pods (10 to a parent) gets a whole new listing with 1% of them changed; timed: the `Replace` and the drain that reconciles the changed pods' parents (N/100 reconciles).\n- **parent**: one parent with N members under 2,000 MODIFIED frames, each reconcile finishing before the next frame, so each frame dispatches a reconcile with the parent's member snapshot; timed: the frames.\n- **resync**: a cache of N pods in N/10 parents reaches its resync period; timed: the timeout and the drain that reconciles every parent with its members.\n"
+        "Each probe runs in a process of its own (`reconcile-bench core-scale relist|parent|resync --objects N`) on real-shaped `PodView`s fed through the in-process source, each reconcile completed as soon as it is dispatched; it fails instead of reporting when the store, the reconciles or the members handed over differ from what the input calls for.\n\n- **relist**: a cache of N pods (10 to a parent) gets a whole new listing with 1% of them changed; timed: the `Replace` and the drain that reconciles the changed pods' parents (N/100 reconciles).\n- **parent**: one parent with N members under 20,000 MODIFIED frames, each reconcile finishing before the next frame, so each frame dispatches a reconcile with the parent's member snapshot; timed: the frames.\n- **resync**: a cache of N pods in N/10 parents reaches its resync period; timed: the timeout and the drain that reconciles every parent with its members.\n"
     );
     let _ = writeln!(
         s,
@@ -256,20 +256,23 @@ What was quadratic or impossible, and what changed (issue 16):
 - **A parent's member snapshot** was O(members) per reconcile: every `Command::Reconcile`
   carried a `Vec<Arc<O>>` of the parent's members, one refcount increment (and later one
   decrement) per member, each on an object elsewhere in memory, so the `parent` probe took
-  2.2 s at 100k members (11.4× the 10k figure). `Command::Reconcile` now carries `Members`,
+  2.2 s for 2,000 frames at 100k members (11.4× the 10k figure). `Command::Reconcile` now carries `Members`,
   which shares the store's member set: a persistent B-tree past 64 members, a
   copy-on-write map below, so a snapshot is one pointer copy and a write while it is held
   copies one path.
 - **The store** held a copy of the parent key per object; each parent key is now one
   shared allocation, about 41 B less per pod at 1M.
-- **The resync** is linear past the last-level cache but not below it: per reconcile it
-  costs 0.5 µs at 10k pods, 0.7 µs at 100k and 1.4 µs at 1M, then 1.4 µs at 2M (2.0× for
-  2× the pods). At 100k the hash maps, queue and parent keys a resync walks fit in this
-  machine's 32 MiB L3; at 1M they do not, and the profile of a 1M resync (30 in a row, `perf
-  record`) is hash probes with key compares (`memcmp` 15%, `HashMap::remove` 9%), the
-  allocator (`malloc`, `free` and glibc's consolidation of freed chunks, 30%, each touching
-  chunks scattered over a 1.5 GB heap) and page faults (10%), not any walk that grows
-  with the cache.
+- **The resync** misses its ≤ 11× by a cache cliff, not by a walk that grows: per
+  reconcile it costs about 0.5 µs at 100k pods (10k parents) and 1.4 µs at 1M, 2M and 4M
+  (`core-scale resync`, 3 runs each, one session: 0.0054 s, 0.14 s, 0.25–0.31 s,
+  0.58–0.60 s; 2.0× from 1M to 2M, 2.1× from 2M to 4M). At 100k the queue's, retry's and
+  store's hash tables and the parent keys a resync touches (about 10 MB) fit in this
+  machine's 32 MiB L3; from 1M they do not, and each reconcile's dozen hash probes become
+  cache misses. The profile of a 1M resync (100 in a row under `perf record`, before the
+  keys were shared) was hash probes and key compares (`memcmp` 17%, `HashMap::remove`
+  15%, the index lookup 13%) and the allocator (`malloc`/`free` of key copies, 25%).
+  Sharing the store's `Arc<P>` through the queue took the key copies and most compares
+  out (1M: 0.11 s to 0.08 s in one session); the probes remain.
 ";
 
 /// The scaling rows of the targets section, markers included.

@@ -988,7 +988,9 @@ fn scale(
         for run in 0..settings.runs {
             for peer in scale_peers(settings, pods) {
                 let what = format!("scale, {pods} pods");
-                let mut cpu_sync = None;
+                // What the sync run spent after its sync: mostly tearing the cache down, which
+                // the throughput run pays too.
+                let mut teardown = None;
                 for (mode, heap) in [
                     (Mode::Sync, false),
                     (Mode::Sync, true),
@@ -1038,7 +1040,7 @@ fn scale(
                             key("rss"),
                             report.rss_peak_kb as f64 / 1024.0,
                         );
-                        cpu_sync = Some(report.cpu_seconds);
+                        teardown = Some(report.cpu_seconds - report.cpu_at_sync);
                         continue;
                     }
                     // Throughput: counts only when the peer reached the run's final state.
@@ -1057,8 +1059,14 @@ fn scale(
                     push(&mut results.scale, key("frames-per-s"), rate);
                     // A throughput run that took no more CPU than the sync alone (the sync's
                     // own spread is larger than the frames' cost) gives no figure.
-                    if let Some(sync) = cpu_sync.filter(|&sync| report.cpu_seconds > sync) {
-                        let per_frame = (report.cpu_seconds - sync) / workload.frames as f64;
+                    // The CPU the peer used after its own sync, read in the same process, less
+                    // the sync run's after its sync (the teardown both pay). Subtracting the
+                    // sync run's whole CPU instead left the frames' 0.2 CPU s inside the spread
+                    // of a 1M-pod sync's 12.
+                    let after_sync = report.cpu_seconds - report.cpu_at_sync;
+                    let frames_cpu = after_sync - teardown.unwrap_or(0.0);
+                    if frames_cpu > 0.0 {
+                        let per_frame = frames_cpu / workload.frames as f64;
                         push(&mut results.scale, key("cpu-per-frame"), per_frame * 1e6);
                         log(&format!(
                             "run {run} {peer} {what}: {rate:.0} frames/s, {:.1} µs CPU per frame ({final_objects} objects at the end)",

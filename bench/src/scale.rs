@@ -269,7 +269,7 @@ pub fn run(probe: Probe, objects: usize) -> Result<ProbeReport, BenchError> {
             check("parents reconciled after the sync", h.drain().reconciles, 1)?;
             // A fixed number of frames whatever the size: a linear snapshot shows as a
             // per-frame cost that grows with the members.
-            let frames = 2_000;
+            let frames = 20_000;
             let updates: Vec<PodView> = (0..frames)
                 .map(|f| {
                     let i = (f * 7_919) % n;

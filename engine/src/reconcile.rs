@@ -142,8 +142,9 @@ impl<O, P> Reconcile<O, P> {
     }
 
     /// The parent's members at dispatch, in key order; empty when every one was deleted
-    /// (the reconcile still runs, so it can clean up). O(1) whatever the parent's size: a
-    /// large parent's members share the cache's persistent tree; `to_vec()` copies them out.
+    /// (the reconcile still runs, so it can clean up). It shares the core's member set
+    /// instead of copying it, so it costs the same whatever the parent's size; `to_vec()`
+    /// copies the members out.
     #[must_use]
     pub fn members(&self) -> &Members<O> {
         &self.members

@@ -309,7 +309,6 @@ impl<O: Object, P: Ord + Hash + Clone> Store<O, P> {
         };
         let woken = match self.parents.get_key_value(key) {
             Some((known, old)) if **old == parent => {
-                let shared = Arc::clone(old);
                 if let Some(slot) = self
                     .index
                     .get_mut(&parent)
@@ -339,7 +338,8 @@ impl<O: Object, P: Ord + Hash + Clone> Store<O, P> {
                         return;
                     }
                 }
-                shared
+                // Taken only now: an unchanged object (most of a relist) touches no count.
+                Arc::clone(old)
             }
             Some((known, _)) => {
                 let known = known.clone();

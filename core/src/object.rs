@@ -206,6 +206,12 @@ where
         self.meta().generation
     }
 
+    /// Built-in types (k8s-openapi's) decode from protobuf by the Kubernetes schemas the
+    /// crate embeds; custom resources, `DynamicObject` and `PartialObjectMeta` stay on JSON.
+    fn protobuf() -> Option<crate::protobuf::ProtobufCodec<Self>> {
+        crate::protobuf::builtin::codec::<K>()
+    }
+
     fn same_labels(&self, other: &Self) -> Option<bool> {
         Some(self.meta().labels == other.meta().labels)
     }

@@ -43,7 +43,11 @@ use crate::pod::{
 };
 use crate::string_map::StringMap;
 
+#[cfg(feature = "kube")]
+pub(crate) mod builtin;
+mod de;
 pub mod messages;
+mod schema;
 
 /// The magic that starts every enveloped protobuf body: `k8s\0`.
 pub const MAGIC: [u8; 4] = *b"k8s\0";
@@ -122,6 +126,13 @@ pub enum ProtobufErrorKind {
     /// The object type has no protobuf decoder.
     #[error("{0} has no protobuf decoder")]
     Unsupported(&'static str),
+    /// A value the type being built refuses (k8s-openapi's own check, such as a field of the
+    /// wrong kind), or embedded JSON that does not parse.
+    #[error("{0}")]
+    Value(String),
+    /// Messages nested deeper than the decoder follows.
+    #[error("messages nest deeper than {0}")]
+    Depth(u32),
 }
 
 impl ProtobufError {
@@ -173,13 +184,28 @@ impl<O> fmt::Debug for ProtobufCodec<O> {
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Value<'a> {
     Varint(u64),
-    /// Fixed 32 or 64 bits: no field the views read has one; skipped.
-    Fixed,
+    /// Fixed 32 bits, little-endian (no field of a view has one).
+    Fixed32(u32),
+    /// Fixed 64 bits, little-endian.
+    Fixed64(u64),
     /// Length-delimited, with its first byte's offset.
     Bytes(&'a [u8], usize),
 }
 
+impl Value<'_> {
+    /// The wire type the value came as (either fixed width for a fixed one).
+    pub(crate) fn wire_type(self) -> WireType {
+        match self {
+            Value::Varint(_) => WireType::Varint,
+            Value::Fixed32(_) => WireType::ThirtyTwoBit,
+            Value::Fixed64(_) => WireType::SixtyFourBit,
+            Value::Bytes(..) => WireType::LengthDelimited,
+        }
+    }
+}
+
 /// Walks the fields of one message.
+#[derive(Clone)]
 pub(crate) struct Reader<'a, 'b> {
     buf: &'a [u8],
     pos: usize,
@@ -281,15 +307,22 @@ impl<'a, 'b> Reader<'a, 'b> {
             ),
             WireType::SixtyFourBit | WireType::ThirtyTwoBit => {
                 let width = if wire == WireType::SixtyFourBit { 8 } else { 4 };
-                if rest.len() < width {
+                let Some((bits, tail)) = rest.split_at_checked(width) else {
                     return Err(self.error(ProtobufErrorKind::PastTheEnd {
                         field,
                         length: width as u64,
                         left: rest.len(),
                     }));
+                };
+                rest = tail;
+                let mut word = [0u8; 8];
+                word[..width].copy_from_slice(bits);
+                let word = u64::from_le_bytes(word);
+                if width == 8 {
+                    Value::Fixed64(word)
+                } else {
+                    Value::Fixed32(word as u32)
                 }
-                rest = &rest[width..];
-                Value::Fixed
             }
             WireType::LengthDelimited => {
                 let length = decode_varint(&mut rest)
@@ -318,11 +351,7 @@ impl<'a, 'b> Reader<'a, 'b> {
     }
 
     fn wire_type(&self, field: u32, value: Value<'_>, expected: WireType) -> ProtobufError {
-        let got = match value {
-            Value::Varint(_) => WireType::Varint,
-            Value::Fixed => WireType::SixtyFourBit,
-            Value::Bytes(..) => WireType::LengthDelimited,
-        };
+        let got = value.wire_type();
         self.error(ProtobufErrorKind::WireType {
             field,
             got: got as u8,

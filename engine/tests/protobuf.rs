@@ -196,17 +196,17 @@ async fn a_json_answer_to_a_protobuf_request_is_read_as_json() {
 
 #[tokio::test(start_paused = true)]
 async fn protobuf_on_a_type_without_a_decoder_is_a_config_error() {
-    let source =
-        Source::<k8s_openapi::api::core::v1::Pod, Scripted>::namespaced(Scripted::default(), "ns")
-            .protobuf();
+    // Metadata only is asked for as `PartialObjectMetadata`, in JSON: no protobuf decoder.
+    type Meta = kube_core::PartialObjectMeta<k8s_openapi::api::core::v1::Pod>;
+    let source = Source::<Meta, Scripted>::namespaced(Scripted::default(), "ns").protobuf();
     let controller = Controller::with_runtime(
         paused().await,
         source,
-        KeyMap::<k8s_openapi::api::core::v1::Pod, String>::by_label("cell"),
+        KeyMap::<Meta, String>::by_label("cell"),
     );
     let result = controller
         .start(
-            |_: Reconcile<k8s_openapi::api::core::v1::Pod, String>, _: Arc<()>| async {
+            |_: Reconcile<Meta, String>, _: Arc<()>| async {
                 Ok::<_, String>(Action::await_change())
             },
             default_error_policy,
@@ -215,7 +215,7 @@ async fn protobuf_on_a_type_without_a_decoder_is_a_config_error() {
         .await;
     match result {
         Err(Error::Config(ConfigError::NoProtobuf { object, .. })) => {
-            assert!(object.contains("Pod"), "{object}");
+            assert!(object.contains("PartialObjectMeta"), "{object}");
         }
         Err(other) => panic!("{other}"),
         Ok(_) => panic!("started"),

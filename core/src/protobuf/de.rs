@@ -1,0 +1,1027 @@
+//! Kubernetes protobuf into any serde type, by the schema: a `Deserializer` that walks a
+//! message's bytes and hands its fields to the type being built as the JSON object the
+//! apiserver would have sent, with nothing built in between. This is how a k8s-openapi type
+//! (its own `Deserialize`) decodes from protobuf.
+//!
+//! How a message reads as its JSON:
+//! - each known field is a key named as in JSON (the `.proto` names are the JSON names);
+//!   fields the schema does not know (a newer server's) are skipped by their length, and so
+//!   are those the struct being built does not name;
+//! - a repeated field's occurrences are one array (packed or not); a map field's entries one
+//!   object;
+//! - a struct Go embeds inline (`Volume`'s `VolumeSource`) is a field of its own in protobuf
+//!   but flat in JSON: a message field that the struct does not name, but whose own fields it
+//!   does, is flattened into it;
+//! - a value field tagged `omitempty` in Go is left out when zero, as Go's JSON does (protobuf
+//!   writes it); a pointer set to zero (`replicas: 0`) is kept;
+//! - `bytes` are base64 text; [`Special`] messages read as apimachinery writes them.
+
+use std::fmt;
+
+use base64::Engine as _;
+use prost::encoding::{WireType, decode_varint};
+use serde::de::value::BorrowedStrDeserializer;
+use serde::de::{
+    self, DeserializeOwned, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor,
+};
+
+use super::schema::{FieldSchema, Fixed, Kind, MessageId, MessageSchema, Schema, Special, schema};
+use super::{
+    Budget, GO_ZERO_TIME, LAST_TIME, ProtobufError, ProtobufErrorKind, Reader, Value, rfc3339,
+};
+use crate::list::budget::{self, Budgeted};
+
+/// Messages nested deeper than this are refused (Kubernetes' deepest are about a dozen).
+const MAX_DEPTH: u32 = 64;
+
+/// Decodes the message `message` of the schemas from `bytes` (whose first byte is `base`
+/// bytes into what the caller was handed) into a `T`, charging what it holds against `limit`
+/// bytes (as the JSON path charges). Returns the value and its charge.
+pub(crate) fn decode<T: DeserializeOwned>(
+    message: MessageId,
+    bytes: &[u8],
+    base: usize,
+    limit: u64,
+) -> Result<(T, u64), ProtobufError> {
+    let schema = schema();
+    let message = schema.message(message);
+    // The readers' own budget is not used: the value is charged by serde's view of it.
+    let unlimited = Budget::new(u64::MAX);
+    let de = MessageDe {
+        bytes,
+        at: base,
+        message,
+        ctx: Ctx {
+            schema,
+            budget: &unlimited,
+            depth: 0,
+        },
+    };
+    let (result, spent) =
+        budget::within(limit, || <Budgeted<T> as de::Deserialize>::deserialize(de));
+    match result {
+        Ok(Budgeted(value)) => Ok((value, spent.used)),
+        Err(_) if spent.exceeded => Err(ProtobufError::new(
+            base,
+            &message.name,
+            ProtobufErrorKind::TooLarge { limit },
+        )),
+        Err(e) => Err(e.into_inner(base, &message.name)),
+    }
+}
+
+/// A decoding error; where it happened is filled in by the innermost field that knows.
+#[derive(Debug)]
+pub(crate) struct Error(ProtobufError);
+
+/// The offset of an error not yet placed.
+const UNPLACED: usize = usize::MAX;
+
+impl Error {
+    /// Places the error at `at` in `context`, unless a field inside placed it already.
+    fn placed(mut self, at: usize, context: &'static str) -> Self {
+        if self.0.at == UNPLACED {
+            self.0.at = at;
+            self.0.context = context;
+        }
+        self
+    }
+
+    fn into_inner(self, at: usize, context: &'static str) -> ProtobufError {
+        self.placed(at, context).0
+    }
+}
+
+impl From<ProtobufError> for Error {
+    fn from(e: ProtobufError) -> Self {
+        Error(e)
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl de::Error for Error {
+    fn custom<T: fmt::Display>(msg: T) -> Self {
+        Error(ProtobufError::new(
+            UNPLACED,
+            "",
+            ProtobufErrorKind::Value(msg.to_string()),
+        ))
+    }
+}
+
+/// What every value of one decode shares.
+#[derive(Clone, Copy)]
+struct Ctx<'b> {
+    schema: &'static Schema,
+    budget: &'b Budget,
+    /// How deep the message being read is.
+    depth: u32,
+}
+
+impl<'b> Ctx<'b> {
+    fn reader<'de>(
+        &self,
+        bytes: &'de [u8],
+        at: usize,
+        message: &'static MessageSchema,
+    ) -> Reader<'de, 'b> {
+        Reader::new(bytes, at, &message.name, self.budget)
+    }
+
+    fn deeper(self, at: usize, context: &'static str) -> Result<Self, Error> {
+        if self.depth >= MAX_DEPTH {
+            return Err(Error(ProtobufError::new(
+                at,
+                context,
+                ProtobufErrorKind::Depth(MAX_DEPTH),
+            )));
+        }
+        Ok(Ctx {
+            depth: self.depth + 1,
+            ..self
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// A message.
+
+struct MessageDe<'de, 'b> {
+    bytes: &'de [u8],
+    at: usize,
+    message: &'static MessageSchema,
+    ctx: Ctx<'b>,
+}
+
+impl<'de, 'b> MessageDe<'de, 'b> {
+    fn fields(
+        self,
+        names: Option<&'static [&'static str]>,
+    ) -> Result<FieldsAccess<'de, 'b>, Error> {
+        let ctx = self.ctx.deeper(self.at, &self.message.name)?;
+        Ok(FieldsAccess {
+            top: Frame::new(ctx.reader(self.bytes, self.at, self.message), self.message),
+            inline: Vec::new(),
+            names,
+            pending: None,
+            ctx,
+        })
+    }
+
+    /// The fields of a hand-marshalled message, last one winning, as protobuf merges them.
+    fn scalars<const N: usize>(&self) -> Result<[Option<Value<'de>>; N], Error> {
+        let mut values = [None; N];
+        let mut r = self.ctx.reader(self.bytes, self.at, self.message);
+        while let Some((number, value)) = r.next()? {
+            if let Some(slot) = (number as usize)
+                .checked_sub(1)
+                .and_then(|i| values.get_mut(i))
+            {
+                *slot = Some(value);
+            }
+        }
+        Ok(values)
+    }
+
+    /// Whether this message is JSON's `null`: a zero time, an empty raw extension.
+    fn is_null(&self) -> Result<bool, Error> {
+        Ok(match self.message.special {
+            Some(Special::Time | Special::MicroTime) => self.instant()?.is_none(),
+            Some(Special::RawJson) => self.raw()?.is_empty(),
+            _ => false,
+        })
+    }
+
+    /// A `Time` or `MicroTime`'s seconds and nanoseconds; `None` for Go's zero time.
+    fn instant(&self) -> Result<Option<(i64, u32)>, Error> {
+        let [seconds, nanos] = self.scalars::<2>()?;
+        let seconds = self.varint(1, seconds)? as i64;
+        let nanos = self.varint(2, nanos)? as i64;
+        // Go writes its zero time as an empty message (and would read its seconds as such).
+        if self.bytes.is_empty() || seconds == GO_ZERO_TIME && nanos == 0 {
+            return Ok(None);
+        }
+        if !(GO_ZERO_TIME..=LAST_TIME).contains(&seconds) {
+            return Err(self.error(ProtobufErrorKind::Time(seconds)));
+        }
+        if !(0..1_000_000_000).contains(&nanos) {
+            return Err(self.error(ProtobufErrorKind::Value(format!(
+                "nanos {nanos} out of range"
+            ))));
+        }
+        Ok(Some((seconds, nanos as u32)))
+    }
+
+    /// A raw extension's (or `FieldsV1`'s) bytes.
+    fn raw(&self) -> Result<&'de [u8], Error> {
+        let [raw] = self.scalars::<1>()?;
+        match raw {
+            None => Ok(&[]),
+            Some(Value::Bytes(bytes, _)) => Ok(bytes),
+            Some(other) => Err(self.wire_error(1, other, WireType::LengthDelimited)),
+        }
+    }
+
+    fn varint(&self, number: u32, value: Option<Value<'de>>) -> Result<u64, Error> {
+        match value {
+            None => Ok(0),
+            Some(Value::Varint(v)) => Ok(v),
+            Some(other) => Err(self.wire_error(number, other, WireType::Varint)),
+        }
+    }
+
+    fn text(&self, number: u32, value: Option<Value<'de>>) -> Result<&'de str, Error> {
+        match value {
+            None => Ok(""),
+            Some(Value::Bytes(bytes, at)) => utf8(bytes, at, number, &self.message.name),
+            Some(other) => Err(self.wire_error(number, other, WireType::LengthDelimited)),
+        }
+    }
+
+    fn error(&self, kind: ProtobufErrorKind) -> Error {
+        Error(ProtobufError::new(self.at, &self.message.name, kind))
+    }
+
+    fn wire_error(&self, number: u32, got: Value<'_>, expected: WireType) -> Error {
+        wire_error(self.at, &self.message.name, number, got, expected)
+    }
+
+    /// A hand-marshalled message, as apimachinery writes it to JSON.
+    fn special<V: Visitor<'de>>(self, special: Special, visitor: V) -> Result<V::Value, Error> {
+        match special {
+            Special::Time | Special::MicroTime => match self.instant()? {
+                None => visitor.visit_unit(),
+                Some((seconds, nanos)) => {
+                    let mut text = rfc3339(seconds);
+                    if special == Special::MicroTime {
+                        // Go's RFC3339Micro: always six digits.
+                        text.truncate(text.len() - 1);
+                        text.push_str(&format!(".{:06}Z", nanos / 1_000));
+                    }
+                    visitor.visit_str(&text)
+                }
+            },
+            Special::IntOrString => {
+                let [kind, int, text] = self.scalars::<3>()?;
+                if self.varint(1, kind)? == 1 {
+                    visitor.visit_borrowed_str(self.text(3, text)?)
+                } else {
+                    visitor.visit_i32(self.varint(2, int)? as i32)
+                }
+            }
+            Special::Quantity => {
+                let [text] = self.scalars::<1>()?;
+                visitor.visit_borrowed_str(self.text(1, text)?)
+            }
+            Special::RawJson => {
+                let raw = self.raw()?;
+                if raw.is_empty() {
+                    return visitor.visit_unit();
+                }
+                if super::is_protobuf(raw) {
+                    return Err(self.error(ProtobufErrorKind::Value(
+                        "the raw extension holds protobuf, not JSON".into(),
+                    )));
+                }
+                let json =
+                    |e: serde_json::Error| self.error(ProtobufErrorKind::Value(e.to_string()));
+                let mut de = serde_json::Deserializer::from_slice(raw);
+                let value = de.deserialize_any(visitor).map_err(json)?;
+                de.end().map_err(json)?;
+                Ok(value)
+            }
+            Special::Slice => {
+                let ctx = self.ctx.deeper(self.at, &self.message.name)?;
+                let mut frame =
+                    Frame::new(ctx.reader(self.bytes, self.at, self.message), self.message);
+                let Some(items) = self.message.field(1) else {
+                    return visitor.visit_seq(de::value::SeqDeserializer::<
+                        std::iter::Empty<()>,
+                        Error,
+                    >::new(std::iter::empty()));
+                };
+                // The first occurrence of `items` starts the array; others are not JSON's.
+                let mut first = None;
+                while let Some((number, value)) = frame.reader.next()? {
+                    if number == 1 {
+                        first = Some((value, frame.reader.field_at));
+                        break;
+                    }
+                }
+                let Some(first) = first else {
+                    return visitor.visit_seq(de::value::SeqDeserializer::<
+                        std::iter::Empty<()>,
+                        Error,
+                    >::new(std::iter::empty()));
+                };
+                let mut occurrences = Occurrences::new(&mut frame, items, first)?;
+                let value = visitor.visit_seq(Elements {
+                    occurrences: &mut occurrences,
+                    packed: None,
+                    ctx,
+                })?;
+                Ok(value)
+            }
+        }
+    }
+}
+
+impl<'de> Deserializer<'de> for MessageDe<'de, '_> {
+    type Error = Error;
+
+    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        match self.message.special {
+            Some(special) => self.special(special, visitor),
+            None => visitor.visit_map(self.fields(None)?),
+        }
+    }
+
+    fn deserialize_struct<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        fields: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, Error> {
+        match self.message.special {
+            Some(special) => self.special(special, visitor),
+            None => visitor.visit_map(self.fields(Some(fields))?),
+        }
+    }
+
+    fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        if self.is_null()? {
+            visitor.visit_none()
+        } else {
+            visitor.visit_some(self)
+        }
+    }
+
+    fn deserialize_newtype_struct<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        visitor: V,
+    ) -> Result<V::Value, Error> {
+        visitor.visit_newtype_struct(self)
+    }
+
+    fn deserialize_ignored_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        visitor.visit_unit()
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf
+        unit unit_struct seq tuple tuple_struct map enum identifier
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// A message's fields, as an object.
+
+/// One message being read, or a struct embedded inline in it.
+struct Frame<'de, 'b> {
+    reader: Reader<'de, 'b>,
+    /// The message from its start, to look for a repeated field's later occurrences.
+    start: Reader<'de, 'b>,
+    message: &'static MessageSchema,
+    /// Whether some repeated field's occurrences are not all adjacent (never, as the
+    /// apiserver writes them), found on first need.
+    scattered: Option<bool>,
+    /// The repeated fields already read whole, when scattered.
+    taken: Vec<u32>,
+}
+
+impl<'de, 'b> Frame<'de, 'b> {
+    fn new(reader: Reader<'de, 'b>, message: &'static MessageSchema) -> Self {
+        Frame {
+            start: reader.clone(),
+            reader,
+            message,
+            scattered: None,
+            taken: Vec::new(),
+        }
+    }
+
+    fn scattered(&mut self) -> Result<bool, Error> {
+        if let Some(scattered) = self.scattered {
+            return Ok(scattered);
+        }
+        let mut runs: Vec<u32> = Vec::new();
+        let mut r = self.start.clone();
+        let mut scattered = false;
+        while let Some((number, _)) = r.next()? {
+            if runs.last() != Some(&number) {
+                if runs.contains(&number) {
+                    scattered = true;
+                    break;
+                }
+                runs.push(number);
+            }
+        }
+        self.scattered = Some(scattered);
+        Ok(scattered)
+    }
+}
+
+struct FieldsAccess<'de, 'b> {
+    top: Frame<'de, 'b>,
+    /// Structs embedded inline, innermost last.
+    inline: Vec<Frame<'de, 'b>>,
+    /// The fields the struct being built names (`None` for a map or an untyped value).
+    names: Option<&'static [&'static str]>,
+    /// The field whose key was handed out, with its offset and message.
+    pending: Option<(&'static FieldSchema, Value<'de>, usize, &'static str)>,
+    ctx: Ctx<'b>,
+}
+
+impl<'de, 'b> FieldsAccess<'de, 'b> {
+    fn frame(&mut self) -> &mut Frame<'de, 'b> {
+        self.inline.last_mut().unwrap_or(&mut self.top)
+    }
+}
+
+impl<'de> MapAccess<'de> for FieldsAccess<'de, '_> {
+    type Error = Error;
+
+    fn next_key_seed<K: DeserializeSeed<'de>>(
+        &mut self,
+        seed: K,
+    ) -> Result<Option<K::Value>, Error> {
+        let schema = self.ctx.schema;
+        let names = self.names;
+        loop {
+            let frame = self.frame();
+            let Some((number, value)) = frame.reader.next()? else {
+                if self.inline.pop().is_some() {
+                    continue;
+                }
+                return Ok(None);
+            };
+            let at = frame.reader.field_at;
+            let context: &'static str = &frame.message.name;
+            let Some(field) = frame.message.field(number) else {
+                continue;
+            };
+            if !frame.taken.is_empty() && frame.taken.contains(&number) {
+                continue;
+            }
+            // Go's JSON never leaves a struct out, `omitempty` or not.
+            if !field.repeated
+                && field.omit_zero
+                && !matches!(field.kind, Kind::Message(_))
+                && is_zero(value)
+            {
+                continue;
+            }
+            if let Some(names) = names
+                && !names.contains(&&*field.name)
+            {
+                // A struct embedded inline: its fields are the struct's own.
+                if let (Kind::Message(id), false) = (field.kind, field.repeated) {
+                    let inner = schema.message(id);
+                    if inner.special.is_none()
+                        && inner.fields().iter().any(|f| names.contains(&&*f.name))
+                    {
+                        let Value::Bytes(bytes, bytes_at) = value else {
+                            return Err(wire_error(
+                                at,
+                                context,
+                                number,
+                                value,
+                                WireType::LengthDelimited,
+                            ));
+                        };
+                        self.ctx = self.ctx.deeper(at, context)?;
+                        let reader = self.ctx.reader(bytes, bytes_at, inner);
+                        self.inline.push(Frame::new(reader, inner));
+                    }
+                }
+                continue;
+            }
+            if let (Kind::Message(id), false) = (field.kind, field.repeated) {
+                // A zero time is JSON's `null`: left out, as a missing field reads the same.
+                let inner = schema.message(id);
+                if matches!(inner.special, Some(Special::Time | Special::MicroTime))
+                    && let Value::Bytes(bytes, bytes_at) = value
+                    && (MessageDe {
+                        bytes,
+                        at: bytes_at,
+                        message: inner,
+                        ctx: self.ctx,
+                    })
+                    .instant()?
+                    .is_none()
+                {
+                    continue;
+                }
+            }
+            self.pending = Some((field, value, at, context));
+            return seed
+                .deserialize(BorrowedStrDeserializer::<Error>::new(&field.name))
+                .map(Some);
+        }
+    }
+
+    fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value, Error> {
+        let Some((field, value, at, context)) = self.pending.take() else {
+            return Err(de::Error::custom("a value asked for before its key"));
+        };
+        let ctx = self.ctx;
+        let result = if field.repeated {
+            let frame = self.frame();
+            let mut occurrences = Occurrences::new(frame, field, (value, at))?;
+            let value = seed.deserialize(RepeatedDe {
+                occurrences: &mut occurrences,
+                ctx,
+            });
+            // Whatever the value left unread is not read again as keys.
+            occurrences.drain().and(value)
+        } else {
+            seed.deserialize(ValueDe {
+                kind: field.kind,
+                value,
+                number: field.number,
+                at,
+                context,
+                ctx,
+            })
+        };
+        result.map_err(|e| e.placed(at, context))
+    }
+}
+
+/// Whether a scalar is its type's zero (Go's JSON leaves such a value out when `omitempty`).
+fn is_zero(value: Value<'_>) -> bool {
+    match value {
+        Value::Varint(v) | Value::Fixed64(v) => v == 0,
+        Value::Fixed32(v) => v == 0,
+        Value::Bytes(bytes, _) => bytes.is_empty(),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// A repeated field: an array, or a map's entries.
+
+/// The occurrences of one repeated field in its message, in order.
+struct Occurrences<'f, 'de, 'b> {
+    frame: &'f mut Frame<'de, 'b>,
+    field: &'static FieldSchema,
+    first: Option<(Value<'de>, usize)>,
+    /// Past the adjacent run, when the field's occurrences are scattered: a reader of the
+    /// rest of the message that looks for the others.
+    search: Option<Reader<'de, 'b>>,
+}
+
+impl<'f, 'de, 'b> Occurrences<'f, 'de, 'b> {
+    fn new(
+        frame: &'f mut Frame<'de, 'b>,
+        field: &'static FieldSchema,
+        first: (Value<'de>, usize),
+    ) -> Result<Self, Error> {
+        let search = if frame.scattered()? {
+            frame.taken.push(field.number);
+            Some(frame.reader.clone())
+        } else {
+            None
+        };
+        Ok(Occurrences {
+            frame,
+            field,
+            first: Some(first),
+            search,
+        })
+    }
+
+    fn context(&self) -> &'static str {
+        &self.frame.message.name
+    }
+
+    /// The next occurrence and its offset.
+    fn next(&mut self) -> Result<Option<(Value<'de>, usize)>, Error> {
+        if let Some(first) = self.first.take() {
+            return Ok(Some(first));
+        }
+        if let Some(search) = &mut self.search {
+            while let Some((number, value)) = search.next()? {
+                if number == self.field.number {
+                    return Ok(Some((value, search.field_at)));
+                }
+            }
+            return Ok(None);
+        }
+        let mut probe = self.frame.reader.clone();
+        match probe.next()? {
+            Some((number, value)) if number == self.field.number => {
+                let at = probe.field_at;
+                self.frame.reader = probe;
+                Ok(Some((value, at)))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// Reads past the occurrences left.
+    fn drain(&mut self) -> Result<(), Error> {
+        while self.next()?.is_some() {}
+        Ok(())
+    }
+}
+
+struct RepeatedDe<'o, 'f, 'de, 'b> {
+    occurrences: &'o mut Occurrences<'f, 'de, 'b>,
+    ctx: Ctx<'b>,
+}
+
+impl<'de> Deserializer<'de> for RepeatedDe<'_, '_, 'de, '_> {
+    type Error = Error;
+
+    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        let field = self.occurrences.field;
+        if let Kind::Message(id) = field.kind {
+            let entry = self.ctx.schema.message(id);
+            if entry.map_entry {
+                return visitor.visit_map(Entries {
+                    occurrences: self.occurrences,
+                    entry,
+                    pending: None,
+                    ctx: self.ctx,
+                });
+            }
+        }
+        visitor.visit_seq(Elements {
+            occurrences: self.occurrences,
+            packed: None,
+            ctx: self.ctx,
+        })
+    }
+
+    fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        visitor.visit_some(self)
+    }
+
+    fn deserialize_newtype_struct<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        visitor: V,
+    ) -> Result<V::Value, Error> {
+        visitor.visit_newtype_struct(self)
+    }
+
+    fn deserialize_ignored_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        self.occurrences.drain()?;
+        visitor.visit_unit()
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf
+        unit unit_struct seq tuple tuple_struct map struct enum identifier
+    }
+}
+
+/// A repeated field's elements.
+struct Elements<'o, 'f, 'de, 'b> {
+    occurrences: &'o mut Occurrences<'f, 'de, 'b>,
+    /// The rest of a packed occurrence (many scalars in one length-delimited field).
+    packed: Option<(&'de [u8], usize)>,
+    ctx: Ctx<'b>,
+}
+
+impl<'de> SeqAccess<'de> for Elements<'_, '_, 'de, '_> {
+    type Error = Error;
+
+    fn next_element_seed<T: DeserializeSeed<'de>>(
+        &mut self,
+        seed: T,
+    ) -> Result<Option<T::Value>, Error> {
+        let field = self.occurrences.field;
+        let context = self.occurrences.context();
+        loop {
+            if let Some((bytes, at)) = self.packed.take()
+                && !bytes.is_empty()
+            {
+                let (value, rest) = packed_scalar(field, bytes, at, context)?;
+                let consumed = bytes.len() - rest.len();
+                self.packed = Some((rest, at + consumed));
+                return seed
+                    .deserialize(ValueDe {
+                        kind: field.kind,
+                        value,
+                        number: field.number,
+                        at,
+                        context,
+                        ctx: self.ctx,
+                    })
+                    .map(Some)
+                    .map_err(|e| e.placed(at, context));
+            }
+            let Some((value, at)) = self.occurrences.next()? else {
+                return Ok(None);
+            };
+            if let (Value::Bytes(bytes, bytes_at), true) = (value, packable(field.kind)) {
+                self.packed = Some((bytes, bytes_at));
+                continue;
+            }
+            return seed
+                .deserialize(ValueDe {
+                    kind: field.kind,
+                    value,
+                    number: field.number,
+                    at,
+                    context,
+                    ctx: self.ctx,
+                })
+                .map(Some)
+                .map_err(|e| e.placed(at, context));
+        }
+    }
+}
+
+/// Whether a repeated field of this type may be packed (scalars that are not text).
+fn packable(kind: Kind) -> bool {
+    !matches!(kind, Kind::String | Kind::Bytes | Kind::Message(_))
+}
+
+/// One scalar off the front of a packed field.
+fn packed_scalar<'de>(
+    field: &FieldSchema,
+    bytes: &'de [u8],
+    at: usize,
+    context: &'static str,
+) -> Result<(Value<'de>, &'de [u8]), Error> {
+    let short = |width: usize| {
+        Error(ProtobufError::new(
+            at,
+            context,
+            ProtobufErrorKind::PastTheEnd {
+                field: field.number,
+                length: width as u64,
+                left: bytes.len(),
+            },
+        ))
+    };
+    match field.kind {
+        Kind::Fixed32(_) => {
+            let (word, rest) = bytes.split_first_chunk::<4>().ok_or_else(|| short(4))?;
+            Ok((Value::Fixed32(u32::from_le_bytes(*word)), rest))
+        }
+        Kind::Fixed64(_) => {
+            let (word, rest) = bytes.split_first_chunk::<8>().ok_or_else(|| short(8))?;
+            Ok((Value::Fixed64(u64::from_le_bytes(*word)), rest))
+        }
+        _ => {
+            let mut rest = bytes;
+            let v = decode_varint(&mut rest).map_err(|e| {
+                Error(ProtobufError::new(
+                    at,
+                    context,
+                    ProtobufErrorKind::Wire(e.to_string()),
+                ))
+            })?;
+            Ok((Value::Varint(v), rest))
+        }
+    }
+}
+
+/// A map field's entries (each an entry message: key 1, value 2).
+struct Entries<'o, 'f, 'de, 'b> {
+    occurrences: &'o mut Occurrences<'f, 'de, 'b>,
+    entry: &'static MessageSchema,
+    /// The value of the entry whose key was handed out (`None` when it has none), and the
+    /// entry's offset.
+    pending: Option<(Option<(Value<'de>, usize)>, usize)>,
+    ctx: Ctx<'b>,
+}
+
+impl<'de> Entries<'_, '_, 'de, '_> {
+    /// A key or value of an entry, its type's zero when the entry leaves it out.
+    fn part(
+        &self,
+        number: u32,
+        value: Option<(Value<'de>, usize)>,
+        at: usize,
+    ) -> Result<ValueDe<'de, '_>, Error> {
+        let context: &'static str = &self.entry.name;
+        let Some(field) = self.entry.field(number) else {
+            return Err(Error(ProtobufError::new(
+                at,
+                context,
+                ProtobufErrorKind::Value(format!("a map entry without field {number}")),
+            )));
+        };
+        let (value, at) = value.unwrap_or_else(|| (zero(field.kind), at));
+        Ok(ValueDe {
+            kind: field.kind,
+            value,
+            number,
+            at,
+            context,
+            ctx: self.ctx,
+        })
+    }
+}
+
+/// The zero of a type, for a map entry that leaves its key or value out.
+fn zero(kind: Kind) -> Value<'static> {
+    match kind {
+        Kind::Fixed32(_) => Value::Fixed32(0),
+        Kind::Fixed64(_) => Value::Fixed64(0),
+        Kind::String | Kind::Bytes | Kind::Message(_) => Value::Bytes(&[], 0),
+        Kind::Bool | Kind::Varint { .. } | Kind::ZigZag => Value::Varint(0),
+    }
+}
+
+impl<'de> MapAccess<'de> for Entries<'_, '_, 'de, '_> {
+    type Error = Error;
+
+    fn next_key_seed<K: DeserializeSeed<'de>>(
+        &mut self,
+        seed: K,
+    ) -> Result<Option<K::Value>, Error> {
+        let Some((entry, at)) = self.occurrences.next()? else {
+            return Ok(None);
+        };
+        let context = self.occurrences.context();
+        let Value::Bytes(bytes, bytes_at) = entry else {
+            return Err(wire_error(
+                at,
+                context,
+                self.occurrences.field.number,
+                entry,
+                WireType::LengthDelimited,
+            ));
+        };
+        let mut r = self.ctx.reader(bytes, bytes_at, self.entry);
+        let (mut key, mut value) = (None, None);
+        while let Some((number, v)) = r.next()? {
+            match number {
+                1 => key = Some((v, r.field_at)),
+                2 => value = Some((v, r.field_at)),
+                _ => {}
+            }
+        }
+        self.pending = Some((value, bytes_at));
+        let key = self.part(1, key, bytes_at)?;
+        seed.deserialize(key)
+            .map(Some)
+            .map_err(|e| e.placed(at, context))
+    }
+
+    fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value, Error> {
+        let Some((value, at)) = self.pending.take() else {
+            return Err(de::Error::custom("a value asked for before its key"));
+        };
+        let part = self.part(2, value, at)?;
+        seed.deserialize(part)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// One value.
+
+struct ValueDe<'de, 'b> {
+    kind: Kind,
+    value: Value<'de>,
+    number: u32,
+    /// The field's offset, and its message, for errors.
+    at: usize,
+    context: &'static str,
+    ctx: Ctx<'b>,
+}
+
+impl<'de, 'b> ValueDe<'de, 'b> {
+    fn message(&self, id: MessageId) -> Result<MessageDe<'de, 'b>, Error> {
+        match self.value {
+            Value::Bytes(bytes, at) => Ok(MessageDe {
+                bytes,
+                at,
+                message: self.ctx.schema.message(id),
+                ctx: self.ctx,
+            }),
+            other => Err(self.wire_error(other, WireType::LengthDelimited)),
+        }
+    }
+
+    fn wire_error(&self, got: Value<'_>, expected: WireType) -> Error {
+        wire_error(self.at, self.context, self.number, got, expected)
+    }
+}
+
+impl<'de> Deserializer<'de> for ValueDe<'de, '_> {
+    type Error = Error;
+
+    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        match (self.kind, self.value) {
+            (Kind::Bool, Value::Varint(v)) => visitor.visit_bool(v != 0),
+            (Kind::Varint { signed, narrow }, Value::Varint(v)) => match (signed, narrow) {
+                // A negative int32 is written sign-extended to 64 bits.
+                (true, true) => visitor.visit_i32(v as i64 as i32),
+                (true, false) => visitor.visit_i64(v as i64),
+                (false, true) => visitor.visit_u32(v as u32),
+                (false, false) => visitor.visit_u64(v),
+            },
+            (Kind::ZigZag, Value::Varint(v)) => {
+                visitor.visit_i64(((v >> 1) as i64) ^ -((v & 1) as i64))
+            }
+            (Kind::Fixed32(fixed), Value::Fixed32(v)) => match fixed {
+                Fixed::Unsigned => visitor.visit_u32(v),
+                Fixed::Signed => visitor.visit_i32(v as i32),
+                Fixed::Float => visitor.visit_f32(f32::from_bits(v)),
+            },
+            (Kind::Fixed64(fixed), Value::Fixed64(v)) => match fixed {
+                Fixed::Unsigned => visitor.visit_u64(v),
+                Fixed::Signed => visitor.visit_i64(v as i64),
+                Fixed::Float => visitor.visit_f64(f64::from_bits(v)),
+            },
+            (Kind::String, Value::Bytes(bytes, at)) => {
+                visitor.visit_borrowed_str(utf8(bytes, at, self.number, self.context)?)
+            }
+            (Kind::Bytes, Value::Bytes(bytes, _)) => {
+                visitor.visit_string(base64::engine::general_purpose::STANDARD.encode(bytes))
+            }
+            (Kind::Message(id), _) => self.message(id)?.deserialize_any(visitor),
+            (Kind::Bool | Kind::Varint { .. } | Kind::ZigZag, other) => {
+                Err(self.wire_error(other, WireType::Varint))
+            }
+            (Kind::Fixed32(_), other) => Err(self.wire_error(other, WireType::ThirtyTwoBit)),
+            (Kind::Fixed64(_), other) => Err(self.wire_error(other, WireType::SixtyFourBit)),
+            (Kind::String | Kind::Bytes, other) => {
+                Err(self.wire_error(other, WireType::LengthDelimited))
+            }
+        }
+    }
+
+    fn deserialize_struct<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        fields: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, Error> {
+        match self.kind {
+            Kind::Message(id) => self.message(id)?.deserialize_struct(name, fields, visitor),
+            _ => self.deserialize_any(visitor),
+        }
+    }
+
+    fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        match self.kind {
+            Kind::Message(id) => self.message(id)?.deserialize_option(visitor),
+            _ => visitor.visit_some(self),
+        }
+    }
+
+    fn deserialize_newtype_struct<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        visitor: V,
+    ) -> Result<V::Value, Error> {
+        visitor.visit_newtype_struct(self)
+    }
+
+    fn deserialize_ignored_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        visitor.visit_unit()
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf
+        unit unit_struct seq tuple tuple_struct map enum identifier
+    }
+}
+
+fn utf8<'de>(
+    bytes: &'de [u8],
+    at: usize,
+    number: u32,
+    context: &'static str,
+) -> Result<&'de str, Error> {
+    simdutf8::basic::from_utf8(bytes).map_err(|_| {
+        Error(ProtobufError::new(
+            at,
+            context,
+            ProtobufErrorKind::Utf8(number),
+        ))
+    })
+}
+
+fn wire_error(
+    at: usize,
+    context: &'static str,
+    number: u32,
+    got: Value<'_>,
+    expected: WireType,
+) -> Error {
+    Error(ProtobufError::new(
+        at,
+        context,
+        ProtobufErrorKind::WireType {
+            field: number,
+            got: got.wire_type() as u8,
+            expected: expected as u8,
+        },
+    ))
+}

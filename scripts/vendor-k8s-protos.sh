@@ -73,14 +73,15 @@ for root in sys.argv[1:]:
 for name in sorted(found):
     print(name)
 PY
-# Which fields Go's JSON leaves out when zero (a value field tagged omitempty), from the Go
-# structs' tags: protobuf writes them, so the decoder must know to leave them out as JSON does.
+# What the Go structs' tags say that the .proto files do not: a field's JSON name where it
+# differs (an inline struct, a field named after its Go name), and whether JSON leaves it out
+# when zero (a value field tagged omitempty).
 {
-  echo "# proto message	field: a Go value field tagged omitempty (JSON leaves it out when zero)"
-  (cd scripts/vendor-k8s-protos && go run omitempty.go k8s.io.api "$api" &&
-    go run omitempty.go k8s.io.apimachinery "$machinery" |
+  echo "# proto message	proto field	JSON name (,inline: flattened; -: not in JSON)	omitempty: a Go value JSON leaves out when zero"
+  (cd scripts/vendor-k8s-protos && go run fields.go k8s.io.api "$api" &&
+    go run fields.go k8s.io.apimachinery "$machinery" |
       grep -E '^k8s\.io\.apimachinery\.pkg\.(api\.resource|apis\.meta\.v1|runtime|runtime\.schema|util\.intstr)\.[A-Z]')
-} >"$out/omitempty.tsv"
+} >"$out/fields.tsv"
 cat >"$out/PROVENANCE.md" <<MD
 # Vendored Kubernetes protobuf schemas
 
@@ -93,8 +94,9 @@ cat >"$out/PROVENANCE.md" <<MD
 - **Changed:** comment lines are removed (the schemas are unchanged). \`groups.tsv\` is
   derived from each Go package's \`GroupName\`, and \`slices.tsv\` from the
   \`+protobuf.nullable=true\` comments (messages that are Go slices, arrays in JSON),
-  and \`omitempty.tsv\` from the Go structs' tags (\`scripts/vendor-k8s-protos/omitempty.go\`:
-  the value fields JSON leaves out when zero).
+  and \`fields.tsv\` from the Go structs' tags (\`scripts/vendor-k8s-protos/fields.go\`:
+  JSON names that differ from the protobuf ones, inline structs, and the value fields JSON
+  leaves out when zero).
 - **Used for:** \`k8s.binpb\`, the compiled descriptor set the core embeds to decode
   built-in types from protobuf into k8s-openapi's types.
 MD

@@ -81,3 +81,183 @@ fn a_real_protobuf_watch_decodes_into_k8s_openapi_pods_as_its_json() {
     assert!(pb.len() >= 5, "{}", pb.len());
     assert_eq!(pb, json);
 }
+
+/// Compares the capture of one kind; returns how many objects it holds.
+type Check = fn(&str) -> usize;
+
+/// Decodes `kinds/<stem>.pb` and `kinds/<stem>.json` into `K` and compares.
+fn same_kind<K>(stem: &str) -> usize
+where
+    K: reconcile_core::Object + PartialEq + std::fmt::Debug + serde::Serialize,
+{
+    let pb = parse_list::<K>(&fixture(&format!("kinds/{stem}.pb")))
+        .unwrap_or_else(|e| panic!("{stem}.pb: {e}"));
+    let json = parse_list::<K>(&fixture(&format!("kinds/{stem}.json")))
+        .unwrap_or_else(|e| panic!("{stem}.json: {e}"));
+    assert!(pb.skipped.is_empty(), "{stem}: {:?}", pb.skipped);
+    assert!(!pb.items.is_empty(), "{stem}: nothing listed");
+    assert_eq!(pb.items.len(), json.items.len(), "{stem}");
+    for (pb, json) in pb.items.iter().zip(&json.items) {
+        assert_eq!(
+            serde_json::to_value(pb).unwrap(),
+            serde_json::to_value(json).unwrap(),
+            "{stem}"
+        );
+    }
+    assert_eq!(pb.items, json.items, "{stem}");
+    pb.items.len()
+}
+
+#[test]
+fn real_protobuf_lists_of_32_kinds_decode_into_k8s_openapi_as_their_json() {
+    use k8s_openapi::api::{
+        admissionregistration, apps, autoscaling, batch, certificates, coordination, core,
+        discovery, events, networking, policy, rbac, scheduling, storage,
+    };
+    let checks: &[(&str, Check)] = &[
+        (
+            "admissionregistration-v1-validatingwebhookconfiguration",
+            same_kind::<admissionregistration::v1::ValidatingWebhookConfiguration>,
+        ),
+        (
+            "apps-v1-controllerrevision",
+            same_kind::<apps::v1::ControllerRevision>,
+        ),
+        ("apps-v1-daemonset", same_kind::<apps::v1::DaemonSet>),
+        ("apps-v1-deployment", same_kind::<apps::v1::Deployment>),
+        ("apps-v1-replicaset", same_kind::<apps::v1::ReplicaSet>),
+        ("apps-v1-statefulset", same_kind::<apps::v1::StatefulSet>),
+        (
+            "autoscaling-v2-horizontalpodautoscaler",
+            same_kind::<autoscaling::v2::HorizontalPodAutoscaler>,
+        ),
+        ("batch-v1-cronjob", same_kind::<batch::v1::CronJob>),
+        ("batch-v1-job", same_kind::<batch::v1::Job>),
+        (
+            "certificates-v1-certificatesigningrequest",
+            same_kind::<certificates::v1::CertificateSigningRequest>,
+        ),
+        (
+            "coordination-v1-lease",
+            same_kind::<coordination::v1::Lease>,
+        ),
+        (
+            "discovery-v1-endpointslice",
+            same_kind::<discovery::v1::EndpointSlice>,
+        ),
+        ("events-v1-event", same_kind::<events::v1::Event>),
+        (
+            "networking-v1-ingress",
+            same_kind::<networking::v1::Ingress>,
+        ),
+        (
+            "networking-v1-networkpolicy",
+            same_kind::<networking::v1::NetworkPolicy>,
+        ),
+        (
+            "policy-v1-poddisruptionbudget",
+            same_kind::<policy::v1::PodDisruptionBudget>,
+        ),
+        ("rbac-v1-clusterrole", same_kind::<rbac::v1::ClusterRole>),
+        ("rbac-v1-role", same_kind::<rbac::v1::Role>),
+        ("rbac-v1-rolebinding", same_kind::<rbac::v1::RoleBinding>),
+        (
+            "scheduling-v1-priorityclass",
+            same_kind::<scheduling::v1::PriorityClass>,
+        ),
+        (
+            "storage-v1-storageclass",
+            same_kind::<storage::v1::StorageClass>,
+        ),
+        ("v1-configmap", same_kind::<core::v1::ConfigMap>),
+        ("v1-event", same_kind::<core::v1::Event>),
+        ("v1-limitrange", same_kind::<core::v1::LimitRange>),
+        ("v1-namespace", same_kind::<core::v1::Namespace>),
+        ("v1-node", same_kind::<core::v1::Node>),
+        (
+            "v1-persistentvolumeclaim",
+            same_kind::<core::v1::PersistentVolumeClaim>,
+        ),
+        ("v1-pod", same_kind::<core::v1::Pod>),
+        ("v1-resourcequota", same_kind::<core::v1::ResourceQuota>),
+        ("v1-secret", same_kind::<core::v1::Secret>),
+        ("v1-service", same_kind::<core::v1::Service>),
+        ("v1-serviceaccount", same_kind::<core::v1::ServiceAccount>),
+    ];
+    // Every captured kind is checked: a new capture must be added here.
+    let dir = format!(
+        "{}/../testdata/apiserver-protobuf/kinds",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let mut captured: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| {
+            let name = e.unwrap().file_name().into_string().unwrap();
+            name.strip_suffix(".pb").map(str::to_owned)
+        })
+        .collect();
+    captured.sort();
+    let checked: Vec<&str> = checks.iter().map(|(stem, _)| *stem).collect();
+    assert_eq!(captured, checked);
+    for (stem, check) in checks {
+        check(stem);
+    }
+}
+
+#[test]
+fn the_shapes_protobuf_writes_otherwise_read_as_json_has_them() {
+    use k8s_openapi::api::{apps, coordination, core};
+    use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+    let list = |stem: &str| fixture(&format!("kinds/{stem}.pb"));
+    // A pointer set to zero is kept; an inline struct (a Volume's source, a Probe's handler)
+    // is flat; an empty struct is there; quantities and int-or-strings read as written.
+    let deployments = parse_list::<apps::v1::Deployment>(&list("apps-v1-deployment")).unwrap();
+    let spec = &deployments.items[0].spec;
+    assert_eq!(spec.replicas, Some(0));
+    assert_eq!(spec.revision_history_limit, Some(0));
+    let rolling = spec
+        .strategy
+        .as_ref()
+        .unwrap()
+        .rolling_update
+        .as_ref()
+        .unwrap();
+    assert_eq!(rolling.max_surge, Some(IntOrString::String("25%".into())));
+    assert_eq!(rolling.max_unavailable, Some(IntOrString::Int(0)));
+    let pod = spec.template.spec.as_ref().unwrap();
+    let volumes = pod.volumes.as_ref().unwrap();
+    assert!(volumes[0].empty_dir.is_some());
+    assert_eq!(
+        volumes[1].config_map.as_ref().unwrap().default_mode,
+        Some(420)
+    );
+    let container = &pod.containers[0];
+    let probe = container.liveness_probe.as_ref().unwrap();
+    assert_eq!(
+        probe.http_get.as_ref().unwrap().port,
+        IntOrString::Int(8080)
+    );
+    let limits = container
+        .resources
+        .as_ref()
+        .unwrap()
+        .limits
+        .as_ref()
+        .unwrap();
+    assert_eq!(limits["memory"].0, "1536Mi");
+    // An empty env value is a value tagged omitempty: left out, as JSON leaves it.
+    let env = container.env.as_ref().unwrap();
+    assert_eq!(env[1].value, None);
+    // MicroTime keeps its microseconds.
+    let leases = parse_list::<coordination::v1::Lease>(&list("coordination-v1-lease")).unwrap();
+    let acquired = leases.items[0].spec.as_ref().unwrap().acquire_time.as_ref();
+    assert_eq!(
+        acquired.unwrap().0.to_string(),
+        "2026-01-02T03:04:05.123456Z"
+    );
+    // Bytes are base64 in JSON: a Secret's data decodes to its bytes.
+    let secrets = parse_list::<core::v1::Secret>(&list("v1-secret")).unwrap();
+    let data = secrets.items[0].data.as_ref().unwrap();
+    assert_eq!(data["token"].0, b"s3cr3t");
+    assert!(data["empty"].0.is_empty());
+}

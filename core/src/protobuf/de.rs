@@ -25,7 +25,9 @@ use serde::de::{
     self, DeserializeOwned, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor,
 };
 
-use super::schema::{FieldSchema, Fixed, Kind, MessageId, MessageSchema, Schema, Special, schema};
+use super::schema::{
+    FieldSchema, Fixed, InJson, Kind, MessageId, MessageSchema, Schema, Special, schema,
+};
 use super::{
     Budget, GO_ZERO_TIME, LAST_TIME, ProtobufError, ProtobufErrorKind, Reader, Value, rfc3339,
 };
@@ -479,29 +481,31 @@ impl<'de> MapAccess<'de> for FieldsAccess<'de, '_> {
             {
                 continue;
             }
-            if let Some(names) = names
-                && !names.contains(&&*field.name)
-            {
-                // A struct embedded inline: its fields are the struct's own.
-                if let (Kind::Message(id), false) = (field.kind, field.repeated) {
-                    let inner = schema.message(id);
-                    if inner.special.is_none()
-                        && inner.fields().iter().any(|f| names.contains(&&*f.name))
-                    {
-                        let Value::Bytes(bytes, bytes_at) = value else {
-                            return Err(wire_error(
-                                at,
-                                context,
-                                number,
-                                value,
-                                WireType::LengthDelimited,
-                            ));
-                        };
-                        self.ctx = self.ctx.deeper(at, context)?;
-                        let reader = self.ctx.reader(bytes, bytes_at, inner);
-                        self.inline.push(Frame::new(reader, inner));
-                    }
+            match field.json {
+                InJson::Absent => continue,
+                InJson::Inline => {
+                    // A struct embedded inline: its fields are the enclosing object's.
+                    let Kind::Message(id) = field.kind else {
+                        continue;
+                    };
+                    let Value::Bytes(bytes, bytes_at) = value else {
+                        return Err(wire_error(
+                            at,
+                            context,
+                            number,
+                            value,
+                            WireType::LengthDelimited,
+                        ));
+                    };
+                    self.ctx = self.ctx.deeper(at, context)?;
+                    let reader = self.ctx.reader(bytes, bytes_at, schema.message(id));
+                    self.inline.push(Frame::new(reader, schema.message(id)));
+                    continue;
                 }
+                InJson::Member => {}
+            }
+            // What the struct being built does not name, it would only skip.
+            if names.is_some_and(|names| !names.contains(&&*field.name)) {
                 continue;
             }
             if let (Kind::Message(id), false) = (field.kind, field.repeated) {

@@ -24,8 +24,9 @@ static DESCRIPTORS: &[u8] = include_bytes!("../../proto/k8s.binpb");
 static GROUPS: &str = include_str!("../../proto/groups.tsv");
 /// The messages that are Go slices (arrays in JSON).
 static SLICES: &str = include_str!("../../proto/slices.tsv");
-/// The fields Go's JSON leaves out when zero.
-static OMITEMPTY: &str = include_str!("../../proto/omitempty.tsv");
+/// What the Go tags say of a field: its JSON name where it differs, inline structs, and the
+/// fields Go's JSON leaves out when zero.
+static FIELDS: &str = include_str!("../../proto/fields.tsv");
 
 /// A message's index in [`Schema::messages`].
 pub(crate) type MessageId = u32;
@@ -77,8 +78,10 @@ pub(crate) struct MessageSchema {
 pub(crate) struct FieldSchema {
     /// Its number.
     pub(crate) number: u32,
-    /// Its name, which is its JSON name.
+    /// Its JSON name (most often its protobuf name too).
     pub(crate) name: Box<str>,
+    /// How JSON holds it.
+    pub(crate) json: InJson,
     /// Its type.
     pub(crate) kind: Kind,
     /// `repeated` (a list, or a map's entries).
@@ -86,6 +89,17 @@ pub(crate) struct FieldSchema {
     /// A Go value field tagged `omitempty`: JSON leaves it out when zero, where protobuf
     /// writes it. (A pointer set to zero, `replicas: 0`, is written by both.)
     pub(crate) omit_zero: bool,
+}
+
+/// How JSON holds a protobuf field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum InJson {
+    /// As a member of its name.
+    Member,
+    /// A struct Go embeds inline: its fields are members of the enclosing object.
+    Inline,
+    /// Not at all (`json:"-"`).
+    Absent,
 }
 
 /// A field's protobuf type.
@@ -171,6 +185,7 @@ impl MessageSchema {
     }
 
     /// The fields, by number.
+    #[cfg(test)]
     pub(crate) fn fields(&self) -> &[FieldSchema] {
         &self.fields
     }
@@ -196,7 +211,7 @@ impl Schema {
 pub(crate) fn schema() -> &'static Schema {
     static SCHEMA: OnceLock<Schema> = OnceLock::new();
     SCHEMA.get_or_init(|| {
-        build(DESCRIPTORS, GROUPS, SLICES, OMITEMPTY)
+        build(DESCRIPTORS, GROUPS, SLICES, FIELDS)
             .expect("core/proto/k8s.binpb is a valid descriptor set")
     })
 }
@@ -216,7 +231,7 @@ fn build(
     descriptors: &[u8],
     groups: &str,
     slices: &str,
-    omitempty: &str,
+    tags: &str,
 ) -> Result<Schema, SchemaError> {
     let set = FileDescriptorSet::decode(descriptors)
         .map_err(|e| SchemaError(format!("not a FileDescriptorSet: {e}")))?;
@@ -224,8 +239,13 @@ fn build(
     let groups: HashMap<&str, &str> = tsv(groups)
         .map(|row| (row[0], row.get(1).copied().unwrap_or("")))
         .collect();
-    let omitempty: std::collections::HashSet<(&str, &str)> = tsv(omitempty)
-        .filter_map(|row| Some((row[0], *row.get(1)?)))
+    // (message, protobuf name) to (JSON name, omitempty).
+    let tags: HashMap<(&str, &str), (&str, bool)> = tsv(tags)
+        .filter_map(|row| {
+            let json = row.get(2).copied().unwrap_or_default();
+            let omitempty = row.get(3).is_some_and(|o| *o == "omitempty");
+            Some(((row[0], *row.get(1)?), (json, omitempty)))
+        })
         .collect();
 
     // First every message's name, so that fields can refer to any of them.
@@ -290,13 +310,24 @@ fn build(
                     return Err(SchemaError(format!("{name}.{} is a group", field.name())));
                 }
             };
+            let (json_name, omit_zero) = tags
+                .get(&(name.as_str(), field.name()))
+                .copied()
+                .unwrap_or((field.name(), false));
+            let (json_name, json) = match json_name {
+                ",inline" => (field.name(), InJson::Inline),
+                "-" => (field.name(), InJson::Absent),
+                "" => (field.name(), InJson::Member),
+                other => (other, InJson::Member),
+            };
             fields.push(FieldSchema {
                 number: u32::try_from(field.number())
                     .map_err(|_| SchemaError(format!("{name}.{}: bad number", field.name())))?,
-                name: field.name().into(),
+                name: json_name.into(),
+                json,
                 kind,
                 repeated: field.label() == Label::Repeated,
-                omit_zero: omitempty.contains(&(name.as_str(), field.name())),
+                omit_zero,
             });
         }
         fields.sort_by_key(|f| f.number);
@@ -409,7 +440,7 @@ mod tests {
         let deployment = schema
             .resource("apps", "v1", "Deployment")
             .expect("Deployment");
-        let Kind::Message(spec) = schema
+        let Kind::Message(deployment_spec) = schema
             .message(deployment.message)
             .field(2)
             .expect("spec")
@@ -417,8 +448,24 @@ mod tests {
         else {
             panic!("spec is a message");
         };
-        let replicas = schema.message(spec).field(1).expect("replicas");
+        let replicas = schema.message(deployment_spec).field(1).expect("replicas");
         assert!(&*replicas.name == "replicas" && !replicas.omit_zero);
+        // Named after its Go field in protobuf (`Webhooks`), and as JSON names it.
+        let webhooks = schema
+            .resource(
+                "admissionregistration.k8s.io",
+                "v1",
+                "ValidatingWebhookConfiguration",
+            )
+            .expect("ValidatingWebhookConfiguration");
+        let webhooks = schema.message(webhooks.message).field(2).expect("webhooks");
+        assert_eq!(&*webhooks.name, "webhooks");
+        // A Volume's source is inline in JSON.
+        let Kind::Message(volumes) = spec.field(1).expect("volumes").kind else {
+            panic!("volumes are messages");
+        };
+        let source = schema.message(volumes).field(2).expect("volumeSource");
+        assert_eq!(source.json, InJson::Inline);
     }
 
     #[test]

@@ -4,9 +4,12 @@
 //! [`ApiClient`], only when the annotation differs.
 //!
 //! ```text
-//! cargo run -p reconcile-examples --example deployment-annotate-tokio -- [--namespace NS] [--selector SEL]
-//! cargo run -p reconcile-examples --example deployment-annotate-smol -- [--namespace NS] [--selector SEL]
+//! cargo run -p reconcile-examples --example deployment-annotate-tokio -- [--namespace NS] [--selector SEL] [--protobuf]
+//! cargo run -p reconcile-examples --example deployment-annotate-smol -- [--namespace NS] [--selector SEL] [--protobuf]
 //! ```
+//!
+//! With `--protobuf` the Deployments come in Kubernetes protobuf, as client-go's do, and
+//! decode straight into k8s-openapi's `Deployment`.
 //!
 //! The write carries the `resourceVersion` the value was computed from, so a value read
 //! from a stale copy is refused (409) rather than written; [`error_policy`] then waits for

@@ -56,13 +56,16 @@ pub mod deployment_annotate;
 pub mod dynamic_configmaps;
 pub mod secret_metadata;
 
-/// The examples' command line: `[--namespace NS] [--selector SEL]`.
+/// The examples' command line: `[--namespace NS] [--selector SEL] [--protobuf]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Args {
     /// The namespace to watch (`-n`, `--namespace`; default `default`).
     pub namespace: String,
     /// A label selector scoping LIST and WATCH (`-l`, `--selector`); everything when `None`.
     pub selector: Option<String>,
+    /// Ask for Kubernetes protobuf on LIST and WATCH (`--protobuf`): built-in kinds only (a
+    /// custom resource, a `DynamicObject` or metadata only refuses it at start).
+    pub protobuf: bool,
 }
 
 impl Default for Args {
@@ -70,6 +73,7 @@ impl Default for Args {
         Args {
             namespace: "default".to_owned(),
             selector: None,
+            protobuf: false,
         }
     }
 }
@@ -80,7 +84,7 @@ impl Args {
     pub fn namespace(namespace: impl Into<String>) -> Self {
         Args {
             namespace: namespace.into(),
-            selector: None,
+            ..Args::default()
         }
     }
 
@@ -99,6 +103,7 @@ impl Args {
                 "--selector" | "-l" => {
                     parsed.selector = Some(args.next().ok_or("--selector needs a value")?);
                 }
+                "--protobuf" => parsed.protobuf = true,
                 other => return Err(format!("unknown argument {other:?}")),
             }
         }
@@ -175,9 +180,14 @@ pub fn error_policy<O, P: std::fmt::Display, C>(
 
 /// `source` scoped by the arguments' label selector, if any.
 fn scoped<O, T>(source: Source<O, T>, args: &Args) -> Source<O, T> {
-    match &args.selector {
+    let source = match &args.selector {
         Some(selector) => source.labels(selector.clone()),
         None => source,
+    };
+    if args.protobuf {
+        source.protobuf()
+    } else {
+        source
     }
 }
 
@@ -398,8 +408,10 @@ mod tests {
             Ok(Args {
                 namespace: "shop".into(),
                 selector: Some("app=web".into()),
+                protobuf: false,
             })
         );
+        assert!(parse(&["--protobuf"]).is_ok_and(|a| a.protobuf));
         assert!(parse(&["--namespace"]).is_err());
         assert!(parse(&["--verbose"]).is_err());
     }

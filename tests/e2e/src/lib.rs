@@ -92,6 +92,7 @@ macro_rules! kinds_suite {
 
             $crate::cases!($driver, kinds:
                 a_deployment_controller_writes_back,
+                a_deployment_controller_writes_back_over_protobuf,
                 a_crd_controller_writes_status_without_looping,
                 a_status_writer_with_the_generation_predicate_runs_once_per_spec_change,
                 a_dynamic_object_controller_reconciles_configmaps,

@@ -29,6 +29,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::ByteString;
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use reconcile_core::{Input, ListResponse, ObjectKey, SourceId};
@@ -302,6 +303,25 @@ where
     D: DriverUnderTest,
     D::Runtime: Default,
 {
+    deployment_controller_writes_back(case, false).await;
+}
+
+/// The same, with the Deployments listed and watched in Kubernetes protobuf (issue 16):
+/// they decode into k8s-openapi's `Deployment` by the embedded schemas, and the controller
+/// behaves exactly as on JSON. Every LIST body and WATCH frame it received was protobuf.
+pub async fn a_deployment_controller_writes_back_over_protobuf<D>(case: Case<D>)
+where
+    D: DriverUnderTest,
+    D::Runtime: Default,
+{
+    deployment_controller_writes_back(case, true).await;
+}
+
+async fn deployment_controller_writes_back<D>(case: Case<D>, protobuf: bool)
+where
+    D: DriverUnderTest,
+    D::Runtime: Default,
+{
     let _steady = case.env.steady();
     let ns = case.namespace();
     let collection = format!("/apis/apps/v1/namespaces/{ns}/deployments");
@@ -312,10 +332,15 @@ where
     let transport = connect(&case).await;
     let ctx = Arc::new(deployment_annotate::Context::new(transport.clone()));
     let seen = ctx.observations().clone();
+    let args = Args {
+        protobuf,
+        ..Args::namespace(&ns)
+    };
+    let tape: Tape<Deployment, ObjectKey> = Tape::default();
     let controller = deployment_annotate::controller::<D::Runtime, _>(deployment_annotate::source(
-        transport,
-        &Args::namespace(&ns),
-    ));
+        transport, &args,
+    ))
+    .recorder(tape.clone());
     let handle = controller.handle();
     let live = Live::start(&case, handle, deployment_annotate::start(controller, ctx)).await;
     create(&case, &collection, &deployment("api", 1));
@@ -365,6 +390,26 @@ where
     )
     .await;
     live.shutdown().await;
+    // What came off the wire: protobuf (`k8s\0` and frames), or JSON.
+    let (mut lists, mut frames) = (0, 0);
+    for (_, record) in tape.all() {
+        match record {
+            Recorded::Input(Input::List {
+                response: ListResponse::Response { status: 200, body },
+                ..
+            }) => {
+                assert_eq!(body.starts_with(b"k8s\0"), protobuf, "a LIST body");
+                lists += 1;
+            }
+            Recorded::Input(Input::WatchLine { line, .. }) => {
+                assert_eq!(!line.starts_with(b"{"), protobuf, "a WATCH frame");
+                frames += 1;
+            }
+            _ => {}
+        }
+    }
+    assert!(!tape.truncated(), "the tape kept the whole run");
+    assert!(lists >= 1 && frames >= 4, "lists {lists}, frames {frames}");
 }
 
 /// The status writer with `Predicate::GenerationChanged`: its own status write is cached

@@ -16,6 +16,7 @@
 //!   writes it); a pointer set to zero (`replicas: 0`) is kept;
 //! - `bytes` are base64 text; [`Special`] messages read as apimachinery writes them.
 
+use std::cell::Cell;
 use std::fmt;
 
 use base64::Engine as _;
@@ -49,18 +50,29 @@ pub(crate) fn decode<T: DeserializeOwned>(
     let message = schema.message(message);
     // The readers' own budget is not used: the value is charged by serde's view of it.
     let unlimited = Budget::new(u64::MAX);
-    let de = MessageDe {
-        bytes,
-        at: base,
-        message,
-        ctx: Ctx {
-            schema,
-            budget: &unlimited,
-            depth: 0,
-        },
+    let scattered = Cell::new(false);
+    let attempt = |careful: bool| {
+        let de = MessageDe {
+            bytes,
+            at: base,
+            message,
+            ctx: Ctx {
+                schema,
+                budget: &unlimited,
+                depth: 0,
+                careful,
+                scattered: &scattered,
+            },
+        };
+        budget::within(limit, || <Budgeted<T> as de::Deserialize>::deserialize(de))
     };
-    let (result, spent) =
-        budget::within(limit, || <Budgeted<T> as de::Deserialize>::deserialize(de));
+    // Go writes a repeated field's elements together, so the first attempt reads them as one
+    // run; a repeated field found again later (valid protobuf, from another writer) makes it
+    // start over, looking ahead for every element.
+    let (mut result, mut spent) = attempt(false);
+    if scattered.get() {
+        (result, spent) = attempt(true);
+    }
     match result {
         Ok(Budgeted(value)) => Ok((value, spent.used)),
         Err(_) if spent.exceeded => Err(ProtobufError::new(
@@ -125,6 +137,11 @@ struct Ctx<'b> {
     budget: &'b Budget,
     /// How deep the message being read is.
     depth: u32,
+    /// Whether a repeated field's elements may be apart (the decode's second attempt), so
+    /// that each run looks ahead for the rest.
+    careful: bool,
+    /// Set when a first attempt finds a repeated field apart from its earlier elements.
+    scattered: &'b Cell<bool>,
 }
 
 impl<'b> Ctx<'b> {
@@ -163,15 +180,11 @@ struct MessageDe<'de, 'b> {
 }
 
 impl<'de, 'b> MessageDe<'de, 'b> {
-    fn fields(
-        self,
-        names: Option<&'static [&'static str]>,
-    ) -> Result<FieldsAccess<'de, 'b>, Error> {
+    fn fields(self) -> Result<FieldsAccess<'de, 'b>, Error> {
         let ctx = self.ctx.deeper(self.at, &self.message.name)?;
         Ok(FieldsAccess {
             top: Frame::new(ctx.reader(self.bytes, self.at, self.message), self.message),
             inline: Vec::new(),
-            names,
             pending: None,
             ctx,
         })
@@ -294,7 +307,14 @@ impl<'de, 'b> MessageDe<'de, 'b> {
                 }
                 let json =
                     |e: serde_json::Error| self.error(ProtobufErrorKind::Value(e.to_string()));
-                let mut de = serde_json::Deserializer::from_slice(raw);
+                // Validated once, whole, so that serde_json reads a `str` and skips validating
+                // each string (as the JSON path does for a whole frame).
+                let Ok(text) = simdutf8::basic::from_utf8(raw) else {
+                    return Err(self.error(ProtobufErrorKind::Value(
+                        "the raw extension is not UTF-8".into(),
+                    )));
+                };
+                let mut de = serde_json::Deserializer::from_str(text);
                 let value = de.deserialize_any(visitor).map_err(json)?;
                 de.end().map_err(json)?;
                 Ok(value)
@@ -323,7 +343,7 @@ impl<'de, 'b> MessageDe<'de, 'b> {
                         Error,
                     >::new(std::iter::empty()));
                 };
-                let mut occurrences = Occurrences::new(&mut frame, items, first)?;
+                let mut occurrences = Occurrences::new(&mut frame, items, first, ctx.careful)?;
                 let value = visitor.visit_seq(Elements {
                     occurrences: &mut occurrences,
                     packed: None,
@@ -341,19 +361,7 @@ impl<'de> Deserializer<'de> for MessageDe<'de, '_> {
     fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
         match self.message.special {
             Some(special) => self.special(special, visitor),
-            None => visitor.visit_map(self.fields(None)?),
-        }
-    }
-
-    fn deserialize_struct<V: Visitor<'de>>(
-        self,
-        _name: &'static str,
-        fields: &'static [&'static str],
-        visitor: V,
-    ) -> Result<V::Value, Error> {
-        match self.message.special {
-            Some(special) => self.special(special, visitor),
-            None => visitor.visit_map(self.fields(Some(fields))?),
+            None => visitor.visit_map(self.fields()?),
         }
     }
 
@@ -379,7 +387,7 @@ impl<'de> Deserializer<'de> for MessageDe<'de, '_> {
 
     serde::forward_to_deserialize_any! {
         bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf
-        unit unit_struct seq tuple tuple_struct map enum identifier
+        unit unit_struct seq tuple tuple_struct map struct enum identifier
     }
 }
 
@@ -393,10 +401,12 @@ struct Frame<'de, 'b> {
     start: Reader<'de, 'b>,
     message: &'static MessageSchema,
     /// Whether some repeated field's occurrences are not all adjacent (never, as the
-    /// apiserver writes them), found on first need.
+    /// apiserver writes them), found on first need (in a careful decode).
     scattered: Option<bool>,
     /// The repeated fields already read whole, when scattered.
     taken: Vec<u32>,
+    /// The repeated fields (numbers below 128) whose run was read (in a first attempt).
+    runs: u128,
 }
 
 impl<'de, 'b> Frame<'de, 'b> {
@@ -407,6 +417,7 @@ impl<'de, 'b> Frame<'de, 'b> {
             message,
             scattered: None,
             taken: Vec::new(),
+            runs: 0,
         }
     }
 
@@ -414,17 +425,21 @@ impl<'de, 'b> Frame<'de, 'b> {
         if let Some(scattered) = self.scattered {
             return Ok(scattered);
         }
-        let mut runs: Vec<u32> = Vec::new();
+        // Numbers below 128 (all of Kubernetes') in a bit set; any other is taken for
+        // scattered, which only costs the slower path.
+        let (mut seen, mut last) = (0u128, 0u32);
         let mut r = self.start.clone();
         let mut scattered = false;
         while let Some((number, _)) = r.next()? {
-            if runs.last() != Some(&number) {
-                if runs.contains(&number) {
-                    scattered = true;
-                    break;
-                }
-                runs.push(number);
+            if number == last {
+                continue;
             }
+            if number >= 128 || seen & (1 << number) != 0 {
+                scattered = true;
+                break;
+            }
+            seen |= 1 << number;
+            last = number;
         }
         self.scattered = Some(scattered);
         Ok(scattered)
@@ -435,8 +450,6 @@ struct FieldsAccess<'de, 'b> {
     top: Frame<'de, 'b>,
     /// Structs embedded inline, innermost last.
     inline: Vec<Frame<'de, 'b>>,
-    /// The fields the struct being built names (`None` for a map or an untyped value).
-    names: Option<&'static [&'static str]>,
     /// The field whose key was handed out, with its offset and message.
     pending: Option<(&'static FieldSchema, Value<'de>, usize, &'static str)>,
     ctx: Ctx<'b>,
@@ -455,8 +468,7 @@ impl<'de> MapAccess<'de> for FieldsAccess<'de, '_> {
         &mut self,
         seed: K,
     ) -> Result<Option<K::Value>, Error> {
-        let schema = self.ctx.schema;
-        let names = self.names;
+        let (schema, careful, scattered) = (self.ctx.schema, self.ctx.careful, self.ctx.scattered);
         loop {
             let frame = self.frame();
             let Some((number, value)) = frame.reader.next()? else {
@@ -472,6 +484,14 @@ impl<'de> MapAccess<'de> for FieldsAccess<'de, '_> {
             };
             if !frame.taken.is_empty() && frame.taken.contains(&number) {
                 continue;
+            }
+            if field.repeated && !careful {
+                // A repeated field met again after its run: start over, carefully.
+                if number >= 128 || frame.runs & (1 << number) != 0 {
+                    scattered.set(true);
+                    return Err(de::Error::custom("a repeated field apart from its run"));
+                }
+                frame.runs |= 1 << number;
             }
             // Go's JSON never leaves a struct out, `omitempty` or not.
             if !field.repeated
@@ -504,10 +524,6 @@ impl<'de> MapAccess<'de> for FieldsAccess<'de, '_> {
                 }
                 InJson::Member => {}
             }
-            // What the struct being built does not name, it would only skip.
-            if names.is_some_and(|names| !names.contains(&&*field.name)) {
-                continue;
-            }
             if let (Kind::Message(id), false) = (field.kind, field.repeated) {
                 // A zero time is JSON's `null`: left out, as a missing field reads the same.
                 let inner = schema.message(id);
@@ -539,7 +555,7 @@ impl<'de> MapAccess<'de> for FieldsAccess<'de, '_> {
         let ctx = self.ctx;
         let result = if field.repeated {
             let frame = self.frame();
-            let mut occurrences = Occurrences::new(frame, field, (value, at))?;
+            let mut occurrences = Occurrences::new(frame, field, (value, at), ctx.careful)?;
             let value = seed.deserialize(RepeatedDe {
                 occurrences: &mut occurrences,
                 ctx,
@@ -587,8 +603,9 @@ impl<'f, 'de, 'b> Occurrences<'f, 'de, 'b> {
         frame: &'f mut Frame<'de, 'b>,
         field: &'static FieldSchema,
         first: (Value<'de>, usize),
+        careful: bool,
     ) -> Result<Self, Error> {
-        let search = if frame.scattered()? {
+        let search = if careful && frame.scattered()? {
             frame.taken.push(field.number);
             Some(frame.reader.clone())
         } else {
@@ -1028,4 +1045,200 @@ fn wire_error(
             expected: expected as u8,
         },
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::apps::v1::ControllerRevision;
+    use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+    use prost::encoding::{WireType, encode_key, encode_varint};
+
+    use super::super::{ProtobufErrorKind, builtin};
+    use crate::Object;
+
+    /// Protobuf written by hand, field by field.
+    #[derive(Default)]
+    struct Msg(Vec<u8>);
+
+    impl Msg {
+        fn varint(mut self, field: u32, v: u64) -> Self {
+            encode_key(field, WireType::Varint, &mut self.0);
+            encode_varint(v, &mut self.0);
+            self
+        }
+        fn bytes(mut self, field: u32, b: &[u8]) -> Self {
+            encode_key(field, WireType::LengthDelimited, &mut self.0);
+            encode_varint(b.len() as u64, &mut self.0);
+            self.0.extend_from_slice(b);
+            self
+        }
+        fn text(self, field: u32, s: &str) -> Self {
+            self.bytes(field, s.as_bytes())
+        }
+        fn msg(self, field: u32, m: Msg) -> Self {
+            self.bytes(field, &m.0)
+        }
+        fn fixed32(mut self, field: u32, v: u32) -> Self {
+            encode_key(field, WireType::ThirtyTwoBit, &mut self.0);
+            self.0.extend_from_slice(&v.to_le_bytes());
+            self
+        }
+        fn fixed64(mut self, field: u32, v: u64) -> Self {
+            encode_key(field, WireType::SixtyFourBit, &mut self.0);
+            self.0.extend_from_slice(&v.to_le_bytes());
+            self
+        }
+    }
+
+    fn decode<O: Object>(m: &Msg, limit: u64) -> Result<O, super::ProtobufError> {
+        let codec = O::protobuf().expect("a built-in type");
+        (codec.decode)(&m.0, 0, limit).map(|(o, _)| o)
+    }
+
+    #[test]
+    fn a_repeated_field_apart_from_its_run_keeps_every_element_in_order() {
+        // finalizers (14) a, then name (1), then finalizers b: valid protobuf, though Go
+        // writes the elements together.
+        let meta = Msg::default()
+            .text(14, "a")
+            .text(1, "cm")
+            .text(14, "b")
+            .text(3, "ns")
+            .text(14, "c");
+        let cm: ConfigMap = decode(&Msg::default().msg(1, meta), u64::MAX).unwrap();
+        assert_eq!(cm.metadata.name.as_deref(), Some("cm"));
+        assert_eq!(cm.metadata.namespace.as_deref(), Some("ns"));
+        assert_eq!(
+            cm.metadata.finalizers,
+            Some(vec!["a".into(), "b".into(), "c".into()])
+        );
+        // Map entries apart too.
+        let entry = |k: &str, v: &str| Msg::default().text(1, k).text(2, v);
+        let cm = Msg::default()
+            .msg(2, entry("x", "1"))
+            .msg(1, Msg::default().text(1, "cm"))
+            .msg(2, entry("y", "2"));
+        let cm: ConfigMap = decode(&cm, u64::MAX).unwrap();
+        let data = cm.data.unwrap();
+        assert_eq!((data["x"].as_str(), data["y"].as_str()), ("1", "2"));
+    }
+
+    #[test]
+    fn packed_and_unpacked_scalars_are_one_array() {
+        let mut packed = Vec::new();
+        for v in [1u64, 2, 300] {
+            encode_varint(v, &mut packed);
+        }
+        let security = Msg::default().varint(4, 7).bytes(4, &packed).varint(4, 8);
+        let spec = Msg::default().msg(14, security);
+        let pod: Pod = decode(&Msg::default().msg(2, spec), u64::MAX).unwrap();
+        let groups = pod
+            .spec
+            .unwrap()
+            .security_context
+            .unwrap()
+            .supplemental_groups;
+        assert_eq!(groups, Some(vec![7, 1, 2, 300, 8]));
+    }
+
+    #[test]
+    fn unknown_fields_of_every_wire_type_are_skipped() {
+        let meta = Msg::default()
+            .varint(99, 5)
+            .text(1, "cm")
+            .fixed32(98, 1)
+            .fixed64(97, 2)
+            .bytes(96, b"\xff\xfe");
+        let cm = Msg::default().varint(500, 1).msg(1, meta).varint(4, 1);
+        let cm: ConfigMap = decode(&cm, u64::MAX).unwrap();
+        assert_eq!(cm.metadata.name.as_deref(), Some("cm"));
+        assert_eq!(cm.immutable, Some(true));
+    }
+
+    #[test]
+    fn a_map_entry_without_its_value_holds_the_empty_value() {
+        let cm = Msg::default().msg(2, Msg::default().text(1, "k"));
+        let cm: ConfigMap = decode(&cm, u64::MAX).unwrap();
+        assert_eq!(cm.data.unwrap()["k"], "");
+        let cm = Msg::default().msg(3, Msg::default().text(1, "bin"));
+        let cm: ConfigMap = decode(&cm, u64::MAX).unwrap();
+        assert!(cm.binary_data.unwrap()["bin"].0.is_empty());
+    }
+
+    #[test]
+    fn bad_input_is_a_typed_error_that_says_where() {
+        // name (ObjectMeta 1) as a varint: the wrong wire type, at the field's offset.
+        let cm = Msg::default().msg(1, Msg::default().text(3, "ns").varint(1, 5));
+        let e = decode::<ConfigMap>(&cm, u64::MAX).unwrap_err();
+        assert_eq!(e.context, "k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta");
+        assert_eq!(e.at, 6, "{e}");
+        assert!(matches!(
+            e.kind,
+            ProtobufErrorKind::WireType {
+                field: 1,
+                got: 0,
+                expected: 2
+            }
+        ));
+        // A string that is not UTF-8.
+        let cm = Msg::default().msg(1, Msg::default().bytes(1, b"\xff"));
+        let e = decode::<ConfigMap>(&cm, u64::MAX).unwrap_err();
+        assert!(matches!(e.kind, ProtobufErrorKind::Utf8(1)), "{e}");
+        // A length past the end.
+        let e = decode::<ConfigMap>(&Msg(vec![0x0a, 0x05, 0x0a]), u64::MAX).unwrap_err();
+        assert!(
+            matches!(e.kind, ProtobufErrorKind::PastTheEnd { .. }),
+            "{e}"
+        );
+        // A time out of metav1.Time's range.
+        let time = Msg::default().varint(1, i64::MAX as u64);
+        let cm = Msg::default().msg(1, Msg::default().msg(8, time));
+        let e = decode::<ConfigMap>(&cm, u64::MAX).unwrap_err();
+        assert!(matches!(e.kind, ProtobufErrorKind::Time(_)), "{e}");
+        // Raw JSON that does not parse, and JSON nested past serde_json's limit.
+        for raw in [&b"{"[..], "[".repeat(10_000).as_bytes()] {
+            let revision = Msg::default().msg(2, Msg::default().bytes(1, raw));
+            let e = decode::<ControllerRevision>(&revision, u64::MAX).unwrap_err();
+            assert!(matches!(e.kind, ProtobufErrorKind::Value(_)), "{e}");
+        }
+        // A raw extension holding protobuf, which the JSON type cannot take.
+        let revision = Msg::default().msg(2, Msg::default().bytes(1, b"k8s\0\x0a\x00"));
+        let e = decode::<ControllerRevision>(&revision, u64::MAX).unwrap_err();
+        assert!(e.to_string().contains("holds protobuf"), "{e}");
+    }
+
+    #[test]
+    fn zero_times_are_absent_and_set_ones_read_as_go_writes_them() {
+        let stamp = |seconds: i64| Msg::default().varint(1, seconds as u64);
+        for zero in [Msg::default(), stamp(super::GO_ZERO_TIME)] {
+            let cm = Msg::default().msg(1, Msg::default().msg(8, zero));
+            let cm: ConfigMap = decode(&cm, u64::MAX).unwrap();
+            assert_eq!(cm.metadata.creation_timestamp, None);
+        }
+        // The epoch is a time, not Go's zero; nanoseconds are dropped, as Go's decoder does.
+        let epoch = Msg::default().varint(1, 0).varint(2, 5);
+        let cm = Msg::default().msg(1, Msg::default().msg(8, epoch));
+        let cm: ConfigMap = decode(&cm, u64::MAX).unwrap();
+        let created = cm.metadata.creation_timestamp.unwrap();
+        assert_eq!(created.0.to_string(), "1970-01-01T00:00:00Z");
+    }
+
+    #[test]
+    fn a_value_over_its_budget_is_too_large_and_the_charge_is_the_same_under_any_budget() {
+        let entry = |k: &str| Msg::default().text(1, k).text(2, &"v".repeat(100));
+        let mut cm = Msg::default();
+        for i in 0..50 {
+            cm = cm.msg(2, entry(&format!("key-{i}")));
+        }
+        let codec = builtin::codec::<ConfigMap>().unwrap();
+        let (_, charged) = (codec.decode)(&cm.0, 0, u64::MAX).unwrap();
+        assert!(charged > 5_000, "{charged}");
+        let (_, again) = (codec.decode)(&cm.0, 0, charged).unwrap();
+        assert_eq!(again, charged);
+        let e = (codec.decode)(&cm.0, 0, 1_000).unwrap_err();
+        assert!(
+            matches!(e.kind, ProtobufErrorKind::TooLarge { limit: 1_000 }),
+            "{e}"
+        );
+    }
 }

@@ -37,6 +37,10 @@ use crate::list::budget::{self, Budgeted};
 /// Messages nested deeper than this are refused (Kubernetes' deepest are about a dozen).
 const MAX_DEPTH: u32 = 64;
 
+/// Structs embedded inline in one another deeper than this are refused (Kubernetes nests
+/// two: `NamedRuleWithOperations` in `RuleWithOperations` in `Rule`).
+const MAX_INLINE: usize = 4;
+
 /// Decodes the message `message` of the schemas from `bytes` (whose first byte is `base`
 /// bytes into what the caller was handed) into a `T`, charging what it holds against `limit`
 /// bytes (as the JSON path charges). Returns the value and its charge.
@@ -184,7 +188,8 @@ impl<'de, 'b> MessageDe<'de, 'b> {
         let ctx = self.ctx.deeper(self.at, &self.message.name)?;
         Ok(FieldsAccess {
             top: Frame::new(ctx.reader(self.bytes, self.at, self.message), self.message),
-            inline: Vec::new(),
+            inline: [const { None }; MAX_INLINE],
+            inline_depth: 0,
             pending: None,
             ctx,
         })
@@ -448,8 +453,11 @@ impl<'de, 'b> Frame<'de, 'b> {
 
 struct FieldsAccess<'de, 'b> {
     top: Frame<'de, 'b>,
-    /// Structs embedded inline, innermost last.
-    inline: Vec<Frame<'de, 'b>>,
+    /// Structs embedded inline, innermost last (held here, not on the heap: one pod has
+    /// several, each a few hundred bytes; Kubernetes nests them two deep at most).
+    inline: [Option<Frame<'de, 'b>>; MAX_INLINE],
+    /// How many of `inline` are in use.
+    inline_depth: usize,
     /// The field whose key was handed out, with its offset and message.
     pending: Option<(&'static FieldSchema, Value<'de>, usize, &'static str)>,
     ctx: Ctx<'b>,
@@ -457,7 +465,10 @@ struct FieldsAccess<'de, 'b> {
 
 impl<'de, 'b> FieldsAccess<'de, 'b> {
     fn frame(&mut self) -> &mut Frame<'de, 'b> {
-        self.inline.last_mut().unwrap_or(&mut self.top)
+        match self.inline_depth.checked_sub(1) {
+            Some(i) => self.inline[i].as_mut().unwrap_or(&mut self.top),
+            None => &mut self.top,
+        }
     }
 }
 
@@ -472,7 +483,9 @@ impl<'de> MapAccess<'de> for FieldsAccess<'de, '_> {
         loop {
             let frame = self.frame();
             let Some((number, value)) = frame.reader.next()? else {
-                if self.inline.pop().is_some() {
+                if let Some(i) = self.inline_depth.checked_sub(1) {
+                    self.inline[i] = None;
+                    self.inline_depth = i;
                     continue;
                 }
                 return Ok(None);
@@ -517,9 +530,17 @@ impl<'de> MapAccess<'de> for FieldsAccess<'de, '_> {
                             WireType::LengthDelimited,
                         ));
                     };
+                    let Some(slot) = self.inline.get_mut(self.inline_depth) else {
+                        return Err(Error(ProtobufError::new(
+                            at,
+                            context,
+                            ProtobufErrorKind::Depth(MAX_INLINE as u32),
+                        )));
+                    };
                     self.ctx = self.ctx.deeper(at, context)?;
                     let reader = self.ctx.reader(bytes, bytes_at, schema.message(id));
-                    self.inline.push(Frame::new(reader, schema.message(id)));
+                    *slot = Some(Frame::new(reader, schema.message(id)));
+                    self.inline_depth += 1;
                     continue;
                 }
                 InJson::Member => {}

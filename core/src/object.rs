@@ -66,7 +66,8 @@ pub trait Object: DeserializeOwned + 'static {
 
     /// How the type decodes from Kubernetes protobuf (`application/vnd.kubernetes.protobuf`),
     /// if it does: `None` (the default) keeps it on JSON, and asking for protobuf on a source
-    /// of it is a configuration error. [`PodView`](crate::pod::PodView) has one.
+    /// of it is a configuration error. [`PodView`](crate::pod::PodView) has one, and so has
+    /// every built-in k8s-openapi type (by the Kubernetes schemas the crate embeds).
     #[must_use]
     fn protobuf() -> Option<crate::protobuf::ProtobufCodec<Self>>
     where

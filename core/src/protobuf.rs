@@ -1,5 +1,7 @@
 //! Kubernetes protobuf (`application/vnd.kubernetes.protobuf`) on the wire: the envelope, the
-//! watch event, `Status`, list metadata, and the partial Pod view (issue 16).
+//! watch event, `Status`, list metadata, the partial Pod view, and any built-in type into
+//! k8s-openapi's own types by the Kubernetes schemas the crate embeds (`schema`, `de`,
+//! `builtin`; issue 16).
 //!
 //! What the apiserver sends, as apimachinery's serializers write it (checked against
 //! `pkg/runtime/serializer/protobuf/protobuf.go`, `pkg/util/framer/framer.go`,

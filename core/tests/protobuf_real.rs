@@ -4,6 +4,9 @@
 //! than decoding the JSON one and holds the same. One test function, so that no other
 //! test's allocations run in parallel with the counts.
 
+mod captures;
+
+use captures::{fixture, frames, list_rv, rv_of};
 use reconcile_core::WireFormat;
 use reconcile_core::frame::{WatchEvent, parse_frame_as, parse_status};
 use reconcile_core::list::parse_list;
@@ -12,37 +15,6 @@ use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
 
 #[global_allocator]
 static GLOBAL: &StatsAlloc<std::alloc::System> = &INSTRUMENTED_SYSTEM;
-
-fn fixture(name: &str) -> Vec<u8> {
-    let path = format!(
-        "{}/../testdata/apiserver-protobuf/{name}",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
-}
-
-/// The frames of a protobuf watch body: 4-byte big-endian lengths.
-fn frames(mut body: &[u8]) -> Vec<&[u8]> {
-    let mut out = Vec::new();
-    while !body.is_empty() {
-        let n = u32::from_be_bytes([body[0], body[1], body[2], body[3]]) as usize;
-        out.push(&body[4..4 + n]);
-        body = &body[4 + n..];
-    }
-    out
-}
-
-fn rv_of(event: &WatchEvent<PodView>) -> u64 {
-    match event {
-        WatchEvent::Added(p) | WatchEvent::Modified(p) | WatchEvent::Deleted(p) => p
-            .metadata
-            .resource_version
-            .as_deref()
-            .and_then(|rv| rv.parse().ok())
-            .unwrap_or(0),
-        _ => 0,
-    }
-}
 
 /// (bytes allocated, allocations, bytes held at the end) of `f`, and its result.
 fn measured<T>(f: impl FnOnce() -> T) -> (usize, usize, i64, T) {
@@ -55,11 +27,7 @@ fn measured<T>(f: impl FnOnce() -> T) -> (usize, usize, i64, T) {
 
 #[test]
 fn real_protobuf_decodes_as_its_json_and_costs_no_more() {
-    let rv: u64 = String::from_utf8(fixture("list-rv"))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let rv = list_rv();
     let pb = fixture("pod-list.pb");
     let json = fixture("pod-list.json");
     let (pb_bytes, pb_allocs, pb_held, from_pb) = measured(|| parse_list::<PodView>(&pb));

@@ -17,6 +17,11 @@ pub(crate) fn codec<K>() -> Option<ProtobufCodec<K>>
 where
     K: kube_core::Resource + DeserializeOwned + 'static,
 {
+    let unit: Box<dyn Any> = Box::new(());
+    let known = unit.downcast::<K::DynamicType>().ok()?;
+    if !decodes_as_struct::<K>(&K::kind(&known)) {
+        return None;
+    }
     let resource = resource::<K>()?;
     Some(ProtobufCodec {
         kind: &resource.kind,
@@ -25,17 +30,16 @@ where
     })
 }
 
+/// `K`'s resource in the schemas, by its group, version and kind (no allocation: a
+/// k8s-openapi type's are static; found again for each object decoded, as a plain
+/// function pointer, the codec's `decode` cannot carry it).
 fn resource<K>() -> Option<&'static Resource>
 where
-    K: kube_core::Resource + DeserializeOwned + 'static,
+    K: kube_core::Resource + 'static,
 {
     let unit: Box<dyn Any> = Box::new(());
     let known = unit.downcast::<K::DynamicType>().ok()?;
-    let kind = K::kind(&known);
-    if !decodes_as_struct::<K>(&kind) {
-        return None;
-    }
-    schema().resource(&K::group(&known), &K::version(&known), &kind)
+    schema().resource(&K::group(&known), &K::version(&known), &K::kind(&known))
 }
 
 fn decode<K>(message: &[u8], base: usize, limit: u64) -> Result<(K, u64), ProtobufError>

@@ -45,10 +45,13 @@ use crate::pod::{
 };
 use crate::string_map::StringMap;
 
+// The schemas and the decoder by them serve k8s-openapi's types, so they come with them.
 #[cfg(feature = "kube")]
 pub(crate) mod builtin;
+#[cfg(feature = "kube")]
 mod de;
 pub mod messages;
+#[cfg(feature = "kube")]
 mod schema;
 
 /// The magic that starts every enveloped protobuf body: `k8s\0`.
@@ -186,10 +189,11 @@ impl<O> fmt::Debug for ProtobufCodec<O> {
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Value<'a> {
     Varint(u64),
-    /// Fixed 32 bits, little-endian (no field of a view has one).
-    Fixed32(u32),
+    /// Fixed 32 bits, little-endian (no field of a view has one; read by the schemas'
+    /// decoder).
+    Fixed32(#[cfg_attr(not(feature = "kube"), allow(dead_code))] u32),
     /// Fixed 64 bits, little-endian.
-    Fixed64(u64),
+    Fixed64(#[cfg_attr(not(feature = "kube"), allow(dead_code))] u64),
     /// Length-delimited, with its first byte's offset.
     Bytes(&'a [u8], usize),
 }

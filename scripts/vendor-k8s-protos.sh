@@ -13,6 +13,10 @@ MACHINERY_VERSION=v0.36.3
 out=core/proto
 api=$(go mod download -json "k8s.io/api@$API_VERSION" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
 machinery=$(go mod download -json "k8s.io/apimachinery@$MACHINERY_VERSION" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
+# The built-in kinds served outside k8s.io/api: CustomResourceDefinition and APIService.
+apiext=$(go mod download -json "k8s.io/apiextensions-apiserver@$API_VERSION" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
+aggregator=$(go mod download -json "k8s.io/kube-aggregator@$API_VERSION" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
+EXTRA="apiextensions-apiserver:$apiext:pkg/apis/apiextensions/v1 kube-aggregator:$aggregator:pkg/apis/apiregistration/v1"
 rm -rf "$out/k8s.io"
 strip() {
   # Keep the leading /* ... */ licence block; drop every other line that is only a comment,
@@ -51,6 +55,13 @@ for file in $(cd "$api" && find . -name generated.proto | sed 's|^\./||' | sort)
   group=$(grep -h 'GroupName *= *"' "$api/$dir/register.go" | head -1 | sed 's/.*"\(.*\)".*/\1/')
   printf 'k8s.io.api.%s\t%s\n' "$(echo "$dir" | tr / .)" "$group" >>"$out/groups.tsv"
 done
+for extra in $EXTRA; do
+  IFS=: read -r module root dir <<<"$extra"
+  mkdir -p "$out/k8s.io/$module/$dir"
+  strip "$root/$dir/generated.proto" "$out/k8s.io/$module/$dir/generated.proto"
+  group=$(grep -h 'GroupName *= *"' "$root/$dir/register.go" | head -1 | sed 's/.*"\(.*\)".*/\1/')
+  printf 'k8s.io.%s.%s\t%s\n' "$(echo "$module" | tr - _)" "$(echo "$dir" | tr / .)" "$group" >>"$out/groups.tsv"
+done
 for dir in pkg/api/resource pkg/apis/meta/v1 pkg/runtime pkg/runtime/schema pkg/util/intstr; do
   mkdir -p "$out/k8s.io/apimachinery/$dir"
   strip "$machinery/$dir/generated.proto" "$out/k8s.io/apimachinery/$dir/generated.proto"
@@ -58,7 +69,7 @@ done
 # Go named slices (`type ExtraValue []string`) travel as a message whose one field, `items`,
 # holds the elements, and as a plain array in JSON: go-to-protobuf marks them
 # `+protobuf.nullable=true`, a comment the descriptor set does not keep, so they are listed.
-python3 - "$api" "$machinery" >"$out/slices.tsv" <<'PY'
+python3 - "$api" "$machinery" "$apiext" "$aggregator" >"$out/slices.tsv" <<'PY'
 import os, re, sys
 print("# message that is a Go slice: JSON has the array of its `items` (go-to-protobuf's +protobuf.nullable=true)")
 found = []
@@ -79,15 +90,22 @@ PY
 {
   echo "# proto message	proto field	JSON name (,inline: flattened; -: not in JSON)	omitempty: a Go value JSON leaves out when zero"
   (cd scripts/vendor-k8s-protos && go run fields.go k8s.io.api "$api" &&
+    go run fields.go k8s.io.apiextensions_apiserver "$apiext" |
+      grep -E '^k8s\.io\.apiextensions_apiserver\.pkg\.apis\.apiextensions\.v1\.[A-Z]' &&
+    go run fields.go k8s.io.kube_aggregator "$aggregator" |
+      grep -E '^k8s\.io\.kube_aggregator\.pkg\.apis\.apiregistration\.v1\.[A-Z]' &&
     go run fields.go k8s.io.apimachinery "$machinery" |
       grep -E '^k8s\.io\.apimachinery\.pkg\.(api\.resource|apis\.meta\.v1|runtime|runtime\.schema|util\.intstr)\.[A-Z]')
 } >"$out/fields.tsv"
 cat >"$out/PROVENANCE.md" <<MD
 # Vendored Kubernetes protobuf schemas
 
-- **What:** every \`generated.proto\` of \`k8s.io/api\` $API_VERSION, and those of
-  \`k8s.io/apimachinery\` $MACHINERY_VERSION that they import (\`pkg/api/resource\`,
-  \`pkg/apis/meta/v1\`, \`pkg/runtime\`, \`pkg/runtime/schema\`, \`pkg/util/intstr\`).
+- **What:** every \`generated.proto\` of \`k8s.io/api\` $API_VERSION; those of
+  \`k8s.io/apiextensions-apiserver\` (\`pkg/apis/apiextensions/v1\`: CustomResourceDefinition)
+  and \`k8s.io/kube-aggregator\` (\`pkg/apis/apiregistration/v1\`: APIService) at the same
+  version; and those of \`k8s.io/apimachinery\` $MACHINERY_VERSION that they import
+  (\`pkg/api/resource\`, \`pkg/apis/meta/v1\`, \`pkg/runtime\`, \`pkg/runtime/schema\`,
+  \`pkg/util/intstr\`).
 - **From:** the Go modules, by \`go mod download\` (\`scripts/vendor-k8s-protos.sh\`).
 - **Licence:** Apache License 2.0, The Kubernetes Authors; the text is \`LICENSE\` here, and
   each file keeps its own header.
@@ -101,4 +119,7 @@ cat >"$out/PROVENANCE.md" <<MD
   built-in types from protobuf into k8s-openapi's types.
 MD
 cp "$api/LICENSE" "$out/LICENSE"
+for module in "$apiext" "$aggregator" "$machinery"; do
+  cmp -s "$api/LICENSE" "$module/LICENSE" || { echo "$module has another licence" >&2; exit 1; }
+done
 du -sh "$out"

@@ -1,6 +1,6 @@
 //! `cargo fuzz run openapi -s none` (from core/, on stable): protobuf into k8s-openapi's
 //! types by the embedded Kubernetes schemas (issue 16), on arbitrary bytes, seeded with real
-//! LISTs of 32 kinds (testdata/apiserver-protobuf/kinds). Checked: no panic; every error
+//! LISTs of 34 kinds (testdata/apiserver-protobuf/kinds). Checked: no panic; every error
 //! renders; an object decoded under a budget is the one decoded without, charged the same
 //! and within the budget, and fails under it only for its size; a LIST body decodes streamed
 //! in chunks exactly as whole.

@@ -215,6 +215,9 @@ impl<'de, 'b> MessageDe<'de, 'b> {
         Ok(match self.message.special {
             Some(Special::Time | Special::MicroTime) => self.instant()?.is_none(),
             Some(Special::RawJson) => self.raw()?.is_empty(),
+            Some(Special::SchemaOrArray | Special::SchemaOrStrings) => {
+                self.scalars::<2>()?.iter().all(Option::is_none)
+            }
             _ => false,
         })
     }
@@ -324,39 +327,71 @@ impl<'de, 'b> MessageDe<'de, 'b> {
                 de.end().map_err(json)?;
                 Ok(value)
             }
-            Special::Slice => {
-                let ctx = self.ctx.deeper(self.at, &self.message.name)?;
-                let mut frame =
-                    Frame::new(ctx.reader(self.bytes, self.at, self.message), self.message);
-                let Some(items) = self.message.field(1) else {
-                    return visitor.visit_seq(de::value::SeqDeserializer::<
-                        std::iter::Empty<()>,
-                        Error,
-                    >::new(std::iter::empty()));
-                };
-                // The first occurrence of `items` starts the array; others are not JSON's.
-                let mut first = None;
-                while let Some((number, value)) = frame.reader.next()? {
-                    if number == 1 {
-                        first = Some((value, frame.reader.field_at));
-                        break;
-                    }
+            Special::Slice => self.repeated(1, visitor),
+            Special::SchemaOrArray | Special::SchemaOrStrings => {
+                let [schema, many] = self.scalars::<2>()?;
+                if many.is_some() {
+                    self.repeated(2, visitor)
+                } else if let Some(schema) = schema {
+                    self.part(1, schema)?.deserialize_any(visitor)
+                } else {
+                    visitor.visit_unit()
                 }
-                let Some(first) = first else {
-                    return visitor.visit_seq(de::value::SeqDeserializer::<
-                        std::iter::Empty<()>,
-                        Error,
-                    >::new(std::iter::empty()));
-                };
-                let mut occurrences = Occurrences::new(&mut frame, items, first, ctx.careful)?;
-                let value = visitor.visit_seq(Elements {
-                    occurrences: &mut occurrences,
-                    packed: None,
-                    ctx,
-                })?;
-                Ok(value)
+            }
+            Special::SchemaOrBool => {
+                let [allows, schema] = self.scalars::<2>()?;
+                match schema {
+                    Some(schema) => self.part(2, schema)?.deserialize_any(visitor),
+                    None => visitor.visit_bool(self.varint(1, allows)? != 0),
+                }
             }
         }
+    }
+
+    /// Field `number` of this message, as a value.
+    fn part(&self, number: u32, value: Value<'de>) -> Result<ValueDe<'de, 'b>, Error> {
+        let field = self.message.field(number).ok_or_else(|| {
+            self.error(ProtobufErrorKind::Value(format!(
+                "no field {number} in the schema"
+            )))
+        })?;
+        Ok(ValueDe {
+            kind: field.kind,
+            value,
+            number,
+            at: self.at,
+            context: &self.message.name,
+            ctx: self.ctx,
+        })
+    }
+
+    /// The elements of repeated field `number`, as an array (empty when there are none).
+    fn repeated<V: Visitor<'de>>(self, number: u32, visitor: V) -> Result<V::Value, Error> {
+        let empty =
+            || de::value::SeqDeserializer::<std::iter::Empty<()>, Error>::new(std::iter::empty());
+        let Some(field) = self.message.field(number) else {
+            return visitor.visit_seq(empty());
+        };
+        let ctx = self.ctx.deeper(self.at, &self.message.name)?;
+        let mut frame = Frame::new(ctx.reader(self.bytes, self.at, self.message), self.message);
+        let mut first = None;
+        while let Some((n, value)) = frame.reader.next()? {
+            if n == number {
+                first = Some((value, frame.reader.field_at));
+                break;
+            }
+        }
+        let Some(first) = first else {
+            return visitor.visit_seq(empty());
+        };
+        // Looking ahead for every element: these messages are small, and nothing else in them
+        // would notice a scattered one.
+        let mut occurrences = Occurrences::new(&mut frame, field, first, true)?;
+        visitor.visit_seq(Elements {
+            occurrences: &mut occurrences,
+            packed: None,
+            ctx,
+        })
     }
 }
 
@@ -1242,6 +1277,100 @@ mod tests {
         let cm: ConfigMap = decode(&cm, u64::MAX).unwrap();
         let created = cm.metadata.creation_timestamp.unwrap();
         assert_eq!(created.0.to_string(), "1970-01-01T00:00:00Z");
+    }
+
+    #[test]
+    fn schema_unions_read_as_the_json_apiextensions_writes() {
+        use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+            CustomResourceValidation, JSONSchemaProps, JSONSchemaPropsOrArray,
+            JSONSchemaPropsOrBool, JSONSchemaPropsOrStringArray,
+        };
+        // Decoded as the `openAPIV3Schema` (1) of a CustomResourceValidation.
+        let props = |m: Msg| -> JSONSchemaProps {
+            let v = Msg::default().msg(1, m);
+            let decoded: CustomResourceValidation =
+                serde::Deserialize::deserialize(super::MessageDe {
+                    bytes: &v.0,
+                    at: 0,
+                    message: validation_schema(),
+                    ctx: super::Ctx {
+                        schema: super::schema(),
+                        budget: &super::Budget::new(u64::MAX),
+                        depth: 0,
+                        careful: true,
+                        scattered: &std::cell::Cell::new(false),
+                    },
+                })
+                .unwrap();
+            decoded.open_api_v3_schema.unwrap()
+        };
+        let string = || Msg::default().text(5, "string");
+        // additionalProperties: a schema, or a bool when there is none.
+        let with_schema = props(Msg::default().msg(30, Msg::default().msg(2, string())));
+        assert!(matches!(
+            with_schema.additional_properties,
+            Some(JSONSchemaPropsOrBool::Schema(ref s)) if s.type_.as_deref() == Some("string")
+        ));
+        let allowed = props(Msg::default().msg(30, Msg::default().varint(1, 1)));
+        assert_eq!(
+            allowed.additional_properties,
+            Some(JSONSchemaPropsOrBool::Bool(true))
+        );
+        let refused = props(Msg::default().msg(30, Msg::default()));
+        assert_eq!(
+            refused.additional_properties,
+            Some(JSONSchemaPropsOrBool::Bool(false))
+        );
+        // items: the array when it has elements, else the schema, else null.
+        let array = props(Msg::default().msg(24, Msg::default().msg(2, string()).msg(2, string())));
+        assert!(
+            matches!(array.items, Some(JSONSchemaPropsOrArray::Schemas(ref v)) if v.len() == 2)
+        );
+        let one = props(Msg::default().msg(24, Msg::default().msg(1, string())));
+        assert!(matches!(one.items, Some(JSONSchemaPropsOrArray::Schema(_))));
+        assert_eq!(props(Msg::default().msg(24, Msg::default())).items, None);
+        // dependencies: strings, or a schema.
+        let entry = |k: &str, v: Msg| Msg::default().text(1, k).msg(2, v);
+        let deps = props(
+            Msg::default()
+                .msg(32, entry("a", Msg::default().text(2, "b").text(2, "c")))
+                .msg(32, entry("d", Msg::default().msg(1, string()))),
+        )
+        .dependencies
+        .unwrap();
+        assert_eq!(
+            deps["a"],
+            JSONSchemaPropsOrStringArray::Strings(vec!["b".into(), "c".into()])
+        );
+        assert!(matches!(deps["d"], JSONSchemaPropsOrStringArray::Schema(_)));
+        // A double, and a default as raw JSON.
+        let numbers = props(
+            Msg::default()
+                .fixed64(19, 0.5f64.to_bits())
+                .msg(8, Msg::default().text(1, "{\"x\":[1,2]}")),
+        );
+        assert_eq!(numbers.multiple_of, Some(0.5));
+        assert_eq!(numbers.default.unwrap().0, serde_json::json!({"x": [1, 2]}));
+    }
+
+    fn validation_schema() -> &'static super::MessageSchema {
+        let schema = super::schema();
+        let crd = schema
+            .resource("apiextensions.k8s.io", "v1", "CustomResourceDefinition")
+            .unwrap();
+        // CustomResourceDefinition.spec (2) .versions (7) .schema (4).
+        let mut message = schema.message(crd.message);
+        for number in [2, 7, 4] {
+            let super::Kind::Message(id) = message.field(number).unwrap().kind else {
+                panic!("field {number} of {} is a message", message.name);
+            };
+            message = schema.message(id);
+        }
+        assert_eq!(
+            &*message.name,
+            "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.CustomResourceValidation"
+        );
+        message
     }
 
     #[test]

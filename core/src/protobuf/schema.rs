@@ -154,6 +154,14 @@ pub(crate) enum Special {
     RawJson,
     /// A Go slice (`ExtraValue`, `Verbs`): the array of its `items` (1).
     Slice,
+    /// `JSONSchemaPropsOrArray` (schema 1, jSONSchemas 2): the array when it has elements,
+    /// else the schema, else `null`.
+    SchemaOrArray,
+    /// `JSONSchemaPropsOrBool` (allows 1, schema 2): the schema when set, else the bool.
+    SchemaOrBool,
+    /// `JSONSchemaPropsOrStringArray` (schema 1, property 2): the strings when there are
+    /// some, else the schema, else `null`.
+    SchemaOrStrings,
 }
 
 impl Special {
@@ -164,7 +172,17 @@ impl Special {
             "k8s.io.apimachinery.pkg.util.intstr.IntOrString" => Special::IntOrString,
             "k8s.io.apimachinery.pkg.api.resource.Quantity" => Special::Quantity,
             "k8s.io.apimachinery.pkg.runtime.RawExtension"
-            | "k8s.io.apimachinery.pkg.apis.meta.v1.FieldsV1" => Special::RawJson,
+            | "k8s.io.apimachinery.pkg.apis.meta.v1.FieldsV1"
+            | "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.JSON" => Special::RawJson,
+            "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.JSONSchemaPropsOrArray" => {
+                Special::SchemaOrArray
+            }
+            "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.JSONSchemaPropsOrBool" => {
+                Special::SchemaOrBool
+            }
+            "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.JSONSchemaPropsOrStringArray" => {
+                Special::SchemaOrStrings
+            }
             _ if slices.contains(&name) => Special::Slice,
             _ => return None,
         })
@@ -398,6 +416,8 @@ mod tests {
             ("rbac.authorization.k8s.io", "v1", "ClusterRole"),
             ("internal.apiserver.k8s.io", "v1alpha1", "StorageVersion"),
             ("coordination.k8s.io", "v1", "Lease"),
+            ("apiextensions.k8s.io", "v1", "CustomResourceDefinition"),
+            ("apiregistration.k8s.io", "v1", "APIService"),
         ] {
             let resource = schema
                 .resource(group, version, kind)
@@ -478,7 +498,7 @@ mod tests {
             .collect();
         assert!(specials.contains(&("k8s.io.apimachinery.pkg.apis.meta.v1.Time", Special::Time)));
         assert!(specials.contains(&("k8s.io.api.certificates.v1.ExtraValue", Special::Slice)));
-        assert_eq!(specials.len(), 6 + 7, "{specials:?}");
+        assert_eq!(specials.len(), 7 + 7 + 3, "{specials:?}");
     }
 
     #[test]

@@ -26,6 +26,8 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{ClusterRole, Role, RoleBinding};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
 use reconcile_core::Object;
 use reconcile_core::list::parse_list;
 use reconcile_k8s_env::{ApiServer, Client, resource_version, shared_or_skip};
@@ -463,6 +465,86 @@ fn built_in_kinds_decode_from_protobuf_into_k8s_openapi_as_from_json() {
                      "usages": ["digital signature", "client auth"], "expirationSeconds": 600}
         }),
     );
+
+    // Served outside k8s.io/api: a CRD with a rich schema (nested properties, int-or-string,
+    // defaults and enums as raw JSON, items and additionalProperties as schema unions,
+    // numbers as doubles, CEL rules), and an APIService (deleted as soon as it is listed:
+    // an unavailable aggregated API would slow discovery for the environment).
+    let group = format!("{run}.protobuf.invalid");
+    create(
+        api,
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+        &json!({
+            "metadata": meta(&format!("widgets.{group}"), run),
+            "spec": {
+                "group": group,
+                "names": {"plural": "widgets", "singular": "widget", "kind": "Widget",
+                          "listKind": "WidgetList", "shortNames": ["wd"], "categories": ["all"]},
+                "scope": "Namespaced",
+                "versions": [{
+                    "name": "v1", "served": true, "storage": true,
+                    "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                        "spec": {
+                            "type": "object", "required": ["size"],
+                            "properties": {
+                                "size": {"type": "integer", "minimum": 1, "maximum": 10, "default": 3},
+                                "port": {"x-kubernetes-int-or-string": true,
+                                         "anyOf": [{"type": "integer"}, {"type": "string"}]},
+                                "mode": {"type": "string", "enum": ["a", "b"], "default": "a"},
+                                "tags": {"type": "array", "items": {"type": "string"},
+                                         "x-kubernetes-list-type": "set", "maxItems": 5},
+                                "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+                                "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+                                "ratio": {"type": "number", "format": "double", "multipleOf": 0.5}
+                            },
+                            "x-kubernetes-validations": [{"rule": "self.size <= 10", "message": "too big"}]
+                        },
+                        "status": {"type": "object", "properties": {
+                            "ready": {"type": "boolean"}, "replicas": {"type": "integer"}}}
+                    }}},
+                    "subresources": {"status": {}, "scale": {
+                        "specReplicasPath": ".spec.size", "statusReplicasPath": ".status.replicas"}},
+                    "additionalPrinterColumns": [{"name": "Size", "type": "integer", "jsonPath": ".spec.size"}]
+                }]
+            }
+        }),
+    );
+    // Another group than the CRD's: the apiserver registers a local APIService for that one.
+    let aggregated = format!("api.{group}");
+    create(
+        api,
+        "/apis/apiregistration.k8s.io/v1/apiservices",
+        &json!({
+            "metadata": meta(&format!("v1.{aggregated}"), run),
+            "spec": {"group": aggregated, "version": "v1", "groupPriorityMinimum": 1000,
+                     "versionPriority": 15, "caBundle": "AAEC/w==",
+                     "service": {"namespace": ns, "name": "web", "port": 443}}
+        }),
+    );
+    same_in_both::<APIService>(
+        api,
+        "/apis/apiregistration.k8s.io/v1/apiservices",
+        &sel,
+        "apiregistration-v1-apiservice",
+        1,
+    );
+    api.delete(
+        &format!("/apis/apiregistration.k8s.io/v1/apiservices/v1.{aggregated}"),
+        Some(0),
+    )
+    .unwrap();
+    same_in_both::<CustomResourceDefinition>(
+        api,
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+        &sel,
+        "apiextensions-v1-customresourcedefinition",
+        1,
+    );
+    api.delete(
+        &format!("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.{group}"),
+        Some(0),
+    )
+    .unwrap();
 
     let apis = |group: &str| format!("/apis/{group}/namespaces/{ns}");
     same_in_both::<ConfigMap>(api, &format!("{core}/configmaps"), &sel, "v1-configmap", 1);

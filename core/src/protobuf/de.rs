@@ -616,8 +616,10 @@ impl<'de> MapAccess<'de> for FieldsAccess<'de, '_> {
                 occurrences: &mut occurrences,
                 ctx,
             });
-            // Whatever the value left unread is not read again as keys.
-            occurrences.drain().and(value)
+            // Whatever the value left unread is not read again as keys (the value's own error
+            // comes first).
+            let drained = occurrences.drain();
+            value.and_then(|value| drained.map(|()| value))
         } else {
             seed.deserialize(ValueDe {
                 kind: field.kind,

@@ -924,30 +924,37 @@ const GO_ZERO_TIME: i64 = -62_135_596_800;
 /// Seconds from the epoch of 9999-12-31T23:59:59Z, the last instant `metav1.Time` allows.
 const LAST_TIME: i64 = 253_402_300_799;
 
+/// A `metav1.Time` or `MicroTime`'s seconds as Go reads them: `None` for Go's zero time (an
+/// empty message, or the zero time's seconds and no nanoseconds; a `Time`'s are dropped, so
+/// pass 0), an error outside years 1 to 9999.
+pub(crate) fn go_seconds(
+    empty: bool,
+    seconds: i64,
+    nanos: i64,
+) -> Result<Option<i64>, ProtobufErrorKind> {
+    if empty || seconds == GO_ZERO_TIME && nanos == 0 {
+        return Ok(None);
+    }
+    if !(GO_ZERO_TIME..=LAST_TIME).contains(&seconds) {
+        return Err(ProtobufErrorKind::Time(seconds));
+    }
+    Ok(Some(seconds))
+}
+
 /// A `metav1.Time` message (seconds 1, nanos 2) as Go's JSON writes it: RFC 3339 in UTC,
 /// whole seconds (Go's protobuf decoder drops the nanoseconds too). An empty message is Go's
 /// zero time, which JSON writes as `null`.
 fn time(mut r: Reader<'_, '_>) -> Result<Option<CompactString>, ProtobufError> {
-    if r.buf.is_empty() {
-        return Ok(None);
-    }
+    let empty = r.buf.is_empty();
     let mut seconds = 0i64;
     while let Some((field, value)) = r.next()? {
         if field == 1 {
             seconds = r.varint(field, value)? as i64;
         }
     }
-    if seconds == GO_ZERO_TIME {
-        return Ok(None);
-    }
-    if !(GO_ZERO_TIME..=LAST_TIME).contains(&seconds) {
-        return Err(ProtobufError::new(
-            r.base,
-            r.context,
-            ProtobufErrorKind::Time(seconds),
-        ));
-    }
-    Ok(Some(rfc3339(seconds)))
+    let seconds = go_seconds(empty, seconds, 0)
+        .map_err(|kind| ProtobufError::new(r.base, r.context, kind))?;
+    Ok(seconds.map(rfc3339))
 }
 
 /// `seconds` from the epoch as `YYYY-MM-DDTHH:MM:SSZ` (years 1 to 9999), by the proleptic

@@ -17,7 +17,7 @@
 //! - `bytes` are base64 text; [`Special`] messages read as apimachinery writes them.
 
 use std::cell::Cell;
-use std::fmt;
+use std::fmt::{self, Write as _};
 
 use base64::Engine as _;
 use prost::encoding::{WireType, decode_varint};
@@ -29,9 +29,7 @@ use serde::de::{
 use super::schema::{
     FieldSchema, Fixed, InJson, Kind, MessageId, MessageSchema, Schema, Special, schema,
 };
-use super::{
-    Budget, GO_ZERO_TIME, LAST_TIME, ProtobufError, ProtobufErrorKind, Reader, Value, rfc3339,
-};
+use super::{Budget, ProtobufError, ProtobufErrorKind, Reader, Value, rfc3339};
 use crate::list::budget::{self, Budgeted};
 
 /// Messages nested deeper than this are refused (Kubernetes' deepest are about a dozen).
@@ -227,13 +225,17 @@ impl<'de, 'b> MessageDe<'de, 'b> {
         let [seconds, nanos] = self.scalars::<2>()?;
         let seconds = self.varint(1, seconds)? as i64;
         let nanos = self.varint(2, nanos)? as i64;
-        // Go writes its zero time as an empty message (and would read its seconds as such).
-        if self.bytes.is_empty() || seconds == GO_ZERO_TIME && nanos == 0 {
+        // Go's `Time` drops the nanoseconds when it reads protobuf; `MicroTime` keeps them.
+        let kept = if self.message.special == Some(Special::Time) {
+            0
+        } else {
+            nanos
+        };
+        let Some(seconds) = super::go_seconds(self.bytes.is_empty(), seconds, kept)
+            .map_err(|kind| self.error(kind))?
+        else {
             return Ok(None);
-        }
-        if !(GO_ZERO_TIME..=LAST_TIME).contains(&seconds) {
-            return Err(self.error(ProtobufErrorKind::Time(seconds)));
-        }
+        };
         if !(0..1_000_000_000).contains(&nanos) {
             return Err(self.error(ProtobufErrorKind::Value(format!(
                 "nanos {nanos} out of range"
@@ -286,7 +288,7 @@ impl<'de, 'b> MessageDe<'de, 'b> {
                     if special == Special::MicroTime {
                         // Go's RFC3339Micro: always six digits.
                         text.truncate(text.len() - 1);
-                        text.push_str(&format!(".{:06}Z", nanos / 1_000));
+                        let _ = write!(text, ".{:06}Z", nanos / 1_000);
                     }
                     visitor.visit_str(&text)
                 }
@@ -1268,7 +1270,7 @@ mod tests {
     #[test]
     fn zero_times_are_absent_and_set_ones_read_as_go_writes_them() {
         let stamp = |seconds: i64| Msg::default().varint(1, seconds as u64);
-        for zero in [Msg::default(), stamp(super::GO_ZERO_TIME)] {
+        for zero in [Msg::default(), stamp(crate::protobuf::GO_ZERO_TIME)] {
             let cm = Msg::default().msg(1, Msg::default().msg(8, zero));
             let cm: ConfigMap = decode(&cm, u64::MAX).unwrap();
             assert_eq!(cm.metadata.creation_timestamp, None);

@@ -11,12 +11,17 @@
 //! except for the few types apimachinery marshals by hand ([`Special`]) and the structs Go
 //! embeds inline, which the decoder flattens.
 
-use std::collections::HashMap;
+use std::collections::HashMap as StdHashMap;
 use std::sync::OnceLock;
 
 use prost::Message;
 use prost_types::FileDescriptorSet;
 use prost_types::field_descriptor_proto::{Label, Type};
+
+use crate::hashing::FixedState;
+
+/// The core's maps use a fixed seed: no randomness, even in building these tables.
+type HashMap<K, V> = StdHashMap<K, V, FixedState>;
 
 /// The compiled schemas.
 static DESCRIPTORS: &[u8] = include_bytes!("../../proto/k8s.binpb");
@@ -267,7 +272,7 @@ fn build(
         .collect();
 
     // First every message's name, so that fields can refer to any of them.
-    let mut ids: HashMap<String, MessageId> = HashMap::new();
+    let mut ids: HashMap<String, MessageId> = HashMap::default();
     let mut names = Vec::new();
     for file in &set.file {
         let package = file.package();
@@ -286,7 +291,7 @@ fn build(
     }
 
     let mut messages = Vec::with_capacity(names.len());
-    let mut resources = HashMap::new();
+    let mut resources: HashMap<Box<str>, Vec<GroupVersionResource>> = HashMap::default();
     for (name, message, package) in &names {
         let mut fields = Vec::with_capacity(message.field.len());
         for field in &message.field {
@@ -379,10 +384,11 @@ fn build(
                 kind: short.into(),
                 list_kind: format!("{short}List").into(),
             };
-            resources
-                .entry(Box::from(short))
-                .or_insert_with(Vec::new)
-                .push((Box::from(*group), Box::from(version), resource));
+            resources.entry(Box::from(short)).or_default().push((
+                Box::from(*group),
+                Box::from(version),
+                resource,
+            ));
         }
         messages.push(MessageSchema {
             name: name.as_str().into(),

@@ -3,7 +3,8 @@
 //! same objects at the same resourceVersion (`testdata/apiserver-protobuf/kinds`, captured from
 //! a v1.36 kube-apiserver). Prints, per kind, the bodies' sizes, the time per decoded object
 //! (the median of 15 rounds, each decoding the list many times) and the allocations and
-//! bytes allocated per decode, counted by `stats_alloc`. Figures go in `docs/alignment.md`.
+//! bytes allocated per decode, counted by `stats_alloc`. Metadata only (`PartialObjectMeta`)
+//! too, from `testdata/apiserver-protobuf/metadata`. Figures go in `docs/alignment.md`.
 
 #![allow(missing_docs)]
 
@@ -12,6 +13,7 @@ use std::time::Instant;
 
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, Service};
+use kube_core::PartialObjectMeta;
 use reconcile_core::Object;
 use reconcile_core::list::parse_list;
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
@@ -21,7 +23,7 @@ static GLOBAL: &StatsAlloc<std::alloc::System> = &INSTRUMENTED_SYSTEM;
 
 fn capture(name: &str) -> Vec<u8> {
     let path = format!(
-        "{}/../testdata/apiserver-protobuf/kinds/{name}",
+        "{}/../testdata/apiserver-protobuf/{name}",
         env!("CARGO_MANIFEST_DIR")
     );
     std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
@@ -48,12 +50,27 @@ fn measure<O: Object>(body: &[u8]) -> (f64, usize, usize) {
 }
 
 fn row<O: Object>(stem: &str) {
+    row_of::<O>(stem, &format!("kinds/{stem}"));
+}
+
+/// Metadata only (`PartialObjectMeta`), from `metadata/<stem>-list.*`.
+fn metadata_row<K>(stem: &str)
+where
+    PartialObjectMeta<K>: Object,
+{
+    row_of::<PartialObjectMeta<K>>(
+        &format!("{stem} (metadata)"),
+        &format!("metadata/{stem}-list"),
+    );
+}
+
+fn row_of<O: Object>(stem: &str, file: &str) {
     // OPENAPI_KIND=v1-pod: that kind only.
     if std::env::var("OPENAPI_KIND").is_ok_and(|kind| kind != stem) {
         return;
     }
-    let pb = capture(&format!("{stem}.pb"));
-    let json = capture(&format!("{stem}.json"));
+    let pb = capture(&format!("{file}.pb"));
+    let json = capture(&format!("{file}.json"));
     // OPENAPI_PROFILE=pb|json: one side only, for a profiler.
     match std::env::var("OPENAPI_PROFILE").as_deref() {
         Ok("pb") => {
@@ -89,4 +106,6 @@ fn main() {
     row::<Service>("v1-service");
     row::<ConfigMap>("v1-configmap");
     row::<Node>("v1-node");
+    metadata_row::<Deployment>("apps-v1-deployment");
+    metadata_row::<ConfigMap>("v1-configmap");
 }

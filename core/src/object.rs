@@ -208,7 +208,8 @@ where
     }
 
     /// Built-in types (k8s-openapi's) decode from protobuf by the Kubernetes schemas the
-    /// crate embeds; custom resources, `DynamicObject` and `PartialObjectMeta` stay on JSON.
+    /// crate embeds, and so does metadata only (`PartialObjectMeta` of any kind, as
+    /// `PartialObjectMetadata`); custom resources and `DynamicObject` stay on JSON.
     fn protobuf() -> Option<crate::protobuf::ProtobufCodec<Self>> {
         crate::protobuf::builtin::codec::<K>()
     }

@@ -240,3 +240,69 @@ fn the_shapes_protobuf_writes_otherwise_read_as_json_has_them() {
     assert_eq!(data["token"].0, b"s3cr3t");
     assert!(data["empty"].0.is_empty());
 }
+
+/// Decodes `metadata/<stem>-list.*` and the WATCH `metadata/<stem>-watch.*` (up to the
+/// list's version) as `PartialObjectMeta<K>`, in protobuf and in JSON, and compares.
+fn same_metadata<K>(stem: &str)
+where
+    kube_core::PartialObjectMeta<K>: reconcile_core::Object + std::fmt::Debug,
+{
+    use kube_core::PartialObjectMeta;
+    let pb = parse_list::<PartialObjectMeta<K>>(&fixture(&format!("metadata/{stem}-list.pb")))
+        .unwrap_or_else(|e| panic!("{stem}-list.pb: {e}"));
+    let json = parse_list::<PartialObjectMeta<K>>(&fixture(&format!("metadata/{stem}-list.json")))
+        .unwrap_or_else(|e| panic!("{stem}-list.json: {e}"));
+    assert!(pb.skipped.is_empty(), "{stem}: {:?}", pb.skipped);
+    assert!(!pb.items.is_empty(), "{stem}: nothing listed");
+    assert_eq!(pb.resource_version, json.resource_version, "{stem}");
+    let as_json = |items: &[PartialObjectMeta<K>]| -> Vec<serde_json::Value> {
+        items
+            .iter()
+            .map(|o| serde_json::to_value(o).unwrap())
+            .collect()
+    };
+    assert_eq!(as_json(&pb.items), as_json(&json.items), "{stem}");
+    for item in &pb.items {
+        // What protobuf leaves out of each item, and JSON writes.
+        let types = item.types.as_ref().expect("typed");
+        assert_eq!(types.kind, "PartialObjectMetadata", "{stem}");
+        assert_eq!(types.api_version, "meta.k8s.io/v1", "{stem}");
+        assert!(item.metadata.managed_fields.is_some(), "{stem}");
+    }
+
+    let until: u64 = pb.resource_version.parse().unwrap();
+    let events = |wire: WireFormat, bytes: Vec<&[u8]>| -> Vec<serde_json::Value> {
+        bytes
+            .into_iter()
+            .map(|f| parse_frame_as::<PartialObjectMeta<K>>(f, wire).unwrap())
+            .filter(|e| rv_of(e) <= until)
+            .map(|e| match e {
+                reconcile_core::frame::WatchEvent::Added(o) => ("ADDED", o),
+                reconcile_core::frame::WatchEvent::Modified(o) => ("MODIFIED", o),
+                reconcile_core::frame::WatchEvent::Deleted(o) => ("DELETED", o),
+                other => panic!("{stem}: {other:?}"),
+            })
+            .map(|(kind, o)| serde_json::json!([kind, o]))
+            .collect()
+    };
+    let pb_watch = fixture(&format!("metadata/{stem}-watch.pb"));
+    let json_watch = fixture(&format!("metadata/{stem}-watch.jsonl"));
+    let json_lines = json_watch
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.trim_ascii().is_empty())
+        .collect();
+    let pb_events = events(WireFormat::Protobuf, frames(&pb_watch));
+    assert!(pb_events.len() >= 5, "{stem}: {}", pb_events.len());
+    assert_eq!(pb_events, events(WireFormat::Json, json_lines), "{stem}");
+}
+
+#[test]
+fn real_metadata_only_lists_and_watches_decode_from_protobuf_as_from_json() {
+    use k8s_openapi::api::apps::v1::Deployment;
+    use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+    same_metadata::<ConfigMap>("v1-configmap");
+    same_metadata::<Secret>("v1-secret");
+    same_metadata::<Deployment>("apps-v1-deployment");
+    // A custom resource: served as JSON only, yet its metadata comes in protobuf.
+    same_metadata::<kube_core::DynamicObject>("gadget");
+}

@@ -143,10 +143,11 @@ impl<O, T> Source<O, T> {
     /// Asks the apiserver for Kubernetes protobuf (`application/vnd.kubernetes.protobuf`) on
     /// LIST and WATCH (client-go's `ContentType`), with JSON as the fallback it accepts: a
     /// custom resource is answered in JSON, and decoded so. Only for object types with a
-    /// protobuf decoder ([`Object::protobuf`](reconcile_core::Object::protobuf)): [`PodView`]
-    /// and k8s-openapi's built-in types (`Deployment`, `ConfigMap`, …); on any other type
-    /// (a custom resource, `DynamicObject`, `PartialObjectMeta`) building the controller fails
-    /// with `ConfigError::NoProtobuf`.
+    /// protobuf decoder ([`Object::protobuf`](reconcile_core::Object::protobuf)): [`PodView`],
+    /// k8s-openapi's built-in types (`Deployment`, `ConfigMap`, …) and metadata only
+    /// (`PartialObjectMeta` of any kind, custom resources' too: asked for as client-go's
+    /// metadata client does); on any other type (a custom resource, `DynamicObject`)
+    /// building the controller fails with `ConfigError::NoProtobuf`.
     #[must_use]
     pub fn protobuf(mut self) -> Self {
         self.params = self.params.protobuf();

@@ -191,7 +191,13 @@ impl Requests {
         } else {
             self.request.list(&lp)
         };
-        request.map(|r| accept(r, params, self.metadata_only))
+        request.map(|r| {
+            accept(
+                r,
+                params,
+                self.metadata_only.then_some(ACCEPT_PROTOBUF_METADATA_LIST),
+            )
+        })
     }
 
     /// A WATCH from `resource_version` with `timeoutSeconds` and bookmarks as the core asked.
@@ -232,7 +238,13 @@ impl Requests {
         } else {
             self.request.watch(&wp, resource_version)
         };
-        request.map(|r| accept(r, params, self.metadata_only))
+        request.map(|r| {
+            accept(
+                r,
+                params,
+                self.metadata_only.then_some(ACCEPT_PROTOBUF_METADATA),
+            )
+        })
     }
 }
 
@@ -242,17 +254,31 @@ impl Requests {
 /// variant (`;stream=watch`, length-prefixed frames).
 pub const ACCEPT_PROTOBUF: &str = "application/vnd.kubernetes.protobuf, application/json";
 
-/// Sets `Accept` for `params.wire_format`, unless the request asks for metadata only (whose
-/// own `Accept` names `PartialObjectMetadata`; a core refuses protobuf on such a source).
+/// What a metadata-only LIST that asks for protobuf accepts: `PartialObjectMetadataList` in
+/// protobuf, else in JSON, else plain JSON (client-go's metadata client, word for word). The
+/// apiserver writes metadata in protobuf for every resource, custom resources' too.
+pub const ACCEPT_PROTOBUF_METADATA_LIST: &str = "application/vnd.kubernetes.protobuf;\
+     as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,\
+     application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
+
+/// What a metadata-only WATCH that asks for protobuf accepts (as
+/// [`ACCEPT_PROTOBUF_METADATA_LIST`], for one object).
+pub const ACCEPT_PROTOBUF_METADATA: &str = "application/vnd.kubernetes.protobuf;\
+     as=PartialObjectMetadata;g=meta.k8s.io;v=v1,\
+     application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json";
+
+/// Sets `Accept` for `params.wire_format`: on a protobuf source, [`ACCEPT_PROTOBUF`], or
+/// `metadata` when the request asks for metadata only (on JSON, kube-core's own `Accept`
+/// already names `PartialObjectMetadata`).
 fn accept(
     mut request: http::Request<Vec<u8>>,
     params: &WatchParams,
-    metadata_only: bool,
+    metadata: Option<&'static str>,
 ) -> http::Request<Vec<u8>> {
-    if params.wire_format == WireFormat::Protobuf && !metadata_only {
+    if params.wire_format == WireFormat::Protobuf {
         request.headers_mut().insert(
             http::header::ACCEPT,
-            http::HeaderValue::from_static(ACCEPT_PROTOBUF),
+            http::HeaderValue::from_static(metadata.unwrap_or(ACCEPT_PROTOBUF)),
         );
     }
     request
@@ -443,6 +469,41 @@ mod tests {
         }
         let json = requests.list(&WatchParams::default()).unwrap();
         assert!(json.headers().get(http::header::ACCEPT).is_none());
+    }
+
+    #[test]
+    fn metadata_only_protobuf_sources_accept_what_client_go_does() {
+        let params = WatchParams::default().protobuf();
+        let requests = Requests::new("/apis/example.com/v1/widgets").metadata_only();
+        // client-go's metadata client (k8s.io/client-go/metadata), header for header.
+        let list = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;\
+                    g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadataList;\
+                    g=meta.k8s.io;v=v1,application/json";
+        let watch = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;\
+                     g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadata;\
+                     g=meta.k8s.io;v=v1,application/json";
+        assert_eq!(
+            requests.list(&params).unwrap().headers()[http::header::ACCEPT],
+            list
+        );
+        assert_eq!(
+            requests
+                .list_page(&params, Some(500), Some("c"))
+                .unwrap()
+                .headers()[http::header::ACCEPT],
+            list
+        );
+        assert_eq!(
+            requests.watch(&params, "5", 60, true).unwrap().headers()[http::header::ACCEPT],
+            watch
+        );
+        assert_eq!(
+            requests
+                .watch_with(&params, "", 60, true, true)
+                .unwrap()
+                .headers()[http::header::ACCEPT],
+            watch
+        );
     }
 
     #[test]

@@ -196,9 +196,18 @@ async fn a_json_answer_to_a_protobuf_request_is_read_as_json() {
 
 #[tokio::test(start_paused = true)]
 async fn protobuf_on_a_type_without_a_decoder_is_a_config_error() {
-    // Metadata only is asked for as `PartialObjectMetadata`, in JSON: no protobuf decoder.
-    type Meta = kube_core::PartialObjectMeta<k8s_openapi::api::core::v1::Pod>;
-    let source = Source::<Meta, Scripted>::namespaced(Scripted::default(), "ns").protobuf();
+    // A DynamicObject's kind is known only at run time (and a custom resource is served in
+    // JSON only): no protobuf decoder.
+    type Meta = kube_core::DynamicObject;
+    let resource = kube_core::ApiResource {
+        group: "example.com".into(),
+        version: "v1".into(),
+        api_version: "example.com/v1".into(),
+        kind: "Widget".into(),
+        plural: "widgets".into(),
+    };
+    let source =
+        Source::<Meta, Scripted>::namespaced_with(Scripted::default(), "ns", &resource).protobuf();
     let controller = Controller::with_runtime(
         paused().await,
         source,
@@ -215,7 +224,7 @@ async fn protobuf_on_a_type_without_a_decoder_is_a_config_error() {
         .await;
     match result {
         Err(Error::Config(ConfigError::NoProtobuf { object, .. })) => {
-            assert!(object.contains("PartialObjectMeta"), "{object}");
+            assert!(object.contains("DynamicObject"), "{object}");
         }
         Err(other) => panic!("{other}"),
         Ok(_) => panic!("started"),

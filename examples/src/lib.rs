@@ -63,8 +63,9 @@ pub struct Args {
     pub namespace: String,
     /// A label selector scoping LIST and WATCH (`-l`, `--selector`); everything when `None`.
     pub selector: Option<String>,
-    /// Ask for Kubernetes protobuf on LIST and WATCH (`--protobuf`): built-in kinds only (a
-    /// custom resource, a `DynamicObject` or metadata only refuses it at start).
+    /// Ask for Kubernetes protobuf on LIST and WATCH (`--protobuf`): built-in kinds, and
+    /// metadata only of any kind (a custom resource's or a `DynamicObject`'s full objects
+    /// refuse it at start).
     pub protobuf: bool,
 }
 

@@ -4,9 +4,13 @@
 //! Secret's name and how many labels it has.
 //!
 //! ```text
-//! cargo run -p reconcile-examples --example secret-metadata-tokio -- [--namespace NS] [--selector SEL]
-//! cargo run -p reconcile-examples --example secret-metadata-smol -- [--namespace NS] [--selector SEL]
+//! cargo run -p reconcile-examples --example secret-metadata-tokio -- [--namespace NS] [--selector SEL] [--protobuf]
+//! cargo run -p reconcile-examples --example secret-metadata-smol -- [--namespace NS] [--selector SEL] [--protobuf]
 //! ```
+//!
+//! With `--protobuf` the metadata comes in Kubernetes protobuf, as client-go's metadata
+//! client asks for it (the apiserver writes `PartialObjectMetadata` in protobuf for every
+//! resource, custom resources' too).
 //!
 //! The same holds for any kind whose bodies are large or sensitive: a controller that
 //! reacts to labels, owners or deletions needs only the metadata.

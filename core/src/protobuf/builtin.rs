@@ -3,20 +3,31 @@
 //! `Deserialize` through [`de`](super::de).
 
 use std::any::Any;
+use std::sync::OnceLock;
 
 use serde::de::{self, DeserializeOwned, Visitor};
 
-use super::schema::{Resource, schema};
+use super::schema::{MessageId, Resource, schema};
 use super::{ProtobufCodec, ProtobufError, ProtobufErrorKind};
 
-/// The codec of `K`, when `K` is a built-in type: one whose kind is known without a value
+/// The codec of `K`, when `K` is metadata only (`PartialObjectMeta<_>` of any kind, custom
+/// resources and `DynamicObject` too: the apiserver writes `PartialObjectMetadata` in
+/// protobuf for every resource) or a built-in type: one whose kind is known without a value
 /// (`DynamicType = ()`, as k8s-openapi's and derived custom resources' are), that decodes as
-/// the struct of its kind (as k8s-openapi's do; `PartialObjectMeta<K>` does not, and stays on
-/// JSON), and whose group, version and kind the schemas serve.
+/// the struct of its kind (as k8s-openapi's do), and whose group, version and kind the
+/// schemas serve.
 pub(crate) fn codec<K>() -> Option<ProtobufCodec<K>>
 where
     K: kube_core::Resource + DeserializeOwned + 'static,
 {
+    if K::metadata_api() {
+        partial_object_metadata()?;
+        return Some(ProtobufCodec {
+            kind: PARTIAL_OBJECT_METADATA.1,
+            list_kind: "PartialObjectMetadataList",
+            decode: decode_metadata::<K>,
+        });
+    }
     let unit: Box<dyn Any> = Box::new(());
     let known = unit.downcast::<K::DynamicType>().ok()?;
     if !decodes_as_struct::<K>(&K::kind(&known)) {
@@ -54,6 +65,38 @@ where
         ));
     };
     super::de::decode(resource.message, message, base, limit)
+}
+
+/// The `apiVersion` and `kind` of metadata only (`meta.k8s.io/v1`, `PartialObjectMetadata`).
+const PARTIAL_OBJECT_METADATA: (&str, &str) = ("meta.k8s.io/v1", "PartialObjectMetadata");
+
+/// The message of metadata only, looked up once.
+fn partial_object_metadata() -> Option<MessageId> {
+    static MESSAGE: OnceLock<Option<MessageId>> = OnceLock::new();
+    *MESSAGE.get_or_init(|| {
+        schema().message_named("k8s.io.apimachinery.pkg.apis.meta.v1.PartialObjectMetadata")
+    })
+}
+
+/// Decodes a `PartialObjectMetadata` into `K` (a `PartialObjectMeta<_>`), with the
+/// `apiVersion` and `kind` that JSON gives each one (in a list too) and protobuf leaves out,
+/// so that both wire formats decode to the same value.
+fn decode_metadata<K>(message: &[u8], base: usize, limit: u64) -> Result<(K, u64), ProtobufError>
+where
+    K: DeserializeOwned,
+{
+    const TYPES: &[(&str, &str)] = &[
+        ("apiVersion", PARTIAL_OBJECT_METADATA.0),
+        ("kind", PARTIAL_OBJECT_METADATA.1),
+    ];
+    let Some(id) = partial_object_metadata() else {
+        return Err(ProtobufError::new(
+            base,
+            "object",
+            ProtobufErrorKind::Unsupported(std::any::type_name::<K>()),
+        ));
+    };
+    super::de::decode_typed(id, TYPES, message, base, limit)
 }
 
 /// Whether `T`'s `Deserialize` asks for the struct named `kind` (and not a map, as a type
@@ -121,9 +164,18 @@ mod tests {
         let deployment = codec::<Deployment>().expect("Deployment");
         assert_eq!(deployment.list_kind, "DeploymentList");
         assert!(codec::<Secret>().is_some());
-        // Metadata only is asked for as `PartialObjectMetadata`, in JSON; a DynamicObject's
-        // kind is known only at run time.
-        assert!(codec::<kube_core::PartialObjectMeta<Pod>>().is_none());
+        // A DynamicObject's kind is known only at run time.
         assert!(codec::<kube_core::DynamicObject>().is_none());
+        // Metadata only is the same message for every kind, custom resources' too.
+        for metadata in [
+            codec::<kube_core::PartialObjectMeta<Pod>>().map(|c| (c.kind, c.list_kind)),
+            codec::<kube_core::PartialObjectMeta<kube_core::DynamicObject>>()
+                .map(|c| (c.kind, c.list_kind)),
+        ] {
+            assert_eq!(
+                metadata,
+                Some(("PartialObjectMetadata", "PartialObjectMetadataList"))
+            );
+        }
     }
 }

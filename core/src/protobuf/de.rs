@@ -48,6 +48,19 @@ pub(crate) fn decode<T: DeserializeOwned>(
     base: usize,
     limit: u64,
 ) -> Result<(T, u64), ProtobufError> {
+    decode_typed(message, &[], bytes, base, limit)
+}
+
+/// [`decode`], with `types` as the object's first members: the `apiVersion` and `kind` JSON
+/// gives a message that protobuf writes without them (a `PartialObjectMetadata` in a list
+/// or a watch event carries no `TypeMeta` of its own).
+pub(crate) fn decode_typed<T: DeserializeOwned>(
+    message: MessageId,
+    types: &'static [(&'static str, &'static str)],
+    bytes: &[u8],
+    base: usize,
+    limit: u64,
+) -> Result<(T, u64), ProtobufError> {
     let schema = schema();
     let message = schema.message(message);
     // The readers' own budget is not used: the value is charged by serde's view of it.
@@ -66,7 +79,13 @@ pub(crate) fn decode<T: DeserializeOwned>(
                 scattered: &scattered,
             },
         };
-        budget::within(limit, || <Budgeted<T> as de::Deserialize>::deserialize(de))
+        budget::within(limit, || {
+            if types.is_empty() {
+                <Budgeted<T> as de::Deserialize>::deserialize(de)
+            } else {
+                <Budgeted<T> as de::Deserialize>::deserialize(TypedDe { types, message: de })
+            }
+        })
     };
     // Go writes a repeated field's elements together, so the first attempt reads them as one
     // run; a repeated field found again later (valid protobuf, from another writer) makes it
@@ -430,6 +449,64 @@ impl<'de> Deserializer<'de> for MessageDe<'de, '_> {
     serde::forward_to_deserialize_any! {
         bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf
         unit unit_struct seq tuple tuple_struct map struct enum identifier
+    }
+}
+
+/// A top-level message with members protobuf does not carry put first (see
+/// [`decode_typed`]).
+struct TypedDe<'de, 'b> {
+    types: &'static [(&'static str, &'static str)],
+    message: MessageDe<'de, 'b>,
+}
+
+impl<'de> Deserializer<'de> for TypedDe<'de, '_> {
+    type Error = Error;
+
+    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        visitor.visit_map(TypedAccess {
+            types: self.types,
+            pending: None,
+            fields: self.message.fields()?,
+        })
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf
+        option unit unit_struct newtype_struct seq tuple tuple_struct map struct enum
+        identifier ignored_any
+    }
+}
+
+struct TypedAccess<'de, 'b> {
+    /// The members still to hand out.
+    types: &'static [(&'static str, &'static str)],
+    /// The value of the member whose key was handed out.
+    pending: Option<&'static str>,
+    fields: FieldsAccess<'de, 'b>,
+}
+
+impl<'de> MapAccess<'de> for TypedAccess<'de, '_> {
+    type Error = Error;
+
+    fn next_key_seed<K: DeserializeSeed<'de>>(
+        &mut self,
+        seed: K,
+    ) -> Result<Option<K::Value>, Error> {
+        if let Some(((key, value), rest)) = self.types.split_first() {
+            self.types = rest;
+            self.pending = Some(value);
+            return seed
+                .deserialize(BorrowedStrDeserializer::<Error>::new(key))
+                .map(Some);
+        }
+        self.fields.next_key_seed(seed)
+    }
+
+    fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value, Error> {
+        match self.pending.take() {
+            Some(value) => seed.deserialize(BorrowedStrDeserializer::<Error>::new(value)),
+            None => self.fields.next_value_seed(seed),
+        }
     }
 }
 

@@ -220,6 +220,13 @@ impl Schema {
         &self.messages[id as usize]
     }
 
+    /// The message named `name` (`k8s.io.apimachinery.pkg.apis.meta.v1.PartialObjectMetadata`),
+    /// by a walk over every message: for a caller that looks once and keeps the answer.
+    pub(crate) fn message_named(&self, name: &str) -> Option<MessageId> {
+        let index = self.messages.iter().position(|m| *m.name == *name)?;
+        MessageId::try_from(index).ok()
+    }
+
     /// The built-in resource of `group` (empty for the core group), `version` and `kind`.
     pub(crate) fn resource(&self, group: &str, version: &str, kind: &str) -> Option<&Resource> {
         self.resources

@@ -97,6 +97,7 @@ macro_rules! kinds_suite {
                 a_status_writer_with_the_generation_predicate_runs_once_per_spec_change,
                 a_dynamic_object_controller_reconciles_configmaps,
                 a_metadata_only_watch_sends_metadata_only,
+                a_metadata_only_watch_sends_metadata_only_over_protobuf,
                 an_operator_owning_configmaps_keeps_them_in_step,
             );
         }

@@ -229,6 +229,16 @@ pub fn protobuf_for(seed: u64, profile: &str) -> bool {
     rng.chance(40)
 }
 
+/// Makes `trace` ask for protobuf: its primary source, and each secondary, which then asks
+/// for metadata only (`PartialObjectMetadata`) in protobuf, as client-go's metadata client
+/// does.
+pub fn ask_for_protobuf(trace: &mut crate::trace::Trace) {
+    trace.header.wire_format = reconcile_core::WireFormat::Protobuf;
+    for secondary in &mut trace.header.secondaries {
+        secondary.params.wire_format = reconcile_core::WireFormat::Protobuf;
+    }
+}
+
 /// Which controllers a run's seeds build.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Sources {
@@ -1216,7 +1226,7 @@ pub fn explore(seeds: Range<u64>, opts: &ExploreOptions) -> ExploreReport {
         let streaming = streaming_for(seed, profile).filter(|_| !opts.priority);
         let protobuf = !opts.priority && !trace.header.in_process && protobuf_for(seed, profile);
         if protobuf {
-            trace.header.wire_format = reconcile_core::WireFormat::Protobuf;
+            ask_for_protobuf(&mut trace);
             report.protobuf_seeds += 1;
         }
         let result = run_one(&trace, pages, streaming);

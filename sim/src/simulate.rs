@@ -209,8 +209,9 @@ fn secondary_header(
         label_selector: params.label_selector.clone(),
         timeout_seconds: params.timeout_seconds,
         secondaries: Vec::new(),
-        // Secondaries are decoded as metadata, from JSON.
-        wire_format: reconcile_core::WireFormat::Json,
+        // Secondaries are decoded as metadata: on protobuf, asked for (and served) as
+        // `PartialObjectMetadata`.
+        wire_format: params.wire_format,
         ..header.clone()
     }
 }
@@ -297,13 +298,9 @@ fn simulate_inner(
         opts,
         h,
         worlds: std::iter::once(World::new(&trace.header))
-            .chain(
-                trace
-                    .header
-                    .secondaries
-                    .iter()
-                    .map(|s| World::new(&secondary_header(&trace.header, &s.params))),
-            )
+            .chain(trace.header.secondaries.iter().map(|s| {
+                World::new(&secondary_header(&trace.header, &s.params)).serving_metadata()
+            }))
             .collect(),
         parents_by: trace
             .header
@@ -576,6 +573,10 @@ impl Sim<'_> {
         } else {
             what
         });
+        if !json && self.worlds[source].serves_metadata() {
+            self.h
+                .count("world: protobuf metadata (PartialObjectMetadata)");
+        }
         json
     }
 

@@ -85,31 +85,55 @@ fn state(v: &Value) -> Option<m::ContainerState> {
     })
 }
 
+/// What a world serves: whole pods, or any kind's metadata only (a secondary source, which
+/// the simulator decodes as metadata: `PartialObjectMetadata`, as client-go's metadata
+/// client asks for it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Served {
+    /// `Pod` and `PodList`.
+    Pods,
+    /// `PartialObjectMetadata` and `PartialObjectMetadataList` (`meta.k8s.io/v1`).
+    Metadata,
+}
+
+/// An object's `metadata` (a JSON object as the world stores it) as the `ObjectMeta`
+/// message.
+fn object_meta(meta: &Value) -> m::ObjectMeta {
+    m::ObjectMeta {
+        name: text(meta, "name"),
+        namespace: text(meta, "namespace"),
+        uid: text(meta, "uid"),
+        resource_version: text(meta, "resourceVersion"),
+        deletion_timestamp: time(meta, "deletionTimestamp"),
+        labels: string_map(meta, "labels"),
+        annotations: string_map(meta, "annotations"),
+        owner_references: list(meta, "ownerReferences")
+            .map(|o| m::OwnerReference {
+                kind: text(o, "kind"),
+                name: text(o, "name"),
+                uid: text(o, "uid"),
+                api_version: text(o, "apiVersion"),
+                controller: o.get("controller").and_then(Value::as_bool),
+            })
+            .collect(),
+    }
+}
+
+/// An object's metadata only, as the `PartialObjectMetadata` message.
+#[must_use]
+pub fn partial_object_metadata(value: &Value) -> m::PartialObjectMetadata {
+    m::PartialObjectMetadata {
+        metadata: Some(object_meta(&value["metadata"])),
+    }
+}
+
 /// A pod (a JSON object as the world stores it) as the `Pod` message.
 #[must_use]
 pub fn pod(value: &Value) -> m::Pod {
-    let meta = &value["metadata"];
     let spec = &value["spec"];
     let status = &value["status"];
     m::Pod {
-        metadata: Some(m::ObjectMeta {
-            name: text(meta, "name"),
-            namespace: text(meta, "namespace"),
-            uid: text(meta, "uid"),
-            resource_version: text(meta, "resourceVersion"),
-            deletion_timestamp: time(meta, "deletionTimestamp"),
-            labels: string_map(meta, "labels"),
-            annotations: string_map(meta, "annotations"),
-            owner_references: list(meta, "ownerReferences")
-                .map(|o| m::OwnerReference {
-                    kind: text(o, "kind"),
-                    name: text(o, "name"),
-                    uid: text(o, "uid"),
-                    api_version: text(o, "apiVersion"),
-                    controller: o.get("controller").and_then(Value::as_bool),
-                })
-                .collect(),
-        }),
+        metadata: Some(object_meta(&value["metadata"])),
         spec: Some(m::PodSpec {
             node_selector: string_map(spec, "nodeSelector"),
             node_name: text(spec, "nodeName"),
@@ -146,56 +170,92 @@ pub fn pod(value: &Value) -> m::Pod {
     }
 }
 
-/// A pod as an enveloped object (`k8s\0`, `Unknown` of kind `Pod`).
+/// The `apiVersion` of metadata only.
+const META_V1: &str = "meta.k8s.io/v1";
+
+/// An object as `served`, enveloped (`k8s\0`, `Unknown` of kind `Pod` or
+/// `PartialObjectMetadata`).
 #[must_use]
-pub fn object(value: &Value) -> Vec<u8> {
-    m::envelope("Pod", pod(value).encode_to_vec())
+pub fn object(served: Served, value: &Value) -> Vec<u8> {
+    match served {
+        Served::Pods => m::envelope("Pod", pod(value).encode_to_vec()),
+        Served::Metadata => m::envelope_of(
+            META_V1,
+            "PartialObjectMetadata",
+            partial_object_metadata(value).encode_to_vec(),
+        ),
+    }
 }
 
 /// A WATCH frame (no length prefix) of `event_type` around the enveloped `value`.
 #[must_use]
-pub fn frame(event_type: &str, value: &Value) -> Vec<u8> {
-    m::watch_frame(event_type, object(value))
+pub fn frame(served: Served, event_type: &str, value: &Value) -> Vec<u8> {
+    m::watch_frame(event_type, object(served, value))
 }
 
-/// A `BOOKMARK` frame at `rv`: a `Pod` with only its resourceVersion (and, for a streaming
+/// A `BOOKMARK` frame at `rv`: an object with only its resourceVersion (and, for a streaming
 /// list's end, the `k8s.io/initial-events-end: "true"` annotation), as the apiserver sends.
 #[must_use]
-pub fn bookmark(rv: u64, end: bool) -> Vec<u8> {
+pub fn bookmark(served: Served, rv: u64, end: bool) -> Vec<u8> {
     let mut annotations = BTreeMap::new();
     if end {
         annotations.insert("k8s.io/initial-events-end".to_owned(), "true".to_owned());
     }
-    let pod = m::Pod {
-        metadata: Some(m::ObjectMeta {
-            resource_version: Some(rv.to_string()),
-            annotations,
-            ..m::ObjectMeta::default()
-        }),
-        spec: Some(m::PodSpec::default()),
-        status: Some(m::PodStatus::default()),
+    let metadata = Some(m::ObjectMeta {
+        resource_version: Some(rv.to_string()),
+        annotations,
+        ..m::ObjectMeta::default()
+    });
+    let object = match served {
+        Served::Pods => {
+            let pod = m::Pod {
+                metadata,
+                spec: Some(m::PodSpec::default()),
+                status: Some(m::PodStatus::default()),
+            };
+            m::envelope("Pod", pod.encode_to_vec())
+        }
+        Served::Metadata => m::envelope_of(
+            META_V1,
+            "PartialObjectMetadata",
+            m::PartialObjectMetadata { metadata }.encode_to_vec(),
+        ),
     };
-    m::watch_frame("BOOKMARK", m::envelope("Pod", pod.encode_to_vec()))
+    m::watch_frame("BOOKMARK", object)
 }
 
-/// A `PodList` body: `k8s\0`, `Unknown` of kind `PodList`, the list at `rv` with `items`,
-/// and the continue token of a page that is not the last.
+/// A LIST body as `served`: `k8s\0`, `Unknown` of kind `PodList` (or
+/// `PartialObjectMetadataList`), the list at `rv` with `items`, and the continue token of a
+/// page that is not the last.
 #[must_use]
-pub fn pod_list<'a>(
+pub fn list_body<'a>(
+    served: Served,
     rv: u64,
     continue_token: Option<String>,
     items: impl Iterator<Item = &'a Value>,
 ) -> Vec<u8> {
-    let list = m::PodList {
-        metadata: Some(m::ListMeta {
-            resource_version: Some(rv.to_string()),
-            r#continue: continue_token,
-            // As the world's JSON pages: no `remainingItemCount`.
-            remaining_item_count: None,
-        }),
-        items: items.map(pod).collect(),
-    };
-    m::envelope("PodList", list.encode_to_vec())
+    let metadata = Some(m::ListMeta {
+        resource_version: Some(rv.to_string()),
+        r#continue: continue_token,
+        // As the world's JSON pages: no `remainingItemCount`.
+        remaining_item_count: None,
+    });
+    match served {
+        Served::Pods => {
+            let list = m::PodList {
+                metadata,
+                items: items.map(pod).collect(),
+            };
+            m::envelope("PodList", list.encode_to_vec())
+        }
+        Served::Metadata => {
+            let list = m::PartialObjectMetadataList {
+                metadata,
+                items: items.map(partial_object_metadata).collect(),
+            };
+            m::envelope_of(META_V1, "PartialObjectMetadataList", list.encode_to_vec())
+        }
+    }
 }
 
 /// An enveloped failed `metav1.Status`.
@@ -223,11 +283,12 @@ pub fn error_frame(code: u16, reason: &str, message: &str) -> Vec<u8> {
     m::watch_frame("ERROR", status(code, reason, message, None))
 }
 
-/// A frame that does not decode but names version `rv`: a `MODIFIED` pod whose metadata is
-/// readable (the decoder finds the version) and whose spec is a varint where a message must
-/// be. Without `rv`, a frame whose object is cut short, naming nothing.
+/// A frame that does not decode but names version `rv`: a `MODIFIED` object whose metadata
+/// is readable (the decoder finds the version) followed by a field that cannot be (a pod's
+/// spec as a varint where a message must be; metadata's own field 1 again, cut short).
+/// Without `rv`, a frame whose object is cut short, naming nothing.
 #[must_use]
-pub fn malformed_frame(rv: Option<u64>) -> Vec<u8> {
+pub fn malformed_frame(served: Served, rv: Option<u64>) -> Vec<u8> {
     match rv {
         Some(rv) => {
             let meta = m::ObjectMeta {
@@ -235,18 +296,35 @@ pub fn malformed_frame(rv: Option<u64>) -> Vec<u8> {
                 resource_version: Some(rv.to_string()),
                 ..m::ObjectMeta::default()
             };
-            let mut raw = m::Pod {
-                metadata: Some(meta),
-                spec: None,
-                status: None,
+            match served {
+                Served::Pods => {
+                    let mut raw = m::Pod {
+                        metadata: Some(meta),
+                        spec: None,
+                        status: None,
+                    }
+                    .encode_to_vec();
+                    // Field 2 (spec) with wire type 0 (varint): a message cannot be.
+                    raw.extend_from_slice(&[0x10, 0x01]);
+                    m::watch_frame("MODIFIED", m::envelope("Pod", raw))
+                }
+                Served::Metadata => {
+                    let mut raw = m::PartialObjectMetadata {
+                        metadata: Some(meta),
+                    }
+                    .encode_to_vec();
+                    // Field 1 (metadata) again, 9 bytes long with 1 left: past its end.
+                    raw.extend_from_slice(&[0x0a, 0x09, 0x0a]);
+                    m::watch_frame(
+                        "MODIFIED",
+                        m::envelope_of(META_V1, "PartialObjectMetadata", raw),
+                    )
+                }
             }
-            .encode_to_vec();
-            // Field 2 (spec) with wire type 0 (varint): a message cannot be.
-            raw.extend_from_slice(&[0x10, 0x01]);
-            m::watch_frame("MODIFIED", m::envelope("Pod", raw))
         }
         None => {
             let mut whole = frame(
+                served,
                 "MODIFIED",
                 &serde_json::json!({"metadata": {"name": "corrupt"}}),
             );

@@ -13,6 +13,7 @@ use reconcile_core::{Instant, WireFormat};
 
 use crate::selector::Selector;
 use crate::trace::{GoneAs, Header};
+use crate::wire::Served;
 
 /// History entries kept at most, whatever the compaction window: bounds memory on runs that
 /// change objects faster than the window drains.
@@ -152,6 +153,8 @@ pub struct World {
     refuse_streaming: bool,
     /// Bodies and frames are also built as protobuf (the header's `wire_format`).
     protobuf: bool,
+    /// What the protobuf bodies and frames hold: pods, or metadata only.
+    served: Served,
 }
 
 fn status_body(code: u16, reason: &str, message: &str, cause: Option<&str>) -> String {
@@ -197,7 +200,22 @@ impl World {
             uid_seq: 0,
             refuse_streaming: false,
             protobuf: header.wire_format == WireFormat::Protobuf,
+            served: Served::Pods,
         }
+    }
+
+    /// Whether the world's protobuf is metadata only ([`World::serving_metadata`]).
+    #[must_use]
+    pub fn serves_metadata(&self) -> bool {
+        self.served == Served::Metadata
+    }
+
+    /// The same world, serving its protobuf as metadata only (`PartialObjectMetadata`): a
+    /// secondary source's, which the simulator decodes as metadata.
+    #[must_use]
+    pub fn serving_metadata(mut self) -> Self {
+        self.served = Served::Metadata;
+        self
     }
 
     /// Whether the world builds protobuf bodies and frames besides the JSON ones.
@@ -210,7 +228,7 @@ impl World {
     fn pod_frame(&self, event_type: &str, value: &Value, json: &str, rv: Option<u64>) -> Frame {
         let mut f = frame(event_type, json, rv);
         if self.protobuf {
-            f.protobuf = Some(crate::wire::frame(event_type, value).into());
+            f.protobuf = Some(crate::wire::frame(self.served, event_type, value).into());
         }
         f
     }
@@ -475,7 +493,7 @@ impl World {
             Some(rv),
         );
         if self.protobuf {
-            f.protobuf = Some(crate::wire::bookmark(rv, false).into());
+            f.protobuf = Some(crate::wire::bookmark(self.served, rv, false).into());
         }
         f
     }
@@ -610,9 +628,9 @@ impl World {
         body.push_str("},\"items\":[");
         body.push_str(&page);
         body.push_str("]}");
-        let protobuf = self
-            .protobuf
-            .then(|| crate::wire::pod_list(at, token, served.iter().map(|o| &o.value)).into());
+        let protobuf = self.protobuf.then(|| {
+            crate::wire::list_body(self.served, at, token, served.iter().map(|o| &o.value)).into()
+        });
         let body = Body {
             json: body,
             protobuf,
@@ -652,7 +670,13 @@ impl World {
         }
         body.push_str("]}");
         let protobuf = self.protobuf.then(|| {
-            crate::wire::pod_list(self.rv, None, self.visible_objects().map(|o| &o.value)).into()
+            crate::wire::list_body(
+                self.served,
+                self.rv,
+                None,
+                self.visible_objects().map(|o| &o.value),
+            )
+            .into()
         });
         let body = Body {
             json: body,
@@ -769,7 +793,7 @@ impl World {
             Some(rv),
         );
         if self.protobuf {
-            end.protobuf = Some(crate::wire::bookmark(rv, true).into());
+            end.protobuf = Some(crate::wire::bookmark(self.served, rv, true).into());
         }
         frames.push(end);
         WatchAnswer::Open(frames)
@@ -824,7 +848,7 @@ impl World {
                 line,
                 protobuf: self
                     .protobuf
-                    .then(|| crate::wire::malformed_frame(Some(rv)).into()),
+                    .then(|| crate::wire::malformed_frame(self.served, Some(rv)).into()),
                 rv: Some(rv),
             }
         } else {
@@ -832,7 +856,7 @@ impl World {
                 line: "{\"type\":\"MODIFIED\",\"object\":{\"kind\":\"Pod\",\"metadata\":{\"name\":\"corrupt\",\"labels\":\"not-a-map\"}}".into(),
                 protobuf: self
                     .protobuf
-                    .then(|| crate::wire::malformed_frame(None).into()),
+                    .then(|| crate::wire::malformed_frame(self.served, None).into()),
                 rv: None,
             }
         }

@@ -1,11 +1,14 @@
 //! World mode on protobuf (issue 16): a run whose header asks for protobuf is served
 //! protobuf LISTs, pages, WATCH frames, streaming lists and errors (and, every few requests,
 //! JSON, as the apiserver answers custom resources), and must end exactly where its JSON
-//! twin ends: the same objects decode the same, so the same steps, reconciles and cursor.
+//! twin ends: the same objects decode the same, so the same steps, reconciles and cursor. A
+//! secondary source's objects are served as protobuf `PartialObjectMetadata` (metadata
+//! only, as client-go's metadata client asks), decoded by the simulator's metadata view.
 
 use reconcile_core::WireFormat;
 use reconcile_sim::explore::{
-    Sources, generate_for, page_size_for, protobuf_for, run_listing, streaming_for,
+    Sources, ask_for_protobuf, generate_for, page_size_for, protobuf_for, run_listing,
+    streaming_for,
 };
 use reconcile_sim::trace::Trace;
 
@@ -35,7 +38,7 @@ fn a_protobuf_world_run_ends_as_its_json_twin() {
     for (seed, sources) in picked {
         let (json, profile) = generate_for(seed, false, sources);
         let mut protobuf = json.clone();
-        protobuf.header.wire_format = WireFormat::Protobuf;
+        ask_for_protobuf(&mut protobuf);
         let pages = page_size_for(seed, profile);
         let streaming = streaming_for(seed, profile);
         let a = run_listing(&json, false, pages, streaming);
@@ -50,6 +53,14 @@ fn a_protobuf_world_run_ends_as_its_json_twin() {
             b.paths
         );
         assert!(!a.paths.keys().any(|p| p.contains("protobuf")), "{what}");
+        // A secondary source is asked for, and served, metadata only in protobuf.
+        assert_eq!(
+            b.paths
+                .contains_key("world: protobuf metadata (PartialObjectMetadata)"),
+            sources == Sources::Many,
+            "{what}: {:?}",
+            b.paths
+        );
         json_answers += b
             .paths
             .get("world: protobuf asked, answered in JSON")
@@ -68,7 +79,7 @@ fn a_protobuf_world_run_ends_as_its_json_twin() {
 fn a_protobuf_seeds_trace_replays_on_protobuf() {
     let (seed, sources) = seeds()[0];
     let (mut trace, profile) = generate_for(seed, false, sources);
-    trace.header.wire_format = WireFormat::Protobuf;
+    ask_for_protobuf(&mut trace);
     let pages = page_size_for(seed, profile);
     let streaming = streaming_for(seed, profile);
     let first = run_listing(&trace, false, pages, streaming);

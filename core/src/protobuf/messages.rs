@@ -301,14 +301,40 @@ pub struct ContainerStateTerminated {
     pub container_id: Option<String>,
 }
 
+/// `metav1.PartialObjectMetadata`: an object's metadata only, as the apiserver sends it to a
+/// client that asks for `as=PartialObjectMetadata` (any kind).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct PartialObjectMetadata {
+    /// `metadata`.
+    #[prost(message, optional, tag = "1")]
+    pub metadata: Option<ObjectMeta>,
+}
+
+/// `metav1.PartialObjectMetadataList`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct PartialObjectMetadataList {
+    /// `metadata`.
+    #[prost(message, optional, tag = "1")]
+    pub metadata: Option<ListMeta>,
+    /// `items`.
+    #[prost(message, repeated, tag = "2")]
+    pub items: Vec<PartialObjectMetadata>,
+}
+
 /// `k8s\0` and an `Unknown` of `kind` (`apiVersion` `v1`) around `raw`: an object or list
 /// body as the apiserver writes it.
 #[must_use]
 pub fn envelope(kind: &str, raw: Vec<u8>) -> Vec<u8> {
+    envelope_of("v1", kind, raw)
+}
+
+/// [`envelope`] of another `apiVersion` (`meta.k8s.io/v1` for `PartialObjectMetadata`).
+#[must_use]
+pub fn envelope_of(api_version: &str, kind: &str, raw: Vec<u8>) -> Vec<u8> {
     use prost::Message as _;
     let unknown = Unknown {
         type_meta: Some(TypeMeta {
-            api_version: Some("v1".into()),
+            api_version: Some(api_version.into()),
             kind: Some(kind.into()),
         }),
         raw: Some(raw),

@@ -22,6 +22,7 @@
 //! See `docs/testing.md` for what kwok does and does not reproduce.
 
 mod bins;
+mod captures;
 mod certs;
 mod client;
 mod env;
@@ -30,6 +31,7 @@ mod process;
 mod wait;
 
 pub use bins::{Binaries, build_script, ensure as ensure_binaries};
+pub use captures::{keep_capture, protobuf_frames};
 pub use client::{
     Client, KWOK_NODE, Watch, WatchEvent, WatchParams, encode_query, pod_manifest, pod_phase,
     resource_version,

@@ -11,26 +11,14 @@ use reconcile_core::frame::{WatchEvent, parse_frame_as};
 use reconcile_core::list::parse_list;
 use reconcile_core::pod::PodView;
 use reconcile_k8s_env::{
-    ApiServer, K8sEnv, pod_manifest, pod_phase, resource_version, shared_or_skip, wait_for,
+    ApiServer, K8sEnv, keep_capture, pod_manifest, pod_phase, protobuf_frames, resource_version,
+    shared_or_skip, wait_for,
 };
 use serde_json::json;
 
 const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
 const ACCEPT: &str = "application/vnd.kubernetes.protobuf, application/json";
 const WAIT: Duration = Duration::from_secs(60);
-
-/// The frames of a protobuf watch body: 4-byte big-endian lengths.
-fn frames(mut body: &[u8]) -> Vec<&[u8]> {
-    let mut out = Vec::new();
-    while !body.is_empty() {
-        assert!(body.len() >= 4, "a cut prefix");
-        let n = u32::from_be_bytes([body[0], body[1], body[2], body[3]]) as usize;
-        assert!(body.len() >= 4 + n, "a cut frame");
-        out.push(&body[4..4 + n]);
-        body = &body[4 + n..];
-    }
-    out
-}
 
 fn rv_of(event: &WatchEvent<PodView>) -> u64 {
     match event {
@@ -42,16 +30,6 @@ fn rv_of(event: &WatchEvent<PodView>) -> u64 {
             .unwrap_or(0),
         _ => 0,
     }
-}
-
-fn keep(name: &str, bytes: &[u8]) {
-    if std::env::var_os("RECONCILE_WRITE_PROTOBUF_FIXTURES").is_none() {
-        return;
-    }
-    let dir =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/apiserver-protobuf");
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join(name), bytes).unwrap();
 }
 
 fn running(env: &K8sEnv, ns: &str, pod: &str) {
@@ -131,7 +109,7 @@ fn protobuf_lists_and_watches_decode_as_their_json() {
     );
     let (_, _, json_watch) = api.get_bytes(&watch, "application/json").unwrap();
     let limit: u64 = rv.parse().unwrap();
-    let pb_events: Vec<_> = frames(&pb_watch)
+    let pb_events: Vec<_> = protobuf_frames(&pb_watch)
         .into_iter()
         .map(|f| parse_frame_as::<PodView>(f, WireFormat::Protobuf).unwrap())
         .filter(|e| rv_of(e) <= limit)
@@ -159,11 +137,11 @@ fn protobuf_lists_and_watches_decode_as_their_json() {
     assert_eq!(error.code, Some(404), "{error}");
     assert_eq!(error.reason.as_deref(), Some("NotFound"), "{error}");
 
-    keep("pod-list.pb", &pb_body);
-    keep("pod-list.json", &json_body);
-    keep("watch.pb", &pb_watch);
-    keep("watch.jsonl", &json_watch);
-    keep("not-found-status.pb", &error_body);
-    keep("list-rv", rv.as_bytes());
+    keep_capture("", "pod-list.pb", &pb_body);
+    keep_capture("", "pod-list.json", &json_body);
+    keep_capture("", "watch.pb", &pb_watch);
+    keep_capture("", "watch.jsonl", &json_watch);
+    keep_capture("", "not-found-status.pb", &error_body);
+    keep_capture("", "list-rv", rv.as_bytes());
     api.delete_namespace(&ns).unwrap();
 }

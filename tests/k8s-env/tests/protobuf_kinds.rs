@@ -30,7 +30,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
 use reconcile_core::Object;
 use reconcile_core::list::parse_list;
-use reconcile_k8s_env::{ApiServer, Client, resource_version, shared_or_skip};
+use reconcile_k8s_env::{ApiServer, Client, keep_capture, resource_version, shared_or_skip};
 use serde_json::{Value, json};
 
 const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
@@ -78,18 +78,8 @@ where
         );
     }
     assert_eq!(from_pb.items, from_json.items, "{file}");
-    keep(&format!("{file}.pb"), &pb_body);
-    keep(&format!("{file}.json"), &json_body);
-}
-
-fn keep(name: &str, bytes: &[u8]) {
-    if std::env::var_os("RECONCILE_WRITE_PROTOBUF_FIXTURES").is_none() {
-        return;
-    }
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../testdata/apiserver-protobuf/kinds");
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join(name), bytes).unwrap();
+    keep_capture("kinds", &format!("{file}.pb"), &pb_body);
+    keep_capture("kinds", &format!("{file}.json"), &json_body);
 }
 
 fn meta(name: &str, run: &str) -> Value {

@@ -15,7 +15,9 @@ use kube_core::{DynamicObject, PartialObjectMeta, TypeMeta};
 use reconcile_core::WireFormat;
 use reconcile_core::frame::{WatchEvent, parse_frame_as};
 use reconcile_core::list::parse_list;
-use reconcile_k8s_env::{ApiServer, Client, resource_version, shared_or_skip, wait_for};
+use reconcile_k8s_env::{
+    ApiServer, Client, keep_capture, protobuf_frames, resource_version, shared_or_skip, wait_for,
+};
 use serde_json::json;
 
 const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
@@ -30,19 +32,6 @@ const WATCH_PROTOBUF: &str = "application/vnd.kubernetes.protobuf;as=PartialObje
 const LIST_JSON: &str = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1";
 const WATCH_JSON: &str = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1";
 const LABEL: &str = "reconcile-loop.dev/protobuf-metadata";
-
-/// The frames of a protobuf watch body: 4-byte big-endian lengths.
-fn frames(mut body: &[u8]) -> Vec<&[u8]> {
-    let mut out = Vec::new();
-    while !body.is_empty() {
-        assert!(body.len() >= 4, "a cut prefix");
-        let n = u32::from_be_bytes([body[0], body[1], body[2], body[3]]) as usize;
-        assert!(body.len() >= 4 + n, "a cut frame");
-        out.push(&body[4..4 + n]);
-        body = &body[4 + n..];
-    }
-    out
-}
 
 /// What a `PartialObjectMeta` holds (it has no `PartialEq`).
 fn views<K>(items: &[PartialObjectMeta<K>]) -> Vec<(Option<TypeMeta>, &ObjectMeta)> {
@@ -66,16 +55,6 @@ fn events<K>(
         })
         .map(|(kind, o)| (kind, o.types.clone(), &o.metadata))
         .collect()
-}
-
-fn keep(name: &str, bytes: &[u8]) {
-    if std::env::var_os("RECONCILE_WRITE_PROTOBUF_FIXTURES").is_none() {
-        return;
-    }
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../testdata/apiserver-protobuf/metadata");
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join(name), bytes).unwrap();
 }
 
 /// Lists `collection` (this run's objects) as metadata in JSON, then at the same
@@ -137,8 +116,8 @@ where
             "{file}"
         );
     }
-    keep(&format!("{file}-list.pb"), &pb_body);
-    keep(&format!("{file}-list.json"), &json_body);
+    keep_capture("metadata", &format!("{file}-list.pb"), &pb_body);
+    keep_capture("metadata", &format!("{file}-list.json"), &json_body);
     rv.parse().unwrap()
 }
 
@@ -171,7 +150,7 @@ where
             _ => u64::MAX,
         }
     };
-    let pb_events: Vec<_> = frames(&pb_watch)
+    let pb_events: Vec<_> = protobuf_frames(&pb_watch)
         .into_iter()
         .map(|f| {
             parse_frame_as::<PartialObjectMeta<K>>(f, WireFormat::Protobuf)
@@ -193,8 +172,8 @@ where
             .any(|e| matches!(e, WatchEvent::Deleted(_))),
         "{file}: {pb_events:?}"
     );
-    keep(&format!("{file}-watch.pb"), &pb_watch);
-    keep(&format!("{file}-watch.jsonl"), &json_watch);
+    keep_capture("metadata", &format!("{file}-watch.pb"), &pb_watch);
+    keep_capture("metadata", &format!("{file}-watch.jsonl"), &json_watch);
 }
 
 #[test]

@@ -6,17 +6,7 @@ use std::path::Path;
 
 use crate::BenchError;
 use crate::orchestrate::{PEERS, Results};
-
-/// The median (upper median for an even count); `None` when empty.
-#[must_use]
-pub fn median(values: &[f64]) -> Option<f64> {
-    let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(f64::total_cmp);
-    Some(v[v.len() / 2])
-}
+pub use crate::runs::median;
 
 fn label(peer: &str) -> &str {
     match peer {

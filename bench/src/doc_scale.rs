@@ -8,8 +8,8 @@
 use std::fmt::Write as _;
 
 use crate::BenchError;
-use crate::doc::median;
-use crate::orchestrate::{Results, Settings, scale_peers};
+use crate::orchestrate::scale_peers;
+use crate::runs::{Results, Settings, median};
 
 /// Marks the scaling section: `<!-- NAME -->` before it, `<!-- /NAME -->` after it.
 pub const SECTION: &str = "scale";

@@ -11,7 +11,8 @@
 //! | [`peers`] | the Rust peers, each in its own process |
 //! | [`replica_set`] | our peers' partial ReplicaSet view (the two-source scenario) |
 //! | [`scale`] | the core alone at scale: relist, a 100k-member parent, resync |
-//! | [`orchestrate`] | runs, medians, the real apiserver |
+//! | `runs` | what one measurement is: settings, peer binaries and processes, results, medians |
+//! | [`orchestrate`] | every phase in order, several times: replay server, scale, the real apiserver |
 //! | [`real`] | the real apiserver: its pods, paging, throughput under a load generator |
 //! | [`doc`] | `docs/benchmarks.md` and its SVG plot |
 //! | [`doc_scale`] | its scaling section and log-log plot |
@@ -25,6 +26,7 @@ pub mod peers;
 pub mod real;
 pub mod replay;
 pub mod replica_set;
+mod runs;
 pub mod scale;
 pub mod workload;
 

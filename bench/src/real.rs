@@ -16,11 +16,12 @@ use reconcile_k8s_env::{ApiServer, Client, K8sEnv};
 use serde_json::Value;
 
 use crate::BenchError;
-use crate::orchestrate::{
+use crate::peers::{Scenario, Wire};
+use crate::runs::{
     Binaries, Conn, Results, Run, Settings, default_wire, finish_peer, log, record_failure,
     spawn_peer, start_peer,
 };
-use crate::peers::{Scenario, Wire};
+pub use crate::runs::{PagingRun, ThroughputRun};
 use crate::workload::{self, PHASE_ANNOTATION, SENTINEL};
 
 /// Writes the generator retries one that failed (a 429, a 5xx, a dropped connection).
@@ -163,27 +164,6 @@ fn delta(before: Option<f64>, after: Option<f64>) -> Option<f64> {
     Some(after? - before?)
 }
 
-/// One paging measurement: our tokio driver's first sync over `pods` pods.
-#[derive(Debug, Clone)]
-pub struct PagingRun {
-    /// Pods listed (plus the sentinel).
-    pub pods: usize,
-    /// Watch cache on (`cached`) or off (`uncached`).
-    pub server: &'static str,
-    /// LIST page size; 0 is one unpaged LIST.
-    pub page_size: u32,
-    /// Seconds to the first sync.
-    pub sync_seconds: f64,
-    /// The peer's peak RSS, MiB.
-    pub rss_mib: f64,
-    /// The peer's CPU seconds (whole process).
-    pub cpu_seconds: f64,
-    /// The apiserver's CPU seconds over the peer's run.
-    pub apiserver_cpu: Option<f64>,
-    /// etcd's CPU seconds over the peer's run.
-    pub etcd_cpu: Option<f64>,
-}
-
 /// Paged and unpaged LIST on both apiservers with the namespace holding `pods` pods; page
 /// sizes rotate within a repetition so none always follows the same one.
 ///
@@ -260,35 +240,6 @@ pub fn paging(
         }
     }
     Ok(())
-}
-
-/// One peer in one real-apiserver throughput run.
-#[derive(Debug, Clone)]
-pub struct ThroughputRun {
-    /// Writes per second asked of the load generator.
-    pub rate: usize,
-    /// Writes per second it achieved (writes ÷ first write's start to last write's end).
-    pub achieved_rate: f64,
-    /// `tokio`, `core`, `kube` or `client-go`.
-    pub peer: String,
-    /// The wire format the peer's responses came in, as it reported.
-    pub wire: String,
-    /// Watch events the run made (creates, patches and the sentinel's last patch).
-    pub events: usize,
-    /// Events ÷ (the sentinel's final state reconciled − the first write's start).
-    pub events_per_second: f64,
-    /// The peer's CPU seconds after its sync: the events' cost.
-    pub event_cpu: f64,
-    /// Of `event_cpu`, the system (kernel) part.
-    pub event_cpu_system: f64,
-    /// Seconds from sending the last write (the sentinel's) to the peer's reconcile of it.
-    pub lag_seconds: f64,
-    /// The peer's peak RSS, MiB.
-    pub rss_mib: f64,
-    /// The apiserver's CPU seconds over the run (all peers' watches and the writes).
-    pub apiserver_cpu: Option<f64>,
-    /// etcd's CPU seconds over the run.
-    pub etcd_cpu: Option<f64>,
 }
 
 impl ThroughputRun {

@@ -25,6 +25,7 @@
 //! The `reconcile-sim` command line (and clap with it) is the default `cli` feature; with
 //! `default-features = false` the crate is the library and the trace format alone.
 
+mod apiserver;
 #[cfg(feature = "capture")]
 pub mod capture;
 pub mod clock;
@@ -33,7 +34,6 @@ pub mod election;
 pub mod explore;
 pub mod harness;
 pub mod import;
-pub mod lease;
 pub mod meta_view;
 pub mod replay;
 pub mod report;
@@ -41,8 +41,8 @@ pub mod rng;
 pub mod schedule;
 pub mod simulate;
 pub mod starvation;
-pub mod wire;
-pub mod world;
+
+pub use apiserver::{lease, wire, world};
 
 /// The trace format, from its own crate ([`reconcile_trace`]).
 pub use reconcile_trace as trace;

@@ -15,15 +15,15 @@ use reconcile_core::{
     RequestId, SourceId, StreamEnd, StreamId,
 };
 
+use crate::apiserver::lease::{LeaseAnswer, LeaseStore};
+use crate::apiserver::world::{Frame, ListAnswer, WatchAnswer, World};
 use crate::clock::{Clock, rfc3339};
 use crate::describe;
 use crate::harness::{
     Candidate, Cmd, Dispatch, Harness, LeadershipChange, PathCounts, Render, StepIo, Violation,
 };
-use crate::lease::{LeaseAnswer, LeaseStore};
 use crate::simulate::{MAX_AGENDA, differences};
 use crate::trace::{Header, ScriptedOutcome};
-use crate::world::{Frame, ListAnswer, WatchAnswer, World};
 
 use super::scenario::{ElectionFault, PartitionMode, Scenario, ScenarioError, WorkOp};
 use super::{LEASE_NAME, LEASE_NAMESPACE, NO_LEADER, OUTSIDE_TERM, TWO_LEADERS};

@@ -18,12 +18,12 @@ use reconcile_core::{
     StreamId,
 };
 
+use crate::apiserver::world::{Frame, ListAnswer, WatchAnswer, World};
 use crate::describe;
 use crate::harness::{Harness, PathCounts, Render, StepIo, Violation};
 use crate::meta_view::MetaView;
 use crate::schedule::timeline;
 use crate::trace::{Entry, Fault, Record, SourceOp, Trace};
-use crate::world::{Frame, ListAnswer, WatchAnswer, World};
 
 /// Deliveries queued at most: a run that queues more is reported and stopped.
 pub const MAX_AGENDA: usize = 1_000_000;

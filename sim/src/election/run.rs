@@ -25,8 +25,18 @@ use crate::harness::{
 use crate::simulate::{MAX_AGENDA, differences};
 use crate::trace::{Header, ScriptedOutcome};
 
-use super::scenario::{ElectionFault, PartitionMode, Scenario, ScenarioError, WorkOp};
-use super::{LEASE_NAME, LEASE_NAMESPACE, NO_LEADER, OUTSIDE_TERM, TWO_LEADERS};
+use crate::election::scenario::{
+    ElectionFault, LEASE_NAME, LEASE_NAMESPACE, PartitionMode, Scenario, ScenarioError, WorkOp,
+};
+
+/// Safety: a process dispatched while another's term covered the instant.
+pub const TWO_LEADERS: &str = "two leaders dispatch at once";
+
+/// Safety: a process dispatched outside every term of its own.
+pub const OUTSIDE_TERM: &str = "dispatch outside its own term";
+
+/// Liveness: no leader within the bound after the faults healed.
+pub const NO_LEADER: &str = "no leader elected after the faults healed";
 
 /// Requests (and answers) a partition holds per candidate at most; older ones are dropped.
 pub const MAX_HELD: usize = 256;

@@ -22,7 +22,8 @@ use crate::describe;
 use crate::harness::{
     Candidate, Cmd, Dispatch, Harness, LeadershipChange, PathCounts, Render, StepIo, Violation,
 };
-use crate::simulate::{MAX_AGENDA, differences};
+use crate::simulate::options::MAX_AGENDA;
+use crate::simulate::quiescence::differences;
 use crate::trace::{Header, ScriptedOutcome};
 
 use crate::election::scenario::{

@@ -9,8 +9,9 @@ use std::time::Duration;
 use reconcile_core::Instant;
 
 use crate::election::generate::{DEFAULT_DRIFT, generate};
-use crate::election::run::{ElectionReport, RunOptions, run};
+use crate::election::run::run;
 use crate::election::scenario::{ElectionFault, Scenario, ScenarioError, WorkOp};
+use crate::election::state::{ElectionReport, RunOptions};
 use crate::explore::minimize::ddmin;
 use crate::explore::options::ExploreOptions;
 use crate::explore::report::{ElectionTotals, ExploreReport, Failure};

@@ -51,18 +51,22 @@
 //! changed was last dispatched, by whichever process, with its final members.
 
 pub(crate) mod explore;
+mod faults;
 pub(crate) mod generate;
+mod network;
+mod pods;
 mod run;
 mod scenario;
+mod state;
+mod terms;
 
 pub use crate::explore::report::ElectionTotals;
 pub use explore::{MAX_MINIMIZED, explore, items, minimize};
 pub use generate::{DEFAULT_DRIFT, PROFILES, check_drift, generate};
-pub use run::{
-    ElectionReport, MAX_HELD, MAX_INBOX, NO_LEADER, OUTSIDE_TERM, RunOptions, TWO_LEADERS,
-    liveness_bound, run,
-};
+pub use run::run;
 pub use scenario::{
     CandidatePlan, ElectionFault, LEASE_NAME, LEASE_NAMESPACE, MAX_CANDIDATES, MAX_ITEMS,
     MAX_TIME_MS, PartitionMode, Scenario, ScenarioError, WorkOp,
 };
+pub use state::{ElectionReport, MAX_HELD, MAX_INBOX, RunOptions};
+pub use terms::{NO_LEADER, OUTSIDE_TERM, TWO_LEADERS, liveness_bound};

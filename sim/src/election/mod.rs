@@ -49,6 +49,18 @@
 //! backoffs, cursors, no command after stop, no key twice at once, bounded queues); at the
 //! end every running candidate's cache equals the world, and every parent whose members
 //! changed was last dispatched, by whichever process, with its final members.
+//!
+//! | file | concept |
+//! |---|---|
+//! | `scenario.rs` | a run as plain data: candidates, clocks, workload, faults; the Lease's name |
+//! | `generate.rs` | scenarios from a seed, within a drift |
+//! | `state.rs` | a run's options, report and state: candidates, processes, terms, messages |
+//! | `run.rs` | the event loop on real time |
+//! | `terms.rs` | terms, safety and liveness, caches at the end |
+//! | `network.rs` | Lease requests and answers, latency, partitions |
+//! | `pods.rs` | the pods world's LISTs, WATCHes and frames |
+//! | `faults.rs` | which candidate a fault hits, striking and healing it |
+//! | `explore.rs` | election seeds explored and minimized, into explore's report |
 
 pub(crate) mod explore;
 mod faults;

@@ -2,6 +2,14 @@
 //! feeds one input per step, drains the outputs, renders the step as one line, runs the
 //! reconciles the core asks for (scripted or faulted outcomes), and checks the invariants
 //! that need to see every command.
+//!
+//! | file | concept |
+//! |---|---|
+//! | `mod.rs` | the harness, and one step: an input in, the outputs drained |
+//! | `render.rs` | step lines (text or JSON), notes, the streaming sink |
+//! | `reconciles.rs` | reconciles run for their scripted or faulted outcome, completed when due |
+//! | `invariants.rs` | retry delays, cursors, bounded queues, starvation per step |
+//! | `wakes.rs` | which parents each step woke, for the starvation check |
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt::Write as _;

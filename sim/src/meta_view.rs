@@ -192,7 +192,7 @@ mod tests {
             "ownerReferences": [{"apiVersion": "v1", "kind": "Cell", "name": "a", "uid": "u1"},
                 {"apiVersion": "v1", "kind": "Cell", "name": "b", "uid": "u2", "controller": true}]},
             "spec": {"ignored": true}});
-        let message = crate::wire::partial_object_metadata(&json).encode_to_vec();
+        let message = crate::apiserver::wire::partial_object_metadata(&json).encode_to_vec();
         let codec = MetaView::protobuf().expect("a codec");
         assert_eq!(
             (codec.kind, codec.list_kind),
@@ -215,7 +215,7 @@ mod tests {
 
     #[test]
     fn a_metadata_list_and_frames_decode_through_the_core() {
-        use crate::wire::{Served, bookmark, frame, list_body, malformed_frame};
+        use crate::apiserver::wire::{Served, bookmark, frame, list_body, malformed_frame};
         use reconcile_core::frame::{WatchEvent, parse_frame_as};
         use reconcile_core::{WireFormat, list::parse_list};
         let objects = [

@@ -8,7 +8,25 @@ use serde_json::json;
 use crate::clock::PPM;
 use crate::rng::Rng;
 
-use super::scenario::{CandidatePlan, ElectionFault, PartitionMode, Scenario, WorkOp};
+use crate::election::scenario::{CandidatePlan, ElectionFault, PartitionMode, Scenario, WorkOp};
+
+/// The clock rate drift election seeds draw within by default: just inside the 20 % the
+/// default durations tolerate, `(15 − 10) / (15 + 10)`.
+pub const DEFAULT_DRIFT: f64 = 0.19;
+
+/// Checks a drift for `--election-drift`: a fraction in `0..1`.
+///
+/// # Errors
+/// When it is not.
+pub fn check_drift(drift: f64) -> Result<f64, String> {
+    if drift.is_finite() && (0.0..1.0).contains(&drift) {
+        Ok(drift)
+    } else {
+        Err(format!(
+            "--election-drift {drift}: a fraction from 0 to 1 (0.19 is 19 %)"
+        ))
+    }
+}
 
 /// The profiles an election seed picks from.
 pub const PROFILES: &[&str] = &[

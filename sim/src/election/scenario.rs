@@ -11,6 +11,12 @@ use serde_json::Value;
 
 use crate::clock::PPM;
 
+/// The Lease's namespace.
+pub const LEASE_NAMESPACE: &str = "default";
+
+/// The Lease's name.
+pub const LEASE_NAME: &str = "reconcile-sim";
+
 /// The latest instant anything may happen at, in ms (30 simulated days).
 pub const MAX_TIME_MS: u64 = 30 * 86_400_000;
 
@@ -387,7 +393,7 @@ impl Scenario {
     /// The election settings of `identity`.
     #[must_use]
     pub fn election(&self, identity: &str, drain: bool) -> ElectionConfig {
-        let mut e = ElectionConfig::new(super::LEASE_NAMESPACE, super::LEASE_NAME, identity);
+        let mut e = ElectionConfig::new(LEASE_NAMESPACE, LEASE_NAME, identity);
         e.lease_duration = Duration::from_millis(self.lease_duration_ms);
         e.renew_deadline = Duration::from_millis(self.renew_deadline_ms);
         e.retry_period = Duration::from_millis(self.retry_period_ms);

@@ -2,6 +2,14 @@
 //! feeds one input per step, drains the outputs, renders the step as one line, runs the
 //! reconciles the core asks for (scripted or faulted outcomes), and checks the invariants
 //! that need to see every command.
+//!
+//! | file | concept |
+//! |---|---|
+//! | `mod.rs` | the harness, and one step: an input in, the outputs drained |
+//! | `render.rs` | step lines (text or JSON), notes, the streaming sink |
+//! | `reconciles.rs` | reconciles run for their scripted or faulted outcome, completed when due |
+//! | `invariants.rs` | retry delays, cursors, bounded queues, starvation per step |
+//! | `wakes.rs` | which parents each step woke, for the starvation check |
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt::Write as _;
@@ -13,14 +21,19 @@ use reconcile_core::pod::PodView;
 use reconcile_core::{
     Backoff, CacheChange, Command, Config, ConfigError, Deadline, ElectionConfig, Event, Input,
     Instant, KeyMap, Members, Object as _, ObjectKey, Outcome, Output, ReconcileLoop, Related,
-    RelistReason, RequestId, SourceId, StepLine, StreamId, Ticket, Wake, WatchParams,
-    WatchRetryReason,
+    RelistReason, RequestId, SourceId, StepLine, StreamId, Ticket, WatchParams, WatchRetryReason,
 };
 
 use crate::clock::Clock;
 use crate::meta_view::MetaView;
-use crate::starvation::{StarvationCheck, StepWakes};
 use crate::trace::{Header, ScriptedOutcome};
+
+mod invariants;
+mod reconciles;
+mod render;
+mod wakes;
+
+use crate::harness::wakes::{Placed, Starvation, note_observed};
 
 /// The core as the simulator runs it: partial pod views, parents named by strings.
 pub type Core = ReconcileLoop<PodView, String>;
@@ -211,112 +224,6 @@ pub struct Harness {
 /// Rendered output is handed to a streaming sink in chunks of about this many bytes.
 pub const STREAM_CHUNK: usize = 64 * 1024;
 
-/// A cached object's parent and resourceVersion, as the starvation check follows them.
-type Placed = (String, Option<String>);
-
-/// What the starvation check needs beyond the check itself: the cache as the change log
-/// says (to tell which parents a change woke) and the step being taken.
-#[derive(Debug)]
-struct Starvation {
-    check: StarvationCheck,
-    /// Each cached object's parent and resourceVersion, as the core's change log left them.
-    cached: BTreeMap<String, Placed>,
-    step: StepWakes,
-    /// A resync or a reconcile-all trigger in this step: every parent woken at low priority.
-    all_low: bool,
-}
-
-/// The parents a cache write woke, as the core's store decides: an object new to its
-/// parent, gone from it, or under it at another resourceVersion (the same version, both
-/// known, wakes nothing).
-fn woken_by(old: Option<&Placed>, new: Option<&Placed>, into: &mut BTreeSet<String>) {
-    match (old, new) {
-        (Some((po, rvo)), Some((pn, rvn))) if po == pn => {
-            if !(rvo.is_some() && rvo == rvn) {
-                into.insert(pn.clone());
-            }
-        }
-        (old, new) => {
-            for (parent, _) in old.into_iter().chain(new) {
-                into.insert(parent.clone());
-            }
-        }
-    }
-}
-
-/// Applies one step's change log to `cached` (each primary object's parent and version) and
-/// adds the parents it changed to `woken`: after a replace, every parent whose objects differ
-/// from before; otherwise every parent an object joined, left or changed version under.
-fn note_observed(
-    cached: &mut BTreeMap<String, Placed>,
-    cleared: bool,
-    changed: &[(String, Option<Placed>)],
-    woken: &mut BTreeSet<String>,
-) {
-    if cleared {
-        let new: BTreeMap<String, Placed> = changed
-            .iter()
-            .filter_map(|(k, v)| v.clone().map(|v| (k.clone(), v)))
-            .collect();
-        for (key, old) in cached.iter() {
-            woken_by(Some(old), new.get(key), woken);
-        }
-        for (key, value) in &new {
-            if !cached.contains_key(key) {
-                woken_by(None, Some(value), woken);
-            }
-        }
-        *cached = new;
-        return;
-    }
-    for (key, new) in changed {
-        woken_by(cached.get(key), new.as_ref(), woken);
-        match new {
-            Some(value) => {
-                cached.insert(key.clone(), value.clone());
-            }
-            None => {
-                cached.remove(key);
-            }
-        }
-    }
-}
-
-impl Starvation {
-    /// Which parents this step's cache writes woke: at low priority when the cache was
-    /// replaced (a listing of the primary), at normal otherwise (a live change).
-    fn note_changes(&mut self, cleared: bool, changed: Vec<(String, Option<Placed>)>) {
-        if cleared {
-            // The log lists the whole cache after a replace: diff it against the last one.
-            let new: BTreeMap<String, Placed> = changed
-                .into_iter()
-                .filter_map(|(k, v)| v.map(|v| (k, v)))
-                .collect();
-            for (key, old) in &self.cached {
-                woken_by(Some(old), new.get(key), &mut self.step.low);
-            }
-            for (key, value) in &new {
-                if !self.cached.contains_key(key) {
-                    woken_by(None, Some(value), &mut self.step.low);
-                }
-            }
-            self.cached = new;
-            return;
-        }
-        for (key, new) in changed {
-            woken_by(self.cached.get(&key), new.as_ref(), &mut self.step.normal);
-            match new {
-                Some(value) => {
-                    self.cached.insert(key, value);
-                }
-                None => {
-                    self.cached.remove(&key);
-                }
-            }
-        }
-    }
-}
-
 impl Harness {
     /// A harness over a fresh core configured by `header`.
     ///
@@ -418,66 +325,6 @@ impl Harness {
         Self::build(config, header, None, Instant::ZERO, render, max_steps)
     }
 
-    /// Checks the priority queue's starvation invariant ([`crate::starvation`]) with
-    /// `in_a_row` as the rule's normal keys in a row. Call before the first step, on a core
-    /// with priorities on. The check sees only the primary source's wakes: with secondary
-    /// sources it is left off (their wakes would be invisible to it).
-    pub fn check_starvation(&mut self, header: &Header, in_a_row: u32) {
-        if header.secondaries.is_empty() {
-            self.starvation = Some(Box::new(Starvation {
-                check: StarvationCheck::new(in_a_row),
-                cached: BTreeMap::new(),
-                step: StepWakes::default(),
-                all_low: false,
-            }));
-        }
-    }
-
-    /// At the end of a run that is still running: every parent woken must have been
-    /// dispatched (the eventual half of the starvation invariant).
-    pub fn finish_starvation(&mut self) {
-        let Some(s) = &self.starvation else {
-            return;
-        };
-        let low = s.check.low_dispatched;
-        let moved_up = s.check.moved_up;
-        let normal = s.check.normal_dispatched;
-        let (waited, bound) = s.check.longest_wait;
-        for starved in s.check.finish(!self.running.is_empty()) {
-            self.violation(starved.invariant, starved.detail);
-        }
-        *self
-            .paths
-            .entry("priority: low key dispatched within its bound")
-            .or_default() += low;
-        *self
-            .paths
-            .entry("priority: low key moved up by a live change")
-            .or_default() += moved_up;
-        *self
-            .paths
-            .entry("priority: normal key dispatched within its bound")
-            .or_default() += normal;
-        // Tenths of the bound the longest wait used: how close the run came.
-        if let Some(tenths) = (waited * 10).checked_div(bound) {
-            let tenths = tenths.min(10);
-            const USED: [&str; 11] = [
-                "priority: longest low wait 0/10 of its bound",
-                "priority: longest low wait 1/10 of its bound",
-                "priority: longest low wait 2/10 of its bound",
-                "priority: longest low wait 3/10 of its bound",
-                "priority: longest low wait 4/10 of its bound",
-                "priority: longest low wait 5/10 of its bound",
-                "priority: longest low wait 6/10 of its bound",
-                "priority: longest low wait 7/10 of its bound",
-                "priority: longest low wait 8/10 of its bound",
-                "priority: longest low wait 9/10 of its bound",
-                "priority: longest low wait 10/10 of its bound",
-            ];
-            self.count(USED[usize::try_from(tenths).unwrap_or(10)]);
-        }
-    }
-
     /// Reconciles without a script take this long (0 by default).
     pub fn set_default_duration(&mut self, d: Duration) {
         self.default_duration = d;
@@ -512,62 +359,10 @@ impl Harness {
         self.steps >= self.max_steps || self.sink_error.is_some()
     }
 
-    /// Streams every line rendered from now on to `sink`, in chunks of [`STREAM_CHUNK`]
-    /// bytes, instead of keeping them: [`Harness::output`] then holds only what is not
-    /// written yet. A write error stops the run ([`Harness::exhausted`]) and is returned by
-    /// [`Harness::finish_output`].
-    pub fn stream_to(&mut self, sink: Box<dyn std::io::Write>) {
-        self.sink = Some(sink);
-    }
-
     /// Marks `parent` as changed in the core's view in the current step (a secondary
     /// source's object joined, left or changed under it).
     pub fn observed(&mut self, parent: String) {
         self.observed_change.insert(parent, self.steps);
-    }
-
-    /// From `from` on, every reconcile the core dispatches is acknowledged as a success but
-    /// never recorded as run: a driver bug, injected to show the convergence check fires.
-    pub fn lose_dispatches_from(&mut self, from: Instant) {
-        self.lose_dispatches_from = Some(from);
-    }
-
-    /// Whether writing to the sink failed (the run stops; not a step limit).
-    #[must_use]
-    pub fn output_failed(&self) -> bool {
-        self.sink_error.is_some()
-    }
-
-    /// Hands the rendered output to the sink once it holds a chunk (all of it when `all`).
-    fn pass_on(&mut self, all: bool) {
-        let Some(sink) = &mut self.sink else {
-            return;
-        };
-        if self.sink_error.is_some() {
-            self.out.clear();
-            return;
-        }
-        if self.out.len() >= STREAM_CHUNK || (all && !self.out.is_empty()) {
-            if let Err(e) = sink.write_all(self.out.as_bytes()) {
-                self.sink_error = Some(e);
-            }
-            self.out.clear();
-        }
-    }
-
-    /// Writes what is left to the sink and flushes it.
-    ///
-    /// # Errors
-    /// The first error writing to the sink, if any.
-    pub fn finish_output(&mut self) -> std::io::Result<()> {
-        self.pass_on(true);
-        if let Some(e) = self.sink_error.take() {
-            return Err(e);
-        }
-        match &mut self.sink {
-            Some(sink) => sink.flush(),
-            None => Ok(()),
-        }
     }
 
     /// Moves the clock forward (never back).
@@ -596,61 +391,9 @@ impl Harness {
         self.candidate.as_ref()
     }
 
-    /// Whether lines are being rendered (callers skip describing inputs otherwise).
-    #[must_use]
-    pub fn rendering(&self) -> bool {
-        self.render != Render::Quiet
-    }
-
-    /// The rendered output so far.
-    #[must_use]
-    pub fn output(&self) -> &str {
-        &self.out
-    }
-
-    /// Takes the rendered output.
-    pub fn take_output(&mut self) -> String {
-        std::mem::take(&mut self.out)
-    }
-
-    /// Writes a line that is not a step (notes, summaries).
-    pub fn note(&mut self, text: &str) {
-        match self.render {
-            Render::Text => {
-                let _ = writeln!(self.out, "{:>12}  # {text}", self.now.to_string());
-            }
-            Render::Json => {
-                let _ = writeln!(
-                    self.out,
-                    "{}",
-                    serde_json::json!({"t_ns": self.now.as_nanos(), "note": text})
-                );
-            }
-            Render::Quiet => {}
-        }
-        self.pass_on(false);
-    }
-
     /// Counts a fault path reached outside the core's events (world side).
     pub fn count(&mut self, path: &'static str) {
         *self.paths.entry(path).or_default() += 1;
-    }
-
-    /// Checks that every WATCH starts from a version registered with [`served_rv`]
-    /// (world mode, which knows every version it serves before the core sees it).
-    ///
-    /// [`served_rv`]: Self::served_rv
-    pub fn check_cursors(&mut self) {
-        self.check_cursors = true;
-    }
-
-    /// Records a resourceVersion the apiserver side served `source` (a LIST's or a frame's):
-    /// a WATCH of that source may only start from one of these.
-    pub fn served_rv(&mut self, source: SourceId, rv: &str) {
-        self.served_rvs
-            .entry(source)
-            .or_default()
-            .insert(rv.to_owned());
     }
 
     /// The source a WATCH stream belongs to (the primary for one the harness never saw).
@@ -662,55 +405,10 @@ impl Harness {
             .unwrap_or(SourceId::PRIMARY)
     }
 
-    /// Queues a scripted outcome for the next reconcile of `parent` (any when `None`).
-    pub fn script(&mut self, parent: Option<String>, outcome: ScriptedOutcome, d: Duration) {
-        self.scripts.push_back((parent, outcome, d));
-    }
-
-    /// The next `count` reconciles take `d`.
-    pub fn slow_reconciles(&mut self, count: u32, d: Duration) {
-        self.slow.extend(std::iter::repeat_n(d, count as usize));
-    }
-
-    /// The next `count` reconciles fail.
-    pub fn fail_reconciles(&mut self, count: u32) {
-        self.failing = self.failing.saturating_add(count);
-    }
-
-    /// The earliest reconcile completion.
-    #[must_use]
-    pub fn next_completion(&self) -> Option<Instant> {
-        self.completions.first().map(|(at, _)| *at)
-    }
-
     /// The core's next deadline.
     #[must_use]
     pub fn core_deadline(&self) -> Option<reconcile_core::Deadline> {
         self.core.poll_timeout()
-    }
-
-    /// Reconciles running now.
-    #[must_use]
-    pub fn running(&self) -> usize {
-        self.running.len()
-    }
-
-    fn violation(&mut self, invariant: &'static str, detail: String) {
-        self.violations.push(Violation {
-            at: self.now,
-            invariant,
-            detail,
-        });
-    }
-
-    /// `describe()` when rendering, nothing otherwise: a step's label, built before its input
-    /// is moved into the core.
-    pub fn label(&self, describe: impl FnOnce() -> String) -> String {
-        if self.rendering() {
-            describe()
-        } else {
-            String::new()
-        }
     }
 
     /// Feeds one input (described by `input`, built only when rendering) and drains.
@@ -816,79 +514,6 @@ impl Harness {
         )
     }
 
-    /// Completes the earliest reconcile if it is due at `now`.
-    pub fn complete_due(&mut self) -> Option<StepIo> {
-        let &(at, ticket) = self.completions.first()?;
-        if at > self.now {
-            return None;
-        }
-        self.completions.remove(&(at, ticket));
-        let running = self.running.remove(&ticket)?;
-        let outcome = running.outcome;
-        let parent = running.parent;
-        if let Some(s) = &mut self.starvation {
-            s.step.completed = Some(parent.clone());
-        }
-        match &outcome {
-            Outcome::Error(_) => *self.failures_in_a_row.entry(parent.clone()).or_default() += 1,
-            _ => {
-                self.failures_in_a_row.remove(&parent);
-            }
-        }
-        let text = if self.rendering() {
-            let how = match &outcome {
-                Outcome::Success => "ok".to_owned(),
-                Outcome::RequeueAfter(d) => format!("requeue-after {}s", d.as_secs_f64()),
-                Outcome::Error(e) => format!("error ({e})"),
-                Outcome::ErrorHandled {
-                    error,
-                    requeue_after: Some(d),
-                } => format!("error-handled requeue-after {}s ({error})", d.as_secs_f64()),
-                Outcome::ErrorHandled {
-                    error,
-                    requeue_after: None,
-                } => format!("error-handled await-change ({error})"),
-            };
-            format!("reconciled {ticket} {parent} {how}")
-        } else {
-            String::new()
-        };
-        Some(self.step(
-            || text,
-            |core, now| core.handle_input(now, Input::Reconciled { ticket, outcome }),
-        ))
-    }
-
-    fn outcome_for(&mut self, parent: &str) -> (Outcome, Duration) {
-        let scripted = self
-            .scripts
-            .iter()
-            .position(|(p, _, _)| p.as_deref().is_none_or(|p| p == parent));
-        if let Some(i) = scripted
-            && let Some((_, outcome, d)) = self.scripts.remove(i)
-        {
-            let outcome = match outcome {
-                ScriptedOutcome::Ok => Outcome::Success,
-                ScriptedOutcome::Error(e) => Outcome::Error(e),
-                ScriptedOutcome::RequeueAfter(d) => Outcome::RequeueAfter(d),
-                ScriptedOutcome::ErrorHandled {
-                    error,
-                    requeue_after,
-                } => Outcome::ErrorHandled {
-                    error,
-                    requeue_after,
-                },
-            };
-            return (outcome, d);
-        }
-        let duration = self.slow.pop_front().unwrap_or(self.default_duration);
-        if self.failing > 0 {
-            self.failing -= 1;
-            return (Outcome::Error("injected failure".into()), duration);
-        }
-        (Outcome::Success, duration)
-    }
-
     fn drain(&mut self, input: impl FnOnce() -> String) -> StepIo {
         let mut io = StepIo::default();
         let input = if self.rendering() {
@@ -961,16 +586,6 @@ impl Harness {
         }
         self.pass_on(false);
         io
-    }
-
-    /// A candidate's name on its lines, with its own clock's reading when that is not the
-    /// real time.
-    fn tag(&self, c: &Candidate) -> String {
-        if self.now == self.real {
-            c.name.clone()
-        } else {
-            format!("{}@{}", c.name, self.now)
-        }
     }
 
     fn on_event(&mut self, event: &Event<String>) {
@@ -1225,82 +840,6 @@ impl Harness {
                 io.commands.push(command);
             }
             _ => io.commands.push(command),
-        }
-    }
-
-    /// A LIST or WATCH that follows a failure must wait at least `retry_delay`.
-    fn check_retry_delay(&mut self, source: SourceId, what: &str) {
-        if let Some(since) = self.retry_armed.remove(&source) {
-            let waited = self.now.saturating_duration_since(since);
-            if waited < self.retry_delay {
-                self.violation(
-                    "retry delay out of bounds",
-                    format!(
-                        "{what} of {source} {}s after a failure, retry_delay is {}s",
-                        waited.as_secs_f64(),
-                        self.retry_delay.as_secs_f64()
-                    ),
-                );
-            }
-        }
-    }
-
-    /// A parent with a retry or requeue timer: its timer's wake, invisible to the
-    /// starvation check, may move it up.
-    fn exempt_from_starvation(&mut self, parent: &str) {
-        if let Some(s) = &mut self.starvation {
-            s.check.exempt(parent);
-        }
-    }
-
-    /// Hands the step's wakes and dispatches to the starvation check.
-    fn check_starvation_step(&mut self) {
-        let Some(s) = &mut self.starvation else {
-            return;
-        };
-        if std::mem::take(&mut s.all_low) {
-            // Every parent with members, as the core's store has them.
-            let parents: BTreeSet<String> = s.cached.values().map(|(p, _)| p.clone()).collect();
-            s.step.low.extend(parents);
-        }
-        let mut step = std::mem::take(&mut s.step);
-        // Running before this step's dispatches: a key is never handed out while it runs.
-        step.running = self
-            .running
-            .values()
-            .map(|r| r.parent.clone())
-            .filter(|p| !step.dispatched.contains(p))
-            .collect();
-        step.waiting = self.core.queued();
-        let broken = s.check.step(step);
-        for starved in broken {
-            self.violation(starved.invariant, starved.detail);
-        }
-    }
-
-    fn after_step(&mut self) {
-        self.check_starvation_step();
-        // A reflector retry must be scheduled no later than retry_delay from now.
-        if let Some(d) = self.core.poll_timeout()
-            && matches!(d.wake, Wake::ListRetry | Wake::WatchRetry)
-            && d.at > self.now + self.retry_delay
-        {
-            self.violation(
-                "retry delay out of bounds",
-                format!(
-                    "{} scheduled at {}, later than now + retry_delay",
-                    d.wake, d.at
-                ),
-            );
-        }
-        if let Some(bound) = self.queue_bound {
-            let size = self.core.queued() + self.core.in_flight();
-            if size > bound {
-                self.violation(
-                    "queue unbounded",
-                    format!("{size} keys queued or running, bound {bound}"),
-                );
-            }
         }
     }
 }

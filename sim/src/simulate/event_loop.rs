@@ -1,13 +1,9 @@
-//! World mode: the trace defines the history of the objects, and the simulated apiserver
-//! ([`World`]) answers whatever the core asks, with the trace's and the flags' faults.
-//!
-//! A discrete-event loop: at each step the earliest of (trace records, apiserver
-//! deliveries, reconcile completions, the core's deadline) happens, in that fixed order on
-//! ties. Records at time zero build the world before the controller starts.
+//! The discrete-event loop of world mode: at each step the earliest of (trace records,
+//! apiserver deliveries, reconcile completions, the core's deadline) happens, in that fixed
+//! order on ties. Records build the world; the core's commands are answered from it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
-use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -18,136 +14,21 @@ use reconcile_core::{
     StreamId,
 };
 
+use crate::apiserver::world::{Frame, ListAnswer, WatchAnswer, World};
 use crate::describe;
-use crate::harness::{Harness, PathCounts, Render, StepIo, Violation};
+use crate::harness::{Harness, StepIo, Violation};
 use crate::meta_view::MetaView;
 use crate::schedule::timeline;
-use crate::trace::{Entry, Fault, Record, SourceOp, Trace};
-use crate::world::{Frame, ListAnswer, WatchAnswer, World};
-
-/// Deliveries queued at most: a run that queues more is reported and stopped.
-pub const MAX_AGENDA: usize = 1_000_000;
-
-/// The step budget the command line gives a run of `trace` (`simulate` and `replay`): a
-/// million steps plus a hundred per record. A step is one input to the core; a record
-/// costs a few (its frames, the reconciles it wakes), idle simulated time a few per
-/// bookmark interval and watch timeout. A run that needs more is a livelock, reported as
-/// the `step limit` violation, and a tiny trace ends in about a second however far its
-/// clock is told to go.
-#[must_use]
-pub fn step_budget(trace: &Trace) -> u64 {
-    1_000_000u64.saturating_add((trace.entries.len() as u64).saturating_mul(100))
-}
-
-/// The simulated time world mode covers at most: the trace's records (their `t`, and every
-/// `advance`) plus `--settle`; clock jumps are not counted, as they skip time in one step.
-/// An idle simulated day costs a few thousand steps (bookmarks, watch timeouts), so a run
-/// within this span ends in seconds; a trace past it is refused up front ([`validate`]),
-/// naming the record that crosses it, and a run that gets there anyway stops.
-pub const MAX_SPAN: Duration = Duration::from_secs(30 * 24 * 3600);
-
-/// How long after it is asked for the world answers a LIST's next page (a continuation), so
-/// that a paged listing spans time and faults and compaction can fall between its pages.
-pub const PAGE_DELAY: Duration = Duration::from_secs(5);
-
-/// Options of a world-mode run.
-#[derive(Debug, Clone)]
-pub struct SimOptions {
-    /// How steps are written.
-    pub render: Render,
-    /// Extra fault records (from flags), merged by time.
-    pub faults: Vec<Entry>,
-    /// How long to keep running after the last record.
-    pub settle: Duration,
-    /// Step budget (a livelock detector).
-    pub max_steps: u64,
-    /// How long an unscripted reconcile takes.
-    pub reconcile_duration: Duration,
-    /// Check the quiescence invariants at the end.
-    pub check: bool,
-    /// Turn the core's priority queue on (`Config::priority`): listings', resyncs' and
-    /// reconcile-all triggers' wakes go in at low priority. Not part of the trace format:
-    /// a trace replays the same with or without it.
-    pub priority: bool,
-    /// Check the starvation invariant ([`crate::starvation`]), holding the queue to this
-    /// many normal keys in a row while low keys wait (the core's rule is
-    /// [`crate::starvation::CORE_NORMAL_IN_A_ROW`]; a smaller number is a deliberately
-    /// wrong rule, to watch the check fire). One-source traces only.
-    pub starvation: Option<u32>,
-    /// A driver bug, injected to show the convergence check fires: from this instant on,
-    /// every reconcile the core dispatches is acknowledged as a success but never run (the
-    /// user's code never sees it). Never set outside tests.
-    pub lose_reconciles_from: Option<Instant>,
-    /// LIST every source in pages of at most this many objects (`WatchParams::list_page_size`
-    /// on the primary and each secondary); the world serves pages, each continuation
-    /// [`PAGE_DELAY`] after it is asked for. Not part of the trace format: a trace replays
-    /// the same with or without it.
-    pub list_page_size: Option<u32>,
-    /// Fetch every source's listings with streaming lists (`WatchParams::streaming_lists`),
-    /// which the world serves or, as an apiserver with the `WatchList` gate off, refuses.
-    /// A trace whose header asks for them is served without this. Not part of the trace
-    /// format beyond the header's own flag.
-    pub streaming_lists: Option<StreamingLists>,
-}
-
-/// How a run's world meets streaming lists ([`SimOptions::streaming_lists`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StreamingLists {
-    /// Served: the initial events, [`INITIAL_EVENT_DELAY`] apart, then the end bookmark.
-    Served,
-    /// Refused with 422: every source falls back to LIST+WATCH.
-    Refused,
-}
-
-/// A world serving protobuf answers every this many-th LIST or WATCH (counted over its
-/// sources' requests) in JSON, as the apiserver answers a protobuf request for a custom
-/// resource: the core must read it by its first byte. A rule of the count, not a draw, so a
-/// trace replays the same.
-pub const JSON_ANSWER_EVERY: u64 = 7;
-
-/// The time between two initial events of a streaming list in world mode, so that faults
-/// (a 410 storm, a dropped stream, a restart) land between them.
-pub const INITIAL_EVENT_DELAY: Duration = Duration::from_millis(500);
-
-impl Default for SimOptions {
-    fn default() -> Self {
-        SimOptions {
-            render: Render::Text,
-            faults: Vec::new(),
-            settle: Duration::from_secs(600),
-            max_steps: 10_000_000,
-            reconcile_duration: Duration::ZERO,
-            check: false,
-            priority: false,
-            starvation: None,
-            lose_reconciles_from: None,
-            list_page_size: None,
-            streaming_lists: None,
-        }
-    }
-}
-
-/// What a run produced.
-#[derive(Debug, Clone)]
-pub struct RunReport {
-    /// The rendered steps.
-    pub output: String,
-    /// Invariants broken (world mode with checks), or the divergence (replay).
-    pub violations: Vec<Violation>,
-    /// Fault paths reached.
-    pub paths: PathCounts,
-    /// The core's counters at the end.
-    pub stats: reconcile_core::Stats,
-    /// The core's cursor at the end: where its next WATCH would start.
-    pub cursor: Option<String>,
-    /// Steps taken.
-    pub steps: u64,
-    /// Simulated time at the end.
-    pub end: Instant,
-}
+use crate::simulate::options::{
+    INITIAL_EVENT_DELAY, JSON_ANSWER_EVERY, MAX_AGENDA, MAX_SPAN, PAGE_DELAY, SimOptions,
+    StreamingLists,
+};
+use crate::simulate::report::{RunError, RunReport};
+use crate::simulate::validate::list_items;
+use crate::trace::{Entry, Record, SourceOp, Trace};
 
 #[derive(Debug)]
-enum Action {
+pub(super) enum Action {
     List(reconcile_core::RequestId),
     WatchOpen(StreamId, String),
     /// A streaming list (`sendInitialEvents=true`) to answer.
@@ -160,42 +41,42 @@ enum Action {
     SourceEvent(StreamId, SourceOp),
 }
 
-struct Sim<'a> {
-    trace: &'a Trace,
-    opts: &'a SimOptions,
-    h: Harness,
+pub(super) struct Sim<'a> {
+    pub(super) trace: &'a Trace,
+    pub(super) opts: &'a SimOptions,
+    pub(super) h: Harness,
     /// One simulated resource per source, `S0` (the primary) first: each with its own
     /// versions, history, compaction and faults.
-    worlds: Vec<World>,
+    pub(super) worlds: Vec<World>,
     /// How each secondary source maps its objects to parents (`S1` first).
-    parents_by: Vec<ParentsBy>,
+    pub(super) parents_by: Vec<ParentsBy>,
     /// The source of each live LIST and WATCH.
-    list_source: BTreeMap<reconcile_core::RequestId, usize>,
-    stream_source: BTreeMap<StreamId, usize>,
-    agenda: BTreeMap<(Instant, u64), Action>,
-    seq: u64,
+    pub(super) list_source: BTreeMap<reconcile_core::RequestId, usize>,
+    pub(super) stream_source: BTreeMap<StreamId, usize>,
+    pub(super) agenda: BTreeMap<(Instant, u64), Action>,
+    pub(super) seq: u64,
     /// Streams the core asked for and has not closed or seen end.
-    alive: BTreeSet<StreamId>,
+    pub(super) alive: BTreeSet<StreamId>,
     /// Streams answered 200 and streaming.
-    open: BTreeSet<StreamId>,
-    cancelled_lists: BTreeSet<reconcile_core::RequestId>,
+    pub(super) open: BTreeSet<StreamId>,
+    pub(super) cancelled_lists: BTreeSet<reconcile_core::RequestId>,
     /// Streaming lists whose initial events are still being sent: until when. Live changes
     /// queue behind them, as the apiserver sends them after the end bookmark.
-    initial_until: BTreeMap<StreamId, Instant>,
+    pub(super) initial_until: BTreeMap<StreamId, Instant>,
     /// Streams of a protobuf world answered in JSON ([`JSON_ANSWER_EVERY`]).
-    json_streams: BTreeSet<StreamId>,
+    pub(super) json_streams: BTreeSet<StreamId>,
     /// LISTs and WATCHes a protobuf world has answered.
-    protobuf_requests: u64,
+    pub(super) protobuf_requests: u64,
     /// The page each LIST in flight asked for (`limit`, `continue`), when it asked for one.
-    list_pages: BTreeMap<reconcile_core::RequestId, (Option<u32>, Option<String>)>,
-    source: Option<StreamId>,
-    offset: Duration,
-    parents_seen: BTreeSet<String>,
+    pub(super) list_pages: BTreeMap<reconcile_core::RequestId, (Option<u32>, Option<String>)>,
+    pub(super) source: Option<StreamId>,
+    pub(super) offset: Duration,
+    pub(super) parents_seen: BTreeSet<String>,
     /// Changes still to be lost (the `lose_change` fault).
-    lose: u32,
+    pub(super) lose: u32,
     /// When each parent's membership, or any of its related objects, last changed in the
     /// world.
-    membership_changed: BTreeMap<String, Instant>,
+    pub(super) membership_changed: BTreeMap<String, Instant>,
 }
 
 /// The resource a secondary source watches, as a world: the header's settings with the
@@ -216,48 +97,7 @@ fn secondary_header(
     }
 }
 
-/// Why a streamed run failed.
-#[derive(Debug, thiserror::Error)]
-pub enum RunError {
-    /// The header's settings are out of the core's bounds.
-    #[error(transparent)]
-    Config(#[from] reconcile_core::ConfigError),
-    /// The output could not be written (a closed pipe, a full disk): the run stopped there.
-    #[error("writing the output: {0}")]
-    Output(#[source] std::io::Error),
-}
-
-/// Runs `trace` in world mode, its rendered lines kept in [`RunReport::output`].
-///
-/// # Errors
-/// When the header's settings are out of the core's bounds.
-pub fn simulate(
-    trace: &Trace,
-    opts: &SimOptions,
-) -> Result<RunReport, reconcile_core::ConfigError> {
-    match simulate_inner(trace, opts, None) {
-        Ok(report) => Ok(report),
-        Err(RunError::Config(e)) => Err(e),
-        // No sink, nothing written.
-        Err(RunError::Output(_)) => unreachable!("a run without a sink writes nothing"),
-    }
-}
-
-/// Runs `trace` in world mode, writing each rendered line to `sink` as the run goes (in
-/// chunks of [`crate::harness::STREAM_CHUNK`] bytes), so memory does not grow with the
-/// output; [`RunReport::output`] is empty. A write error stops the run.
-///
-/// # Errors
-/// When the header's settings are out of the core's bounds, or writing fails.
-pub fn simulate_to(
-    trace: &Trace,
-    opts: &SimOptions,
-    sink: Box<dyn std::io::Write>,
-) -> Result<RunReport, RunError> {
-    simulate_inner(trace, opts, Some(sink))
-}
-
-fn simulate_inner(
+pub(super) fn simulate_inner(
     trace: &Trace,
     opts: &SimOptions,
     sink: Option<Box<dyn std::io::Write>>,
@@ -345,7 +185,7 @@ fn simulate_inner(
 }
 
 impl Sim<'_> {
-    fn schedule(&mut self, at: Instant, action: Action) {
+    pub(super) fn schedule(&mut self, at: Instant, action: Action) {
         self.seq += 1;
         self.agenda.insert((at, self.seq), action);
     }
@@ -469,7 +309,7 @@ impl Sim<'_> {
         self.h.note(&summary);
     }
 
-    fn violation(&mut self, invariant: &'static str, detail: String) {
+    pub(super) fn violation(&mut self, invariant: &'static str, detail: String) {
         self.h.violations.push(Violation {
             at: self.h.now(),
             invariant,
@@ -581,7 +421,7 @@ impl Sim<'_> {
     }
 
     /// The source (index into `worlds`) a stream belongs to.
-    fn source_of(&self, stream: StreamId) -> usize {
+    pub(super) fn source_of(&self, stream: StreamId) -> usize {
         self.stream_source.get(&stream).copied().unwrap_or(0)
     }
 
@@ -1130,369 +970,10 @@ impl Sim<'_> {
             }
         }
     }
-
-    /// Ends each of `open` with a transport error, as a dropped connection would.
-    fn cut_streams(&mut self, now: Instant, open: Vec<StreamId>, error: &str, label: &'static str) {
-        for s in open {
-            self.schedule(
-                now,
-                Action::End(s, StreamEnd::TransportError(error.into()), label),
-            );
-        }
-    }
-
-    fn fault(&mut self, fault: &Fault, targets: &[usize]) {
-        let now = self.h.now();
-        if self.worlds.len() > 1 && targets.len() == 1 {
-            self.h.note(&format!("fault on S{}: {fault}", targets[0]));
-        } else {
-            self.h.note(&format!("fault: {fault}"));
-        }
-        let open: Vec<StreamId> = self
-            .open
-            .iter()
-            .copied()
-            .filter(|s| targets.contains(&self.source_of(*s)))
-            .collect();
-        match fault {
-            Fault::WatchDrop => {
-                self.cut_streams(now, open, "connection reset (injected)", "drop");
-            }
-            Fault::GoneStorm { count } => {
-                for &t in targets {
-                    self.worlds[t].gone_storm(*count);
-                }
-                for s in open {
-                    let error = self.worlds[self.source_of(s)].error_frame(
-                        410,
-                        "Expired",
-                        "too old resource version",
-                    );
-                    if self.initial_until.contains_key(&s) {
-                        self.h
-                            .count("streaming list: 410 during the initial events");
-                    }
-                    self.schedule(now, Action::Frame(s, error.clone()));
-                    self.schedule(now, Action::End(s, StreamEnd::Clean, "after ERROR"));
-                }
-            }
-            Fault::TooLarge { count } => {
-                for &t in targets {
-                    self.worlds[t].too_large_storm(*count);
-                }
-                self.cut_streams(now, open, "connection reset (injected)", "drop");
-            }
-            Fault::MalformedFrame { cursor } => {
-                for &t in targets {
-                    let frame = self.worlds[t].malformed_frame(now, *cursor);
-                    for &s in &open {
-                        if self.source_of(s) == t {
-                            self.schedule(now, Action::Frame(s, frame.clone()));
-                        }
-                    }
-                }
-            }
-            Fault::Restart { down } => {
-                for &t in targets {
-                    self.worlds[t].restart(now, *down);
-                }
-                self.cut_streams(now, open, "apiserver restarted", "restart");
-            }
-            Fault::Compact => {
-                for &t in targets {
-                    self.worlds[t].compact();
-                }
-            }
-            Fault::ListFail { count, status } => {
-                for &t in targets {
-                    self.worlds[t].fail_lists(*count, *status);
-                }
-            }
-            Fault::SlowReconcile { count, duration } => self.h.slow_reconciles(*count, *duration),
-            Fault::FailReconcile { count } => self.h.fail_reconciles(*count),
-            Fault::LoseChange { count } => self.lose = self.lose.saturating_add(*count),
-            Fault::ClockJump { by } => {
-                self.offset += *by;
-                self.h.set_now(now + *by);
-                self.h.count("clock jump");
-            }
-        }
-    }
-
-    /// At the end, per source: the cache equals the world for the source's selector (no
-    /// ghost, missing or stale object); and every parent whose members or related objects
-    /// changed was last dispatched after its last change, with what the world holds for it
-    /// in every source.
-    fn check_quiescent(&mut self) {
-        if self.h.core().lifecycle() != reconcile_core::Lifecycle::Running {
-            return;
-        }
-        self.h.finish_starvation();
-        let parent_by = self.trace.header.parent.clone();
-        let mut world: BTreeMap<String, (String, String)> = BTreeMap::new();
-        let mut members: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();
-        for obj in self.worlds[0].visible_objects() {
-            let Ok(pod) = serde_json::from_str::<PodView>(&obj.json) else {
-                continue;
-            };
-            let Ok(parent) = parent_by.parent_of(&pod) else {
-                continue;
-            };
-            let rv = pod.object_resource_version().unwrap_or("").to_owned();
-            members
-                .entry(parent.clone())
-                .or_default()
-                .push((obj.key.clone(), rv.clone()));
-            world.insert(obj.key.clone(), (parent, rv));
-        }
-        let store: BTreeMap<String, (String, String)> = self
-            .h
-            .core()
-            .store()
-            .iter()
-            .map(|(k, o, p)| {
-                (
-                    k.to_string(),
-                    (
-                        p.clone(),
-                        o.object_resource_version().unwrap_or("").to_owned(),
-                    ),
-                )
-            })
-            .collect();
-        let copied = self.h.cache_copy.len() == self.h.core().store().len()
-            && self
-                .h
-                .core()
-                .store()
-                .iter()
-                .all(|(k, o, _)| self.h.cache_copy.get(k).is_some_and(|c| Arc::ptr_eq(c, o)));
-        if !copied {
-            self.violation(
-                "a copy kept from the change log differs from the cache",
-                format!(
-                    "{} objects copied, {} cached",
-                    self.h.cache_copy.len(),
-                    self.h.core().store().len()
-                ),
-            );
-        }
-        if store != world {
-            let detail = differences(&store, &world);
-            self.violation("store differs from the world at quiescence", detail);
-        }
-        // Each secondary: what it holds against its world, and each parent's related objects
-        // as the world has them.
-        let mut related: Vec<BTreeMap<String, Vec<(String, String)>>> = Vec::new();
-        for n in 1..self.worlds.len() {
-            let mut world: BTreeMap<String, (String, String)> = BTreeMap::new();
-            let mut by_parent: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();
-            for obj in self.worlds[n].visible_objects() {
-                let Ok(object) = serde_json::from_str::<MetaView>(&obj.json) else {
-                    continue;
-                };
-                let rv = object.object_resource_version().unwrap_or("").to_owned();
-                for parent in parents_by(&self.parents_by[n - 1], &object) {
-                    by_parent
-                        .entry(parent)
-                        .or_default()
-                        .push((obj.key.clone(), rv.clone()));
-                }
-                world.insert(obj.key.clone(), (String::new(), rv));
-            }
-            let held: BTreeMap<String, (String, String)> = self
-                .h
-                .core()
-                .secondary_objects(SourceId::nth(n as u64))
-                .and_then(|r| r.downcast::<MetaView>())
-                .unwrap_or_default()
-                .iter()
-                .map(|o| {
-                    let rv = o.object_resource_version().unwrap_or("").to_owned();
-                    (key(&**o), (String::new(), rv))
-                })
-                .collect();
-            if held != world {
-                let detail = format!("S{n}: {}", differences(&held, &world));
-                self.violation("source differs from the world at quiescence", detail);
-            }
-            related.push(by_parent);
-        }
-        // Every parent the world changed, and every parent the core saw change (the same
-        // ones, unless the check's own bookkeeping is wrong).
-        let mut changed: BTreeMap<String, Instant> = self.membership_changed.clone();
-        for parent in self.h.observed_change.keys() {
-            changed.entry(parent.clone()).or_insert(Instant::ZERO);
-        }
-        for (parent, changed_at) in changed {
-            let observed = self.h.observed_change.get(&parent).copied();
-            let want = members.get(&parent).cloned().unwrap_or_default();
-            let want_related: Vec<Vec<(String, String)>> = related
-                .iter()
-                .map(|r| r.get(&parent).cloned().unwrap_or_default())
-                .collect();
-            let ever_reconciled = self.h.last_dispatch.contains_key(&parent);
-            if want.is_empty() && want_related.iter().all(Vec::is_empty) && !ever_reconciled {
-                // The core never saw this parent with members: nothing to converge.
-                continue;
-            }
-            let last = self.h.last_dispatch.get(&parent).map(|d| {
-                let keys: Vec<(String, String)> = d
-                    .members
-                    .iter()
-                    .map(|m| {
-                        let rv = m.object_resource_version().unwrap_or("").to_owned();
-                        (key(&**m), rv)
-                    })
-                    .collect();
-                let related: Vec<Vec<(String, String)>> = d
-                    .related
-                    .iter()
-                    .map(|r| {
-                        r.downcast::<MetaView>()
-                            .unwrap_or_default()
-                            .iter()
-                            .map(|o| {
-                                let rv = o.object_resource_version().unwrap_or("").to_owned();
-                                (key(&**o), rv)
-                            })
-                            .collect()
-                    })
-                    .collect();
-                (d.at, d.step, keys, related)
-            });
-            // Converged when the last reconcile came after the last change the core observed
-            // and saw every object of the parent at its final version. Not necessarily after
-            // the world's last change: one the world made and undid while a source had no
-            // watch open (a pod added then removed, a child owned then disowned, between two
-            // LISTs) never reached the controller: its inputs are those of a run without the
-            // change, so no controller could act on it, and level-triggered, it needs not.
-            match last {
-                Some((_, step, seen, seen_related))
-                    if seen == want
-                        && seen_related == want_related
-                        && observed.is_none_or(|o| step >= o) => {}
-                Some((at, _, seen, seen_related)) if seen == want && seen_related == want_related => {
-                    self.violation(
-                        "parent not reconciled after its last change",
-                        format!(
-                            "{parent}: last reconcile at {at}, before the last change the core observed (step {}), membership is {want:?}",
-                            observed.unwrap_or(0)
-                        ),
-                    );
-                }
-                Some((at, _, seen, seen_related)) => {
-                    let detail = if seen_related == want_related {
-                        format!(
-                            "{parent}: last reconcile at {at} saw {seen:?}, membership is {want:?} since {changed_at}"
-                        )
-                    } else {
-                        format!(
-                            "{parent}: last reconcile at {at} saw related {seen_related:?}, the world has {want_related:?} since {changed_at}"
-                        )
-                    };
-                    self.violation("parent not reconciled after its last change", detail);
-                }
-                None => self.violation(
-                    "parent not reconciled after its last change",
-                    format!("{parent}: never reconciled, membership is {want:?}, related {want_related:?}"),
-                ),
-            }
-        }
-    }
-}
-
-/// The items of a 200 LIST body, each as JSON text; an inner error when the body does not
-/// decode as JSON at all (a wire fault, which world mode notes and skips, as it does a frame
-/// that does not decode; nesting deeper than 128 levels is such a body).
-///
-/// # Errors
-/// When the body is JSON but not a list: not an object, or no `items` array
-/// (`"items": null` is an empty list, as the apiserver may write it). World mode builds the
-/// world from the list, and would otherwise read it as empty and delete every object.
-fn list_items(body: &crate::trace::Payload) -> Result<Result<Vec<String>, String>, String> {
-    let list = match serde_json::from_slice::<Value>(body.as_bytes()) {
-        Ok(list) => list,
-        Err(e) => return Ok(Err(e.to_string())),
-    };
-    let Value::Object(mut list) = list else {
-        return Err("a 200 LIST body that is JSON but not an object (not a list)".into());
-    };
-    match list.remove("items") {
-        Some(Value::Array(items)) => Ok(Ok(items.iter().map(Value::to_string).collect())),
-        Some(Value::Null) => Ok(Ok(Vec::new())),
-        Some(_) => Err("a 200 LIST body whose \"items\" is not an array".into()),
-        None => Err("a 200 LIST body with no \"items\" (not a list)".into()),
-    }
-}
-
-/// Refuses a trace world mode cannot use, naming the line: a 200 LIST body that is JSON but
-/// not a list (world mode builds the world from it, and would otherwise read it as empty and
-/// delete everything), or a run longer than [`MAX_SPAN`].
-///
-/// # Errors
-/// The first such record, with its line.
-pub fn validate(trace: &Trace, opts: &SimOptions) -> Result<(), crate::TraceError> {
-    let err = |line: usize, message: String| crate::TraceError {
-        file: trace.name.clone(),
-        line,
-        message,
-    };
-    for entry in &trace.entries {
-        if let Record::List {
-            status: 200,
-            body,
-            transport_error: None,
-        } = &entry.record
-        {
-            // A body that is not JSON at all is a wire fault, noted in the run.
-            let _ = list_items(body).map_err(|m| err(entry.line, m))?;
-        }
-    }
-    let records = timeline(&trace.entries);
-    if let Some((at, entry)) = records.iter().find(|(at, _)| at.since_origin() > MAX_SPAN) {
-        return Err(err(
-            entry.line,
-            format!(
-                "the trace reaches {at}, past the {} s world mode simulates",
-                MAX_SPAN.as_secs()
-            ),
-        ));
-    }
-    let last = records
-        .last()
-        .map_or(Duration::ZERO, |(at, _)| at.since_origin());
-    if last + opts.settle > MAX_SPAN {
-        return Err(err(
-            0,
-            format!(
-                "the last record at {}s plus --settle {}s is past the {} s world mode simulates",
-                last.as_secs_f64(),
-                opts.settle.as_secs_f64(),
-                MAX_SPAN.as_secs()
-            ),
-        ));
-    }
-    Ok(())
-}
-
-/// What a cache holds that the world does not, what it misses, and what it holds stale.
-pub(crate) fn differences(
-    held: &BTreeMap<String, (String, String)>,
-    world: &BTreeMap<String, (String, String)>,
-) -> String {
-    let ghosts: Vec<&String> = held.keys().filter(|k| !world.contains_key(*k)).collect();
-    let missing: Vec<&String> = world.keys().filter(|k| !held.contains_key(*k)).collect();
-    let stale: Vec<&String> = world
-        .iter()
-        .filter(|(k, v)| held.get(*k).is_some_and(|s| s != *v))
-        .map(|(k, _)| k)
-        .collect();
-    format!("ghosts {ghosts:?}, missing {missing:?}, stale {stale:?}")
 }
 
 /// The parents a secondary's object wakes: the core's own rule.
-fn parents_by(how: &ParentsBy, object: &MetaView) -> Vec<String> {
+pub(super) fn parents_by(how: &ParentsBy, object: &MetaView) -> Vec<String> {
     how.parents_of(object)
         .into_iter()
         .map(String::from)
@@ -1504,7 +985,7 @@ fn source_index(source: SourceId) -> usize {
     usize::try_from(source.get()).unwrap_or(0)
 }
 
-fn key(object: &impl Object) -> String {
+pub(super) fn key(object: &impl Object) -> String {
     object.key().map_or_else(|| "?".into(), |k| k.to_string())
 }
 

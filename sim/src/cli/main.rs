@@ -4,15 +4,15 @@
 //! 141 when the output pipe was closed (as a shell reports a program a closed pipe killed),
 //! with no message. Output is written as it is produced; nothing panics on bad input.
 
-mod capture_cli;
-mod cli_io;
+mod capture;
+mod io;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use cli_io::Failure;
+use io::Failure;
 
 use reconcile_sim::election::{self, Scenario};
 use reconcile_sim::explore::{self, ExploreOptions};
@@ -108,7 +108,7 @@ enum Cmd {
     },
     /// Record a cluster's LIST and WATCH of one resource type as a trace (redacted), until
     /// --duration or Ctrl-C; replay reproduces the conversation.
-    Capture(capture_cli::CaptureArgs),
+    Capture(capture::CaptureArgs),
     /// Convert a capture into a trace (printed, or written with --output).
     Import {
         /// The capture's format (recognised by content when absent).
@@ -189,7 +189,7 @@ enum Cmd {
 }
 
 fn read(path: &Path, from: Option<Format>) -> Result<Trace, String> {
-    cli_io::read_trace(path, from)
+    io::read_trace(path, from)
 }
 
 fn run(cli: Cli) -> Result<bool, Failure> {
@@ -221,10 +221,10 @@ fn run(cli: Cli) -> Result<bool, Failure> {
                 ..SimOptions::default()
             };
             reconcile_sim::simulate::validate(&trace, &opts).map_err(|e| e.to_string())?;
-            let report = reconcile_sim::simulate::simulate_to(&trace, &opts, cli_io::stdout_sink())
+            let report = reconcile_sim::simulate::simulate_to(&trace, &opts, io::stdout_sink())
                 .map_err(|e| run_failure(&file, e))?;
             for v in &report.violations {
-                cli_io::warn(&format!(
+                io::warn(&format!(
                     "VIOLATION at {}: {}: {}",
                     v.at, v.invariant, v.detail
                 ));
@@ -237,10 +237,10 @@ fn run(cli: Cli) -> Result<bool, Failure> {
                 render: if json { Render::Json } else { Render::Text },
                 max_steps: reconcile_sim::simulate::step_budget(&trace),
             };
-            let report = reconcile_sim::replay::replay_to(&trace, &opts, cli_io::stdout_sink())
+            let report = reconcile_sim::replay::replay_to(&trace, &opts, io::stdout_sink())
                 .map_err(|e| run_failure(&file, e))?;
             for v in &report.violations {
-                cli_io::warn(&format!("{}: {}", v.invariant, v.detail));
+                io::warn(&format!("{}: {}", v.invariant, v.detail));
             }
             Ok(report.violations.is_empty())
         }
@@ -288,7 +288,7 @@ fn run(cli: Cli) -> Result<bool, Failure> {
             Ok(true)
         }
         Cmd::Capture(args) => {
-            capture_cli::run(args)?;
+            capture::run(args)?;
             Ok(true)
         }
         Cmd::Import { from, file, output } => {
@@ -298,7 +298,7 @@ fn run(cli: Cli) -> Result<bool, Failure> {
                 Some(out) => {
                     std::fs::write(&out, text).map_err(|e| format!("{}: {e}", out.display()))?
                 }
-                None => cli_io::print(&text)?,
+                None => io::print(&text)?,
             }
             Ok(true)
         }
@@ -332,7 +332,7 @@ fn run(cli: Cli) -> Result<bool, Failure> {
                 ..ExploreOptions::default()
             };
             let report = explore::explore(seeds, &opts);
-            cli_io::print(&report.render(long))?;
+            io::print(&report.render(long))?;
             Ok(report.failures.is_empty())
         }
         Cmd::Election {
@@ -345,7 +345,7 @@ fn run(cli: Cli) -> Result<bool, Failure> {
         } => {
             let loaded = match (file, seed) {
                 (Some(path), _) => {
-                    let bytes = cli_io::read_bytes(&path)?;
+                    let bytes = io::read_bytes(&path)?;
                     let text = trace::utf8_text(&path.display().to_string(), &bytes)
                         .map_err(|e| e.to_string())?;
                     Scenario::parse(text).map_err(|e| format!("{}: {e}", path.display()))?
@@ -358,7 +358,7 @@ fn run(cli: Cli) -> Result<bool, Failure> {
                 (None, None) => return Err("a scenario file or --seed".into()),
             };
             if scenario {
-                cli_io::print(&loaded.to_json())?;
+                io::print(&loaded.to_json())?;
                 return Ok(true);
             }
             let opts = election::RunOptions {
@@ -366,9 +366,9 @@ fn run(cli: Cli) -> Result<bool, Failure> {
                 ..election::RunOptions::default()
             };
             let report = election::run(&loaded, &opts).map_err(|e| e.to_string())?;
-            cli_io::print(&report.output)?;
+            io::print(&report.output)?;
             for v in &report.violations {
-                cli_io::warn(&format!(
+                io::warn(&format!(
                     "VIOLATION at {}: {}: {}",
                     v.at, v.invariant, v.detail
                 ));
@@ -393,9 +393,9 @@ fn main() -> ExitCode {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::from(1),
         Err(failure) => {
-            let (code, message) = cli_io::exit_for(&failure);
+            let (code, message) = io::exit_for(&failure);
             if let Some(message) = message {
-                cli_io::warn(&format!("reconcile-sim: {message}"));
+                io::warn(&format!("reconcile-sim: {message}"));
             }
             ExitCode::from(code)
         }

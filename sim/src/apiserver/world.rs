@@ -11,9 +11,9 @@ use serde_json::Value;
 
 use reconcile_core::{Instant, WireFormat};
 
+use crate::apiserver::wire::Served;
 use crate::selector::Selector;
 use crate::trace::{GoneAs, Header};
-use crate::wire::Served;
 
 /// History entries kept at most, whatever the compaction window: bounds memory on runs that
 /// change objects faster than the window drains.
@@ -228,7 +228,7 @@ impl World {
     fn pod_frame(&self, event_type: &str, value: &Value, json: &str, rv: Option<u64>) -> Frame {
         let mut f = frame(event_type, json, rv);
         if self.protobuf {
-            f.protobuf = Some(crate::wire::frame(self.served, event_type, value).into());
+            f.protobuf = Some(crate::apiserver::wire::frame(self.served, event_type, value).into());
         }
         f
     }
@@ -239,7 +239,7 @@ impl World {
             json: status_body(code, reason, message, cause),
             protobuf: self
                 .protobuf
-                .then(|| crate::wire::status(code, reason, message, cause).into()),
+                .then(|| crate::apiserver::wire::status(code, reason, message, cause).into()),
         }
     }
 
@@ -256,7 +256,7 @@ impl World {
             ),
             protobuf: self
                 .protobuf
-                .then(|| crate::wire::error_frame(code, reason, message).into()),
+                .then(|| crate::apiserver::wire::error_frame(code, reason, message).into()),
             rv: None,
         }
     }
@@ -493,7 +493,7 @@ impl World {
             Some(rv),
         );
         if self.protobuf {
-            f.protobuf = Some(crate::wire::bookmark(self.served, rv, false).into());
+            f.protobuf = Some(crate::apiserver::wire::bookmark(self.served, rv, false).into());
         }
         f
     }
@@ -629,7 +629,13 @@ impl World {
         body.push_str(&page);
         body.push_str("]}");
         let protobuf = self.protobuf.then(|| {
-            crate::wire::list_body(self.served, at, token, served.iter().map(|o| &o.value)).into()
+            crate::apiserver::wire::list_body(
+                self.served,
+                at,
+                token,
+                served.iter().map(|o| &o.value),
+            )
+            .into()
         });
         let body = Body {
             json: body,
@@ -670,7 +676,7 @@ impl World {
         }
         body.push_str("]}");
         let protobuf = self.protobuf.then(|| {
-            crate::wire::list_body(
+            crate::apiserver::wire::list_body(
                 self.served,
                 self.rv,
                 None,
@@ -728,9 +734,9 @@ impl World {
             return match self.gone_as {
                 GoneAs::Frame => WatchAnswer::GoneFrame(Frame {
                     line: frame("ERROR", &status_body(410, "Expired", &message, None), None).line,
-                    protobuf: self
-                        .protobuf
-                        .then(|| crate::wire::error_frame(410, "Expired", &message).into()),
+                    protobuf: self.protobuf.then(|| {
+                        crate::apiserver::wire::error_frame(410, "Expired", &message).into()
+                    }),
                     rv: None,
                 }),
                 GoneAs::Status => {
@@ -793,7 +799,7 @@ impl World {
             Some(rv),
         );
         if self.protobuf {
-            end.protobuf = Some(crate::wire::bookmark(self.served, rv, true).into());
+            end.protobuf = Some(crate::apiserver::wire::bookmark(self.served, rv, true).into());
         }
         frames.push(end);
         WatchAnswer::Open(frames)
@@ -848,7 +854,7 @@ impl World {
                 line,
                 protobuf: self
                     .protobuf
-                    .then(|| crate::wire::malformed_frame(self.served, Some(rv)).into()),
+                    .then(|| crate::apiserver::wire::malformed_frame(self.served, Some(rv)).into()),
                 rv: Some(rv),
             }
         } else {
@@ -856,7 +862,7 @@ impl World {
                 line: "{\"type\":\"MODIFIED\",\"object\":{\"kind\":\"Pod\",\"metadata\":{\"name\":\"corrupt\",\"labels\":\"not-a-map\"}}".into(),
                 protobuf: self
                     .protobuf
-                    .then(|| crate::wire::malformed_frame(self.served, None).into()),
+                    .then(|| crate::apiserver::wire::malformed_frame(self.served, None).into()),
                 rv: None,
             }
         }

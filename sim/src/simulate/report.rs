@@ -1,0 +1,35 @@
+//! What a world-mode run produced, and why a streamed one failed.
+
+use reconcile_core::Instant;
+
+use crate::harness::{PathCounts, Violation};
+
+/// What a run produced.
+#[derive(Debug, Clone)]
+pub struct RunReport {
+    /// The rendered steps.
+    pub output: String,
+    /// Invariants broken (world mode with checks), or the divergence (replay).
+    pub violations: Vec<Violation>,
+    /// Fault paths reached.
+    pub paths: PathCounts,
+    /// The core's counters at the end.
+    pub stats: reconcile_core::Stats,
+    /// The core's cursor at the end: where its next WATCH would start.
+    pub cursor: Option<String>,
+    /// Steps taken.
+    pub steps: u64,
+    /// Simulated time at the end.
+    pub end: Instant,
+}
+
+/// Why a streamed run failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The header's settings are out of the core's bounds.
+    #[error(transparent)]
+    Config(#[from] reconcile_core::ConfigError),
+    /// The output could not be written (a closed pipe, a full disk): the run stopped there.
+    #[error("writing the output: {0}")]
+    Output(#[source] std::io::Error),
+}

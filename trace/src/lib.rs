@@ -14,10 +14,12 @@ use serde_json::value::RawValue;
 
 use reconcile_core::{Instant, KeyBy};
 
+pub mod read;
 pub mod redact;
 mod run;
 pub mod selector;
 
+pub use read::{BOM, Limits, MAX_INPUT, MAX_LINE, numbered_lines, read_bounded, strip_bom};
 pub use run::{Recorded, TraceBuilder, header_for, to_trace};
 
 /// The header key that marks a trace, with its version.
@@ -32,15 +34,42 @@ pub const FORMAT_VERSION: u64 = 2;
 pub const MAX_RECORDS: usize = 10_000_000;
 
 /// A bad trace line: which file, which line, what is wrong.
+///
+/// Shown as `file:line: message`, or `file: message` when no line is at fault (line 0):
+/// a message never names a line 0, which no file has.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{file}:{line}: {message}")]
+#[error("{}", at(file, *line, message))]
 pub struct TraceError {
     /// The file (or `-` / a label when not read from a file).
     pub file: String,
-    /// 1-based line number; 0 when the whole file is at fault.
+    /// 1-based line number; 0 when the whole file is at fault, or the record was generated
+    /// (an importer's synthesized LIST) and has no line.
     pub line: usize,
     /// What is wrong.
     pub message: String,
+}
+
+/// `file:line: message`, or `file: message` for line 0 (no line).
+#[must_use]
+pub fn at(file: &str, line: usize, message: &str) -> String {
+    if line == 0 {
+        format!("{file}: {message}")
+    } else {
+        format!("{file}:{line}: {message}")
+    }
+}
+
+/// A serde_json error as a message, its recursion limit named as such (serde_json refuses
+/// JSON nested deeper than 128 levels; the text is not malformed).
+#[must_use]
+pub fn json_error(e: &serde_json::Error) -> String {
+    let text = e.to_string();
+    match text.strip_prefix("recursion limit exceeded") {
+        Some(rest) => format!(
+            "nested deeper than 128 levels, serde_json's recursion limit{rest} (the JSON may be well formed; no format here nests so deep)"
+        ),
+        None => text,
+    }
 }
 
 /// Bytes that came off the wire (a LIST or WATCH body, a watch line), kept exactly.
@@ -922,9 +951,8 @@ fn parse_record(l: &Line<'_>) -> Result<Record, String> {
 /// When `bytes` are not UTF-8.
 pub fn utf8_text<'a>(name: &str, bytes: &'a [u8]) -> Result<&'a str, TraceError> {
     std::str::from_utf8(bytes).map_err(|e| {
-        let good = &bytes[..e.valid_up_to()];
-        let line = good.iter().filter(|b| **b == b'\n').count() + 1;
-        let column = good.len() - good.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1) + 1;
+        // Line ends counted as every reader counts them: LF, CRLF or a lone CR.
+        let (line, column) = read::line_and_column(bytes, e.valid_up_to());
         TraceError {
             file: name.to_owned(),
             line,
@@ -945,7 +973,8 @@ impl Trace {
         Trace::parse(name, utf8_text(name, bytes)?)
     }
 
-    /// Parses a trace from its text; `name` is used in error messages.
+    /// Parses a trace from its text; `name` is used in error messages. A leading byte order
+    /// mark is skipped, and lines may end in LF, CRLF or a lone CR ([`numbered_lines`]).
     ///
     /// # Errors
     /// The first bad line, with its number and what is wrong.
@@ -955,11 +984,7 @@ impl Trace {
             line,
             message,
         };
-        let mut lines = text
-            .lines()
-            .enumerate()
-            .map(|(i, l)| (i + 1, l))
-            .filter(|(_, l)| !l.trim().is_empty());
+        let mut lines = numbered_lines(strip_bom(text)).filter(|(_, l)| !l.trim().is_empty());
         let (first, header_text) = lines
             .next()
             .ok_or_else(|| err(0, "empty file: expected a header line".into()))?;
@@ -967,7 +992,8 @@ impl Trace {
             err(
                 first,
                 format!(
-                    "not a trace header (expected {{\"{FORMAT_KEY}\": {FORMAT_VERSION}, ...}}): {e}"
+                    "not a trace header (expected {{\"{FORMAT_KEY}\": {FORMAT_VERSION}, ...}}): {}",
+                    json_error(&e)
                 ),
             )
         })?;
@@ -978,8 +1004,8 @@ impl Trace {
             if entries.len() >= MAX_RECORDS {
                 return Err(err(number, format!("more than {MAX_RECORDS} records")));
             }
-            let line: Line<'_> =
-                serde_json::from_str(text).map_err(|e| err(number, format!("bad record: {e}")))?;
+            let line: Line<'_> = serde_json::from_str(text)
+                .map_err(|e| err(number, format!("bad record: {}", json_error(&e))))?;
             let record = parse_record(&line).map_err(|m| err(number, m))?;
             let at = match line.t {
                 Some(t) => {
@@ -1341,6 +1367,56 @@ mod tests {
         let e = Trace::parse("x.jsonl", &format!("{HEADER}\n{{not json\n")).unwrap_err();
         assert_eq!((e.file.as_str(), e.line), ("x.jsonl", 2));
         assert!(e.message.starts_with("bad record"), "{e}");
+    }
+
+    #[test]
+    fn a_bom_and_crlf_or_cr_line_ends_read_as_lf_with_the_same_line_numbers() {
+        let lf = format!("{HEADER}\n{{\"record\":\"stop\",\"t\":1}}\n\n{{\"record\":\"stop\"}}\n");
+        let want = Trace::parse("x", &lf).unwrap();
+        for text in [
+            format!("\u{feff}{lf}"),
+            lf.replace('\n', "\r\n"),
+            lf.replace('\n', "\r"),
+            format!("\u{feff}{}", lf.replace('\n', "\r")),
+        ] {
+            let got = Trace::parse("x", &text).unwrap();
+            assert_eq!(got, want, "{text:?}");
+            assert_eq!(got.entries[1].line, 4);
+            let bad = text.replace("\"t\":1", "\"t\":-1");
+            assert_eq!(Trace::parse("x", &bad).unwrap_err().line, 2, "{text:?}");
+        }
+        // Invalid UTF-8 is placed counting the same line ends.
+        let e = utf8_text("x", b"{}\r{}\r\n\xff").unwrap_err();
+        assert_eq!(
+            (e.line, e.message.starts_with("invalid UTF-8 at byte 1 ")),
+            (3, true),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn no_message_names_line_0() {
+        let e = Trace::parse("a", "\u{feff}\n").unwrap_err();
+        assert_eq!(e.to_string(), "a: empty file: expected a header line");
+        let e = TraceError {
+            file: "f".into(),
+            line: 7,
+            message: "m".into(),
+        };
+        assert_eq!(e.to_string(), "f:7: m");
+    }
+
+    #[test]
+    fn the_recursion_limit_is_named_as_such() {
+        let deep = format!("{}1{}", "[".repeat(200), "]".repeat(200));
+        let e = serde_json::from_str::<serde_json::Value>(&deep).unwrap_err();
+        assert_eq!(
+            json_error(&e),
+            "nested deeper than 128 levels, serde_json's recursion limit at line 1 column 128 \
+             (the JSON may be well formed; no format here nests so deep)"
+        );
+        let e = serde_json::from_str::<serde_json::Value>("[").unwrap_err();
+        assert_eq!(json_error(&e), e.to_string());
     }
 
     #[test]

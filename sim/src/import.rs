@@ -9,7 +9,16 @@
 //! | `kubespy` | arrays of successive states of one pod | ADDED / MODIFIED / DELETED inferred; a new uid under the same name is a new object |
 //! | `pod-list` | one PodList | the initial state: one LIST |
 //!
-//! Timestamps: captures carry none, so records are spaced one second apart.
+//! Timestamps: captures carry none, so records are spaced one second apart, or closer (whole
+//! milliseconds) when that would take the trace past the span world mode simulates
+//! ([`MAX_SPAN`] less the default `--settle`); the header's description then says so.
+//!
+//! Reading: a leading byte order mark is skipped and lines may end in LF, CRLF or a lone CR
+//! ([`numbered_lines`]); a frame imported from a watch stream or kubectl's output keeps the
+//! line it came from, for messages. A trace is refused here when its header's settings are
+//! ones the core refuses ([`crate::harness::config`], the very check a run makes), naming
+//! the header's line, and so is a capture nested past serde_json's recursion limit, named as
+//! such.
 
 use std::fmt;
 use std::time::Duration;
@@ -22,7 +31,11 @@ use reconcile_core::Instant;
 
 use reconcile_core::KeyBy;
 
-use crate::trace::{Entry, FORMAT_KEY, Header, Payload, Record, RecordedEnd, Trace};
+use crate::simulate::{MAX_SPAN, SimOptions};
+use crate::trace::{
+    Entry, FORMAT_KEY, Header, MAX_RECORDS, Payload, Record, RecordedEnd, Trace, TraceError,
+    json_error, numbered_lines, strip_bom,
+};
 
 /// A capture format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,11 +124,12 @@ pub fn minify(json: &str) -> String {
     out
 }
 
-/// Guesses the format from the content.
+/// Guesses the format from the content (a leading byte order mark skipped, lines ended by
+/// LF, CRLF or a lone CR).
 #[must_use]
 pub fn detect(text: &str) -> Option<Format> {
-    let trimmed = text.trim_start();
-    let first_line = trimmed.lines().next().unwrap_or("");
+    let trimmed = strip_bom(text).trim_start();
+    let first_line = numbered_lines(trimmed).next().map_or("", |(_, l)| l);
     if let Ok(Value::Object(m)) = serde_json::from_str::<Value>(first_line)
         && m.contains_key(FORMAT_KEY)
     {
@@ -140,7 +154,7 @@ pub fn detect(text: &str) -> Option<Format> {
         }
         if m.contains_key("type") && m.contains_key("object") {
             // One event: a stream of one line, or kubectl's one object.
-            return Some(if trimmed.trim_end().contains('\n') {
+            return Some(if trimmed.trim_end().contains(['\n', '\r']) {
                 Format::Kubectl
             } else {
                 Format::WatchStream
@@ -148,8 +162,8 @@ pub fn detect(text: &str) -> Option<Format> {
         }
         return None;
     }
-    let lines_are_frames = trimmed
-        .lines()
+    let lines_are_frames = numbered_lines(trimmed)
+        .map(|(_, l)| l)
         .filter(|l| !l.trim().is_empty())
         .all(|l| matches!(serde_json::from_str::<Value>(l), Ok(Value::Object(m)) if m.contains_key("type")));
     if lines_are_frames {
@@ -162,11 +176,87 @@ pub fn detect(text: &str) -> Option<Format> {
     None
 }
 
+/// The first place in `text` where serde_json stops at its recursion limit, with the line
+/// it names: a capture nested that deep is named as such, not as an unknown format.
+fn nested_too_deep(text: &str) -> Option<(usize, String)> {
+    let mut values = serde_json::Deserializer::from_str(text).into_iter::<Value>();
+    loop {
+        match values.next()? {
+            Ok(_) => {}
+            Err(e) if e.to_string().starts_with("recursion limit exceeded") => {
+                return Some((e.line(), json_error(&e)));
+            }
+            Err(_) => return None,
+        }
+    }
+}
+
+/// The line of a trace's header: its first line that is not blank.
+fn header_line(text: &str) -> usize {
+    numbered_lines(strip_bom(text))
+        .find(|(_, l)| !l.trim().is_empty())
+        .map_or(1, |(n, _)| n)
+}
+
+/// Refuses a header whose settings the core refuses, with the same check a run makes.
+fn check_header(file: &str, line: usize, header: &Header) -> Result<(), TraceError> {
+    crate::harness::config(header)
+        .map(drop)
+        .map_err(|e| TraceError {
+            file: file.to_owned(),
+            line,
+            message: format!("the header's settings: {e}"),
+        })
+}
+
+/// The line each of `n` items starting at byte offsets `starts` of `text` is on (offsets in
+/// increasing order), counted in one pass.
+fn lines_at(text: &str, starts: impl IntoIterator<Item = usize>) -> Vec<usize> {
+    let bytes = text.as_bytes();
+    let (mut pos, mut line) = (0, 1);
+    starts
+        .into_iter()
+        .map(|offset| {
+            let (more, _) = crate::trace::read::line_and_column(&bytes[pos..], offset - pos);
+            line += more - 1;
+            pos = offset;
+            line
+        })
+        .collect()
+}
+
+/// Spaces the 1-second ticks of an imported trace closer (whole milliseconds) when its last
+/// record would leave no room for the default `--settle` within [`MAX_SPAN`]; the spacing,
+/// when changed.
+fn fit_horizon(trace: &mut Trace) -> Option<Duration> {
+    let budget = MAX_SPAN.saturating_sub(SimOptions::default().settle);
+    let last = trace
+        .entries
+        .iter()
+        .filter_map(|e| e.at)
+        .max()?
+        .since_origin();
+    if last <= budget {
+        return None;
+    }
+    let step_ms = u64::try_from(budget.as_millis()).unwrap_or(u64::MAX) / last.as_secs().max(1);
+    for entry in &mut trace.entries {
+        if let Some(at) = entry.at {
+            let ticks = at.since_origin().as_secs();
+            entry.at = Some(Instant::from_duration(Duration::from_millis(
+                ticks.saturating_mul(step_ms),
+            )));
+        }
+    }
+    Some(Duration::from_millis(step_ms))
+}
+
 /// Imports `text` (read from `file`) as `format`, or as the detected format when `None`.
 ///
 /// # Errors
 /// [`ImportError`] naming the file and what is wrong.
 pub fn import(file: &str, text: &str, format: Option<Format>) -> Result<Trace, ImportError> {
+    let text = strip_bom(text);
     if format.is_none() && text.trim().is_empty() {
         return Err(ImportError::Unrecognised {
             file: file.to_owned(),
@@ -175,12 +265,25 @@ pub fn import(file: &str, text: &str, format: Option<Format>) -> Result<Trace, I
     }
     let format = match format {
         Some(f) => f,
-        None => detect(text).ok_or_else(|| ImportError::Unrecognised {
-            file: file.to_owned(),
-            reason: "not a trace header, a JSON array of recordings or pod states, a PodList, \
-                     newline-delimited watch frames, or concatenated watch events"
-                .into(),
-        })?,
+        None => match detect(text) {
+            Some(format) => format,
+            None => {
+                if let Some((line, message)) = nested_too_deep(text) {
+                    return Err(TraceError {
+                        file: file.to_owned(),
+                        line,
+                        message,
+                    }
+                    .into());
+                }
+                return Err(ImportError::Unrecognised {
+                    file: file.to_owned(),
+                    reason: "not a trace header, a JSON array of recordings or pod states, a \
+                             PodList, newline-delimited watch frames, or concatenated watch events"
+                        .into(),
+                });
+            }
+        },
     };
     let bad = |message: String| ImportError::Bad {
         file: file.to_owned(),
@@ -188,35 +291,40 @@ pub fn import(file: &str, text: &str, format: Option<Format>) -> Result<Trace, I
         message,
     };
     let mut trace = match format {
-        Format::Trace => return Ok(Trace::parse(file, text)?),
+        Format::Trace => {
+            let trace = Trace::parse(file, text)?;
+            check_header(file, header_line(text), &trace.header)?;
+            return Ok(trace);
+        }
         Format::WatchStream => {
-            let frames: Vec<String> = text
-                .lines()
-                .map(str::trim)
-                .filter(|l| !l.is_empty())
-                .map(str::to_owned)
-                .collect();
-            watch_trace(&frames).map_err(bad)?
+            let (lines, frames): (Vec<usize>, Vec<String>) = numbered_lines(text)
+                .map(|(n, l)| (n, l.trim()))
+                .filter(|(_, l)| !l.is_empty())
+                .map(|(n, l)| (n, l.to_owned()))
+                .unzip();
+            with_lines(watch_trace(&frames).map_err(bad)?, &lines)
         }
         Format::Kubectl => {
             let mut frames = Vec::new();
-            let mut offset = 0;
+            let mut starts = Vec::new();
             let mut stream = serde_json::Deserializer::from_str(text).into_iter::<&RawValue>();
             for (i, event) in stream.by_ref().enumerate() {
-                let event = event.map_err(|e| bad(format!("event {}: {e}", i + 1)))?;
-                offset += 1;
+                let event =
+                    event.map_err(|e| bad(format!("event {}: {}", i + 1, json_error(&e))))?;
+                // Borrowed from `text`: its offset there.
+                starts.push(event.get().as_ptr() as usize - text.as_ptr() as usize);
                 frames.push(minify(event.get()));
             }
-            if offset == 0 {
+            if frames.is_empty() {
                 return Err(bad("no events".into()));
             }
-            watch_trace(&frames).map_err(bad)?
+            with_lines(watch_trace(&frames).map_err(bad)?, &lines_at(text, starts))
         }
         Format::K8sOpenapi => k8s_openapi(text).map_err(bad)?,
         Format::Kubespy => kubespy(text).map_err(bad)?,
         Format::PodList => {
-            let list: Value =
-                serde_json::from_str(text).map_err(|e| bad(format!("not JSON: {e}")))?;
+            let list: Value = serde_json::from_str(text)
+                .map_err(|e| bad(format!("not JSON: {}", json_error(&e))))?;
             if !list["items"].is_array() {
                 return Err(bad("no \"items\" array".into()));
             }
@@ -237,9 +345,38 @@ pub fn import(file: &str, text: &str, format: Option<Format>) -> Result<Trace, I
             }
         }
     };
+    if let Some(entry) = trace.entries.get(MAX_RECORDS) {
+        return Err(bad(format!(
+            "{}more than {MAX_RECORDS} records, the most a trace holds",
+            if entry.line == 0 {
+                String::new()
+            } else {
+                format!("line {}: ", entry.line)
+            }
+        )));
+    }
+    check_header(file, 0, &trace.header)?;
     trace.name = file.to_owned();
-    trace.header.description = Some(format!("imported from {file} as {format}"));
+    let mut description = format!("imported from {file} as {format}");
+    if let Some(step) = fit_horizon(&mut trace) {
+        description.push_str(&format!(
+            "; records {} ms apart, not 1 s, so the trace and the default --settle fit the {} s \
+             world mode simulates (the capture has no timestamps)",
+            step.as_millis(),
+            MAX_SPAN.as_secs()
+        ));
+    }
+    trace.header.description = Some(description);
     Ok(trace)
+}
+
+/// `trace` (from [`watch_trace`]: LIST, WATCH, then the frames) with each frame on the line
+/// of the capture it came from.
+fn with_lines(mut trace: Trace, lines: &[usize]) -> Trace {
+    for (entry, line) in trace.entries.iter_mut().skip(2).zip(lines) {
+        entry.line = *line;
+    }
+    trace
 }
 
 /// The first frame's object version, minus one when numeric: a LIST version from which a
@@ -344,8 +481,8 @@ struct Recording {
 
 /// Pod LIST and WATCH requests, as recorded; other requests are skipped with a note.
 fn k8s_openapi(text: &str) -> Result<Trace, String> {
-    let recordings: Vec<Recording> =
-        serde_json::from_str(text).map_err(|e| format!("not a recording array: {e}"))?;
+    let recordings: Vec<Recording> = serde_json::from_str(text)
+        .map_err(|e| format!("not a recording array: {}", json_error(&e)))?;
     let mut entries = Vec::new();
     let mut t = 0;
     let mut listed = false;
@@ -486,12 +623,12 @@ fn k8s_openapi(text: &str) -> Result<Trace, String> {
 /// new uid under the same name is the old one DELETED, then the new one ADDED.
 fn kubespy(text: &str) -> Result<Trace, String> {
     let states: Vec<&RawValue> =
-        serde_json::from_str(text).map_err(|e| format!("not a JSON array: {e}"))?;
+        serde_json::from_str(text).map_err(|e| format!("not a JSON array: {}", json_error(&e)))?;
     let mut frames = Vec::with_capacity(states.len() + 1);
     let mut last: Option<(Value, String)> = None;
     for (i, raw) in states.iter().enumerate() {
-        let value: Value =
-            serde_json::from_str(raw.get()).map_err(|e| format!("state #{}: {e}", i + 1))?;
+        let value: Value = serde_json::from_str(raw.get())
+            .map_err(|e| format!("state #{}: {}", i + 1, json_error(&e)))?;
         let uid = value["metadata"]["uid"]
             .as_str()
             .ok_or_else(|| format!("state #{}: no metadata.uid", i + 1))?
@@ -583,6 +720,130 @@ mod tests {
             })
             .collect();
         assert_eq!(types, ["ADDED 1", "MODIFIED 1", "DELETED 1", "ADDED 2"]);
+    }
+
+    #[test]
+    fn a_capture_too_long_for_1_s_spacing_is_spaced_to_fit_the_horizon() {
+        // What an importer builds from 2.7M frames, one tick a second (the ticks in between
+        // left out: 2.7M real frames take 7 s and 640 MB in a debug test): its end is past
+        // world mode's 30 days, which `simulate` refused at "line 0" (issue 31).
+        let frames = 2_700_000;
+        let mut trace = watch_trace(&["x".to_owned(), "x".to_owned()]).unwrap();
+        trace.entries[3].at = secs(frames);
+        trace.entries[4].at = secs(frames + 1);
+        let opts = SimOptions {
+            render: crate::Render::Quiet,
+            ..SimOptions::default()
+        };
+        let e = crate::simulate::validate(&trace, &opts).unwrap_err();
+        assert!(
+            e.message
+                .contains("past the 2592000 s world mode simulates"),
+            "{e}"
+        );
+        assert_eq!(fit_horizon(&mut trace), Some(Duration::from_millis(959)));
+        crate::simulate::validate(&trace, &opts).unwrap();
+        let at = |i: usize| trace.entries[i].at.unwrap().since_origin();
+        // (30 days - the default 600 s settle) / 2.7M ticks: 959 ms a tick.
+        assert_eq!((at(1), at(2)), (Duration::ZERO, Duration::from_millis(959)));
+        assert_eq!(at(4), Duration::from_millis(959 * (frames + 1)));
+        assert!(at(4) + opts.settle <= MAX_SPAN);
+        // `import` spaces what it builds so, and a capture that fits keeps 1 s.
+        let small = import("w", "x\nx\n", Some(Format::WatchStream)).unwrap();
+        assert_eq!(small.entries[3].at, secs(2));
+        assert_eq!(
+            small.header.description.as_deref(),
+            Some("imported from w as watch-stream")
+        );
+        let mut fits = small.clone();
+        assert_eq!(fit_horizon(&mut fits), None);
+        assert_eq!(fits, small);
+    }
+
+    #[test]
+    fn a_header_the_core_refuses_is_refused_at_import_naming_its_line() {
+        for (header, message) in [
+            (
+                "{\"reconcile_sim_trace\":1,\"concurrency\":0}",
+                "concurrency must be between 1 and 4096, got 0",
+            ),
+            (
+                "{\"reconcile_sim_trace\":1,\"timeout_seconds\":0}",
+                "watch timeout_seconds must be positive",
+            ),
+        ] {
+            let e = import("t", &format!("\n{header}\n"), None).unwrap_err();
+            assert_eq!(
+                e.to_string(),
+                format!("t:2: the header's settings: {message}")
+            );
+        }
+    }
+
+    #[test]
+    fn a_bom_and_any_line_ends_import_and_frames_keep_their_lines() {
+        let lf = "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"a\",\"resourceVersion\":\"5\"}}}\n\n{\"type\":\"DELETED\",\"object\":{\"metadata\":{\"name\":\"a\",\"resourceVersion\":\"6\"}}}\n";
+        let want = import("w", lf, None).unwrap();
+        for text in [
+            format!("\u{feff}{lf}"),
+            lf.replace('\n', "\r\n"),
+            lf.replace('\n', "\r"),
+        ] {
+            assert_eq!(detect(&text), Some(Format::WatchStream), "{text:?}");
+            let got = import("w", &text, None).unwrap();
+            assert_eq!(got.entries, want.entries, "{text:?}");
+        }
+        assert_eq!(want.entries[2].line, 1);
+        assert_eq!(want.entries[3].line, 3);
+        // kubectl's pretty-printed events, each at the line it starts on.
+        let kubectl = "{\n  \"type\": \"ADDED\",\n  \"object\": {}\n}\r\n{\r  \"type\": \"DELETED\",\n  \"object\": {}\n}\n";
+        let trace = import("k", kubectl, None).unwrap();
+        assert_eq!((trace.entries[2].line, trace.entries[3].line), (1, 5));
+        // A trace with a BOM and CR line ends.
+        let trace = import(
+            "t",
+            "\u{feff}{\"reconcile_sim_trace\":1}\r{\"record\":\"stop\"}\r",
+            None,
+        )
+        .unwrap();
+        assert_eq!(trace.entries[0].line, 2);
+    }
+
+    #[test]
+    fn nesting_past_the_recursion_limit_is_named_with_its_line() {
+        let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+        // A recording array whose second line nests too deep: no format matches.
+        let text = format!("[{{\"request_url\":\"/x\",\n\"response_body\":{deep}}}]\n");
+        let e = import("d", &text, None).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("d:2: nested deeper than 128 levels, serde_json's recursion limit"),
+            "{e}"
+        );
+        // One watch event nested too deep.
+        let e = import(
+            "d",
+            &format!("{{\"type\":\"ADDED\",\"object\":{deep}}}"),
+            None,
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("d:1: nested deeper than 128 levels"),
+            "{e}"
+        );
+        let e = import("d", &deep, None).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("d:1: nested deeper than 128 levels"),
+            "{e}"
+        );
+        // Named so with --from too.
+        let e = import("d", &deep, Some(Format::Kubespy)).unwrap_err();
+        assert!(
+            e.to_string().contains("nested deeper than 128 levels"),
+            "{e}"
+        );
     }
 
     #[test]

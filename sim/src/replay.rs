@@ -174,7 +174,8 @@ impl Replay<'_> {
     }
 
     fn diverge(&mut self, entry: &Entry, why: String) {
-        let detail = format!("{}:{}: {why}", self.trace.name, entry.line);
+        // `file:line: why`, or `file: why` for a generated record (no line 0).
+        let detail = crate::trace::at(&self.trace.name, entry.line, &why);
         self.h.note(&format!("DIVERGENCE at {detail}"));
         self.h.violations.push(Violation {
             at: self.h.now(),

@@ -12,6 +12,8 @@ const BIN: &str = env!("CARGO_BIN_EXE_reconcile-sim");
 /// 20 MiB of it.
 const CAP_BYTES: u64 = 64 << 20;
 const HEADER: &str = r#"{"reconcile_sim_trace":1}"#;
+const LIST: &str = r#"{"record":"list","t":0,"status":200,"body":{"metadata":{"resourceVersion":"1"},"items":[]}}"#;
+const FRAME: &str = r#"{"type":"ADDED","object":{"metadata":{"name":"a","resourceVersion":"2"}}}"#;
 
 fn dir() -> PathBuf {
     static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
@@ -190,13 +192,103 @@ fn every_bad_input_has_its_status_and_message_within_the_memory_cap() {
             "x:3: invalid UTF-8 at byte 26",
         ),
         row(
-            "binary garbage",
+            "binary garbage (its first byte NUL)",
             (0..4096u32)
                 .map(|i| (i * 7919 % 251) as u8)
                 .collect::<Vec<u8>>(),
             "simulate",
             2,
-            "invalid UTF-8",
+            "x:1: a NUL byte at byte 1 of the line",
+        ),
+        row(
+            "binary garbage with no NUL",
+            (1..4096u32)
+                .map(|i| (i * 7919 % 251) as u8 | 0x80)
+                .collect::<Vec<u8>>(),
+            "simulate",
+            2,
+            "x:1: invalid UTF-8 at byte 1",
+        ),
+        row(
+            "UTF-16 (its byte order mark)",
+            b"\xff\xfe{\0}\0".to_vec(),
+            "import",
+            2,
+            "x:1: starts with a UTF-16 byte order mark: a trace or capture is UTF-8 text",
+        ),
+        row(
+            "a UTF-8 byte order mark before a trace",
+            format!("\u{feff}{HEADER}\n{LIST}\n"),
+            "simulate",
+            0,
+            "",
+        ),
+        row(
+            "CRLF line ends",
+            format!("{HEADER}\r\n{LIST}\r\n"),
+            "replay",
+            0,
+            "",
+        ),
+        row(
+            "CR-only line ends",
+            format!("{HEADER}\r{LIST}\r"),
+            "simulate",
+            0,
+            "",
+        ),
+        row(
+            "CR-only line ends, a bad record on line 3",
+            format!("{HEADER}\r{LIST}\r{{\"record\":\"frobnicate\"}}\r"),
+            "replay",
+            2,
+            "x:3: unknown record kind \"frobnicate\"",
+        ),
+        row(
+            "a byte order mark and CR-only line ends before a watch stream",
+            format!("\u{feff}{FRAME}\r{FRAME}\r"),
+            "import",
+            0,
+            "",
+        ),
+        row(
+            "a capture nested past serde_json's recursion limit",
+            format!(
+                "{{\"type\":\"ADDED\",\"object\":{}{}}}\n",
+                "[".repeat(200),
+                "]".repeat(200)
+            ),
+            "import",
+            2,
+            "x:1: nested deeper than 128 levels, serde_json's recursion limit at line 1 column",
+        ),
+        row(
+            "concurrency 0, imported",
+            "{\"reconcile_sim_trace\":1,\"concurrency\":0}\n",
+            "import",
+            2,
+            "x:1: the header's settings: concurrency must be between 1 and 4096, got 0",
+        ),
+        row(
+            "timeout_seconds 0 after a blank line, replayed",
+            "\n{\"reconcile_sim_trace\":1,\"timeout_seconds\":0}\n",
+            "replay",
+            2,
+            "x:2: the header's settings: watch timeout_seconds must be positive",
+        ),
+        row(
+            "timeout_seconds 0, simulated",
+            "{\"reconcile_sim_trace\":1,\"timeout_seconds\":0}\n",
+            "simulate",
+            2,
+            "x:1: the header's settings: watch timeout_seconds must be positive",
+        ),
+        row(
+            "the last record too near the horizon for --settle",
+            format!("{HEADER}\n{{\"record\":\"reconcile_all\",\"t\":2591900}}\n"),
+            "simulate",
+            2,
+            "x:2: the last record at 2591900s plus --settle 600s is past the 2592000 s",
         ),
         row(
             "deep nesting (100k levels) in a LIST body: a wire fault, noted",
@@ -237,6 +329,7 @@ fn every_bad_input_has_its_status_and_message_within_the_memory_cap() {
         let status = out.status.code();
         let ok = status == Some(row.status)
             && stderr.contains(row.message)
+            && !stderr.contains(":0:")
             && !stderr.contains("panicked");
         report.push_str(&format!(
             "{} {i:>2} {}: {} exit {status:?} (want {}): {}\n",
@@ -259,6 +352,53 @@ fn a_missing_file_is_named() {
         String::from_utf8_lossy(&out.stderr)
             .starts_with("reconcile-sim: /nonexistent/trace.jsonl: No such file"),
         "{out:?}"
+    );
+}
+
+#[test]
+fn a_file_too_large_is_refused_from_its_metadata_before_reading() {
+    // Sparse: 1.2 GB long, no block on disk; refused at once, not after reading 1 GiB.
+    let dir = dir();
+    let path = dir.join("big");
+    std::fs::File::create(&path)
+        .unwrap()
+        .set_len(1_200_000_000)
+        .unwrap();
+    let out = capped(&["import", path.to_str().unwrap()]);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.ends_with(
+            "big: 1200000000 bytes, larger than 1073741824 bytes, the most reconcile-sim reads\n"
+        ),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn dev_zero_is_refused_at_its_first_byte() {
+    let out = capped(&["simulate", "/dev/zero"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .starts_with("reconcile-sim: /dev/zero:1: a NUL byte at byte 1 of the line"),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn an_endless_pipe_is_a_clear_error_within_the_memory_cap() {
+    // Newlines without end: read in bounded chunks, refused once the cap allows no more
+    // (beyond the cap, at 1 GiB + 1 byte: `reconcile_trace::read_bounded`'s own tests).
+    let out = bash(r#"yes '' | prlimit --as=$CAP -- "$BIN" import /dev/stdin"#);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.starts_with("reconcile-sim: /dev/stdin: cannot hold ")
+            && stderr.contains(" bytes in memory (read so far: ")
+            && !stderr.contains("panicked"),
+        "{stderr}"
     );
 }
 

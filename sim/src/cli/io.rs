@@ -1,16 +1,13 @@
-//! The command line's input and output: files read whole up to a bound, invalid UTF-8
-//! named by line, and output written as it is produced, where a closed pipe ends the program
+//! The command line's input and output: files read whole up to a bound (a regular file's
+//! size checked from its metadata before any byte is read, a pipe's or a device's as it is
+//! read, every line within [`trace::MAX_LINE`]), invalid UTF-8 named by line, and output written as it is produced, where a closed pipe ends the program
 //! quietly and any other write error (a full disk) is a clear error, never a panic.
 
-use std::io::{self, Read as _, Write as _};
+use std::io::{self, Write as _};
 use std::path::Path;
 
 use reconcile_sim::import::{self, Format};
 use reconcile_sim::trace::{self, Trace};
-
-/// The largest input file read: far above any capture, low enough that a stray argument
-/// (a disk image, `/dev/zero`) is refused instead of filling memory.
-pub const MAX_INPUT: u64 = 1 << 30;
 
 /// Why the program stops with an error.
 #[derive(Debug)]
@@ -48,23 +45,31 @@ pub fn exit_for(failure: &Failure) -> (u8, Option<String>) {
     }
 }
 
-/// Reads `path` whole, at most [`MAX_INPUT`] bytes.
+/// Reads `path` whole, at most [`trace::MAX_INPUT`] bytes and [`trace::MAX_LINE`] on a line
+/// ([`trace::read_bounded`]): a regular file larger than that is refused from its metadata
+/// before a byte is read; anything else (a pipe, a device) is read up to the first byte past
+/// a bound.
 ///
 /// # Errors
 /// When it cannot be read or is larger than the bound.
 pub fn read_bytes(path: &Path) -> Result<Vec<u8>, String> {
-    let name = path.display();
+    let limits = trace::Limits::default();
+    let name = path.display().to_string();
     let file = std::fs::File::open(path).map_err(|e| format!("{name}: {e}"))?;
-    let mut bytes = Vec::new();
-    file.take(MAX_INPUT + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| format!("{name}: {e}"))?;
-    if bytes.len() as u64 > MAX_INPUT {
-        return Err(format!(
-            "{name}: larger than {MAX_INPUT} bytes, the most reconcile-sim reads"
-        ));
-    }
-    Ok(bytes)
+    let metadata = file.metadata().map_err(|e| format!("{name}: {e}"))?;
+    let expected = if metadata.is_file() {
+        if metadata.len() > limits.max_bytes {
+            return Err(format!(
+                "{name}: {} bytes, larger than {} bytes, the most reconcile-sim reads",
+                metadata.len(),
+                limits.max_bytes
+            ));
+        }
+        metadata.len()
+    } else {
+        0
+    };
+    trace::read::read_bounded_with(&name, file, limits, expected).map_err(|e| e.to_string())
 }
 
 /// Reads a trace or an importable capture.
@@ -75,7 +80,7 @@ pub fn read_trace(path: &Path, from: Option<Format>) -> Result<Trace, String> {
     let name = path.display().to_string();
     let bytes = read_bytes(path)?;
     let text = trace::utf8_text(&name, &bytes).map_err(|e| e.to_string())?;
-    import::import(&name, text, from).map_err(|e| e.to_string())
+    import::import(&name, trace::strip_bom(text), from).map_err(|e| e.to_string())
 }
 
 /// The standard output as a run's sink (unbuffered beyond the run's own chunks).

@@ -68,12 +68,13 @@ pub fn validate(trace: &Trace, opts: &SimOptions) -> Result<(), crate::TraceErro
             ),
         ));
     }
-    let last = records
-        .last()
-        .map_or(Duration::ZERO, |(at, _)| at.since_origin());
+    let (last, last_line) = records.last().map_or((Duration::ZERO, 0), |(at, entry)| {
+        (at.since_origin(), entry.line)
+    });
     if last + opts.settle > MAX_SPAN {
+        // Named at the last record (no line for a trace with none, or a generated one).
         return Err(err(
-            0,
+            last_line,
             format!(
                 "the last record at {}s plus --settle {}s is past the {} s world mode simulates",
                 last.as_secs_f64(),

@@ -11,8 +11,9 @@ use crate::TraceError;
 pub const MAX_INPUT: u64 = 1 << 30;
 
 /// The longest line read, in bytes: a trace's LIST body is one line, so this is far above
-/// any watch frame and above a LIST of a hundred thousand real pods, yet a line of garbage
-/// is refused at this many bytes, naming its line, instead of being held whole.
+/// any watch frame (an object is at most about 1.5 MiB in etcd) and above a LIST of tens of
+/// thousands of real pods (a few KiB each), yet a line of garbage is refused at this many
+/// bytes, naming its line, instead of being held whole.
 pub const MAX_LINE: usize = 256 << 20;
 
 /// The UTF-8 byte order mark, which some editors write first; readers skip it.

@@ -12,6 +12,7 @@
 //! | [`harness`] | drives the core one input per step, renders lines, runs reconciles, checks invariants |
 //! | [`replay`](mod@replay) | replay mode: recorded answers in order, divergence reports |
 //! | [`world`], [`selector`] | the simulated apiserver: history, compaction, LIST / WATCH, selectors |
+//! | [`cluster`] | a simulated cluster for any kind: reads, writes, patches, apply, `/status`, finalizers, GC, over HTTP or typed |
 //! | [`simulate`](mod@simulate) | world mode: a discrete-event loop over the world, the core and the faults |
 //! | [`explore`] | swarm testing: seeded workloads and fault profiles, invariants, minimization |
 //! | `capture` (feature `capture`) | record a cluster's LIST and WATCH of one resource type as a trace, redacted |
@@ -28,6 +29,7 @@
 #[cfg(feature = "capture")]
 pub mod capture;
 pub mod clock;
+pub mod cluster;
 pub mod describe;
 pub mod election;
 pub mod explore;

@@ -34,7 +34,7 @@
 //!   it has exited, its stderr gets 1 s more to end;
 //! - a failed plugin's stderr reaches the error (and so logs and traces) only as a short
 //!   hint: its last line, at most 200 characters, with anything that could be a credential
-//!   replaced by `[redacted]` (see [`stderr_hint`]).
+//!   replaced by `[redacted]` (see `stderr_hint`).
 
 use std::process::Stdio;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};

@@ -45,6 +45,8 @@ pub mod endpoints;
 pub mod error;
 #[cfg(feature = "example")]
 pub mod example;
+#[cfg(feature = "exec")]
+pub mod exec;
 pub mod handle;
 pub mod lines;
 pub mod metrics;

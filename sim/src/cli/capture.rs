@@ -11,7 +11,7 @@ use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use reconcile_sim::capture::{self, CaptureOptions, Counters, ResourceSpec};
 use reconcile_sim::trace::redact::{JsonPath, Redaction};
-use reconcile_tokio::{KubeTransport, TokioRuntime};
+use reconcile_tokio::{KubeTransport, KubeTransportOptions, TokioRuntime};
 
 /// `capture`'s arguments.
 #[derive(Args, Debug)]
@@ -43,6 +43,10 @@ pub struct CaptureArgs {
     /// timeoutSeconds on every WATCH (default 300).
     #[arg(long)]
     watch_timeout: Option<u32>,
+    /// Seconds an exec credential plugin may run before it is killed and the capture fails
+    /// (default 60).
+    #[arg(long)]
+    exec_timeout: Option<f64>,
     /// Replace the value at this JSONPath in every object by a digest (sha256:<16 hex>),
     /// for example '$.spec.template.spec.containers[*].env[*].value'. Repeatable.
     #[arg(long = "redact", value_name = "JSONPATH")]
@@ -79,6 +83,14 @@ pub fn run(args: CaptureArgs) -> Result<(), String> {
         Some(d) => return Err(format!("--duration {d}: a positive number of seconds")),
         None => None,
     };
+    let mut transport_options = KubeTransportOptions::default();
+    match args.exec_timeout {
+        Some(t) if t.is_finite() && t > 0.0 && t < 1e9 => {
+            transport_options = transport_options.exec_timeout(Duration::from_secs_f64(t));
+        }
+        Some(t) => return Err(format!("--exec-timeout {t}: a positive number of seconds")),
+        None => {}
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -102,7 +114,10 @@ pub fn run(args: CaptureArgs) -> Result<(), String> {
                 .map_err(|e| format!("no cluster configuration (kubeconfig or in-cluster): {e}"))?
         };
         let default_namespace = config.default_namespace.clone();
-        let client = kube::Client::try_from(config).map_err(|e| format!("kube client: {e}"))?;
+        // Through the driver's own construction: the insecure-settings warning, and an exec
+        // plugin run under its time limit (kube's client would run it unbounded).
+        let transport = KubeTransport::with_options(config, transport_options)
+            .map_err(|e| format!("kube client: {e}"))?;
         let mut opts = CaptureOptions::new(spec, &args.output);
         opts.namespace = if args.all_namespaces {
             None
@@ -114,7 +129,7 @@ pub fn run(args: CaptureArgs) -> Result<(), String> {
         opts.watch_timeout = args.watch_timeout;
         opts.redaction = redaction;
         let started = std::time::Instant::now();
-        let capture = capture::prepare(TokioRuntime, KubeTransport::new(client), &opts)
+        let capture = capture::prepare(TokioRuntime, transport, &opts)
             .await
             .map_err(|e| e.to_string())?;
         let resource = capture.resource().clone();

@@ -389,6 +389,15 @@ fn run_failure(file: &Path, e: reconcile_sim::simulate::RunError) -> Failure {
 }
 
 fn main() -> ExitCode {
+    // Warnings (an insecure connection setting, a failed credential refresh) and whatever
+    // `RUST_LOG` asks for, on stderr: stdout carries the command's output.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .try_init();
     match run(Cli::parse()) {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::from(1),

@@ -48,6 +48,13 @@ pub trait DriverUnderTest: Sized + 'static {
     /// A transport for the cluster of `kubeconfig`.
     fn connect(kubeconfig: &Path) -> BoxFuture<Result<Self::Transport, String>>;
 
+    /// A transport for the cluster of `kubeconfig`, built by the driver from the config
+    /// (so with its own checks), whose exec credential plugin may run `exec_timeout`.
+    fn connect_with_exec_timeout(
+        kubeconfig: &Path,
+        exec_timeout: Duration,
+    ) -> BoxFuture<Result<Self::Transport, String>>;
+
     /// Serves `endpoints` (`/metrics`, `/healthz`, `/readyz`) on a loopback port with this
     /// driver's own listener; dropping the guard stops it.
     fn serve(endpoints: reconcile_engine::Endpoints) -> BoxFuture<Result<Serving, String>>;

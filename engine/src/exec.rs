@@ -1,20 +1,27 @@
-//! Exec credential plugins (`users[].user.exec`) on smol: the plugin runs as a child process
-//! of smol's (`smol::process`, async pipes and exit), never on tokio's.
+//! Exec credential plugins (`users[].user.exec`), run under one time limit by every driver
+//! (issue 31): the plugin runs as a child process of `async-process` (smol's process crate,
+//! runtime-agnostic: its pipes and exit are driven by async-io's reactor, never by tokio's),
+//! so the same code serves reconcile-smol, reconcile-tokio and `reconcile-sim capture`.
 //!
-//! kube's own refresh calls `tokio::task::spawn_blocking`, which panics outside a tokio
-//! runtime, so this module runs the plugin itself, following kube's `auth_exec` (and
-//! client-go): the command with its args and env, `KUBERNETES_EXEC_INFO` describing the
-//! request, stdin and stderr inherited unless `interactiveMode: Never`. The token is
-//! cached and the plugin re-run once it is within 60 s of its `expirationTimestamp`; a
-//! token without an expiry is kept for the transport's life, as kube keeps it.
+//! kube runs exec plugins with `std::process::Command::output()` (on tokio's blocking pool
+//! after the first time) with no time limit, and `kube::Client::try_from` runs the plugin
+//! once for the TLS config, once for the auth layer and once more for the client's expiry.
+//! So the drivers never let kube see an `exec` user: they run the plugin here, hand kube a
+//! config without it ([`config_without_exec`]), and add the credential themselves: the
+//! token as the `Authorization` header of each request, a client certificate
+//! (`clientCertificateData` / `clientKeyData`) in the TLS config of new connections.
 //!
-//! A plugin that answers with a client certificate instead of a token is handled by
-//! kube's TLS config at construction (`rustls_client_config` runs it once); no header is
-//! added then. Output must be JSON (kube also accepts YAML).
+//! This module follows kube's `auth_exec` (and client-go): the command with its args and
+//! env, `KUBERNETES_EXEC_INFO` describing the request, stdin and stderr inherited unless
+//! `interactiveMode: Never`. The credential is cached and the plugin re-run once it is
+//! within 60 s of its `expirationTimestamp`, as client-go caches it; one without an expiry
+//! is kept for the transport's life, as kube and client-go keep it. Output must be JSON
+//! (kube also accepts YAML).
 //!
 //! Bounds (issue 17), none of which kube or client-go has:
-//! - the plugin is killed after [`TransportOptions::exec_timeout`](super::TransportOptions)
-//!   (60 s by default) and the request fails with [`ExecError::Timeout`];
+//! - the plugin is killed after the transport's exec timeout ([`DEFAULT_EXEC_TIMEOUT`],
+//!   60 s, by default) and the request fails with [`ExecError::Timeout`], which names the
+//!   command, never its env or output;
 //! - no lock is held while it runs: one refresh runs at a time, and a request that still
 //!   holds a token that has not expired (only near its expiry) uses it instead of waiting
 //!   for the refresh; a request with no usable token waits for the refresh's outcome, and a
@@ -27,16 +34,20 @@
 //!   it has exited, its stderr gets 1 s more to end;
 //! - a failed plugin's stderr reaches the error (and so logs and traces) only as a short
 //!   hint: its last line, at most 200 characters, with anything that could be a credential
-//!   replaced by `[redacted]` (see [`stderr_hint`]).
+//!   replaced by `[redacted]` (see `stderr_hint`).
 
 use std::process::Stdio;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
+use async_io::Timer;
+use async_process::Command;
 use futures_lite::AsyncReadExt;
 use http::HeaderValue;
 use kube::config::{ExecConfig, ExecInteractiveMode};
-use smol::process::Command;
+
+/// How long a plugin may run before it is killed, unless a transport is told otherwise.
+pub const DEFAULT_EXEC_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Re-run the plugin when its token expires within this margin (kube's and client-go's).
 const REFRESH_MARGIN: Duration = Duration::from_secs(60);
@@ -96,15 +107,83 @@ pub enum ExecError {
     },
 }
 
-/// A cached credential: the header to send (`None` for a certificate credential) and when
-/// it stops being valid.
-#[derive(Debug, Clone)]
-struct Credential {
-    header: Option<HeaderValue>,
-    expires: Option<jiff::Timestamp>,
+/// A client certificate and its key from a plugin (`clientCertificateData` /
+/// `clientKeyData`), in PEM. Its `Debug` shows neither.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ClientIdentity {
+    certificate_pem: String,
+    key_pem: String,
 }
 
-impl Credential {
+impl ClientIdentity {
+    /// The certificate chain, PEM.
+    #[must_use]
+    pub fn certificate_pem(&self) -> &str {
+        &self.certificate_pem
+    }
+
+    /// The private key, PEM. A secret: never log it.
+    #[must_use]
+    pub fn key_pem(&self) -> &str {
+        &self.key_pem
+    }
+}
+
+impl std::fmt::Debug for ClientIdentity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ClientIdentity { .. }")
+    }
+}
+
+/// What one run of a plugin gave: a token (as the `Authorization` value to send, marked
+/// sensitive), a client certificate, or both, and when it stops being valid.
+#[derive(Clone)]
+pub struct ExecCredential {
+    authorization: Option<HeaderValue>,
+    identity: Option<ClientIdentity>,
+    expires: Option<jiff::Timestamp>,
+    /// Which run of the plugin this came from (1 for the first): a driver rebuilds what it
+    /// derived from an identity only when this changes.
+    generation: u64,
+}
+
+impl std::fmt::Debug for ExecCredential {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExecCredential")
+            .field("token", &self.authorization.as_ref().map(|_| "[redacted]"))
+            .field("identity", &self.identity)
+            .field("expires", &self.expires)
+            .field("generation", &self.generation)
+            .finish()
+    }
+}
+
+impl ExecCredential {
+    /// `Bearer <token>`, for the `Authorization` header (`None` for a certificate only).
+    #[must_use]
+    pub fn authorization(&self) -> Option<&HeaderValue> {
+        self.authorization.as_ref()
+    }
+
+    /// The client certificate, if the plugin gave one.
+    #[must_use]
+    pub fn identity(&self) -> Option<&ClientIdentity> {
+        self.identity.as_ref()
+    }
+
+    /// The plugin's `expirationTimestamp`, if it gave one.
+    #[must_use]
+    pub fn expires(&self) -> Option<jiff::Timestamp> {
+        self.expires
+    }
+
+    /// Which run of the plugin gave this credential: 1 for the first, one more per
+    /// successful refresh.
+    #[must_use]
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
     /// Valid for at least the refresh margin: no refresh needed.
     fn fresh(&self, now: jiff::Timestamp) -> bool {
         self.expires
@@ -120,33 +199,52 @@ impl Credential {
 /// What the refreshes so far left.
 #[derive(Debug, Default)]
 struct State {
-    credential: Option<Credential>,
+    credential: Option<ExecCredential>,
     /// Refreshes finished, with either outcome.
     refreshes: u64,
+    /// Refreshes that succeeded (the last credential's generation).
+    generations: u64,
     /// The last refresh's error, until one succeeds.
     failure: Option<ExecError>,
 }
 
-/// The plugin and its cached credential; one refresh at a time, with no lock held on the
-/// credential while the plugin runs.
-#[derive(Debug)]
-pub(crate) struct ExecAuth {
+/// An exec plugin and its cached credential; one refresh at a time, with no lock held on
+/// the credential while the plugin runs. Its `Debug` names the command only (the
+/// kubeconfig's `env` may hold secrets).
+pub struct ExecAuth {
     exec: Arc<ExecConfig>,
     timeout: Duration,
     /// Held only to read or write, never across an await.
     state: Mutex<State>,
     /// Held by the one request that runs the plugin.
-    refresh: smol::lock::Mutex<()>,
+    refresh: async_lock::Mutex<()>,
+}
+
+impl std::fmt::Debug for ExecAuth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExecAuth")
+            .field("command", &self.exec.command)
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
 }
 
 impl ExecAuth {
-    pub(crate) fn new(exec: ExecConfig, timeout: Duration) -> Self {
+    /// The plugin of `exec`, each run of it killed after `timeout`. Nothing runs yet.
+    #[must_use]
+    pub fn new(exec: ExecConfig, timeout: Duration) -> Self {
         ExecAuth {
             exec: Arc::new(exec),
             timeout,
             state: Mutex::new(State::default()),
-            refresh: smol::lock::Mutex::new(()),
+            refresh: async_lock::Mutex::new(()),
         }
+    }
+
+    /// The limit on one run of the plugin.
+    #[must_use]
+    pub fn timeout(&self) -> Duration {
+        self.timeout
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
@@ -154,21 +252,22 @@ impl ExecAuth {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The `Authorization` value to send, running the plugin when the cached token is
-    /// missing or about to expire.
+    /// The credential to use, running the plugin (for at most the timeout) when none is
+    /// cached or the cached one is within 60 s of its expiry.
     ///
     /// # Errors
-    /// The plugin could not run, ran too long, or printed no usable credential.
-    pub(crate) async fn header(&self) -> Result<Option<HeaderValue>, ExecError> {
+    /// The plugin could not run, ran too long (it is killed), or printed no usable
+    /// credential.
+    pub async fn credential(&self) -> Result<ExecCredential, ExecError> {
         let now = jiff::Timestamp::now();
         let (seen, still_valid) = {
             let state = self.state();
             match &state.credential {
                 Some(credential) if credential.fresh(now) => {
-                    return Ok(credential.header.clone());
+                    return Ok(credential.clone());
                 }
                 Some(credential) if credential.valid(now) => {
-                    (state.refreshes, Some(credential.header.clone()))
+                    (state.refreshes, Some(credential.clone()))
                 }
                 _ => (state.refreshes, None),
             }
@@ -176,21 +275,21 @@ impl ExecAuth {
         let _refreshing = match &still_valid {
             // Near its expiry but valid: refresh unless another request already does, and
             // never wait for one.
-            Some(header) => match self.refresh.try_lock() {
+            Some(credential) => match self.refresh.try_lock() {
                 Some(guard) => guard,
-                None => return Ok(header.clone()),
+                None => return Ok(credential.clone()),
             },
             None => self.refresh.lock().await,
         };
         {
             // A refresh finished while this request waited: its outcome is this one's (a
-            // token it left is used while valid, even inside the refresh margin).
+            // credential it left is used while valid, even inside the refresh margin).
             let state = self.state();
             if state.refreshes != seen {
                 if let Some(credential) = &state.credential
                     && credential.valid(jiff::Timestamp::now())
                 {
-                    return Ok(credential.header.clone());
+                    return Ok(credential.clone());
                 }
                 if let Some(error) = &state.failure {
                     return Err(error.clone());
@@ -201,19 +300,20 @@ impl ExecAuth {
         let mut state = self.state();
         state.refreshes += 1;
         match result {
-            Ok(credential) => {
+            Ok(mut credential) => {
+                state.generations += 1;
+                credential.generation = state.generations;
                 tracing::debug!(expires = ?credential.expires, "exec auth plugin ran");
-                let header = credential.header.clone();
-                state.credential = Some(credential);
+                state.credential = Some(credential.clone());
                 state.failure = None;
-                Ok(header)
+                Ok(credential)
             }
             Err(error) => {
                 state.failure = Some(error.clone());
                 match still_valid {
-                    Some(header) => {
-                        tracing::warn!(%error, "exec auth refresh failed; the current token is still valid");
-                        Ok(header)
+                    Some(credential) => {
+                        tracing::warn!(%error, "exec auth refresh failed; the current credential is still valid");
+                        Ok(credential)
                     }
                     None => Err(error),
                 }
@@ -222,8 +322,37 @@ impl ExecAuth {
     }
 }
 
+/// `config` as kube may see it without running a plugin: the `exec` entry removed, and
+/// the client certificate of `identity` (a plugin's) in its place when there is one. kube
+/// would run the plugin, with no time limit, when it builds a TLS config
+/// (`rustls_client_config`), an auth layer or a client from a config with `exec`.
+#[must_use]
+pub fn config_without_exec(
+    config: &kube::Config,
+    identity: Option<&ClientIdentity>,
+) -> kube::Config {
+    use base64::Engine as _;
+    let mut config = config.clone();
+    config.auth_info.exec = None;
+    if let Some(identity) = identity {
+        // kube reads `*-data` as base64 of PEM; a plugin gives the PEM itself.
+        let pem = |text: &str| {
+            let mut text = text.to_owned();
+            if !text.ends_with('\n') {
+                text.push('\n');
+            }
+            base64::engine::general_purpose::STANDARD.encode(text)
+        };
+        config.auth_info.client_certificate = None;
+        config.auth_info.client_key = None;
+        config.auth_info.client_certificate_data = Some(pem(&identity.certificate_pem));
+        config.auth_info.client_key_data = Some(pem(&identity.key_pem).into());
+    }
+    config
+}
+
 /// Runs the plugin once, for at most `timeout`, and reads its `ExecCredential`.
-async fn run(exec: &ExecConfig, timeout: Duration) -> Result<Credential, ExecError> {
+async fn run(exec: &ExecConfig, timeout: Duration) -> Result<ExecCredential, ExecError> {
     let command = exec.command.clone().ok_or(ExecError::MissingCommand)?;
     let interactive = exec.interactive_mode != Some(ExecInteractiveMode::Never);
     let mut std_cmd = std::process::Command::new(&command);
@@ -281,7 +410,7 @@ async fn run(exec: &ExecConfig, timeout: Duration) -> Result<Credential, ExecErr
         Some(ran)
     };
     let expired = async {
-        smol::Timer::after(timeout).await;
+        Timer::after(timeout).await;
         None
     };
     let Some((within_bound, status)) = futures_lite::future::or(finished, expired).await else {
@@ -320,7 +449,7 @@ async fn run(exec: &ExecConfig, timeout: Duration) -> Result<Credential, ExecErr
 const PIPE_GRACE: Duration = Duration::from_secs(1);
 
 /// Kills the plugin and, when it runs in a process group of its own, everything it started.
-fn stop(child: &mut smol::process::Child, own_group: bool) {
+fn stop(child: &mut async_process::Child, own_group: bool) {
     if own_group {
         kill(child.id(), true);
     }
@@ -356,11 +485,11 @@ fn kill(pid: u32, own_group: bool) {
 /// pipeline could end and its next command start before the stop. Answers whether stdout
 /// stayed within the bound, and the exit status.
 async fn collect(
-    child: &mut smol::process::Child,
+    child: &mut async_process::Child,
     own_group: bool,
-    stdout: Option<smol::process::ChildStdout>,
+    stdout: Option<async_process::ChildStdout>,
     out: &mut Vec<u8>,
-    stderr: Option<smol::process::ChildStderr>,
+    stderr: Option<async_process::ChildStderr>,
     tail: &mut Vec<u8>,
 ) -> (bool, std::io::Result<std::process::ExitStatus>) {
     use std::task::Poll;
@@ -371,14 +500,14 @@ async fn collect(
     let mut within_bound: Option<bool> = None;
     let mut drained = false;
     let mut status = None;
-    let mut grace: Option<smol::Timer> = None;
+    let mut grace: Option<Timer> = None;
     std::future::poll_fn(move |cx| {
         // The exit first: a plugin seen to have exited is not signalled.
         if status.is_none()
             && let Poll::Ready(exited) = exit.as_mut().poll(cx)
         {
             status = Some(exited);
-            grace = Some(smol::Timer::after(PIPE_GRACE));
+            grace = Some(Timer::after(PIPE_GRACE));
         }
         if within_bound.is_none()
             && let Poll::Ready(read) = stdout.as_mut().poll(cx)
@@ -414,9 +543,9 @@ async fn collect(
 /// Reads a plugin's stdout into `out` up to [`MAX_OUTPUT`]. Past that, answers the pipe
 /// still open, for the caller to stop the plugin before closing it.
 async fn read_bounded(
-    pipe: Option<smol::process::ChildStdout>,
+    pipe: Option<async_process::ChildStdout>,
     out: &mut Vec<u8>,
-) -> Result<(), smol::process::ChildStdout> {
+) -> Result<(), async_process::ChildStdout> {
     let Some(mut pipe) = pipe else {
         return Ok(());
     };
@@ -433,7 +562,7 @@ async fn read_bounded(
 
 /// Drains a plugin's stderr to its end into `tail`, keeping at most twice [`STDERR_TAIL`]
 /// bytes of its end (the caller cuts it to [`STDERR_TAIL`]).
-async fn read_tail(pipe: Option<smol::process::ChildStderr>, tail: &mut Vec<u8>) {
+async fn read_tail(pipe: Option<async_process::ChildStderr>, tail: &mut Vec<u8>) {
     let Some(mut pipe) = pipe else {
         return;
     };
@@ -527,7 +656,7 @@ fn looks_like_a_credential(word: &str) -> bool {
 
 /// Reads an `ExecCredential`'s status: a token (with an optional expiry) or a client
 /// certificate.
-fn parse(command: &str, stdout: &[u8]) -> Result<Credential, ExecError> {
+fn parse(command: &str, stdout: &[u8]) -> Result<ExecCredential, ExecError> {
     let bad = |reason: String| ExecError::Output {
         command: command.to_owned(),
         reason,
@@ -547,25 +676,39 @@ fn parse(command: &str, stdout: &[u8]) -> Result<Credential, ExecError> {
         ),
         None => None,
     };
-    if let Some(token) = status.get("token").and_then(|v| v.as_str()) {
-        let mut header = HeaderValue::try_from(format!("Bearer {token}"))
-            .map_err(|_| bad("the token is not a valid header value".to_owned()))?;
-        header.set_sensitive(true);
-        return Ok(Credential {
-            header: Some(header),
-            expires,
-        });
+    let text = |name: &str| status.get(name).and_then(|v| v.as_str());
+    let authorization = match text("token") {
+        Some(token) => {
+            let mut header = HeaderValue::try_from(format!("Bearer {token}"))
+                .map_err(|_| bad("the token is not a valid header value".to_owned()))?;
+            header.set_sensitive(true);
+            Some(header)
+        }
+        None => None,
+    };
+    let identity = match (text("clientCertificateData"), text("clientKeyData")) {
+        (Some(certificate), Some(key)) => Some(ClientIdentity {
+            certificate_pem: certificate.to_owned(),
+            key_pem: key.to_owned(),
+        }),
+        (None, None) => None,
+        _ => {
+            return Err(bad(
+                "clientCertificateData and clientKeyData come together".to_owned()
+            ));
+        }
+    };
+    if authorization.is_none() && identity.is_none() {
+        return Err(bad(
+            "status has neither token nor clientCertificateData".to_owned()
+        ));
     }
-    if status.get("clientCertificateData").is_some() {
-        // Used by kube's TLS config; nothing to add per request.
-        return Ok(Credential {
-            header: None,
-            expires: None,
-        });
-    }
-    Err(bad(
-        "status has neither token nor clientCertificateData".to_owned()
-    ))
+    Ok(ExecCredential {
+        authorization,
+        identity,
+        expires,
+        generation: 0,
+    })
 }
 
 #[cfg(test)]
@@ -579,9 +722,11 @@ mod tests {
             now.checked_add(jiff::SignedDuration::from_secs(secs))
                 .unwrap()
         };
-        let credential = |expires| Credential {
-            header: None,
+        let credential = |expires| ExecCredential {
+            authorization: None,
+            identity: None,
             expires,
+            generation: 1,
         };
         assert!(credential(None).fresh(now));
         assert!(credential(Some(at(120))).fresh(now));
@@ -620,14 +765,19 @@ mod tests {
             br#"{"kind":"ExecCredential","status":{"token":"t1","expirationTimestamp":"2030-01-01T00:00:00Z"}}"#,
         )
         .unwrap();
-        assert_eq!(token.header.unwrap().to_str().unwrap(), "Bearer t1");
+        assert_eq!(token.authorization.unwrap().to_str().unwrap(), "Bearer t1");
         assert!(token.expires.is_some());
         let cert = parse(
             "p",
             br#"{"status":{"clientCertificateData":"x","clientKeyData":"y"}}"#,
         )
         .unwrap();
-        assert!(cert.header.is_none());
+        assert!(cert.authorization.is_none());
+        assert_eq!(
+            cert.identity.as_ref().map(ClientIdentity::key_pem),
+            Some("y")
+        );
+        assert!(!format!("{cert:?}").contains("\"y\""), "{cert:?}");
         let error = parse("p", br#"{"status":{}}"#).unwrap_err();
         assert!(error.to_string().contains("neither token"), "{error}");
         let error = parse("p", b"token: yaml").unwrap_err();

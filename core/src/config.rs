@@ -7,12 +7,12 @@ use std::sync::Arc;
 
 use crate::election::{ElectionConfig, ElectionConfigError};
 use crate::key_map::KeyMap;
-use crate::object::{Object, ObjectKey, OwnerRef};
 use crate::output::SourceId;
 pub use crate::params::{InitialListStrategy, WatchParams, WireFormat};
 use crate::predicate::Predicate;
 use crate::retry::Backoff;
 use crate::secondary::SecondarySpec;
+use crate::wire::object::{Object, ObjectKey, OwnerRef};
 
 /// The largest `concurrency` accepted: far above any useful number of parallel reconciles,
 /// low enough that a typo cannot ask for millions of in-flight tasks.
@@ -617,7 +617,7 @@ mod tests {
 
     #[test]
     fn a_view_without_api_versions_is_matched_by_kind() {
-        let pod: crate::pod::PodView = serde_json::from_str(
+        let pod: crate::wire::pod::PodView = serde_json::from_str(
             r#"{"metadata":{"name":"p","namespace":"ns","ownerReferences":[{"apiVersion":"apps/v1","kind":"ReplicaSet","name":"rs","uid":"u","controller":true}]}}"#,
         )
         .unwrap();

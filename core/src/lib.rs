@@ -77,18 +77,13 @@
 
 mod config;
 pub mod election;
-pub mod frame;
 mod hashing;
 mod key_map;
-pub mod list;
 mod members;
 pub mod metrics;
-mod object;
 mod output;
 mod params;
-pub mod pod;
 mod predicate;
-pub mod protobuf;
 mod queue;
 mod reconcile_loop;
 mod reflector;
@@ -99,6 +94,9 @@ mod step_line;
 mod store;
 mod string_map;
 mod time;
+mod wire;
+
+pub use wire::{frame, list, pod, protobuf};
 
 pub use config::{
     Config, ConfigError, InitialListStrategy, ParentsBy, SecondaryConfig, SourceConfig,
@@ -108,7 +106,6 @@ pub use election::{ElectionConfig, Leadership, LeaseRequest, LeaseResponse, OnLo
 pub use key_map::{KeyBy, KeyByParseError, KeyMap, KeyMapError};
 pub use members::{Members, MembersIntoIter, MembersIter};
 pub use metrics::Metrics;
-pub use object::{Object, ObjectKey, OwnerRef};
 pub use output::{
     Command, Deadline, Event, InitialEventsFailure, ListFailure, Output, RelistReason, RequestId,
     SourceId, StreamId, StreamingFallback, Ticket, Wake, WatchRetryReason,
@@ -123,3 +120,4 @@ pub use step_line::StepLine;
 pub use store::{CacheChange, Store};
 pub use string_map::StringMap;
 pub use time::Instant;
+pub use wire::object::{Object, ObjectKey, OwnerRef};

@@ -7,14 +7,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::election::{LeaseRequest, LostReason};
-use crate::frame::{FrameError, Status};
 use crate::key_map::KeyMapError;
-use crate::list::{ItemError, ListBodyError};
 use crate::members::Members;
-use crate::object::{Object, ObjectKey};
 use crate::params::WatchParams;
 use crate::secondary::Related;
 use crate::time::Instant;
+use crate::wire::frame::{FrameError, Status};
+use crate::wire::list::{ItemError, ListBodyError};
+use crate::wire::object::{Object, ObjectKey};
 
 macro_rules! id_type {
     ($(#[$doc:meta])* $name:ident, $prefix:literal) => {

@@ -15,7 +15,6 @@ use crate::election::{
 use crate::hashing::FixedState;
 use crate::key_map::KeyMap;
 use crate::metrics::{Metrics, ResultLabel, seconds};
-use crate::object::Object;
 use crate::output::{
     Command, Deadline, Event, Outbox, Output, RequestId, SourceId, StreamId, Ticket, Wake,
 };
@@ -26,6 +25,7 @@ use crate::secondary::{Related, Secondary};
 use crate::source::{Change, InProcessSource, SourceEvent};
 use crate::store::{CacheChange, Rejected, Store};
 use crate::time::Instant;
+use crate::wire::object::Object;
 
 /// How a reconcile run ended.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -40,15 +40,15 @@ use std::collections::BTreeMap;
 use crate::params::{InitialListStrategy, WatchParams, WireFormat};
 use bytes::Bytes;
 
-use crate::frame::{self, Status, WatchEvent};
-use crate::list::{self, ListBodyError, ObjectList};
-use crate::object::Object;
 use crate::output::{
     Command, Deadline, Event, InitialEventsFailure, ListFailure, Outbox, Output, RelistReason,
     RequestId, SourceId, StreamId, StreamingFallback, Wake, WatchRetryReason,
 };
 use crate::source::Change;
 use crate::time::Instant;
+use crate::wire::frame::{self, Status, WatchEvent};
+use crate::wire::list::{self, ListBodyError, ObjectList};
+use crate::wire::object::Object;
 
 /// A watch that ends within this long without a frame is treated as failed (Go's rule).
 const SHORT_WATCH: Duration = Duration::from_secs(1);
@@ -926,7 +926,7 @@ mod tests {
     use std::fmt::Write as _;
 
     use super::*;
-    use crate::pod::PodView;
+    use crate::wire::pod::PodView;
 
     #[derive(Default)]
     struct Ids(u64);

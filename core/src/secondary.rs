@@ -11,13 +11,13 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
-use crate::object::{Object, ObjectKey};
 use crate::output::{Deadline, Event, Outbox, Output, RequestId, SourceId, StreamId};
 use crate::params::WatchParams;
 use crate::predicate::Predicate;
 use crate::reflector::{Counters, ListResponse, MintIds, Reflector, StreamEnd, Timing};
 use crate::source::Change;
 use crate::time::Instant;
+use crate::wire::object::{Object, ObjectKey};
 
 /// Maps a secondary object to the parents it wakes: none, one (an owner) or several.
 pub type SecondaryMap<C, P> = Arc<dyn Fn(&C) -> Vec<P> + Send + Sync>;

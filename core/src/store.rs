@@ -12,11 +12,11 @@ use std::sync::Arc;
 use crate::hashing::FixedState;
 use crate::key_map::{KeyMap, KeyMapError};
 use crate::members::{MemberSet, Members};
-use crate::object::{Object, ObjectKey, write_key};
 use crate::predicate::Predicate;
 use crate::source::Change;
 #[cfg(test)]
 use crate::source::SourceEvent;
+use crate::wire::object::{Object, ObjectKey, write_key};
 
 /// An object the store refused to hold.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -480,7 +480,7 @@ fn object_key_into<O: Object>(object: &O, buf: &mut String) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pod::PodView;
+    use crate::wire::pod::PodView;
 
     fn pod(name: &str, cell: Option<&str>) -> PodView {
         let mut pod = PodView::default();

@@ -30,7 +30,7 @@ use super::schema::{
     FieldSchema, Fixed, InJson, Kind, MessageId, MessageSchema, Schema, Special, schema,
 };
 use super::{Budget, ProtobufError, ProtobufErrorKind, Reader, Value, rfc3339};
-use crate::list::budget::{self, Budgeted};
+use crate::wire::list::budget::{self, Budgeted};
 
 /// Messages nested deeper than this are refused (Kubernetes' deepest are about a dozen).
 const MAX_DEPTH: u32 = 64;
@@ -1347,7 +1347,7 @@ mod tests {
     #[test]
     fn zero_times_are_absent_and_set_ones_read_as_go_writes_them() {
         let stamp = |seconds: i64| Msg::default().varint(1, seconds as u64);
-        for zero in [Msg::default(), stamp(crate::protobuf::GO_ZERO_TIME)] {
+        for zero in [Msg::default(), stamp(crate::wire::protobuf::GO_ZERO_TIME)] {
             let cm = Msg::default().msg(1, Msg::default().msg(8, zero));
             let cm: ConfigMap = decode(&cm, u64::MAX).unwrap();
             assert_eq!(cm.metadata.creation_timestamp, None);

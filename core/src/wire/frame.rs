@@ -21,10 +21,10 @@ use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
-use crate::list::budget::{self, Budgeted};
-use crate::object::Object;
 use crate::params::WireFormat;
-use crate::protobuf;
+use crate::wire::list::budget::{self, Budgeted};
+use crate::wire::object::Object;
+use crate::wire::protobuf;
 
 /// One decoded watch frame.
 #[derive(Debug, Clone, PartialEq)]
@@ -661,7 +661,7 @@ impl RawStatus {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pod::PodView;
+    use crate::wire::pod::PodView;
 
     fn frame(line: &str) -> Result<WatchEvent<PodView>, FrameError> {
         parse_frame(line.as_bytes())
@@ -791,7 +791,7 @@ mod tests {
 #[cfg(test)]
 mod bound_tests {
     use super::*;
-    use crate::pod::PodView;
+    use crate::wire::pod::PodView;
 
     fn long_frame(object_first: bool, object: &str) -> String {
         if object_first {

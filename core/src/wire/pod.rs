@@ -9,8 +9,8 @@
 use compact_str::CompactString;
 use serde::{Deserialize, Deserializer};
 
-use crate::object::{Object, OwnerRef};
 use crate::string_map::StringMap;
+use crate::wire::object::{Object, OwnerRef};
 
 /// Reads `null` as the type's default, for the maps and lists an apiserver may spell as `null`.
 fn null_as_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
@@ -248,8 +248,8 @@ pub struct ContainerStateTerminated {
 }
 
 impl Object for PodView {
-    fn protobuf() -> Option<crate::protobuf::ProtobufCodec<Self>> {
-        Some(crate::protobuf::POD_VIEW)
+    fn protobuf() -> Option<crate::wire::protobuf::ProtobufCodec<Self>> {
+        Some(crate::wire::protobuf::POD_VIEW)
     }
 
     fn same_labels(&self, other: &Self) -> Option<bool> {

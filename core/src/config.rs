@@ -8,10 +8,11 @@ use std::sync::Arc;
 use crate::election::{ElectionConfig, ElectionConfigError};
 use crate::key_map::KeyMap;
 use crate::output::SourceId;
-pub use crate::params::{InitialListStrategy, WatchParams, WireFormat};
+use crate::params::WatchParams;
 use crate::predicate::Predicate;
 use crate::retry::Backoff;
 use crate::secondary::SecondarySpec;
+use crate::wire::format::WireFormat;
 use crate::wire::object::{Object, ObjectKey, OwnerRef};
 
 /// The largest `concurrency` accepted: far above any useful number of parallel reconciles,

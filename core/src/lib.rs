@@ -98,10 +98,7 @@ mod wire;
 
 pub use wire::{frame, list, pod, protobuf};
 
-pub use config::{
-    Config, ConfigError, InitialListStrategy, ParentsBy, SecondaryConfig, SourceConfig,
-    WatchParams, WireFormat,
-};
+pub use config::{Config, ConfigError, ParentsBy, SecondaryConfig, SourceConfig};
 pub use election::{ElectionConfig, Leadership, LeaseRequest, LeaseResponse, OnLost};
 pub use key_map::{KeyBy, KeyByParseError, KeyMap, KeyMapError};
 pub use members::{Members, MembersIntoIter, MembersIter};
@@ -110,6 +107,7 @@ pub use output::{
     Command, Deadline, Event, InitialEventsFailure, ListFailure, Output, RelistReason, RequestId,
     SourceId, StreamId, StreamingFallback, Ticket, Wake, WatchRetryReason,
 };
+pub use params::{InitialListStrategy, WatchParams};
 pub use predicate::Predicate;
 pub use reconcile_loop::{Input, Lifecycle, Outcome, ReconcileLoop, Stats};
 pub use reflector::{ListResponse, MAX_LISTING_BYTES, MAX_LISTING_ITEMS, StreamEnd};
@@ -120,4 +118,5 @@ pub use step_line::StepLine;
 pub use store::{CacheChange, Store};
 pub use string_map::StringMap;
 pub use time::Instant;
+pub use wire::format::WireFormat;
 pub use wire::object::{Object, ObjectKey, OwnerRef};

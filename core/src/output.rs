@@ -12,9 +12,10 @@ use crate::members::Members;
 use crate::params::WatchParams;
 use crate::secondary::Related;
 use crate::time::Instant;
-use crate::wire::frame::{FrameError, Status};
+use crate::wire::frame::FrameError;
 use crate::wire::list::{ItemError, ListBodyError};
 use crate::wire::object::{Object, ObjectKey};
+use crate::wire::status::Status;
 
 macro_rules! id_type {
     ($(#[$doc:meta])* $name:ident, $prefix:literal) => {

@@ -37,7 +37,7 @@ use std::time::Duration;
 
 use std::collections::BTreeMap;
 
-use crate::params::{InitialListStrategy, WatchParams, WireFormat};
+use crate::params::{InitialListStrategy, WatchParams};
 use bytes::Bytes;
 
 use crate::output::{
@@ -46,9 +46,11 @@ use crate::output::{
 };
 use crate::source::Change;
 use crate::time::Instant;
-use crate::wire::frame::{self, Status, WatchEvent};
+use crate::wire::format::WireFormat;
+use crate::wire::frame::{self, WatchEvent};
 use crate::wire::list::{self, ListBodyError, ObjectList};
 use crate::wire::object::Object;
+use crate::wire::status::Status;
 
 /// A watch that ends within this long without a frame is treated as failed (Go's rule).
 const SHORT_WATCH: Duration = Duration::from_secs(1);

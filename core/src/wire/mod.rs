@@ -2,8 +2,10 @@
 //! bodies, Kubernetes protobuf, the partial Pod view). Pure parsing: nothing here knows about
 //! the loop.
 
+pub(crate) mod format;
 pub mod frame;
 pub mod list;
 pub(crate) mod object;
 pub mod pod;
 pub mod protobuf;
+pub(crate) mod status;

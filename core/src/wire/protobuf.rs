@@ -39,11 +39,11 @@ use compact_str::CompactString;
 use prost::encoding::{WireType, decode_key, decode_varint};
 
 use crate::string_map::StringMap;
-use crate::wire::frame::Status;
 use crate::wire::pod::{
     ContainerState, ContainerStateRunning, ContainerStateTerminated, ContainerStatus,
     ControllerRef, PodCondition, PodMetadata, PodSpec, PodStatus, PodView, SchedulingGate,
 };
+use crate::wire::status::Status;
 
 // The schemas and the decoder by them serve k8s-openapi's types, so they come with them.
 #[cfg(feature = "kube")]

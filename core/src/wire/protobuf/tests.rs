@@ -9,7 +9,7 @@ use serde_json::json;
 
 use super::messages as m;
 use super::*;
-use crate::params::WireFormat;
+use crate::wire::format::WireFormat;
 use crate::wire::frame::{FrameErrorKind, WatchEvent, parse_frame, parse_frame_as};
 use crate::wire::list::{ListBodyError, ListDecoder, ListLimits, parse_list};
 

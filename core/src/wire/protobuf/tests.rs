@@ -8,10 +8,12 @@ use prost::Message as _;
 use serde_json::json;
 
 use super::messages as m;
+use super::reader::{GO_ZERO_TIME, LAST_TIME, rfc3339};
 use super::*;
 use crate::wire::format::WireFormat;
 use crate::wire::frame::{FrameErrorKind, WatchEvent, parse_frame, parse_frame_as};
 use crate::wire::list::{ListBodyError, ListDecoder, ListLimits, parse_list};
+use crate::wire::pod::PodView;
 
 /// (name, container id, restarts, started at, last terminated id)
 type ContainerData = (String, Option<String>, i32, Option<i64>, Option<String>);

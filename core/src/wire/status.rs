@@ -1,5 +1,6 @@
 //! `metav1.Status`, the apiserver's error object: the parts of it that decide what to do
-//! next, read from JSON ([`frame`](crate::frame)) and protobuf ([`protobuf`](crate::protobuf)) alike.
+//! next, read from JSON ([`frame`](crate::frame)) and protobuf ([`protobuf`](crate::protobuf))
+//! alike.
 
 use std::fmt;
 

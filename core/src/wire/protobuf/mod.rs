@@ -21,9 +21,9 @@
 //!
 //! Decoding walks the wire format over borrowed bytes with prost's primitives
 //! (`decode_key`, `decode_varint`) straight into the view: strings go from the frame into
-//! [`CompactString`](compact_str::CompactString)s, inline when short, as the JSON path does, so a pod decoded from
-//! protobuf holds and allocates what the same pod decoded from JSON does. Fields the view does
-//! not read are skipped by their length. Field numbers are those of k8s.io/api `core/v1`
+//! [`CompactString`](compact_str::CompactString)s, inline when short, as the JSON path does,
+//! so a pod decoded from protobuf holds and allocates what the same pod decoded from JSON
+//! does. Fields the view does not read are skipped by their length. Field numbers are those of k8s.io/api `core/v1`
 //! `generated.proto` and k8s.io/apimachinery `pkg/apis/meta/v1` and `pkg/runtime`
 //! `generated.proto`; [`messages`] declares the same fields as prost messages, from which the
 //! tests build real protobuf to check the decoder against the JSON one.

@@ -7,11 +7,11 @@ use std::sync::Arc;
 
 use crate::election::{ElectionConfig, ElectionConfigError};
 use crate::key_map::KeyMap;
-use crate::output::SourceId;
 use crate::params::WatchParams;
 use crate::predicate::Predicate;
 use crate::retry::Backoff;
 use crate::secondary::SecondarySpec;
+use crate::vocabulary::SourceId;
 use crate::wire::format::WireFormat;
 use crate::wire::object::{Object, ObjectKey, OwnerRef};
 

@@ -81,7 +81,6 @@ mod hashing;
 mod key_map;
 mod members;
 pub mod metrics;
-mod output;
 mod params;
 mod predicate;
 mod queue;
@@ -94,29 +93,29 @@ mod step_line;
 mod store;
 mod string_map;
 mod time;
+mod vocabulary;
 mod wire;
 
 pub use wire::{frame, list, pod, protobuf};
 
 pub use config::{Config, ConfigError, ParentsBy, SecondaryConfig, SourceConfig};
-pub use election::{ElectionConfig, Leadership, LeaseRequest, LeaseResponse, OnLost};
+pub use election::{ElectionConfig, Leadership, OnLost};
 pub use key_map::{KeyBy, KeyByParseError, KeyMap, KeyMapError};
 pub use members::{Members, MembersIntoIter, MembersIter};
 pub use metrics::Metrics;
-pub use output::{
-    Command, Deadline, Event, InitialEventsFailure, ListFailure, Output, RelistReason, RequestId,
-    SourceId, StreamId, StreamingFallback, Ticket, Wake, WatchRetryReason,
-};
 pub use params::{InitialListStrategy, WatchParams};
 pub use predicate::Predicate;
-pub use reconcile_loop::{Input, Lifecycle, Outcome, ReconcileLoop, Stats};
-pub use reflector::{ListResponse, MAX_LISTING_BYTES, MAX_LISTING_ITEMS, StreamEnd};
+pub use reconcile_loop::{Lifecycle, ReconcileLoop, Stats};
+pub use reflector::{MAX_LISTING_BYTES, MAX_LISTING_ITEMS};
 pub use retry::Backoff;
-pub use secondary::Related;
-pub use source::SourceEvent;
 pub use step_line::StepLine;
 pub use store::{CacheChange, Store};
 pub use string_map::StringMap;
 pub use time::Instant;
+pub use vocabulary::{
+    Command, Deadline, Event, InitialEventsFailure, Input, LeaseRequest, LeaseResponse,
+    ListFailure, ListResponse, Outcome, Output, Related, RelistReason, RequestId, SourceEvent,
+    SourceId, StreamEnd, StreamId, StreamingFallback, Ticket, Wake, WatchRetryReason,
+};
 pub use wire::format::WireFormat;
 pub use wire::object::{Object, ObjectKey, OwnerRef};

@@ -7,19 +7,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::output::{Command, Deadline, Event, Outbox, Output, StreamId, Wake};
 use crate::time::Instant;
-
-/// One write to the store.
-#[derive(Debug, Clone, PartialEq)]
-pub enum SourceEvent<O> {
-    /// Insert or update.
-    Upsert(O),
-    /// Remove; the object is the last known state (a tombstone).
-    Delete(O),
-    /// The whole world: everything not in it is deleted.
-    Replace(Vec<O>),
-}
+use crate::vocabulary::{Command, Deadline, Event, Outbox, Output, SourceEvent, StreamId, Wake};
 
 /// A store write inside the core, with objects already shared: the reflector moves each
 /// decoded object into its `Arc` once, and nothing copies it afterwards.

@@ -15,7 +15,7 @@ use crate::members::{MemberSet, Members};
 use crate::predicate::Predicate;
 use crate::source::Change;
 #[cfg(test)]
-use crate::source::SourceEvent;
+use crate::vocabulary::SourceEvent;
 use crate::wire::object::{Object, ObjectKey, write_key};
 
 /// An object the store refused to hold.

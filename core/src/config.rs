@@ -7,10 +7,10 @@ use std::sync::Arc;
 
 use crate::election::{ElectionConfig, ElectionConfigError};
 use crate::key_map::KeyMap;
-use crate::params::WatchParams;
 use crate::predicate::Predicate;
 use crate::retry::Backoff;
-use crate::secondary::SecondarySpec;
+use crate::source::params::WatchParams;
+use crate::source::secondary::SecondarySpec;
 use crate::vocabulary::SourceId;
 use crate::wire::format::WireFormat;
 use crate::wire::object::{Object, ObjectKey, OwnerRef};
@@ -235,7 +235,7 @@ impl<O, P> Config<O, P> {
             retry_delay: Duration::from_secs(1),
             source_retry_delay: Duration::from_secs(1),
             list_deadline: Duration::from_secs(300),
-            max_listing_bytes: crate::reflector::MAX_LISTING_BYTES,
+            max_listing_bytes: crate::source::reflector::MAX_LISTING_BYTES,
             election: None,
             predicate: None,
             priority: false,
@@ -277,7 +277,7 @@ impl<O, P> Config<O, P> {
         {
             self.misuse.get_or_insert(error);
         }
-        let spec = crate::secondary::spec(params.clone(), Arc::new(map));
+        let spec = crate::source::secondary::spec(params.clone(), Arc::new(map));
         self.secondaries
             .push((SecondaryConfig { params, parents_by }, spec));
         self

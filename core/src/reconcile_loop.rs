@@ -14,11 +14,12 @@ use crate::hashing::FixedState;
 use crate::key_map::KeyMap;
 use crate::metrics::{Metrics, ResultLabel, seconds};
 use crate::queue::WorkQueue;
-use crate::reflector::{Reflector, Timing};
 use crate::retry::RetryScheduler;
-use crate::secondary::Secondary;
-use crate::source::{Change, InProcessSource};
-use crate::store::{CacheChange, Rejected, Store};
+use crate::source::Change;
+use crate::source::in_process::InProcessSource;
+use crate::source::reflector::{Reflector, Timing};
+use crate::source::secondary::Secondary;
+use crate::source::store::{CacheChange, Rejected, Store};
 use crate::time::Instant;
 use crate::vocabulary::{
     Command, Deadline, Event, Input, MintIds, Outbox, Outcome, Output, Related, RequestId,

@@ -11,7 +11,7 @@ use super::ids::{RequestId, SourceId, StreamId, Ticket};
 use super::lease::{LeaseRequest, LostReason};
 use crate::key_map::KeyMapError;
 use crate::members::Members;
-use crate::params::WatchParams;
+use crate::source::params::WatchParams;
 use crate::time::Instant;
 use crate::wire::frame::FrameError;
 use crate::wire::list::{ItemError, ListBodyError};

@@ -37,7 +37,7 @@ use std::time::Duration;
 
 use std::collections::BTreeMap;
 
-use crate::params::{InitialListStrategy, WatchParams};
+use crate::source::params::{InitialListStrategy, WatchParams};
 
 use crate::source::Change;
 use crate::time::Instant;

@@ -10,10 +10,10 @@ use std::any::Any;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::params::WatchParams;
 use crate::predicate::Predicate;
-use crate::reflector::{Counters, Reflector, Timing};
 use crate::source::Change;
+use crate::source::params::WatchParams;
+use crate::source::reflector::{Counters, Reflector, Timing};
 use crate::time::Instant;
 use crate::vocabulary::{
     Deadline, Event, ListResponse, MintIds, Outbox, Output, Related, RequestId, SourceId,

@@ -75,16 +75,10 @@
 //! | `reconcile_loop` | inputs, lifecycle, sync barrier, dispatch at drain, resync | controller-runtime `Controller` |
 //! | `step_line` | one readable line per step, for snapshots and the simulator | |
 
-mod config;
+mod controller;
 pub mod election;
 mod hashing;
-mod key_map;
-mod members;
 pub mod metrics;
-mod predicate;
-mod queue;
-mod reconcile_loop;
-mod retry;
 mod source;
 mod step_line;
 mod string_map;
@@ -94,14 +88,14 @@ mod wire;
 
 pub use wire::{frame, list, pod, protobuf};
 
-pub use config::{Config, ConfigError, ParentsBy, SecondaryConfig, SourceConfig};
+pub use controller::config::{Config, ConfigError, ParentsBy, SecondaryConfig, SourceConfig};
+pub use controller::key_map::{KeyBy, KeyByParseError, KeyMap, KeyMapError};
+pub use controller::members::{Members, MembersIntoIter, MembersIter};
+pub use controller::predicate::Predicate;
+pub use controller::reconcile_loop::{Lifecycle, ReconcileLoop, Stats};
+pub use controller::retry::Backoff;
 pub use election::{ElectionConfig, Leadership, OnLost};
-pub use key_map::{KeyBy, KeyByParseError, KeyMap, KeyMapError};
-pub use members::{Members, MembersIntoIter, MembersIter};
 pub use metrics::Metrics;
-pub use predicate::Predicate;
-pub use reconcile_loop::{Lifecycle, ReconcileLoop, Stats};
-pub use retry::Backoff;
 pub use source::params::{InitialListStrategy, WatchParams};
 pub use source::reflector::{MAX_LISTING_BYTES, MAX_LISTING_ITEMS};
 pub use source::store::{CacheChange, Store};

@@ -10,7 +10,7 @@ use std::any::Any;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::predicate::Predicate;
+use crate::controller::predicate::Predicate;
 use crate::source::Change;
 use crate::source::params::WatchParams;
 use crate::source::reflector::{Counters, Reflector, Timing};

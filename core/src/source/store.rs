@@ -9,10 +9,10 @@ use std::fmt;
 use std::hash::Hash;
 use std::sync::Arc;
 
+use crate::controller::key_map::{KeyMap, KeyMapError};
+use crate::controller::members::{MemberSet, Members};
+use crate::controller::predicate::Predicate;
 use crate::hashing::FixedState;
-use crate::key_map::{KeyMap, KeyMapError};
-use crate::members::{MemberSet, Members};
-use crate::predicate::Predicate;
 use crate::source::Change;
 #[cfg(test)]
 use crate::vocabulary::SourceEvent;

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use super::ids::{RequestId, SourceId, StreamId, Ticket};
 use super::lease::{LeaseRequest, LostReason};
-use crate::key_map::KeyMapError;
-use crate::members::Members;
+use crate::controller::key_map::KeyMapError;
+use crate::controller::members::Members;
 use crate::source::params::WatchParams;
 use crate::time::Instant;
 use crate::wire::frame::FrameError;

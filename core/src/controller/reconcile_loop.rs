@@ -6,15 +6,15 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::config::{Config, ConfigError, SourceConfig};
+use crate::controller::config::{Config, ConfigError, SourceConfig};
+use crate::controller::key_map::KeyMap;
+use crate::controller::queue::WorkQueue;
+use crate::controller::retry::RetryScheduler;
 use crate::election::{
     Change as ElectionChange, ElectionWake, Elector, Leadership, LeaseResponse, OnLost,
 };
 use crate::hashing::FixedState;
-use crate::key_map::KeyMap;
 use crate::metrics::{Metrics, ResultLabel, seconds};
-use crate::queue::WorkQueue;
-use crate::retry::RetryScheduler;
 use crate::source::Change;
 use crate::source::in_process::InProcessSource;
 use crate::source::reflector::{Reflector, Timing};
@@ -206,7 +206,7 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
     pub fn new(config: Config<O, P>, now: Instant) -> Result<Self, ConfigError> {
         config.validate()?;
         if let SourceConfig::Kubernetes(params) = &config.source {
-            crate::config::check_wire_format::<O>(SourceId::PRIMARY, params)?;
+            crate::controller::config::check_wire_format::<O>(SourceId::PRIMARY, params)?;
         }
         let timing = Timing {
             retry_delay: config.retry_delay,

@@ -5,10 +5,10 @@ use std::time::Duration;
 
 use std::sync::Arc;
 
+use crate::controller::key_map::KeyMap;
+use crate::controller::predicate::Predicate;
+use crate::controller::retry::Backoff;
 use crate::election::{ElectionConfig, ElectionConfigError};
-use crate::key_map::KeyMap;
-use crate::predicate::Predicate;
-use crate::retry::Backoff;
 use crate::source::params::WatchParams;
 use crate::source::secondary::SecondarySpec;
 use crate::vocabulary::SourceId;

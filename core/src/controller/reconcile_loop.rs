@@ -6,47 +6,26 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
-
-use crate::config::{Config, ConfigError, SourceConfig};
+use crate::controller::config::{Config, ConfigError, SourceConfig};
+use crate::controller::key_map::KeyMap;
+use crate::controller::queue::WorkQueue;
+use crate::controller::retry::RetryScheduler;
 use crate::election::{
     Change as ElectionChange, ElectionWake, Elector, Leadership, LeaseResponse, OnLost,
 };
 use crate::hashing::FixedState;
-use crate::key_map::KeyMap;
 use crate::metrics::{Metrics, ResultLabel, seconds};
-use crate::object::Object;
-use crate::output::{
-    Command, Deadline, Event, Outbox, Output, RequestId, SourceId, StreamId, Ticket, Wake,
-};
-use crate::queue::WorkQueue;
-use crate::reflector::{ListResponse, MintIds, Reflector, StreamEnd, Timing};
-use crate::retry::RetryScheduler;
-use crate::secondary::{Related, Secondary};
-use crate::source::{Change, InProcessSource, SourceEvent};
-use crate::store::{CacheChange, Rejected, Store};
+use crate::source::Change;
+use crate::source::in_process::InProcessSource;
+use crate::source::reflector::{Reflector, Timing};
+use crate::source::secondary::Secondary;
+use crate::source::store::{CacheChange, Rejected, Store};
 use crate::time::Instant;
-
-/// How a reconcile run ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Outcome {
-    /// Done; run again only when something changes (kube-runtime's `Action::await_change`).
-    Success,
-    /// Done; run again after this long unless something changes first
-    /// (kube-runtime's `Action::requeue`, controller-runtime's `Result{RequeueAfter}`).
-    RequeueAfter(Duration),
-    /// Failed; retried with the key's exponential backoff (the default error policy).
-    Error(String),
-    /// Failed, and an error policy chose what follows instead of the backoff: a rerun after
-    /// `requeue_after`, or none until something changes. Counts as an error; the key's
-    /// backoff starts over (kube-runtime's `error_policy` returning an `Action`).
-    ErrorHandled {
-        /// The reconcile's error.
-        error: String,
-        /// Until the rerun; `None` waits for a change.
-        requeue_after: Option<Duration>,
-    },
-}
+use crate::vocabulary::{
+    Command, Deadline, Event, Input, MintIds, Outbox, Outcome, Output, Related, RequestId,
+    SourceId, StreamId, Ticket, Wake,
+};
+use crate::wire::object::Object;
 
 /// Where the loop is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,112 +39,6 @@ pub enum Lifecycle {
     Draining,
     /// Stopped; only closes were emitted since.
     Stopped,
-}
-
-/// Everything a driver feeds the loop: one owned value per input, for
-/// [`ReconcileLoop::handle_input`]. The same type is what a recorder keeps and what a trace
-/// replays, so a recorded run is fed back exactly as it was first fed.
-///
-/// Which input answers which command is in the table on [`ReconcileLoop`].
-#[derive(Debug, Clone)]
-pub enum Input<O> {
-    /// Start: the first LIST (or the in-process source) is requested. Ignored as stale
-    /// unless the loop is new.
-    Start,
-    /// The answer to [`Command::List`] `req`.
-    List {
-        /// The request answered.
-        req: RequestId,
-        /// What came back.
-        response: ListResponse<O>,
-    },
-    /// The WATCH `stream` was answered with 200 and is streaming (optional; it marks when the
-    /// stream really started, for the short-watch rule).
-    WatchOpened {
-        /// The stream.
-        stream: StreamId,
-    },
-    /// One line of WATCH `stream`: a JSON watch event, raw, with or without its newline.
-    WatchLine {
-        /// The stream.
-        stream: StreamId,
-        /// The line, exactly as received.
-        line: Bytes,
-    },
-    /// WATCH `stream` ended.
-    WatchEnd {
-        /// The stream.
-        stream: StreamId,
-        /// How.
-        end: StreamEnd,
-    },
-    /// An event from the in-process source's `stream`.
-    SourceEvent {
-        /// The stream.
-        stream: StreamId,
-        /// The store write.
-        event: SourceEvent<O>,
-    },
-    /// The in-process source's `stream` ended, with an error or without.
-    SourceEnd {
-        /// The stream.
-        stream: StreamId,
-        /// The error it ended with.
-        error: Option<String>,
-    },
-    /// The outcome of [`Command::Reconcile`] `ticket`.
-    Reconciled {
-        /// The run.
-        ticket: Ticket,
-        /// How it ended.
-        outcome: Outcome,
-    },
-    /// A deadline may have passed: fires every timer that is due. An early or spurious one
-    /// does nothing.
-    Timeout,
-    /// A reconcile-all trigger (kube-runtime's `reconcile_all_on`): every parent with
-    /// members is queued, each once.
-    ReconcileAll,
-    /// Stop: closes the open LIST / WATCH / source and cancels running reconciles. Nothing
-    /// but those closes (and a leader's release of its Lease) is emitted afterwards, and
-    /// every later input is ignored. Stopping twice is a no-op; it may come while a
-    /// reconcile runs, or as its outcome. Ignored as stale before [`Input::Start`].
-    Stop,
-    /// Graceful stop: the sources are closed and no reconcile starts; the running ones
-    /// finish (their outcomes are fed as usual), and when the last has, the loop stops as on
-    /// [`Input::Stop`] (an elected leader keeps renewing meanwhile, then releases). An
-    /// [`Input::Stop`] while draining cancels what still runs. Ignored as stale unless
-    /// running.
-    Drain,
-    /// The answer to [`Command::Lease`] `req`.
-    Lease {
-        /// The request answered.
-        req: RequestId,
-        /// What came back.
-        response: LeaseResponse,
-    },
-}
-
-impl<O> Input<O> {
-    /// A short name of the input's kind, for logs and stale reports.
-    #[must_use]
-    pub fn kind(&self) -> &'static str {
-        match self {
-            Input::Start => "start",
-            Input::List { .. } => "list response",
-            Input::WatchOpened { .. } => "watch opened",
-            Input::WatchLine { .. } => "watch frame",
-            Input::WatchEnd { .. } => "watch end",
-            Input::SourceEvent { .. } => "source event",
-            Input::SourceEnd { .. } => "source end",
-            Input::Reconciled { .. } => "reconcile outcome",
-            Input::Timeout => "timeout",
-            Input::ReconcileAll => "reconcile all",
-            Input::Stop => "stop",
-            Input::Lease { .. } => "lease response",
-            Input::Drain => "drain",
-        }
-    }
 }
 
 /// Counters of what the loop has seen, for tests, simulators and metrics.
@@ -333,7 +206,7 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
     pub fn new(config: Config<O, P>, now: Instant) -> Result<Self, ConfigError> {
         config.validate()?;
         if let SourceConfig::Kubernetes(params) = &config.source {
-            crate::config::check_wire_format::<O>(SourceId::PRIMARY, params)?;
+            crate::controller::config::check_wire_format::<O>(SourceId::PRIMARY, params)?;
         }
         let timing = Timing {
             retry_delay: config.retry_delay,

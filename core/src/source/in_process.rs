@@ -1,44 +1,10 @@
-//! The loop's input wire format, and the in-process source's stream lifecycle.
-//!
-//! Go writes to a store by method call; here the same operations travel as values
-//! ([`SourceEvent`]), so the reflector and in-process sources (registries that live in the same process) feed
-//! one store the same way.
+//! The in-process source's stream lifecycle: a registry that lives in the same process
+//! feeds the store through the loop, opening each stream with a whole-world `Replace`.
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use crate::output::{Command, Deadline, Event, Outbox, Output, StreamId, Wake};
 use crate::time::Instant;
-
-/// One write to the store.
-#[derive(Debug, Clone, PartialEq)]
-pub enum SourceEvent<O> {
-    /// Insert or update.
-    Upsert(O),
-    /// Remove; the object is the last known state (a tombstone).
-    Delete(O),
-    /// The whole world: everything not in it is deleted.
-    Replace(Vec<O>),
-}
-
-/// A store write inside the core, with objects already shared: the reflector moves each
-/// decoded object into its `Arc` once, and nothing copies it afterwards.
-#[derive(Debug)]
-pub(crate) enum Change<O> {
-    Upsert(Arc<O>),
-    Delete(Arc<O>),
-    Replace(Vec<O>),
-}
-
-impl<O> From<SourceEvent<O>> for Change<O> {
-    fn from(event: SourceEvent<O>) -> Self {
-        match event {
-            SourceEvent::Upsert(o) => Change::Upsert(Arc::new(o)),
-            SourceEvent::Delete(o) => Change::Delete(Arc::new(o)),
-            SourceEvent::Replace(objects) => Change::Replace(objects),
-        }
-    }
-}
+use crate::vocabulary::{Command, Deadline, Event, Outbox, Output, SourceEvent, StreamId, Wake};
 
 #[derive(Debug)]
 enum Phase {

@@ -8,7 +8,7 @@ use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
 
-use crate::object::{Object, ObjectKey};
+use crate::wire::object::{Object, ObjectKey};
 
 /// Why an object has no parent; the store evicts such an object rather than serve it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -228,7 +228,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pod::PodView;
+    use crate::wire::pod::PodView;
 
     fn pod(json: &str) -> PodView {
         serde_json::from_str(json).unwrap()

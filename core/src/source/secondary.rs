@@ -8,49 +8,21 @@
 
 use std::any::Any;
 use std::collections::BTreeMap;
-use std::fmt;
 use std::sync::Arc;
 
-use crate::object::{Object, ObjectKey};
-use crate::output::{Deadline, Event, Outbox, Output, RequestId, SourceId, StreamId};
-use crate::params::WatchParams;
-use crate::predicate::Predicate;
-use crate::reflector::{Counters, ListResponse, MintIds, Reflector, StreamEnd, Timing};
+use crate::controller::predicate::Predicate;
 use crate::source::Change;
+use crate::source::params::WatchParams;
+use crate::source::reflector::{Counters, Reflector, Timing};
 use crate::time::Instant;
+use crate::vocabulary::{
+    Deadline, Event, ListResponse, MintIds, Outbox, Output, Related, RequestId, SourceId,
+    StreamEnd, StreamId,
+};
+use crate::wire::object::{Object, ObjectKey};
 
 /// Maps a secondary object to the parents it wakes: none, one (an owner) or several.
 pub type SecondaryMap<C, P> = Arc<dyn Fn(&C) -> Vec<P> + Send + Sync>;
-
-/// A secondary source's objects that belong to one parent, as of a reconcile's dispatch,
-/// type-erased: [`Related::downcast`] gives them back typed.
-#[derive(Clone)]
-pub struct Related {
-    /// The source they come from.
-    pub source: SourceId,
-    /// The objects, in key order.
-    pub objects: Vec<Arc<dyn Any + Send + Sync>>,
-}
-
-impl fmt::Debug for Related {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Related")
-            .field("source", &self.source)
-            .field("objects", &self.objects.len())
-            .finish()
-    }
-}
-
-impl Related {
-    /// The objects as `C`; `None` when the source holds another type.
-    #[must_use]
-    pub fn downcast<C: Send + Sync + 'static>(&self) -> Option<Vec<Arc<C>>> {
-        self.objects
-            .iter()
-            .map(|o| Arc::clone(o).downcast::<C>().ok())
-            .collect()
-    }
-}
 
 /// One secondary source, whatever its object type.
 pub(crate) trait Secondary<O, P> {

@@ -37,18 +37,20 @@ use std::time::Duration;
 
 use std::collections::BTreeMap;
 
-use crate::params::{InitialListStrategy, WatchParams, WireFormat};
-use bytes::Bytes;
+use crate::source::params::{InitialListStrategy, WatchParams};
 
-use crate::frame::{self, Status, WatchEvent};
-use crate::list::{self, ListBodyError, ObjectList};
-use crate::object::Object;
-use crate::output::{
-    Command, Deadline, Event, InitialEventsFailure, ListFailure, Outbox, Output, RelistReason,
-    RequestId, SourceId, StreamId, StreamingFallback, Wake, WatchRetryReason,
-};
 use crate::source::Change;
 use crate::time::Instant;
+use crate::vocabulary::{
+    Command, Deadline, Event, InitialEventsFailure, ListFailure, ListResponse, MintIds, Outbox,
+    Output, RelistReason, RequestId, SourceId, StreamEnd, StreamId, StreamingFallback, Wake,
+    WatchRetryReason,
+};
+use crate::wire::format::WireFormat;
+use crate::wire::frame::{self, WatchEvent};
+use crate::wire::list::{self, ListBodyError, ObjectList};
+use crate::wire::object::Object;
+use crate::wire::status::Status;
 
 /// A watch that ends within this long without a frame is treated as failed (Go's rule).
 const SHORT_WATCH: Duration = Duration::from_secs(1);
@@ -64,41 +66,6 @@ pub const MAX_LISTING_ITEMS: usize = 1_000_000;
 /// as JSON), not for what a typical controller lists; what the listing holds once decoded is
 /// bounded apart, by the decode budget.
 pub const MAX_LISTING_BYTES: u64 = 2 << 30;
-
-/// The response to a `List` command.
-#[derive(Debug, Clone)]
-pub enum ListResponse<O> {
-    /// The apiserver answered; the body exactly as received.
-    Response {
-        /// HTTP status.
-        status: u16,
-        /// The body, however long.
-        body: Bytes,
-    },
-    /// The apiserver answered `200`, and the driver decoded the body while it streamed in
-    /// with a [`ListDecoder`](crate::list::ListDecoder), so that the parse overlapped the
-    /// transfer. Equivalent to `Response` with status 200 and the whole body: the same
-    /// decoder reads both.
-    Decoded(Result<ObjectList<O>, ListBodyError>),
-    /// No answer: connection refused, reset, timed out.
-    TransportError(String),
-}
-
-/// How a WATCH stream ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum StreamEnd {
-    /// The server closed it without error (its `timeoutSeconds` elapsed).
-    Clean,
-    /// The connection failed, or the driver's read-idle timeout fired.
-    TransportError(String),
-    /// The WATCH request was answered with a non-200 status.
-    HttpStatus {
-        /// The status.
-        code: u16,
-        /// The response body, usually a `Status`.
-        body: Vec<u8>,
-    },
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Next {
@@ -173,12 +140,6 @@ pub(crate) struct Counters {
     pub(crate) list_bytes: u64,
     /// When the cursor last moved (a listing, an object frame, a bookmark, a skipped frame).
     pub(crate) cursor_at: Option<Instant>,
-}
-
-/// Allocates request and stream ids for the reflector.
-pub(crate) trait MintIds {
-    fn request(&mut self) -> RequestId;
-    fn stream(&mut self) -> StreamId;
 }
 
 /// The reflector's state. Children of the loop: it writes its commands and events straight
@@ -926,7 +887,7 @@ mod tests {
     use std::fmt::Write as _;
 
     use super::*;
-    use crate::pod::PodView;
+    use crate::wire::pod::PodView;
 
     #[derive(Default)]
     struct Ids(u64);

@@ -1,81 +1,22 @@
 //! What the core asks of its driver (commands), what it reports (events), and when it next
 //! needs to be woken (the deadline).
 
+use std::any::Any;
 use std::collections::VecDeque;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::election::{LeaseRequest, LostReason};
-use crate::frame::{FrameError, Status};
-use crate::key_map::KeyMapError;
-use crate::list::{ItemError, ListBodyError};
-use crate::members::Members;
-use crate::object::{Object, ObjectKey};
-use crate::params::WatchParams;
-use crate::secondary::Related;
+use super::ids::{RequestId, SourceId, StreamId, Ticket};
+use super::lease::{LeaseRequest, LostReason};
+use crate::controller::key_map::KeyMapError;
+use crate::controller::members::Members;
+use crate::source::params::WatchParams;
 use crate::time::Instant;
-
-macro_rules! id_type {
-    ($(#[$doc:meta])* $name:ident, $prefix:literal) => {
-        $(#[$doc])*
-        #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-        pub struct $name(pub(crate) u64);
-
-        impl $name {
-            /// The raw number, unique among ids of this kind for one loop.
-            #[must_use]
-            pub fn get(self) -> u64 {
-                self.0
-            }
-        }
-
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                write!(f, concat!($prefix, "{}"), self.0)
-            }
-        }
-
-        impl fmt::Debug for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                fmt::Display::fmt(self, f)
-            }
-        }
-    };
-}
-
-id_type!(
-    /// Names one LIST request; minted by the core.
-    RequestId,
-    "L"
-);
-id_type!(
-    /// Names one WATCH stream or in-process source stream; minted by the core.
-    StreamId,
-    "W"
-);
-id_type!(
-    /// Names one reconcile run; minted by the core, handed back with its outcome.
-    Ticket,
-    "R"
-);
-id_type!(
-    /// Names one source of a loop: [`SourceId::PRIMARY`] for the objects the controller is
-    /// for, then each secondary source in the order it was configured.
-    SourceId,
-    "S"
-);
-
-impl SourceId {
-    /// The primary source: the objects the controller is for.
-    pub const PRIMARY: SourceId = SourceId(0);
-
-    /// The `n`th source (0 is the primary).
-    #[must_use]
-    pub fn nth(n: u64) -> Self {
-        SourceId(n)
-    }
-}
+use crate::wire::frame::FrameError;
+use crate::wire::list::{ItemError, ListBodyError};
+use crate::wire::object::{Object, ObjectKey};
+use crate::wire::status::Status;
 
 /// One thing for the driver to do.
 #[derive(Debug, Clone)]
@@ -170,6 +111,36 @@ pub enum Command<O, P> {
         /// What to do.
         request: LeaseRequest,
     },
+}
+
+/// A secondary source's objects that belong to one parent, as of a reconcile's dispatch,
+/// type-erased: [`Related::downcast`] gives them back typed.
+#[derive(Clone)]
+pub struct Related {
+    /// The source they come from.
+    pub source: SourceId,
+    /// The objects, in key order.
+    pub objects: Vec<Arc<dyn Any + Send + Sync>>,
+}
+
+impl fmt::Debug for Related {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Related")
+            .field("source", &self.source)
+            .field("objects", &self.objects.len())
+            .finish()
+    }
+}
+
+impl Related {
+    /// The objects as `C`; `None` when the source holds another type.
+    #[must_use]
+    pub fn downcast<C: Send + Sync + 'static>(&self) -> Option<Vec<Arc<C>>> {
+        self.objects
+            .iter()
+            .map(|o| Arc::clone(o).downcast::<C>().ok())
+            .collect()
+    }
 }
 
 /// Something the driver may log or count; no action is required.

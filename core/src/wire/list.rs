@@ -37,8 +37,8 @@ use serde::de::IgnoredAny;
 use serde_json::error::Category;
 use serde_json::value::RawValue;
 
-use crate::object::Object;
-use crate::protobuf;
+use crate::wire::object::Object;
+use crate::wire::protobuf;
 
 pub(crate) mod budget;
 
@@ -1118,7 +1118,7 @@ mod tests {
     use serde_json::value::RawValue;
 
     use super::*;
-    use crate::pod::PodView;
+    use crate::wire::pod::PodView;
 
     #[derive(Deserialize)]
     struct FastList {

@@ -1,15 +1,8 @@
-//! A partial Pod view: the fields a process-pool controller reads, and nothing else.
-//!
-//! Every other field of the apiserver's Pod is skipped while parsing, which is what keeps a
-//! cached pod near 1 KB of heap instead of the tens of KB a full `k8s_openapi` Pod costs.
-//! Strings are `CompactString`s: up to 24 bytes inline, so most fields cost no allocation.
-//! `null` maps and lists read as empty (no consumer tells an unset map from an empty one); absent
-//! optional scalars read as `None`.
+//! The view's fields, and how they read from JSON.
 
 use compact_str::CompactString;
 use serde::{Deserialize, Deserializer};
 
-use crate::object::{Object, OwnerRef};
 use crate::string_map::StringMap;
 
 /// Reads `null` as the type's default, for the maps and lists an apiserver may spell as `null`.
@@ -245,46 +238,6 @@ pub struct ContainerStateTerminated {
     /// The id of the container that exited.
     #[serde(rename = "containerID")]
     pub container_id: Option<CompactString>,
-}
-
-impl Object for PodView {
-    fn protobuf() -> Option<crate::protobuf::ProtobufCodec<Self>> {
-        Some(crate::protobuf::POD_VIEW)
-    }
-
-    fn same_labels(&self, other: &Self) -> Option<bool> {
-        Some(self.metadata.labels == other.metadata.labels)
-    }
-
-    fn same_annotations(&self, other: &Self) -> Option<bool> {
-        Some(self.metadata.annotations == other.metadata.annotations)
-    }
-
-    fn object_namespace(&self) -> Option<&str> {
-        self.metadata.namespace.as_deref()
-    }
-
-    fn object_name(&self) -> Option<&str> {
-        self.metadata.name.as_deref()
-    }
-
-    fn object_resource_version(&self) -> Option<&str> {
-        self.metadata.resource_version.as_deref()
-    }
-
-    fn label(&self, key: &str) -> Option<&str> {
-        self.metadata.labels.get(key)
-    }
-
-    fn controller_owner(&self) -> Option<OwnerRef<'_>> {
-        // The view keeps no apiVersion or uid: those read as empty.
-        self.metadata.controller.as_ref().map(|c| OwnerRef {
-            api_version: "",
-            kind: &c.kind,
-            name: &c.name,
-            uid: "",
-        })
-    }
 }
 
 #[cfg(test)]

@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
-use crate::object::ObjectKey;
+use crate::wire::object::ObjectKey;
 
 /// A member set with more than this many members is held persistently.
 pub const MANY_FROM: usize = 64;

@@ -7,8 +7,8 @@ use std::sync::OnceLock;
 
 use serde::de::{self, DeserializeOwned, Visitor};
 
+use super::codec::{ProtobufCodec, ProtobufError, ProtobufErrorKind};
 use super::schema::{MessageId, Resource, schema};
-use super::{ProtobufCodec, ProtobufError, ProtobufErrorKind};
 
 /// The codec of `K`, when `K` is metadata only (`PartialObjectMeta<_>` of any kind, custom
 /// resources and `DynamicObject` too: the apiserver writes `PartialObjectMetadata` in

@@ -341,7 +341,7 @@ pub fn envelope_of(api_version: &str, kind: &str, raw: Vec<u8>) -> Vec<u8> {
         content_encoding: Some(String::new()),
         content_type: Some(String::new()),
     };
-    let mut out = super::MAGIC.to_vec();
+    let mut out = super::codec::MAGIC.to_vec();
     unknown.encode(&mut out).unwrap_or_default();
     out
 }

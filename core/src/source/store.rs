@@ -9,14 +9,14 @@ use std::fmt;
 use std::hash::Hash;
 use std::sync::Arc;
 
+use crate::controller::key_map::{KeyMap, KeyMapError};
+use crate::controller::members::{MemberSet, Members};
+use crate::controller::predicate::Predicate;
 use crate::hashing::FixedState;
-use crate::key_map::{KeyMap, KeyMapError};
-use crate::members::{MemberSet, Members};
-use crate::object::{Object, ObjectKey, write_key};
-use crate::predicate::Predicate;
 use crate::source::Change;
 #[cfg(test)]
-use crate::source::SourceEvent;
+use crate::vocabulary::SourceEvent;
+use crate::wire::object::{Object, ObjectKey, write_key};
 
 /// An object the store refused to hold.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -480,7 +480,7 @@ fn object_key_into<O: Object>(object: &O, buf: &mut String) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pod::PodView;
+    use crate::wire::pod::PodView;
 
     fn pod(name: &str, cell: Option<&str>) -> PodView {
         let mut pod = PodView::default();

@@ -5,14 +5,15 @@ use std::time::Duration;
 
 use std::sync::Arc;
 
+use crate::controller::key_map::KeyMap;
+use crate::controller::predicate::Predicate;
+use crate::controller::retry::Backoff;
 use crate::election::{ElectionConfig, ElectionConfigError};
-use crate::key_map::KeyMap;
-use crate::object::{Object, ObjectKey, OwnerRef};
-use crate::output::SourceId;
-pub use crate::params::{InitialListStrategy, WatchParams, WireFormat};
-use crate::predicate::Predicate;
-use crate::retry::Backoff;
-use crate::secondary::SecondarySpec;
+use crate::source::params::WatchParams;
+use crate::source::secondary::SecondarySpec;
+use crate::vocabulary::SourceId;
+use crate::wire::format::WireFormat;
+use crate::wire::object::{Object, ObjectKey, OwnerRef};
 
 /// The largest `concurrency` accepted: far above any useful number of parallel reconciles,
 /// low enough that a typo cannot ask for millions of in-flight tasks.
@@ -234,7 +235,7 @@ impl<O, P> Config<O, P> {
             retry_delay: Duration::from_secs(1),
             source_retry_delay: Duration::from_secs(1),
             list_deadline: Duration::from_secs(300),
-            max_listing_bytes: crate::reflector::MAX_LISTING_BYTES,
+            max_listing_bytes: crate::source::reflector::MAX_LISTING_BYTES,
             election: None,
             predicate: None,
             priority: false,
@@ -276,7 +277,7 @@ impl<O, P> Config<O, P> {
         {
             self.misuse.get_or_insert(error);
         }
-        let spec = crate::secondary::spec(params.clone(), Arc::new(map));
+        let spec = crate::source::secondary::spec(params.clone(), Arc::new(map));
         self.secondaries
             .push((SecondaryConfig { params, parents_by }, spec));
         self
@@ -617,7 +618,7 @@ mod tests {
 
     #[test]
     fn a_view_without_api_versions_is_matched_by_kind() {
-        let pod: crate::pod::PodView = serde_json::from_str(
+        let pod: crate::wire::pod::PodView = serde_json::from_str(
             r#"{"metadata":{"name":"p","namespace":"ns","ownerReferences":[{"apiVersion":"apps/v1","kind":"ReplicaSet","name":"rs","uid":"u","controller":true}]}}"#,
         )
         .unwrap();

@@ -5,7 +5,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use crate::object::Object;
+use crate::wire::object::Object;
 
 /// A function of (cached, incoming) deciding whether an update wakes.
 pub type PredicateFn<O> = Arc<dyn Fn(&O, &O) -> bool + Send + Sync>;

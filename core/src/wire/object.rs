@@ -69,7 +69,7 @@ pub trait Object: DeserializeOwned + 'static {
     /// of it is a configuration error. [`PodView`](crate::pod::PodView) has one, and so has
     /// every built-in k8s-openapi type (by the Kubernetes schemas the crate embeds).
     #[must_use]
-    fn protobuf() -> Option<crate::protobuf::ProtobufCodec<Self>>
+    fn protobuf() -> Option<crate::wire::protobuf::codec::ProtobufCodec<Self>>
     where
         Self: Sized,
     {
@@ -210,8 +210,8 @@ where
     /// Built-in types (k8s-openapi's) decode from protobuf by the Kubernetes schemas the
     /// crate embeds, and so does metadata only (`PartialObjectMeta` of any kind, as
     /// `PartialObjectMetadata`); custom resources and `DynamicObject` stay on JSON.
-    fn protobuf() -> Option<crate::protobuf::ProtobufCodec<Self>> {
-        crate::protobuf::builtin::codec::<K>()
+    fn protobuf() -> Option<crate::wire::protobuf::codec::ProtobufCodec<Self>> {
+        crate::wire::protobuf::builtin::codec::<K>()
     }
 
     fn same_labels(&self, other: &Self) -> Option<bool> {

@@ -8,10 +8,12 @@ use prost::Message as _;
 use serde_json::json;
 
 use super::messages as m;
+use super::reader::{GO_ZERO_TIME, LAST_TIME, rfc3339};
 use super::*;
-use crate::frame::{FrameErrorKind, WatchEvent, parse_frame, parse_frame_as};
-use crate::list::{ListBodyError, ListDecoder, ListLimits, parse_list};
-use crate::params::WireFormat;
+use crate::wire::format::WireFormat;
+use crate::wire::frame::{FrameErrorKind, WatchEvent, parse_frame, parse_frame_as};
+use crate::wire::list::{ListBodyError, ListDecoder, ListLimits, parse_list};
+use crate::wire::pod::PodView;
 
 /// (name, container id, restarts, started at, last terminated id)
 type ContainerData = (String, Option<String>, i32, Option<i64>, Option<String>);
@@ -445,9 +447,12 @@ fn error_frames_and_error_bodies_carry_a_status() {
         status.to_string(),
         "410 Expired: too old resource version: 1 (2692711)"
     );
-    let status =
-        crate::frame::parse_status(&status_body(504, "Timeout", &["ResourceVersionTooLarge"]))
-            .unwrap();
+    let status = crate::wire::frame::parse_status(&status_body(
+        504,
+        "Timeout",
+        &["ResourceVersionTooLarge"],
+    ))
+    .unwrap();
     assert!(status.is_too_large());
     // A Status where a Pod was expected, and a Pod where a Status was.
     let error =
@@ -744,7 +749,7 @@ proptest! {
         let mut enveloped = MAGIC.to_vec();
         enveloped.extend(&bytes);
         let _ = parse_list::<PodView>(&enveloped);
-        let _ = crate::frame::parse_status(&enveloped);
+        let _ = crate::wire::frame::parse_status(&enveloped);
     }
 }
 
@@ -795,6 +800,6 @@ fn the_fuzz_seeds_are_the_protobuf_the_decoders_read() {
     for (_, frame) in &seeds[1..4] {
         assert!(parse_frame_as::<PodView>(frame, WireFormat::Protobuf).is_ok());
     }
-    assert!(crate::frame::parse_status(&seeds[4].1).is_some());
+    assert!(crate::wire::frame::parse_status(&seeds[4].1).is_some());
     assert!(pod_view(&seeds[5].1, 0, u64::MAX).is_ok());
 }

@@ -21,10 +21,11 @@ use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
-use crate::list::budget::{self, Budgeted};
-use crate::object::Object;
-use crate::params::WireFormat;
-use crate::protobuf;
+use crate::wire::format::WireFormat;
+use crate::wire::list::budget::{self, Budgeted};
+use crate::wire::object::Object;
+use crate::wire::protobuf;
+pub use crate::wire::status::Status;
 
 /// One decoded watch frame.
 #[derive(Debug, Clone, PartialEq)]
@@ -45,59 +46,6 @@ pub enum WatchEvent<O> {
     },
     /// `ERROR`: the watch failed in-band; the rest of the stream is meaningless.
     Error(Status),
-}
-
-/// The parts of a `metav1.Status` that decide what to do next.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Status {
-    /// `code`: the HTTP status it stands for (410 for an expired cursor).
-    pub code: Option<i32>,
-    /// `reason`, for example `Expired` (older servers say `Gone`).
-    pub reason: Option<String>,
-    /// `message`, human-readable.
-    pub message: Option<String>,
-    /// `details.causes[].reason` (Go's `StatusCause.Type`), for example
-    /// `ResourceVersionTooLarge`.
-    pub causes: Vec<String>,
-}
-
-impl Status {
-    /// A cursor that is too old: code 410, or reason `Expired` / `Gone`.
-    #[must_use]
-    pub fn is_expired(&self) -> bool {
-        self.code == Some(410) || matches!(self.reason.as_deref(), Some("Expired" | "Gone"))
-    }
-
-    /// A cursor from the future: code 504, or the `ResourceVersionTooLarge` cause.
-    #[must_use]
-    pub fn is_too_large(&self) -> bool {
-        self.code == Some(504) || self.causes.iter().any(|c| c == "ResourceVersionTooLarge")
-    }
-
-    /// The cursor can never be served again: relist.
-    #[must_use]
-    pub fn cursor_unusable(&self) -> bool {
-        self.is_expired() || self.is_too_large()
-    }
-}
-
-impl fmt::Display for Status {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.code {
-            Some(code) => write!(f, "{code}")?,
-            None => f.write_str("-")?,
-        }
-        if let Some(reason) = &self.reason {
-            write!(f, " {reason}")?;
-        }
-        for cause in &self.causes {
-            write!(f, " [{cause}]")?;
-        }
-        if let Some(message) = &self.message {
-            write!(f, ": {message}")?;
-        }
-        Ok(())
-    }
 }
 
 /// A frame that could not be used, with whatever could still be read from it.
@@ -661,7 +609,7 @@ impl RawStatus {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pod::PodView;
+    use crate::wire::pod::PodView;
 
     fn frame(line: &str) -> Result<WatchEvent<PodView>, FrameError> {
         parse_frame(line.as_bytes())
@@ -791,7 +739,7 @@ mod tests {
 #[cfg(test)]
 mod bound_tests {
     use super::*;
-    use crate::pod::PodView;
+    use crate::wire::pod::PodView;
 
     fn long_frame(object_first: bool, object: &str) -> String {
         if object_first {

@@ -26,11 +26,12 @@ use serde::de::{
     self, DeserializeOwned, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor,
 };
 
+use super::codec::{ProtobufError, ProtobufErrorKind};
+use super::reader::{Budget, Reader, Value, rfc3339};
 use super::schema::{
     FieldSchema, Fixed, InJson, Kind, MessageId, MessageSchema, Schema, Special, schema,
 };
-use super::{Budget, ProtobufError, ProtobufErrorKind, Reader, Value, rfc3339};
-use crate::list::budget::{self, Budgeted};
+use crate::wire::list::budget::{self, Budgeted};
 
 /// Messages nested deeper than this are refused (Kubernetes' deepest are about a dozen).
 const MAX_DEPTH: u32 = 64;
@@ -250,7 +251,7 @@ impl<'de, 'b> MessageDe<'de, 'b> {
         } else {
             nanos
         };
-        let Some(seconds) = super::go_seconds(self.bytes.is_empty(), seconds, kept)
+        let Some(seconds) = super::reader::go_seconds(self.bytes.is_empty(), seconds, kept)
             .map_err(|kind| self.error(kind))?
         else {
             return Ok(None);
@@ -329,7 +330,7 @@ impl<'de, 'b> MessageDe<'de, 'b> {
                 if raw.is_empty() {
                     return visitor.visit_unit();
                 }
-                if super::is_protobuf(raw) {
+                if super::codec::is_protobuf(raw) {
                     return Err(self.error(ProtobufErrorKind::Value(
                         "the raw extension holds protobuf, not JSON".into(),
                     )));
@@ -1347,7 +1348,7 @@ mod tests {
     #[test]
     fn zero_times_are_absent_and_set_ones_read_as_go_writes_them() {
         let stamp = |seconds: i64| Msg::default().varint(1, seconds as u64);
-        for zero in [Msg::default(), stamp(crate::protobuf::GO_ZERO_TIME)] {
+        for zero in [Msg::default(), stamp(super::super::reader::GO_ZERO_TIME)] {
             let cm = Msg::default().msg(1, Msg::default().msg(8, zero));
             let cm: ConfigMap = decode(&cm, u64::MAX).unwrap();
             assert_eq!(cm.metadata.creation_timestamp, None);

@@ -24,14 +24,14 @@ use crate::hashing::FixedState;
 type HashMap<K, V> = StdHashMap<K, V, FixedState>;
 
 /// The compiled schemas.
-static DESCRIPTORS: &[u8] = include_bytes!("../../proto/k8s.binpb");
+static DESCRIPTORS: &[u8] = include_bytes!("../../../proto/k8s.binpb");
 /// Each proto package and the API group it serves.
-static GROUPS: &str = include_str!("../../proto/groups.tsv");
+static GROUPS: &str = include_str!("../../../proto/groups.tsv");
 /// The messages that are Go slices (arrays in JSON).
-static SLICES: &str = include_str!("../../proto/slices.tsv");
+static SLICES: &str = include_str!("../../../proto/slices.tsv");
 /// What the Go tags say of a field: its JSON name where it differs, inline structs, and the
 /// fields Go's JSON leaves out when zero.
-static FIELDS: &str = include_str!("../../proto/fields.tsv");
+static FIELDS: &str = include_str!("../../../proto/fields.tsv");
 
 /// A message's index in [`Schema::messages`].
 pub(crate) type MessageId = u32;

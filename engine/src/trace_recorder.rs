@@ -57,6 +57,13 @@ pub struct TraceRecorder<O, P> {
     max_held: usize,
     out: Output,
     ready: Vec<Entry>,
+    flush_every: Duration,
+    /// Records whose payload could not be redacted and was withheld whole.
+    withheld: u64,
+    /// Whether the byte bound cut the trace short.
+    cut_short: bool,
+    /// Why writing stopped, when it failed.
+    failure: Option<String>,
 }
 
 /// Where the file stands.
@@ -101,6 +108,10 @@ impl<O, P> TraceRecorder<O, P> {
             max_held: 100_000,
             out: Output::Closed,
             ready: Vec::new(),
+            flush_every: FLUSH_EVERY,
+            withheld: 0,
+            cut_short: false,
+            failure: None,
         }
     }
 
@@ -125,6 +136,33 @@ impl<O, P> TraceRecorder<O, P> {
     pub fn max_held(mut self, records: usize) -> Self {
         self.max_held = records.max(1);
         self
+    }
+
+    /// Flushes the file at most every `period` of the run (default 1 s); `Duration::ZERO`
+    /// flushes after every input (what `reconcile-sim capture` does).
+    #[must_use]
+    pub fn flush_every(mut self, period: Duration) -> Self {
+        self.flush_every = period;
+        self
+    }
+
+    /// Records written so far whose payload could not be redacted (too deep, too large) and
+    /// was replaced whole.
+    #[must_use]
+    pub fn withheld(&self) -> u64 {
+        self.withheld
+    }
+
+    /// Whether [`TraceRecorder::max_bytes`] cut the trace short.
+    #[must_use]
+    pub fn cut_short(&self) -> bool {
+        self.cut_short
+    }
+
+    /// Why the trace could not be written (opened, written or flushed), if it could not.
+    #[must_use]
+    pub fn failure(&self) -> Option<&str> {
+        self.failure.as_deref()
     }
 
     /// Writes in-process source events too, their objects through `to_json` (an object it
@@ -166,6 +204,7 @@ impl<O, P> TraceRecorder<O, P> {
                 Ok(out) => out,
                 Err(e) => {
                     tracing::error!(path = %self.path.display(), error = %e, "cannot write the trace");
+                    self.failure = Some(e.to_string());
                     Output::Done
                 }
             };
@@ -182,7 +221,11 @@ impl<O, P> TraceRecorder<O, P> {
         let mut over = false;
         let mut failed = None;
         for mut entry in self.ready.drain(..) {
-            self.redaction.entry(&mut entry, &self.secret_sources);
+            if self.redaction.entry(&mut entry, &self.secret_sources)
+                == reconcile_trace::redact::Redacted::Withheld
+            {
+                self.withheld += 1;
+            }
             let mut line = entry.to_line();
             line.push('\n');
             if *written + line.len() as u64 > self.max_bytes {
@@ -196,13 +239,14 @@ impl<O, P> TraceRecorder<O, P> {
             *written += line.len() as u64;
         }
         if failed.is_none()
-            && (flush || over || now.saturating_duration_since(*flushed_at) >= FLUSH_EVERY)
+            && (flush || over || now.saturating_duration_since(*flushed_at) >= self.flush_every)
         {
             *flushed_at = now;
             failed = file.flush().err();
         }
         if let Some(e) = failed {
             tracing::error!(path = %self.path.display(), error = %e, "cannot write the trace; recording stops");
+            self.failure = Some(e.to_string());
             self.out = Output::Done;
         } else if over {
             let _ = file.flush();
@@ -211,6 +255,7 @@ impl<O, P> TraceRecorder<O, P> {
                 max_bytes = self.max_bytes,
                 "the trace reached its byte limit: the rest of the run is not written"
             );
+            self.cut_short = true;
             self.out = Output::Done;
         }
     }

@@ -107,7 +107,8 @@ enum Cmd {
         priority: bool,
     },
     /// Record a cluster's LIST and WATCH of one resource type as a trace (redacted), until
-    /// --duration or Ctrl-C; replay reproduces the conversation.
+    /// --duration, SIGINT, SIGTERM or SIGHUP (streamed to the file as it goes); replay
+    /// reproduces the conversation.
     Capture(capture_cli::CaptureArgs),
     /// Convert a capture into a trace (printed, or written with --output).
     Import {

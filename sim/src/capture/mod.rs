@@ -234,7 +234,7 @@ pub async fn prepare<R: Runtime, T: Transport>(
         .clone()
         .resource_is_secret(resource.group.is_empty() && resource.kind == "Secret");
     let description = format!(
-        "captured by reconcile-sim capture: {} ({}) in {}{}{}; {}",
+        "captured by reconcile-sim capture: {} ({}) in {}{}{}{}",
         resource.plural,
         resource.api_version(),
         namespace.unwrap_or("all namespaces"),
@@ -246,7 +246,12 @@ pub async fn prepare<R: Runtime, T: Transport>(
             .map_or(String::new(), |f| format!(
                 ", fields {f} (not simulated in world mode)"
             )),
-        redaction.describe()
+        // The recorder adds what it redacted; with nothing redacted, this says so.
+        if redaction.is_enabled() {
+            String::new()
+        } else {
+            format!("; {}", redaction.describe())
+        }
     );
     let header = reconcile_trace::header_for(&description, controller.config());
     let counters = Arc::new(Counters::default());

@@ -14,10 +14,12 @@ use serde_json::value::RawValue;
 
 use reconcile_core::{Instant, KeyBy};
 
+mod private;
 pub mod redact;
 mod run;
 pub mod selector;
 
+pub use private::{create_private, write_private};
 pub use run::{Recorded, TraceBuilder, header_for, to_trace};
 
 /// The header key that marks a trace, with its version.

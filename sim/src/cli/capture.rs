@@ -19,7 +19,7 @@ pub struct CaptureArgs {
     /// The resource type: a plural (pods, deployments.apps) or group/version/kind
     /// (v1/Pod, apps/v1/Deployment).
     resource: String,
-    /// Where to write the trace (created with mode 0600).
+    /// Where to write the trace (streamed, mode 0600).
     #[arg(long, short)]
     output: PathBuf,
     /// The namespace (default: the context's namespace).
@@ -37,7 +37,7 @@ pub struct CaptureArgs {
     /// The kubeconfig context (default: the current context).
     #[arg(long)]
     context: Option<String>,
-    /// Stop after this many seconds (default: on Ctrl-C only).
+    /// Stop after this many seconds (default: on SIGINT, SIGTERM or SIGHUP only).
     #[arg(long)]
     duration: Option<f64>,
     /// timeoutSeconds on every WATCH (default 300).
@@ -146,18 +146,16 @@ pub fn run(args: CaptureArgs) -> Result<(), String> {
         let counters = capture.counters();
         let plain = !std::io::stderr().is_terminal();
         let ticker = tokio::spawn(show_progress(bar.clone(), Arc::clone(&counters), plain));
+        let signal = stop_signal().map_err(|e| format!("signal handlers: {e}"))?;
         let stop = async move {
-            let ctrl_c = async {
-                let _ = tokio::signal::ctrl_c().await;
-            };
             match duration {
                 Some(d) => {
                     tokio::select! {
                         () = tokio::time::sleep(d) => {}
-                        () = ctrl_c => {}
+                        () = signal => {}
                     }
                 }
-                None => ctrl_c.await,
+                None => signal.await,
             }
         };
         let result = capture.run_until(stop).await;
@@ -194,6 +192,34 @@ pub fn run(args: CaptureArgs) -> Result<(), String> {
         );
         Ok(())
     })
+}
+
+/// Completes on SIGINT, SIGTERM or SIGHUP (on Unix; Ctrl-C elsewhere): each stops the
+/// capture gracefully, the streamed trace is closed whole, and the command exits 0, as after
+/// `--duration`. The handlers are installed before the capture starts, so none of the three
+/// kills the process with a file half written.
+fn stop_signal() -> std::io::Result<impl std::future::Future<Output = ()> + Send + 'static> {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut int = signal(SignalKind::interrupt())?;
+        let mut term = signal(SignalKind::terminate())?;
+        let mut hup = signal(SignalKind::hangup())?;
+        Ok(async move {
+            let name = tokio::select! {
+                _ = int.recv() => "SIGINT",
+                _ = term.recv() => "SIGTERM",
+                _ = hup.recv() => "SIGHUP",
+            };
+            eprintln!("{name}: stopping the capture");
+        })
+    }
+    #[cfg(not(unix))]
+    {
+        Ok(async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
+    }
 }
 
 fn progress_bar() -> ProgressBar {

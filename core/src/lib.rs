@@ -54,72 +54,65 @@
 //! # Ok::<(), reconcile_core::ConfigError>(())
 //! ```
 //!
-//! Layers, from the bottom: each module uses only those above it in this table.
+//! Layers, from the bottom: each module uses only those above it in this table. The folders
+//! group them by what they are: `wire/` what the apiserver's bytes mean, `vocabulary/` what
+//! crosses the boundary, `source/` where objects come from and are kept, `controller/` what
+//! the loop does with them.
 //!
 //! | module | concept | upstream |
 //! |---|---|---|
-//! | `time`, `string_map` | the injected clock's instants; small string maps | |
-//! | `object`, [`pod`] | what a cached object is (every `kube::Resource` is one); the partial Pod view | core/v1 types, `kube::Resource` |
-//! | `key_map` | object → parent key, with ready-made maps that name themselves | `EnqueueRequestForOwner` |
+//! | `time`, `string_map`, `hashing` | the injected clock's instants; small string maps; fixed-seed hashing | |
+//! | `wire::format`, `wire::status`, `wire::list::budget` | JSON or protobuf; the parts of a `Status` that decide what follows; a decode's memory budget | `ContentType`, `metav1.Status` |
+//! | `wire::protobuf::{codec, reader, schema, de, builtin}` | protobuf's codec type and errors, its field reader, the embedded schemas and the decoder of built-in types by them | apimachinery's protobuf serializer |
+//! | `wire::object` | what a cached object is (every `kube::Resource` is one) | `kube::Resource` |
+//! | [`pod`] | the partial Pod view, from JSON and from protobuf | core/v1 types |
+//! | [`protobuf`] | Kubernetes protobuf: envelope, watch events, `Status`, list metadata | apimachinery's protobuf serializer |
 //! | [`frame`] | watch frame and `Status` parsing | `watch.Event` decoding |
 //! | [`list`] | LIST bodies, whole or decoded while they stream in | `List` decoding |
-//! | [`protobuf`] | Kubernetes protobuf: envelope, watch events, `Status`, the Pod view | apimachinery's protobuf serializer |
-//! | `params` | what to LIST and WATCH | `watcher::Config` |
-//! | `output` | commands, events, deadlines | (the sans-IO boundary) |
-//! | `source` | store writes as values; in-process sources | `Store` write methods |
-//! | `store` | cache with a parent index; a change log a driver keeps a copy in step with | `cache.Store`, `DeltaFIFO.Replace` |
-//! | `reflector` | cursor, LIST / WATCH, relist | `cache.Reflector` |
-//! | `secondary` | sources of other kinds: own reflector and store, objects mapped to parents | `Owns`, `Watches` |
-//! | `config` | settings and their bounds | `Options` |
-//! | `queue`, `retry` | dedup queue; per-key backoff | `workqueue`, rate limiter |
-//! | `reconcile_loop` | inputs, lifecycle, sync barrier, dispatch at drain, resync | controller-runtime `Controller` |
+//! | `source::params` | what to LIST and WATCH | `watcher::Config` |
+//! | `controller::{key_map, predicate, members}` | object → parent key, with ready-made maps that name themselves; which updates wake a parent; a parent's members and their snapshot | `EnqueueRequestForOwner`, `predicate` |
+//! | `vocabulary::{ids, lease, input, output}` | ids; Lease requests and answers; inputs; commands, events, deadlines | (the sans-IO boundary) |
+//! | `source`, `source::in_process` | store writes as values; in-process sources | `Store` write methods |
+//! | `source::store` | cache with a parent index; a change log a driver keeps a copy in step with | `cache.Store`, `DeltaFIFO.Replace` |
+//! | `source::reflector` | cursor, LIST / WATCH, relist | `cache.Reflector` |
+//! | `source::secondary` | sources of other kinds: own reflector and store, objects mapped to parents | `Owns`, `Watches` |
+//! | [`election`], [`metrics`] | leader election on a Lease; the loop's metrics | `leaderelection`, controller-runtime's metrics |
+//! | `controller::{queue, retry}` | dedup queue; per-key backoff | `workqueue`, rate limiter |
+//! | `controller::config` | settings and their bounds | `Options` |
+//! | `controller::reconcile_loop` | lifecycle, sync barrier, dispatch at drain, resync | controller-runtime `Controller` |
 //! | `step_line` | one readable line per step, for snapshots and the simulator | |
 
-mod config;
+mod controller;
 pub mod election;
-pub mod frame;
 mod hashing;
-mod key_map;
-pub mod list;
-mod members;
 pub mod metrics;
-mod object;
-mod output;
-mod params;
-pub mod pod;
-mod predicate;
-pub mod protobuf;
-mod queue;
-mod reconcile_loop;
-mod reflector;
-mod retry;
-mod secondary;
 mod source;
 mod step_line;
-mod store;
 mod string_map;
 mod time;
+mod vocabulary;
+mod wire;
 
-pub use config::{
-    Config, ConfigError, InitialListStrategy, ParentsBy, SecondaryConfig, SourceConfig,
-    WatchParams, WireFormat,
-};
-pub use election::{ElectionConfig, Leadership, LeaseRequest, LeaseResponse, OnLost};
-pub use key_map::{KeyBy, KeyByParseError, KeyMap, KeyMapError};
-pub use members::{Members, MembersIntoIter, MembersIter};
+pub use wire::{frame, list, pod, protobuf};
+
+pub use controller::config::{Config, ConfigError, ParentsBy, SecondaryConfig, SourceConfig};
+pub use controller::key_map::{KeyBy, KeyByParseError, KeyMap, KeyMapError};
+pub use controller::members::{Members, MembersIntoIter, MembersIter};
+pub use controller::predicate::Predicate;
+pub use controller::reconcile_loop::{Lifecycle, ReconcileLoop, Stats};
+pub use controller::retry::Backoff;
+pub use election::{ElectionConfig, Leadership, OnLost};
 pub use metrics::Metrics;
-pub use object::{Object, ObjectKey, OwnerRef};
-pub use output::{
-    Command, Deadline, Event, InitialEventsFailure, ListFailure, Output, RelistReason, RequestId,
-    SourceId, StreamId, StreamingFallback, Ticket, Wake, WatchRetryReason,
-};
-pub use predicate::Predicate;
-pub use reconcile_loop::{Input, Lifecycle, Outcome, ReconcileLoop, Stats};
-pub use reflector::{ListResponse, MAX_LISTING_BYTES, MAX_LISTING_ITEMS, StreamEnd};
-pub use retry::Backoff;
-pub use secondary::Related;
-pub use source::SourceEvent;
+pub use source::params::{InitialListStrategy, WatchParams};
+pub use source::reflector::{MAX_LISTING_BYTES, MAX_LISTING_ITEMS};
+pub use source::store::{CacheChange, Store};
 pub use step_line::StepLine;
-pub use store::{CacheChange, Store};
 pub use string_map::StringMap;
 pub use time::Instant;
+pub use vocabulary::{
+    Command, Deadline, Event, InitialEventsFailure, Input, LeaseRequest, LeaseResponse,
+    ListFailure, ListResponse, Outcome, Output, Related, RelistReason, RequestId, SourceEvent,
+    SourceId, StreamEnd, StreamId, StreamingFallback, Ticket, Wake, WatchRetryReason,
+};
+pub use wire::format::WireFormat;
+pub use wire::object::{Object, ObjectKey, OwnerRef};

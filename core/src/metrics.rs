@@ -6,8 +6,8 @@
 //! The names follow controller-runtime and client-go's workqueue, so their dashboards work
 //! unchanged once a driver exposes these figures (see `reconcile-engine`'s `metrics`).
 
-use crate::output::{Event, RelistReason};
 use crate::time::Instant;
+use crate::vocabulary::{Event, RelistReason};
 
 /// controller-runtime's buckets for `controller_runtime_reconcile_time_seconds`, in seconds.
 pub const RECONCILE_TIME_BUCKETS: [f64; 40] = [

@@ -8,9 +8,9 @@
 
 use std::fmt::{self, Write as _};
 
-use crate::object::Object;
-use crate::output::{Deadline, Output};
 use crate::time::Instant;
+use crate::vocabulary::{Deadline, Output};
+use crate::wire::object::Object;
 
 /// Builds one step line: feed it the outputs of one drain, in order, then finish it with the
 /// deadline the drain ended on.

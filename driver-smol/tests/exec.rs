@@ -75,6 +75,50 @@ fn a_hung_plugin_is_killed_at_the_timeout() {
 }
 
 #[test]
+fn over_https_a_hung_plugin_is_bounded_too_and_runs_once() {
+    smol::block_on(async {
+        // kube's `rustls_client_config` ran the plugin, with no bound, while the transport
+        // was built for an https:// cluster; then the request path ran it once more.
+        let (dir, mut config) = plugin("https-hung", "echo run >> $D/runs\nsleep 30\n");
+        config.cluster_url = "https://127.0.0.1:1".parse().unwrap();
+        let started = Instant::now();
+        let transport = transport(config, Duration::from_millis(500));
+        assert!(
+            started.elapsed() < Duration::from_millis(400),
+            "built at once"
+        );
+        let (took, error) = send(&transport).await;
+        assert!(
+            error.to_string().contains("did not finish within 500ms"),
+            "{error}"
+        );
+        assert!(took < Duration::from_secs(3), "{took:?}");
+        let runs = std::fs::read_to_string(dir.join("runs")).unwrap_or_default();
+        assert_eq!(runs.lines().count(), 1, "{runs:?}");
+        let _ = std::fs::remove_dir_all(dir);
+    });
+}
+
+#[test]
+fn over_https_a_working_plugin_runs_once_for_tls_and_requests() {
+    smol::block_on(async {
+        let (dir, mut config) = plugin(
+            "https-once",
+            &format!("echo run >> $D/runs\necho '{}'\n", token(3600)),
+        );
+        config.cluster_url = "https://127.0.0.1:1".parse().unwrap();
+        let transport = transport(config, Duration::from_secs(5));
+        for _ in 0..3 {
+            let (_, error) = send(&transport).await;
+            assert!(!error.to_string().contains("exec auth"), "{error}");
+        }
+        let runs = std::fs::read_to_string(dir.join("runs")).unwrap_or_default();
+        assert_eq!(runs.lines().count(), 1, "{runs:?}");
+        let _ = std::fs::remove_dir_all(dir);
+    });
+}
+
+#[test]
 fn a_refresh_in_progress_does_not_hold_up_requests_with_a_valid_token() {
     smol::block_on(async {
         // The first run's token is valid for 30 s, inside the 60 s refresh margin, so the

@@ -99,7 +99,7 @@ pub mod prelude {
 }
 pub use endpoints::EndpointsServer;
 pub use runtime::{TokioRuntime, TokioTask, shutdown_signal};
-pub use transport::KubeTransport;
+pub use transport::{KubeTransport, KubeTransportOptions};
 
 /// The controller on tokio with a `kube::Client`: [`Controller::new`](engine::Controller::new)
 /// runs it on the ambient tokio runtime, and

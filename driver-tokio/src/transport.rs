@@ -1,19 +1,69 @@
 //! [`KubeTransport`]: the engine's [`Transport`] over a `kube::Client` (kubeconfig or
 //! in-cluster config, TLS and auth from kube).
+//!
+//! # Exec auth
+//! kube runs an exec user's plugin with no time limit, three times while it builds a
+//! client (TLS config, auth layer, the client's expiry) and again on tokio's blocking pool
+//! for each refresh, holding its token lock meanwhile. So a transport built here from a
+//! config never lets kube see the plugin: the engine's `exec` module runs it (an
+//! `async-process` child, killed after [`KubeTransportOptions::exec_timeout`]), once per
+//! credential, caching it until 60 s before its `expirationTimestamp`. The token goes into
+//! each request's `Authorization`; a client certificate into a kube client built for it
+//! (once per credential) from the config without `exec`.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use futures_lite::StreamExt;
 use http_body_util::BodyExt;
+use reconcile_engine::exec::{DEFAULT_EXEC_TIMEOUT, ExecAuth, config_without_exec};
 use reconcile_engine::transport::{InsecureSetting, insecure_settings, warn_insecure};
 use reconcile_engine::{BodyStream, BoxFuture, Transport, TransportError};
+
+/// Settings of a [`KubeTransport`] built from a config.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct KubeTransportOptions {
+    /// Longest an exec credential plugin may run before it is killed and the request fails
+    /// (60 s by default, as reconcile-smol's; kube and client-go wait for ever).
+    pub exec_timeout: Duration,
+}
+
+impl Default for KubeTransportOptions {
+    fn default() -> Self {
+        KubeTransportOptions {
+            exec_timeout: DEFAULT_EXEC_TIMEOUT,
+        }
+    }
+}
+
+impl KubeTransportOptions {
+    /// The same options with this exec plugin timeout.
+    #[must_use]
+    pub fn exec_timeout(mut self, limit: Duration) -> Self {
+        self.exec_timeout = limit;
+        self
+    }
+}
 
 /// Sends the engine's requests through a `kube::Client`.
 #[derive(Clone)]
 pub struct KubeTransport {
+    /// The client without an exec plugin's client certificate.
     client: kube::Client,
+    /// For an exec user: the plugin, run here rather than by kube.
+    exec: Option<Arc<ExecClients>>,
     /// What is insecure about the connection, when this transport built the client.
     insecure: Arc<[InsecureSetting]>,
+}
+
+/// An exec user's plugin, and the client of its latest client certificate.
+struct ExecClients {
+    auth: ExecAuth,
+    /// The config without `exec`, for a client with a plugin's certificate.
+    config: kube::Config,
+    /// The client of the credential of this generation.
+    current: Mutex<Option<(u64, kube::Client)>>,
 }
 
 impl std::fmt::Debug for KubeTransport {
@@ -30,6 +80,7 @@ impl KubeTransport {
     pub fn new(client: kube::Client) -> Self {
         KubeTransport {
             client,
+            exec: None,
             insecure: Arc::new([]),
         }
     }
@@ -53,23 +104,43 @@ impl KubeTransport {
     /// itself logs "Server cert bypassed" at each TLS handshake, and nothing about
     /// `http://`).
     ///
+    /// An exec user's plugin runs only when the first request is sent, under the
+    /// default [`KubeTransportOptions::exec_timeout`] (see the module docs).
+    ///
     /// # Errors
     /// kube could not build the client.
     pub fn from_config(config: kube::Config) -> Result<Self, TransportError> {
+        Self::with_options(config, KubeTransportOptions::default())
+    }
+
+    /// A client for `config`, as [`KubeTransport::from_config`], with these options.
+    ///
+    /// # Errors
+    /// kube could not build the client.
+    pub fn with_options(
+        config: kube::Config,
+        options: KubeTransportOptions,
+    ) -> Result<Self, TransportError> {
         let insecure = insecure_settings(
             &config.cluster_url,
             config.accept_invalid_certs,
             credential_kind(&config.auth_info),
         );
         warn_insecure(&insecure);
-        let client = kube::Client::try_from(config).map_err(|e| {
-            TransportError::new(format!(
-                "cannot build a kube client: {}",
-                TransportError::chain(&e)
-            ))
-        })?;
+        // kube would run the plugin (unbounded) for the TLS config, the auth layer and
+        // the client's expiry: it gets the config without it.
+        let plain = config_without_exec(&config, None);
+        let client = build_client(plain.clone())?;
+        let exec = config.auth_info.exec.clone().map(|exec| {
+            Arc::new(ExecClients {
+                auth: ExecAuth::new(exec, options.exec_timeout),
+                config: plain,
+                current: Mutex::new(None),
+            })
+        });
         Ok(KubeTransport {
             client,
+            exec,
             insecure: insecure.into(),
         })
     }
@@ -86,6 +157,50 @@ impl KubeTransport {
     #[must_use]
     pub fn insecure(&self) -> &[InsecureSetting] {
         &self.insecure
+    }
+}
+
+fn build_client(config: kube::Config) -> Result<kube::Client, TransportError> {
+    kube::Client::try_from(config).map_err(|e| {
+        TransportError::new(format!(
+            "cannot build a kube client: {}",
+            TransportError::chain(&e)
+        ))
+    })
+}
+
+impl ExecClients {
+    /// Runs (or reuses) the plugin's credential: adds its token to `request`, and answers
+    /// the client to send it with (one with the plugin's certificate, built once per
+    /// credential, when it gave one).
+    async fn prepare(
+        &self,
+        plain: &kube::Client,
+        request: &mut http::Request<Vec<u8>>,
+    ) -> Result<kube::Client, TransportError> {
+        let what = || format!("{} {}", request.method(), request.uri());
+        let credential = self
+            .auth
+            .credential()
+            .await
+            .map_err(|e| TransportError::new(format!("{}: {e}", what())))?;
+        if let Some(value) = credential.authorization() {
+            request
+                .headers_mut()
+                .insert(http::header::AUTHORIZATION, value.clone());
+        }
+        let Some(identity) = credential.identity() else {
+            return Ok(plain.clone());
+        };
+        let mut current = self.current.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((generation, client)) = &*current
+            && *generation == credential.generation()
+        {
+            return Ok(client.clone());
+        }
+        let client = build_client(config_without_exec(&self.config, Some(identity)))?;
+        *current = Some((credential.generation(), client.clone()));
+        Ok(client)
     }
 }
 
@@ -116,7 +231,13 @@ impl Transport for KubeTransport {
         request: http::Request<Vec<u8>>,
     ) -> BoxFuture<Result<http::Response<BodyStream>, TransportError>> {
         let client = self.client.clone();
+        let exec = self.exec.clone();
         Box::pin(async move {
+            let mut request = request;
+            let client = match exec {
+                Some(exec) => exec.prepare(&client, &mut request).await?,
+                None => client,
+            };
             let response = client
                 .send(request.map(kube::client::Body::from))
                 .await

@@ -527,7 +527,7 @@ where
 
     #[allow(clippy::type_complexity)]
     fn into_driver<F, Fut, E, EP, C>(
-        self,
+        mut self,
         reconcile: F,
         error_policy: EP,
         ctx: Arc<C>,
@@ -540,6 +540,29 @@ where
         C: Send + Sync + 'static,
     {
         let origin = self.runtime.now();
+        if let Some(recorder) = &mut self.recorder {
+            let resources: Vec<super::recorder::SourceResource> = self
+                .remote
+                .iter()
+                .chain(&self.secondaries)
+                .map(|remote| {
+                    super::recorder::SourceResource::of_url(
+                        remote.requests.url_path(),
+                        remote.requests.kind.as_deref(),
+                        remote.requests.metadata_only,
+                    )
+                })
+                .collect();
+            // An in-process primary has no remote: it is source 0 all the same.
+            let resources = if self.remote.is_none() {
+                std::iter::once(super::recorder::SourceResource::default())
+                    .chain(resources)
+                    .collect()
+            } else {
+                resources
+            };
+            recorder.sources(&resources);
+        }
         let lease = self.lease.or_else(|| {
             self.remote
                 .as_ref()

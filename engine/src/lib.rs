@@ -45,6 +45,8 @@ pub mod endpoints;
 pub mod error;
 #[cfg(feature = "example")]
 pub mod example;
+#[cfg(feature = "exec")]
+pub mod exec;
 pub mod handle;
 pub mod lines;
 pub mod metrics;
@@ -69,7 +71,7 @@ pub use reconcile::{Action, Reconcile, default_error_policy};
 pub use reconcile_core::{ElectionConfig, Leadership, OnLost, Predicate};
 /// What a [`Tape`] keeps: an input fed or a command issued (from `reconcile-trace`).
 pub use reconcile_trace::Recorded;
-pub use recorder::Recorder;
+pub use recorder::{Recorder, SourceResource};
 pub use runtime::{BoxFuture, Runtime, ShutdownSignal, Task};
 pub use source::{IntoSource, Source};
 pub use tape::Tape;

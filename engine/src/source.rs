@@ -226,7 +226,10 @@ impl<K: kube_core::Resource, T> Source<K, T> {
             Some(ns) => WatchParams::namespaced(ns),
             None => WatchParams::default(),
         };
-        let source = Source::kubernetes(transport, url, params);
+        let mut source = Source::kubernetes(transport, url, params);
+        if let Some((_, requests)) = &mut source.remote {
+            requests.kind = Some(K::kind(dyntype).into_owned());
+        }
         if K::metadata_api() {
             source.metadata_only()
         } else {

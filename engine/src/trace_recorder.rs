@@ -13,12 +13,15 @@
 //!   keeps everything up to the last flush, each line whole.
 //! - **Bounded.** At most [`TraceRecorder::max_bytes`] bytes (256 MiB by default) are
 //!   written; the trace is then a prefix of the run, and a log line says so.
-//! - **Redacted by default.** Payloads pass through a [`Redaction`] before they are written:
-//!   Secret `data` and `stringData` and the last-applied-configuration annotation are
-//!   masked, `managedFields` are dropped, and any field named with
-//!   [`Redaction::digest`] is replaced by its digest. Recording secrets must be asked for
-//!   with [`TraceRecorder::redaction`]`(Redaction::none())`.
-//! - **Private.** The file is created with mode 0600 (on Unix).
+//! - **Redacted by default.** Payloads pass through a [`Redaction`] before they are written
+//!   ([`Redaction::entry`], the path every trace writer takes): Secret `data` and
+//!   `stringData` and the last-applied-configuration annotation are masked, `managedFields`
+//!   are dropped, and any field named with [`Redaction::digest`] is replaced by its digest.
+//!   The controller tells the recorder each source's resource ([`Recorder::sources`]), so
+//!   every payload of a Secrets source is a Secret's, a metadata-only one
+//!   (`PartialObjectMeta<Secret>`) included. Recording secrets must be asked for with
+//!   [`TraceRecorder::redaction`]`(Redaction::none())`.
+//! - **Private.** The file has mode 0600 (on Unix), whether it is new or replaces one.
 
 use std::fmt;
 use std::fs::File;
@@ -28,10 +31,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use reconcile_core::{Command, Input, Instant};
-use reconcile_trace::redact::{Redaction, digest};
-use reconcile_trace::{Entry, Header, Payload, Record, SourceOp, Trace, TraceBuilder};
+use reconcile_trace::redact::Redaction;
+use reconcile_trace::{Entry, Header, Trace, TraceBuilder};
 
-use super::recorder::Recorder;
+use super::recorder::{Recorder, SourceResource};
 use super::tape::Tape;
 
 /// Writes an in-process object as JSON, for [`TraceRecorder::objects_as_json`].
@@ -46,12 +49,21 @@ pub struct TraceRecorder<O, P> {
     header: Header,
     builder: TraceBuilder,
     redaction: Redaction,
+    /// Which sources are Secrets, as [`Recorder::sources`] said (primary first).
+    secret_sources: Vec<bool>,
     to_json: Option<ToJson<O>>,
     tape: Option<Tape<O, P>>,
     max_bytes: u64,
     max_held: usize,
     out: Output,
     ready: Vec<Entry>,
+    flush_every: Duration,
+    /// Records whose payload could not be redacted and was withheld whole.
+    withheld: u64,
+    /// Whether the byte bound cut the trace short.
+    cut_short: bool,
+    /// Why writing stopped, when it failed.
+    failure: Option<String>,
 }
 
 /// Where the file stands.
@@ -89,12 +101,17 @@ impl<O, P> TraceRecorder<O, P> {
             header,
             builder: TraceBuilder::default(),
             redaction: Redaction::default(),
+            secret_sources: Vec::new(),
             to_json: None,
             tape: None,
             max_bytes: 256 << 20,
             max_held: 100_000,
             out: Output::Closed,
             ready: Vec::new(),
+            flush_every: FLUSH_EVERY,
+            withheld: 0,
+            cut_short: false,
+            failure: None,
         }
     }
 
@@ -119,6 +136,33 @@ impl<O, P> TraceRecorder<O, P> {
     pub fn max_held(mut self, records: usize) -> Self {
         self.max_held = records.max(1);
         self
+    }
+
+    /// Flushes the file at most every `period` of the run (default 1 s); `Duration::ZERO`
+    /// flushes after every input (what `reconcile-sim capture` does).
+    #[must_use]
+    pub fn flush_every(mut self, period: Duration) -> Self {
+        self.flush_every = period;
+        self
+    }
+
+    /// Records written so far whose payload could not be redacted (too deep, too large) and
+    /// was replaced whole.
+    #[must_use]
+    pub fn withheld(&self) -> u64 {
+        self.withheld
+    }
+
+    /// Whether [`TraceRecorder::max_bytes`] cut the trace short.
+    #[must_use]
+    pub fn cut_short(&self) -> bool {
+        self.cut_short
+    }
+
+    /// Why the trace could not be written (opened, written or flushed), if it could not.
+    #[must_use]
+    pub fn failure(&self) -> Option<&str> {
+        self.failure.as_deref()
     }
 
     /// Writes in-process source events too, their objects through `to_json` (an object it
@@ -160,6 +204,7 @@ impl<O, P> TraceRecorder<O, P> {
                 Ok(out) => out,
                 Err(e) => {
                     tracing::error!(path = %self.path.display(), error = %e, "cannot write the trace");
+                    self.failure = Some(e.to_string());
                     Output::Done
                 }
             };
@@ -176,7 +221,11 @@ impl<O, P> TraceRecorder<O, P> {
         let mut over = false;
         let mut failed = None;
         for mut entry in self.ready.drain(..) {
-            redact(&self.redaction, &mut entry);
+            if self.redaction.entry(&mut entry, &self.secret_sources)
+                == reconcile_trace::redact::Redacted::Withheld
+            {
+                self.withheld += 1;
+            }
             let mut line = entry.to_line();
             line.push('\n');
             if *written + line.len() as u64 > self.max_bytes {
@@ -190,13 +239,14 @@ impl<O, P> TraceRecorder<O, P> {
             *written += line.len() as u64;
         }
         if failed.is_none()
-            && (flush || over || now.saturating_duration_since(*flushed_at) >= FLUSH_EVERY)
+            && (flush || over || now.saturating_duration_since(*flushed_at) >= self.flush_every)
         {
             *flushed_at = now;
             failed = file.flush().err();
         }
         if let Some(e) = failed {
             tracing::error!(path = %self.path.display(), error = %e, "cannot write the trace; recording stops");
+            self.failure = Some(e.to_string());
             self.out = Output::Done;
         } else if over {
             let _ = file.flush();
@@ -205,24 +255,14 @@ impl<O, P> TraceRecorder<O, P> {
                 max_bytes = self.max_bytes,
                 "the trace reached its byte limit: the rest of the run is not written"
             );
+            self.cut_short = true;
             self.out = Output::Done;
         }
     }
 
     fn open(&self) -> io::Result<Output> {
-        if let Some(dir) = self.path.parent()
-            && !dir.as_os_str().is_empty()
-        {
-            std::fs::create_dir_all(dir)?;
-        }
-        let mut options = std::fs::OpenOptions::new();
-        options.write(true).create(true).truncate(true);
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::OpenOptionsExt;
-            options.mode(0o600);
-        }
-        let mut file = BufWriter::with_capacity(64 << 10, options.open(&self.path)?);
+        let mut file =
+            BufWriter::with_capacity(64 << 10, reconcile_trace::create_private(&self.path)?);
         let mut header = self.header.clone();
         if self.redaction.is_enabled() {
             let text = header.description.unwrap_or_default();
@@ -235,42 +275,6 @@ impl<O, P> TraceRecorder<O, P> {
             written: line.len() as u64,
             flushed_at: Instant::ZERO,
         })
-    }
-}
-
-/// Redacts the payloads of `entry` in place. A payload that cannot be redacted (too deep,
-/// too large) is replaced by its digest: it is never written as received.
-fn redact(redaction: &Redaction, entry: &mut Entry) {
-    if !redaction.is_enabled() {
-        return;
-    }
-    let swap = |payload: &mut Payload, result: Result<Option<Vec<u8>>, _>| match result {
-        Ok(None) => {}
-        Ok(Some(bytes)) => *payload = Payload::from_bytes(bytes),
-        Err(_) => *payload = Payload::from(digest(payload.as_bytes())),
-    };
-    match &mut entry.record {
-        // A WATCH's own body is a Status, never an object.
-        Record::List { body, .. } if !body.is_empty() => {
-            let result = redaction.list_body(body.as_bytes());
-            swap(body, result);
-        }
-        Record::Frame { line } => {
-            let result = redaction.watch_line(line.as_bytes());
-            swap(line, result);
-        }
-        Record::Source(op) => {
-            let object = |raw: &mut String| match redaction.object(raw) {
-                Ok(None) => {}
-                Ok(Some(text)) => *raw = text,
-                Err(_) => *raw = serde_json::Value::String(digest(raw.as_bytes())).to_string(),
-            };
-            match op {
-                SourceOp::Upsert(o) | SourceOp::Delete(o) => object(o),
-                SourceOp::Replace(objects) => objects.iter_mut().for_each(object),
-            }
-        }
-        _ => {}
     }
 }
 
@@ -317,6 +321,10 @@ where
             tape.command(now, command);
         }
         self.builder.command(now, command);
+    }
+
+    fn sources(&mut self, sources: &[SourceResource]) {
+        self.secret_sources = sources.iter().map(SourceResource::is_secrets).collect();
     }
 
     fn finish(&mut self, now: Instant) {

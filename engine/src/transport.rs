@@ -124,6 +124,9 @@ pub struct Requests {
     /// Ask for `PartialObjectMetadata` (kube's metadata API): the apiserver then sends only
     /// each object's metadata.
     pub(crate) metadata_only: bool,
+    /// The object type's kind, when a type names it (`Source::all` and friends): what a
+    /// recorder is told of the source ([`SourceResource`](crate::recorder::SourceResource)).
+    pub(crate) kind: Option<String>,
 }
 
 impl Requests {
@@ -142,6 +145,7 @@ impl Requests {
         Requests {
             request: kube_core::Request::new(url_path),
             metadata_only: false,
+            kind: None,
         }
     }
 

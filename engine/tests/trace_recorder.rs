@@ -3,7 +3,12 @@
 //! still written before the input that dispatched it. Driven by a core fed by hand, as a
 //! driver would, with injected instants.
 
+// Only the paused runtime and `within` are used here.
+#[allow(dead_code)]
+mod support;
+
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Secret;
@@ -12,7 +17,10 @@ use reconcile_core::{
     Command, Config, Input, Instant, KeyMap, ListResponse, Object, ObjectKey, Outcome, Output,
     ReconcileLoop, RequestId, SourceEvent, StreamId, Ticket, WatchParams,
 };
-use reconcile_engine::{Recorder, TraceRecorder};
+use reconcile_engine::{
+    Action, BoxFuture, Controller, Reconcile, Recorder, Source, SourceResource, TraceRecorder,
+    Transport, TransportError, default_error_policy,
+};
 use reconcile_trace::redact::Redaction;
 use reconcile_trace::{Record, Trace, header_for};
 
@@ -312,4 +320,138 @@ fn in_process_events_are_written_when_the_objects_can_be() {
         "{text}"
     );
     assert!(!text.contains("aGlkZGVu"), "redacted: {text}");
+}
+
+/// The findings of issue 31 on the recorder: a metadata-only Secret source
+/// (`PartialObjectMeta<Secret>`, the `secret-metadata` example's) kept each Secret's
+/// last-applied-configuration annotation, which holds its data, because the recorder was
+/// never told the source was Secrets and `PartialObjectMetadata` passed untouched.
+#[test]
+fn a_metadata_only_secret_source_keeps_no_last_applied_annotation() {
+    use kube_core_types::*;
+    let marker = "bWV0YWRhdGEtb25seS1zZWNyZXQ="; // base64 of metadata-only-secret
+    let item = |name: &str, rv: u64| {
+        format!(
+            r#"{{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{{"name":"{name}","namespace":"ns","resourceVersion":"{rv}","annotations":{{"kubectl.kubernetes.io/last-applied-configuration":"{{\"apiVersion\":\"v1\",\"data\":{{\"password\":\"{marker}\"}},\"kind\":\"Secret\",\"metadata\":{{\"name\":\"{name}\"}}}}\n"}},"managedFields":[{{"manager":"kubectl-client-side-apply","fieldsV1":{{"f:data":{{"f:password":{{}}}}}}}}]}}}}"#
+        )
+    };
+    let list = format!(
+        r#"{{"kind":"PartialObjectMetadataList","apiVersion":"meta.k8s.io/v1","metadata":{{"resourceVersion":"10"}},"items":[{}]}}"#,
+        item("s", 5)
+    );
+    let config = Config::<SecretMeta, ObjectKey>::kubernetes(
+        WatchParams::namespaced("ns"),
+        KeyMap::by_object(),
+    );
+    let path = temp("secret-metadata.jsonl");
+    let mut d = Drive::new(config, &path, |mut r| {
+        // What the controller tells it before the run (checked below).
+        Recorder::<SecretMeta, ObjectKey>::sources(
+            &mut r,
+            &[SourceResource::of_url(
+                "/api/v1/namespaces/ns/secrets",
+                Some("Secret"),
+                true,
+            )],
+        );
+        r
+    });
+    d.list(0.5, &list);
+    d.frame(
+        0.7,
+        &format!(r#"{{"type":"MODIFIED","object":{}}}"#, item("s", 11)),
+    );
+    d.recorder.finish(d.now);
+    let (text, trace) = read(&path);
+    assert_eq!(trace.entries.len(), 3, "list, watch, frame: {text}");
+    assert!(!text.contains(marker), "{text}");
+    assert!(
+        !text.contains("\"managedFields\":") && !text.contains("\\\"managedFields\\\""),
+        "{text}"
+    );
+    assert!(text.contains("<redacted>"), "{text}");
+}
+
+/// The recorder's half of a metadata-only source for the test above.
+mod kube_core_types {
+    /// A Secret's metadata, as `secret-metadata` watches it.
+    pub type SecretMeta = kube_core::PartialObjectMeta<k8s_openapi::api::core::v1::Secret>;
+}
+
+/// Remembers what the controller told it of its sources.
+struct Spy(Arc<Mutex<Vec<SourceResource>>>);
+
+impl<O, P> Recorder<O, P> for Spy {
+    fn input(&mut self, _: Instant, _: &Input<O>) {}
+    fn command(&mut self, _: Instant, _: &Command<O, P>) {}
+    fn sources(&mut self, sources: &[SourceResource]) {
+        *self.0.lock().unwrap() = sources.to_vec();
+    }
+}
+
+/// A transport that answers nothing.
+#[derive(Clone)]
+struct Refusing;
+
+impl Transport for Refusing {
+    fn send(
+        &self,
+        _: http::Request<Vec<u8>>,
+    ) -> BoxFuture<Result<http::Response<reconcile_engine::BodyStream>, TransportError>> {
+        Box::pin(async { Err(TransportError::new("refused")) })
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_controller_tells_its_recorder_each_sources_resource() {
+    use kube_core_types::SecretMeta;
+    let runtime = support::paused().await;
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let primary = Source::<SecretMeta, Refusing>::namespaced(Refusing, "ns");
+    let configmaps = Source::<k8s_openapi::api::core::v1::ConfigMap, Refusing>::all(Refusing);
+    let secrets = Source::<Secret, Refusing>::kubernetes(
+        Refusing,
+        "/api/v1/namespaces/ns/secrets",
+        WatchParams::namespaced("ns"),
+    );
+    let controller = Controller::for_objects_with(runtime, primary)
+        .watches(configmaps, |_| Vec::new())
+        .watches(secrets, |_| Vec::new())
+        .recorder(Spy(Arc::clone(&seen)))
+        .graceful_shutdown_on(async {});
+    let _ = support::within(
+        "the run",
+        controller.run(
+            |_: Reconcile<SecretMeta, ObjectKey>, _: Arc<()>| async {
+                Ok::<_, std::convert::Infallible>(Action::await_change())
+            },
+            default_error_policy,
+            Arc::new(()),
+        ),
+    )
+    .await;
+    let seen = seen.lock().unwrap().clone();
+    let secrets: Vec<bool> = seen.iter().map(SourceResource::is_secrets).collect();
+    assert_eq!(secrets, [true, false, true], "{seen:?}");
+    assert!(seen[0].metadata_only && seen[0].kind.as_deref() == Some("Secret"));
+    assert_eq!(seen[1].plural.as_deref(), Some("configmaps"));
+    assert_eq!(seen[2].kind, None, "a hand-made URL: known by its plural");
+}
+
+/// A recorder that replaces a file kept that file's mode (0644): the trace is 0600 however
+/// it came to be.
+#[cfg(unix)]
+#[test]
+fn a_trace_that_replaces_a_file_is_private_too() {
+    use std::os::unix::fs::PermissionsExt;
+    let path = temp("overwritten.jsonl");
+    std::fs::write(&path, "an older trace\n").unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let mut d = Drive::new(pods(), &path, |r| r);
+    d.list(0.5, &pod_list(10, &[pod("a", 5)]));
+    d.recorder.finish(d.now);
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    let (text, _) = read(&path);
+    assert!(!text.contains("an older trace"), "{text}");
 }

@@ -379,6 +379,18 @@ fn with_lines(mut trace: Trace, lines: &[usize]) -> Trace {
     trace
 }
 
+/// `trace` as JSON Lines, redacted by `redaction` ([`Redaction::entry`] on every record, the
+/// path every trace writer takes): what `import` prints or writes. A trace does not say its
+/// resource, so Secrets are known by their payloads (kind, a list's kind, a last-applied
+/// annotation naming `Secret`).
+///
+/// [`Redaction::entry`]: reconcile_trace::redact::Redaction::entry
+#[must_use]
+pub fn redacted_jsonl(mut trace: Trace, redaction: &reconcile_trace::redact::Redaction) -> String {
+    redaction.trace(&mut trace, &[]);
+    trace.to_jsonl()
+}
+
 /// The first frame's object version, minus one when numeric: a LIST version from which a
 /// watch would deliver exactly these frames.
 fn list_version_before(frames: &[String]) -> String {

@@ -13,6 +13,7 @@
 //! | [`harness`] | `harness/`: stepping (`mod.rs`), `render.rs`, `reconciles.rs`, `invariants.rs`, `wakes.rs` | drives the core one input per step, renders lines, runs reconciles, checks invariants |
 //! | [`starvation`] | `starvation.rs` | the priority queue's starvation invariant: a low key n-th in line goes within (k + 1) · n dispatches, every wake is served |
 //! | [`world`], [`wire`], [`lease`], [`selector`] | `apiserver/`: `world.rs`, `wire.rs`, `lease.rs` (selectors from `reconcile-trace`) | the simulated apiserver: history, compaction, LIST / WATCH, selectors, protobuf, the Lease |
+//! | [`cluster`] | `cluster/`: `mod.rs`, `kinds.rs`, `store.rs`, `path.rs`, `params.rs`, `serve.rs`, `read.rs`, `watch.rs`, `write.rs`, `patch.rs`, `apply.rs`, `delete.rs`, `gc.rs`, `status.rs` | a simulated cluster for any kind: reads, writes, patches, apply, `/status`, finalizers, GC, over HTTP or typed |
 //! | [`replay`](mod@replay) | `replay.rs` | replay mode: recorded answers in order, divergence reports |
 //! | [`simulate`](mod@simulate) | `simulate/`: `options.rs`, `event_loop.rs`, `faults.rs`, `quiescence.rs`, `validate.rs`, `report.rs` | world mode: a discrete-event loop over the world, the core and the faults |
 //! | [`explore`] | `explore/`: `options.rs`, `profiles.rs`, `generate.rs`, `many.rs`, `busy.rs`, `run.rs`, `minimize.rs`, `report.rs` | swarm testing: seeded workloads and fault profiles, invariants, minimization |
@@ -25,8 +26,8 @@
 //! mode, the modes know the harness and the apiserver, and the HTML report sits above replay
 //! and world mode. Explore and election meet through explore's options, minimization and
 //! report files, which election's own exploration uses and which use nothing of election's
-//! but the default drift. A new concept gets its own folder beside these (a simulated
-//! apiserver for any kind, a deterministic executor, an operator test kit), with any old
+//! but the default drift. A new concept gets its own folder beside these (the cluster above; next a
+//! deterministic executor and an operator test kit), with any old
 //! path kept by re-export.
 //!
 //! Every run is a pure function of its trace, its options and its seed: no clock is read, no
@@ -39,6 +40,7 @@ mod apiserver;
 #[cfg(feature = "capture")]
 pub mod capture;
 pub mod clock;
+pub mod cluster;
 pub mod describe;
 pub mod election;
 pub mod explore;

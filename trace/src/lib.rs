@@ -14,11 +14,13 @@ use serde_json::value::RawValue;
 
 use reconcile_core::{Instant, KeyBy};
 
+mod private;
 pub mod read;
 pub mod redact;
 mod run;
 pub mod selector;
 
+pub use private::{create_private, write_private};
 pub use read::{BOM, Limits, MAX_INPUT, MAX_LINE, numbered_lines, read_bounded, strip_bom};
 pub use run::{Recorded, TraceBuilder, header_for, to_trace};
 

@@ -4,11 +4,15 @@
 //! keep its secrets. A [`Redaction`] rewrites LIST bodies ([`Redaction::list_body`]), watch
 //! lines ([`Redaction::watch_line`]) and single objects ([`Redaction::object`]):
 //!
-//! - **Secrets** (an object of kind `Secret`, an item of a `SecretList`, or any object when
-//!   [`Redaction::resource_is_secret`] says the captured resource is Secrets): every value
-//!   under `data` and `stringData` is replaced by [`MASK`] (the keys are kept), and so is
-//!   the `kubectl.kubernetes.io/last-applied-configuration` annotation, which holds the whole
-//!   object as applied. On by default.
+//! - **Secrets** (an object of kind `Secret`, an item of a `SecretList`, an object whose
+//!   last-applied-configuration names kind `Secret`, or any object of a source the writer
+//!   says is Secrets: [`Redaction::resource_is_secret`], or per source through
+//!   [`Redaction::entry`]; kinds are compared decoded, so `"Secr\u0065t"` is one): every
+//!   value under `data` and `stringData` is replaced by [`MASK`] (the keys are kept), and so
+//!   is the `kubectl.kubernetes.io/last-applied-configuration` annotation, which holds the
+//!   whole object as applied (an annotation that is not JSON naming a kind is masked on any
+//!   object: what it holds cannot be told). Any object with an `items` array is a list, each
+//!   item judged too. On by default.
 //! - **managedFields** (`metadata.managedFields`) are dropped: large, and nothing a
 //!   controller reads. On by default; [`Redaction::keep_managed_fields`] keeps them.
 //! - **Chosen fields** ([`Redaction::digest`] with a [`JsonPath`], for example
@@ -22,12 +26,16 @@
 //! JSON cannot be inspected, so it is replaced whole by a digest (a watch line then stays
 //! undecodable, as it was). [`Redaction::none`] keeps everything.
 //!
-//! Kubernetes protobuf (issue 16: an enveloped LIST body, a `WatchEvent` frame) is not
-//! rewritten field by field: it is kept as received when nothing in it may need redacting
-//! (its envelope names a kind other than `Secret` / `SecretList`, the resource is not
-//! Secrets, and no [`Redaction::digest`] path is set; `managedFields` are then kept, as they
-//! hold field names, not values), so a recorded protobuf run replays; otherwise it is
-//! replaced whole by its digest.
+//! Kubernetes protobuf (issue 16: an enveloped LIST body, a `WatchEvent` frame) is redacted
+//! field by field on the wire format and stays protobuf, so a recorded protobuf run replays:
+//! a Secret's `data` and `stringData` values are masked and its (or a Secret's
+//! `PartialObjectMetadata`'s) last-applied annotation masked and managedFields dropped;
+//! other kinds are kept as received (managedFields too: field names, not values). A payload
+//! that does not parse, a Secrets source's payload of an unknown kind, and any protobuf when
+//! a [`Redaction::digest`] path is set are replaced whole by a digest.
+//!
+//! [`Redaction::entry`] is the one path every trace writer takes (the engine's recorder,
+//! `reconcile-sim capture` and `import`).
 //!
 //! Every function is bounded: nesting deeper than [`MAX_DEPTH`] or a payload larger than
 //! [`MAX_PAYLOAD`] is an error naming what was refused, never a panic.
@@ -39,6 +47,8 @@ use std::str::FromStr;
 use serde::de::{Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 use sha2::{Digest as _, Sha256};
+
+mod protobuf;
 
 /// What a masked Secret value is replaced with (not base64, so it cannot be mistaken for
 /// data).
@@ -416,42 +426,51 @@ impl Redaction {
         let Ok(members) = serde_json::from_str::<Members<'_>>(raw) else {
             return self.opaque(raw, what);
         };
-        let is_secret = secret
-            || members.0.iter().any(|(k, v)| {
-                k == "kind" && serde_json::from_str::<&str>(v.get()).ok() == Some("Secret")
-            });
-        let rules = self.rules(is_secret);
-        if rules.is_empty() {
-            return Ok(None);
-        }
-        let cursors: Vec<Cursor<'_>> = rules.iter().map(|r| (r, 0)).collect();
-        self.rewrite_members(&members, &cursors, 1, what)
+        self.members_as(raw, &members, secret, 0, what)
     }
 
-    /// Redacts a LIST response body: each of its `items`. `Ok(None)`: nothing to change.
-    ///
-    /// # Errors
-    /// A payload too deep or too large.
-    pub fn list_body(&self, body: &[u8]) -> Result<Option<Vec<u8>>, RedactError> {
-        const WHAT: &str = "LIST body";
-        if !self.enabled {
-            return Ok(None);
+    /// Redacts an object, or a list of them (any object with an `items` array, whatever its
+    /// kind says: a `List` may hold Secrets, and each item is judged by its own kind too).
+    fn members_as(
+        &self,
+        raw: &str,
+        members: &Members<'_>,
+        secret: bool,
+        lists: usize,
+        what: &'static str,
+    ) -> Result<Option<String>, RedactError> {
+        if lists > MAX_DEPTH {
+            return Err(RedactError::TooDeep { what });
         }
-        check_size(WHAT, body.len())?;
-        if let Some(kind) = reconcile_core::protobuf::payload_kind(body) {
-            return Ok(self.protobuf(kind, body));
+        let kind_is = |want: &str| {
+            members
+                .0
+                .iter()
+                .any(|(k, v)| k == "kind" && is_string(v, want))
+        };
+        let last = last_applied(members);
+        let is_secret = secret || kind_is("Secret") || last == LastApplied::Secret;
+        let items_secret = secret || kind_is("SecretList");
+        let rules = self.rules(is_secret, last == LastApplied::Unknown);
+        let own = if rules.is_empty() {
+            None
+        } else {
+            let cursors: Vec<Cursor<'_>> = rules.iter().map(|r| (r, 0)).collect();
+            self.rewrite_members(members, &cursors, 1, what)?
+        };
+        let has_items = members
+            .0
+            .iter()
+            .any(|(k, v)| k == "items" && v.get().starts_with('['));
+        if !has_items {
+            return Ok(own);
         }
-        let Ok(text) = std::str::from_utf8(body) else {
-            return Ok(self.opaque_bytes(body));
+        let text: Cow<'_, str> = own.map_or(Cow::Borrowed(raw), Cow::Owned);
+        let members = match serde_json::from_str::<Members<'_>>(&text) {
+            Ok(m) => m,
+            Err(_) => return Err(RedactError::TooDeep { what }),
         };
-        let Ok(members) = serde_json::from_str::<Members<'_>>(text) else {
-            return Ok(self.opaque_bytes(body));
-        };
-        let secret = self.resource_is_secret
-            || members.0.iter().any(|(k, v)| {
-                k == "kind" && serde_json::from_str::<&str>(v.get()).ok() == Some("SecretList")
-            });
-        let mut changed = false;
+        let mut changed = matches!(text, Cow::Owned(_));
         let mut out = String::with_capacity(text.len());
         out.push('{');
         for (n, (key, value)) in members.0.iter().enumerate() {
@@ -467,7 +486,11 @@ impl Redaction {
                     if i > 0 {
                         out.push(',');
                     }
-                    match self.object_as(item.get(), secret, WHAT)? {
+                    let redacted = match serde_json::from_str::<Members<'_>>(item.get()) {
+                        Ok(m) => self.members_as(item.get(), &m, items_secret, lists + 1, what)?,
+                        Err(_) => self.opaque(item.get(), what)?,
+                    };
+                    match redacted {
                         Some(new) => {
                             changed = true;
                             out.push_str(&new);
@@ -481,22 +504,56 @@ impl Redaction {
             }
         }
         out.push('}');
-        Ok(changed.then(|| out.into_bytes()))
+        Ok(changed.then_some(out))
     }
 
-    /// Redacts one watch line (`{"type": ..., "object": ...}`): its object, unless the event
-    /// is an `ERROR` (a Status). `Ok(None)`: nothing to change. A trailing newline is kept.
+    /// Redacts a LIST response body: each of its `items`. `Ok(None)`: nothing to change.
+    ///
+    /// # Errors
+    /// A payload too deep or too large.
+    pub fn list_body(&self, body: &[u8]) -> Result<Option<Vec<u8>>, RedactError> {
+        self.list_body_as(body, self.resource_is_secret)
+    }
+
+    fn list_body_as(&self, body: &[u8], secret: bool) -> Result<Option<Vec<u8>>, RedactError> {
+        const WHAT: &str = "LIST body";
+        if !self.enabled {
+            return Ok(None);
+        }
+        check_size(WHAT, body.len())?;
+        if protobuf::is_protobuf_payload(body) {
+            return self.protobuf(body, secret, WHAT);
+        }
+        let Ok(text) = std::str::from_utf8(body) else {
+            return Ok(self.opaque_bytes(body));
+        };
+        let Ok(members) = serde_json::from_str::<Members<'_>>(text) else {
+            return Ok(self.opaque_bytes(body));
+        };
+        Ok(self
+            .members_as(text, &members, secret, 0, WHAT)?
+            .map(String::into_bytes))
+    }
+
+    /// Redacts one watch line (`{"type": ..., "object": ...}`): its object, whatever the
+    /// event's type (an `ERROR` or `BOOKMARK` frame's object is redacted as any other; a
+    /// Status has nothing to redact and comes back unchanged). `Ok(None)`: nothing to
+    /// change. A trailing newline is kept.
     ///
     /// # Errors
     /// A payload too deep or too large.
     pub fn watch_line(&self, line: &[u8]) -> Result<Option<Vec<u8>>, RedactError> {
+        self.watch_line_as(line, self.resource_is_secret)
+    }
+
+    fn watch_line_as(&self, line: &[u8], secret: bool) -> Result<Option<Vec<u8>>, RedactError> {
         const WHAT: &str = "watch line";
         if !self.enabled {
             return Ok(None);
         }
         check_size(WHAT, line.len())?;
-        if let Some(kind) = reconcile_core::protobuf::payload_kind(line) {
-            return Ok(self.protobuf(kind, line));
+        if protobuf::is_protobuf_payload(line) {
+            return self.protobuf(line, secret, WHAT);
         }
         let (body, newline) = match line.strip_suffix(b"\n") {
             Some(b) => (b, true),
@@ -511,12 +568,6 @@ impl Redaction {
         let Ok(members) = serde_json::from_str::<Members<'_>>(text) else {
             return Ok(self.opaque_bytes(line));
         };
-        let is_error = members.0.iter().any(|(k, v)| {
-            k == "type" && serde_json::from_str::<&str>(v.get()).ok() == Some("ERROR")
-        });
-        if is_error {
-            return Ok(None);
-        }
         let mut changed = false;
         let mut out = String::with_capacity(text.len());
         out.push('{');
@@ -526,7 +577,7 @@ impl Redaction {
             }
             push_key(&mut out, key);
             if key == "object" {
-                match self.object_as(value.get(), self.resource_is_secret, WHAT)? {
+                match self.object_as(value.get(), secret, WHAT)? {
                     Some(new) => {
                         changed = true;
                         out.push_str(&new);
@@ -544,8 +595,14 @@ impl Redaction {
         Ok(changed.then(|| out.into_bytes()))
     }
 
-    fn rules(&self, secret: bool) -> Vec<Rule> {
+    fn rules(&self, secret: bool, mask_last_applied: bool) -> Vec<Rule> {
         let mut rules = Vec::new();
+        if self.secrets && mask_last_applied && !secret {
+            rules.push(Rule {
+                path: JsonPath::of(&["metadata", "annotations", LAST_APPLIED]),
+                action: Action::Mask,
+            });
+        }
         if self.managed_fields {
             rules.push(Rule {
                 path: JsonPath::of(&["metadata", "managedFields"]),
@@ -568,15 +625,25 @@ impl Redaction {
         rules
     }
 
-    /// A protobuf payload carrying `kind`: kept (`None`) unless it may hold a Secret or a
-    /// chosen path, which cannot be redacted field by field here: then its digest.
-    fn protobuf(&self, kind: &str, raw: &[u8]) -> Option<Vec<u8>> {
-        let secret = self.resource_is_secret || matches!(kind, "Secret" | "SecretList");
-        if (self.secrets && secret) || !self.digests.is_empty() {
-            self.opaque_bytes(raw)
-        } else {
-            None
+    /// A protobuf payload: Secrets redacted field by field ([`protobuf`]); one a chosen path
+    /// applies to, or one that cannot be read, replaced whole by its digest.
+    fn protobuf(
+        &self,
+        raw: &[u8],
+        secret: bool,
+        _what: &'static str,
+    ) -> Result<Option<Vec<u8>>, RedactError> {
+        if !self.digests.is_empty() {
+            return Ok(self.opaque_bytes(raw));
         }
+        let rules = protobuf::Rules {
+            secret: self.secrets && secret,
+            managed_fields: self.managed_fields,
+        };
+        Ok(match protobuf::payload(raw, rules) {
+            Some(out) => out,
+            None => self.opaque_bytes(raw),
+        })
     }
 
     /// A payload that cannot be inspected: replaced whole by its digest.
@@ -739,6 +806,208 @@ impl Redaction {
         };
         Ok(rewritten.map_or(Replaced::Same, Replaced::With))
     }
+}
+
+/// Whether `value` is the JSON string `want`, compared decoded (`"Secr\u0065t"` is
+/// `Secret`).
+fn is_string(value: &RawValue, want: &str) -> bool {
+    serde_json::from_str::<Cow<'_, str>>(value.get()).is_ok_and(|s| s == want)
+}
+
+/// What an object's last-applied-configuration annotation says it was applied as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum LastApplied {
+    /// No such annotation.
+    Absent,
+    /// A JSON object of kind `Secret`: the object is a Secret, whatever its own kind says
+    /// (a `PartialObjectMetadata` of one, for example).
+    Secret,
+    /// A JSON object of another kind.
+    Other,
+    /// Not a JSON object naming its kind: what it holds cannot be told, so it is masked.
+    Unknown,
+}
+
+/// Reads the annotation's value as applied JSON.
+fn classify_last_applied(text: &str) -> LastApplied {
+    let Ok(members) = serde_json::from_str::<Members<'_>>(text) else {
+        return LastApplied::Unknown;
+    };
+    let kinds: Vec<bool> = members
+        .0
+        .iter()
+        .filter(|(k, _)| k == "kind")
+        .map(|(_, v)| is_string(v, "Secret"))
+        .collect();
+    if kinds.is_empty() {
+        LastApplied::Unknown
+    } else if kinds.iter().any(|secret| *secret) {
+        LastApplied::Secret
+    } else {
+        LastApplied::Other
+    }
+}
+
+/// The strongest reading of every `metadata.annotations[LAST_APPLIED]` of `members`
+/// (duplicate keys included: each is read).
+fn last_applied(members: &Members<'_>) -> LastApplied {
+    let mut seen = LastApplied::Absent;
+    let mut note = |l: LastApplied| {
+        seen = match (seen, l) {
+            (LastApplied::Secret, _) | (_, LastApplied::Secret) => LastApplied::Secret,
+            (LastApplied::Unknown, _) | (_, LastApplied::Unknown) => LastApplied::Unknown,
+            (LastApplied::Other, _) | (_, LastApplied::Other) => LastApplied::Other,
+            _ => LastApplied::Absent,
+        };
+    };
+    for (key, meta) in &members.0 {
+        if key != "metadata" {
+            continue;
+        }
+        let Ok(meta) = serde_json::from_str::<Members<'_>>(meta.get()) else {
+            continue;
+        };
+        for (key, annotations) in &meta.0 {
+            if key != "annotations" {
+                continue;
+            }
+            let Ok(annotations) = serde_json::from_str::<Members<'_>>(annotations.get()) else {
+                continue;
+            };
+            for (key, value) in &annotations.0 {
+                if key == LAST_APPLIED {
+                    note(match serde_json::from_str::<Cow<'_, str>>(value.get()) {
+                        Ok(text) => classify_last_applied(&text),
+                        Err(_) => LastApplied::Unknown,
+                    });
+                }
+            }
+        }
+    }
+    seen
+}
+
+/// What [`Redaction::entry`] did to a record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Redacted {
+    /// Nothing in it needed redacting (or it carries no payload).
+    Unchanged,
+    /// Its payload was redacted.
+    Changed,
+    /// Its payload could not be redacted (too deep, too large) and was replaced whole by a
+    /// stand-in naming why and its digest; the record's note says so.
+    Withheld,
+}
+
+/// Which of a trace's sources are Secrets (index 0 the primary, `n` the `n`th secondary), as
+/// a writer that knows the sources' resources tells [`Redaction::entry`]; a source past the
+/// end is judged by its payloads alone.
+pub type SecretSources = [bool];
+
+/// Whether the resource `group` / `kind` / `plural` is core/v1 Secrets (either name suffices).
+#[must_use]
+pub fn is_secret_resource(group: &str, kind: Option<&str>, plural: Option<&str>) -> bool {
+    group.is_empty() && (kind == Some("Secret") || plural == Some("secrets"))
+}
+
+impl Redaction {
+    /// Redacts the payloads of one trace record in place: a LIST body, a watch frame (every
+    /// type), an in-process source object. WATCH and stream-end bodies are Status answers
+    /// and are kept. `secret_sources` says which sources are Secrets (see [`SecretSources`]);
+    /// [`Redaction::resource_is_secret`] makes every source one.
+    ///
+    /// This is the one path every trace writer takes: the engine's `TraceRecorder`,
+    /// `reconcile-sim capture` (which records through it) and `reconcile-sim import`.
+    pub fn entry(&self, entry: &mut crate::Entry, secret_sources: &SecretSources) -> Redacted {
+        use crate::{Payload, Record, SourceOp};
+        if !self.enabled {
+            return Redacted::Unchanged;
+        }
+        let index = usize::try_from(entry.source_index()).unwrap_or(usize::MAX);
+        let secret = self.resource_is_secret || secret_sources.get(index).copied().unwrap_or(false);
+        let mut result = Redacted::Unchanged;
+        let mut withheld = None;
+        let mut swap =
+            |payload: &mut Payload, what: &str, done: Result<Option<Vec<u8>>, RedactError>| {
+                match done {
+                    Ok(None) => {}
+                    Ok(Some(bytes)) => {
+                        *payload = Payload::from_bytes(bytes);
+                        result = Redacted::Changed;
+                    }
+                    Err(e) => {
+                        *payload = Payload::from(withheld_stand_in(what, &e, payload.as_bytes()));
+                        withheld = Some(format!("{what} withheld: {e}"));
+                    }
+                }
+            };
+        match &mut entry.record {
+            Record::List { body, .. } if !body.is_empty() => {
+                let done = self.list_body_as(body.as_bytes(), secret);
+                swap(body, "LIST body", done);
+            }
+            Record::Frame { line } => {
+                let done = self.watch_line_as(line.as_bytes(), secret);
+                swap(line, "watch line", done);
+            }
+            Record::Source(op) => {
+                let mut object = |raw: &mut String| match self.object_as(raw, secret, "object") {
+                    Ok(None) => {}
+                    Ok(Some(text)) => {
+                        *raw = text;
+                        result = Redacted::Changed;
+                    }
+                    Err(e) => {
+                        *raw = withheld_stand_in("object", &e, raw.as_bytes());
+                        withheld = Some(format!("object withheld: {e}"));
+                    }
+                };
+                match op {
+                    SourceOp::Upsert(o) | SourceOp::Delete(o) => object(o),
+                    SourceOp::Replace(objects) => objects.iter_mut().for_each(object),
+                }
+            }
+            _ => {}
+        }
+        if let Some(why) = withheld {
+            entry.note = Some(match entry.note.take() {
+                Some(note) => format!("{note}; {why}"),
+                None => why,
+            });
+            return Redacted::Withheld;
+        }
+        result
+    }
+
+    /// Redacts every record of `trace` ([`Redaction::entry`]); returns how many changed and
+    /// how many were withheld. When anything changed, the header's description says which
+    /// redaction was applied.
+    pub fn trace(
+        &self,
+        trace: &mut crate::Trace,
+        secret_sources: &SecretSources,
+    ) -> (usize, usize) {
+        let (mut changed, mut withheld) = (0, 0);
+        for entry in &mut trace.entries {
+            match self.entry(entry, secret_sources) {
+                Redacted::Unchanged => {}
+                Redacted::Changed => changed += 1,
+                Redacted::Withheld => withheld += 1,
+            }
+        }
+        if changed + withheld > 0 {
+            let text = trace.header.description.take().unwrap_or_default();
+            trace.header.description = Some(format!("{text} ({})", self.describe()));
+        }
+        (changed, withheld)
+    }
+}
+
+/// What stands in for a payload that could not be redacted: JSON naming why and the
+/// payload's digest (still not a watch event, still not a list).
+fn withheld_stand_in(what: &str, error: &RedactError, raw: &[u8]) -> String {
+    serde_json::json!({ "redacted": format!("{what} withheld: {error}, {}", digest(raw)) })
+        .to_string()
 }
 
 enum Replaced {
@@ -920,14 +1189,198 @@ mod tests {
         let r = Redaction::default();
         assert_eq!(r.list_body(&list).unwrap(), None);
         assert_eq!(r.watch_line(&frame).unwrap(), None);
-        // A Secret, a Secrets resource, or a chosen path: the whole payload is a digest.
+        // A Secret with nothing in it: nothing to redact.
         let secret = m::watch_frame("ADDED", m::envelope("Secret", pod.encode_to_vec()));
-        assert!(r.watch_line(&secret).unwrap().is_some());
+        assert_eq!(r.watch_line(&secret).unwrap(), None);
+        // Another kind of a Secrets resource, or a chosen path: the whole payload is a
+        // digest.
         let secrets = Redaction::default().resource_is_secret(true);
         assert!(secrets.list_body(&list).unwrap().is_some());
         let chosen = Redaction::default().digest("$.spec.nodeName".parse().unwrap());
         let redacted = chosen.watch_line(&frame).unwrap().unwrap();
         assert!(String::from_utf8(redacted).unwrap().contains("sha256:"));
+    }
+
+    /// A `core/v1.Secret` in protobuf: metadata (annotations, managedFields), data and
+    /// stringData, each value `marker`-tagged.
+    fn protobuf_secret(marker: &str) -> Vec<u8> {
+        use super::protobuf::push_bytes;
+        let entry = |k: &str, v: &str| {
+            let mut e = Vec::new();
+            push_bytes(&mut e, 1, k.as_bytes());
+            push_bytes(&mut e, 2, v.as_bytes());
+            e
+        };
+        let mut meta = Vec::new();
+        push_bytes(&mut meta, 1, b"s");
+        push_bytes(&mut meta, 6, b"7");
+        push_bytes(
+            &mut meta,
+            12,
+            &entry(LAST_APPLIED, &format!("{{\"x\":\"{marker}-la\"}}")),
+        );
+        push_bytes(&mut meta, 12, &entry("keep", "me"));
+        let mut managed = Vec::new();
+        push_bytes(&mut managed, 1, format!("{marker}-mf").as_bytes());
+        push_bytes(&mut meta, 17, &managed);
+        let mut secret = Vec::new();
+        push_bytes(&mut secret, 1, &meta);
+        push_bytes(
+            &mut secret,
+            2,
+            &entry("password", &format!("{marker}-data")),
+        );
+        push_bytes(&mut secret, 3, b"Opaque");
+        push_bytes(&mut secret, 4, &entry("token", &format!("{marker}-sd")));
+        secret
+    }
+
+    fn metadata_only(marker: &str) -> Vec<u8> {
+        use super::protobuf::push_bytes;
+        let secret = protobuf_secret(marker);
+        // Field 1 of the Secret is its ObjectMeta: a PartialObjectMetadata is just that.
+        let meta_len = secret[1] as usize;
+        let mut out = Vec::new();
+        push_bytes(&mut out, 1, &secret[2..2 + meta_len]);
+        out
+    }
+
+    #[test]
+    fn protobuf_secrets_are_redacted_field_by_field_and_stay_protobuf() {
+        use reconcile_core::protobuf::messages as m;
+        let marker = "pb-m4rk3r";
+        let r = Redaction::default();
+        let frame = m::watch_frame("ADDED", m::envelope("Secret", protobuf_secret(marker)));
+        let out = r.watch_line(&frame).unwrap().expect("changed");
+        assert!(!out.windows(marker.len()).any(|w| w == marker.as_bytes()));
+        assert_eq!(reconcile_core::protobuf::payload_kind(&out), Some("Secret"));
+        assert!(
+            out.windows(4).any(|w| w == b"keep"),
+            "other annotations kept"
+        );
+        assert!(out.windows(6).any(|w| w == b"Opaque"), "type kept");
+        // A SecretList body.
+        let mut items = Vec::new();
+        super::protobuf::push_bytes(&mut items, 2, &protobuf_secret(marker));
+        let list = m::envelope("SecretList", items);
+        let out = r.list_body(&list).unwrap().expect("changed");
+        assert!(!out.windows(marker.len()).any(|w| w == marker.as_bytes()));
+        // Metadata only of a Secrets source: the annotation and managedFields go.
+        let pom = m::watch_frame(
+            "MODIFIED",
+            m::envelope_of(
+                "meta.k8s.io/v1",
+                "PartialObjectMetadata",
+                metadata_only(marker),
+            ),
+        );
+        // Not told it is a Secret: the annotation, which names no kind, is masked all the
+        // same; managedFields (field names) are kept, as for any kind in protobuf.
+        let out = r.watch_line(&pom).unwrap().expect("changed");
+        let has = |out: &[u8], what: &str| out.windows(what.len()).any(|w| w == what.as_bytes());
+        assert!(!has(&out, &format!("{marker}-la")) && has(&out, &format!("{marker}-mf")));
+        let mut entry = crate::Entry::new(
+            None,
+            crate::Record::Frame {
+                line: crate::Payload::from_bytes(pom.clone()),
+            },
+        );
+        assert_eq!(r.entry(&mut entry, &[true]), Redacted::Changed);
+        let crate::Record::Frame { line } = &entry.record else {
+            unreachable!()
+        };
+        let out = line.as_bytes();
+        assert!(!out.windows(marker.len()).any(|w| w == marker.as_bytes()));
+        assert_eq!(
+            reconcile_core::protobuf::payload_kind(out),
+            Some("PartialObjectMetadata")
+        );
+        // Truncated protobuf of a Secret cannot be read: withheld whole.
+        let cut = &frame[..frame.len() - 3];
+        let out = r.watch_line(cut).unwrap().expect("changed");
+        assert!(!out.windows(marker.len()).any(|w| w == marker.as_bytes()));
+    }
+
+    #[test]
+    fn an_escaped_kind_is_still_a_secret() {
+        for kind in [
+            r#""Secr\u0065t""#,
+            r#""\u0053ecret""#,
+            r#""S\u0065cr\u0065t""#,
+        ] {
+            let object =
+                format!(r#"{{"kind":{kind},"metadata":{{"name":"s"}},"data":{{"k":"dmFsdWU="}}}}"#);
+            let out = Redaction::default()
+                .object(&object)
+                .unwrap()
+                .expect("changed");
+            assert!(!out.contains("dmFsdWU="), "{kind}: {out}");
+            let list = r#"{"kind":"Secr\u0065tList","items":[{"metadata":{"name":"s"},"data":{"k":"dmFsdWU="}}]}"#;
+            let out = Redaction::default()
+                .list_body(list.as_bytes())
+                .unwrap()
+                .expect("changed");
+            assert!(!String::from_utf8(out).unwrap().contains("dmFsdWU="));
+        }
+    }
+
+    #[test]
+    fn metadata_only_secrets_lose_their_last_applied_annotation() {
+        let pom = r#"{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{"name":"s","annotations":{"kubectl.kubernetes.io/last-applied-configuration":"{\"apiVersion\":\"v1\",\"kind\":\"Secret\",\"data\":{\"k\":\"c2VjcmV0LXZhbHVl\"}}\n","keep":"me"},"managedFields":[{"manager":"kubectl"}]}}"#;
+        // Known by the annotation's own kind, without being told.
+        let out = Redaction::default().object(pom).unwrap().expect("changed");
+        assert!(
+            !out.contains("c2VjcmV0LXZhbHVl") && !out.contains("managedFields"),
+            "{out}"
+        );
+        assert!(out.contains(r#""keep":"me""#), "{out}");
+        // Known from the source's resource: the list and a watch frame of it.
+        let stripped = pom.replace(r#"\"kind\":\"Secret\","#, "");
+        let list = format!(
+            r#"{{"kind":"PartialObjectMetadataList","apiVersion":"meta.k8s.io/v1","items":[{stripped}]}}"#
+        );
+        let mut entry = crate::Entry::new(
+            None,
+            crate::Record::List {
+                status: 200,
+                body: list.as_str().into(),
+                transport_error: None,
+            },
+        );
+        assert_eq!(
+            Redaction::default().entry(&mut entry, &[true]),
+            Redacted::Changed
+        );
+        let crate::Record::List { body, .. } = &entry.record else {
+            unreachable!()
+        };
+        assert!(!body.contains("c2VjcmV0LXZhbHVl"));
+        assert!(!body.contains("managedFields"));
+        // A ConfigMap's own last-applied is kept.
+        let cm = r#"{"kind":"ConfigMap","metadata":{"name":"c","annotations":{"kubectl.kubernetes.io/last-applied-configuration":"{\"kind\":\"ConfigMap\",\"data\":{\"k\":\"v\"}}"}},"data":{"k":"v"}}"#;
+        assert_eq!(Redaction::default().object(cm), Ok(None));
+    }
+
+    #[test]
+    fn error_and_bookmark_frames_carrying_secrets_are_redacted() {
+        for kind in ["ERROR", "BOOKMARK", "ADDED"] {
+            let line = format!(r#"{{"type":"{kind}","object":{SECRET}}}"#);
+            let out = Redaction::default()
+                .watch_line(line.as_bytes())
+                .unwrap()
+                .expect("changed");
+            assert!(
+                !String::from_utf8(out).unwrap().contains("hunter2"),
+                "{kind}"
+            );
+        }
+        // A generic List of Secrets inside a frame.
+        let line = format!(r#"{{"type":"ADDED","object":{{"kind":"List","items":[{SECRET}]}}}}"#);
+        let out = Redaction::default()
+            .watch_line(line.as_bytes())
+            .unwrap()
+            .expect("changed");
+        assert!(!String::from_utf8(out).unwrap().contains("hunter2"));
     }
 
     #[test]

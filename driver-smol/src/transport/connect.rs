@@ -3,7 +3,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -29,6 +29,12 @@ pub enum ConnectError {
     /// The host is not a valid TLS server name.
     #[error("{0:?} is not a valid TLS server name")]
     ServerName(String),
+    /// The exec plugin that gives the client certificate failed.
+    #[error(transparent)]
+    Exec(#[from] reconcile_engine::exec::ExecError),
+    /// kube could not build a TLS config with the exec plugin's client certificate.
+    #[error("TLS configuration with the exec plugin's client certificate: {0}")]
+    ExecTls(String),
     /// TCP connect plus TLS handshake took longer than the connect timeout.
     #[error("connecting to {addr} timed out after {}ms", .limit.as_millis())]
     Timeout {
@@ -55,11 +61,48 @@ pub enum ConnectError {
     },
 }
 
+/// For an `exec` user over `https://`: the plugin (shared with the request path, so it
+/// runs once per credential) and the TLS config of its latest client certificate.
+pub(crate) struct ExecTls {
+    pub(crate) auth: Arc<reconcile_engine::exec::ExecAuth>,
+    /// The cluster's config without `exec`, to build a TLS config with an identity.
+    pub(crate) config: kube::Config,
+    /// The TLS connector of the credential of this generation.
+    pub(crate) current: Mutex<Option<(u64, TlsConnector)>>,
+}
+
+impl ExecTls {
+    /// The TLS connector for the plugin's current credential: the base one for a token,
+    /// one with its client certificate (built once per credential) otherwise.
+    async fn connector(&self, base: &TlsConnector) -> Result<TlsConnector, ConnectError> {
+        use kube::client::ConfigExt as _;
+        let credential = self.auth.credential().await?;
+        let Some(identity) = credential.identity() else {
+            return Ok(base.clone());
+        };
+        let mut current = self.current.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((generation, connector)) = &*current
+            && *generation == credential.generation()
+        {
+            return Ok(connector.clone());
+        }
+        let config = reconcile_engine::exec::config_without_exec(&self.config, Some(identity));
+        let tls = config
+            .rustls_client_config()
+            .map_err(|e| ConnectError::ExecTls(e.to_string()))?;
+        let connector = TlsConnector::from(Arc::new(tls));
+        *current = Some((credential.generation(), connector.clone()));
+        Ok(connector)
+    }
+}
+
 /// Connects to the cluster: a `tower::Service<Uri>` for hyper-util's pooled client.
 #[derive(Clone)]
 pub(crate) struct Connector {
     /// `None` for a plain-http cluster URL.
     pub(crate) tls: Option<TlsConnector>,
+    /// For an `exec` user: where a plugin's client certificate comes from.
+    pub(crate) exec: Option<Arc<ExecTls>>,
     /// The kubeconfig's `tls-server-name`, verified and sent as SNI instead of the host.
     pub(crate) server_name: Option<ServerName<'static>>,
     /// Limit on TCP connect plus TLS handshake.
@@ -71,9 +114,11 @@ impl Connector {
         tls: Option<Arc<futures_rustls::rustls::ClientConfig>>,
         server_name: Option<ServerName<'static>>,
         connect_timeout: Duration,
+        exec: Option<Arc<ExecTls>>,
     ) -> Self {
         Connector {
             tls: tls.map(TlsConnector::from),
+            exec,
             server_name,
             connect_timeout,
         }
@@ -96,6 +141,12 @@ impl Connector {
         } else {
             format!("{bare}:{port}")
         };
+        // The plugin first, outside the connect timeout: it has its own bound (and the
+        // request path has mostly run it already, so this is its cached credential).
+        let tls = match (&self.tls, &self.exec) {
+            (Some(base), Some(exec)) if https => Some(exec.connector(base).await?),
+            (tls, _) => tls.clone(),
+        };
         let limit = self.connect_timeout;
         let work = async {
             let tcp =
@@ -110,8 +161,7 @@ impl Connector {
             if !https {
                 return Ok(Conn(FuturesIo::new(Io::Plain(tcp))));
             }
-            let tls = self
-                .tls
+            let tls = tls
                 .as_ref()
                 .ok_or_else(|| ConnectError::TlsNotConfigured(uri.to_string()))?;
             let name = match &self.server_name {

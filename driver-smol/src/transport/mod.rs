@@ -20,17 +20,19 @@
 //! # Exec auth
 //! kube refreshes an exec-plugin token (and a `gcp` auth-provider token) with
 //! `tokio::task::spawn_blocking`, which panics outside a tokio runtime. So for an `exec`
-//! user this transport does not use kube's auth layer: it runs the plugin itself with
-//! `smol::process` and re-runs it when the token nears expiry (see the `exec`
-//! module: JSON output only; a timeout, no lock held while it runs, bounded output; an
-//! [`ExecError`] fails the request with the plugin's command and a redacted hint from its
-//! stderr). The `gcp` auth provider has no such path and is refused up front
+//! user this transport does not let kube see the plugin (kube's auth layer and its
+//! `rustls_client_config` would each run it, with no time limit): the engine's `exec` module
+//! runs it as a child process (`async-process`, smol's) under
+//! [`TransportOptions::exec_timeout`], once per credential, and re-runs it when the
+//! credential nears expiry (JSON output only; no lock held while it runs, bounded output;
+//! an [`ExecError`] fails the request with the plugin's command and a redacted hint from
+//! its stderr). A token goes into each request's `Authorization`; a client certificate
+//! into the TLS config of each new connection, built once per credential. The `gcp` auth provider has no such path and is refused up front
 //! with [`ClientError::RefreshingAuth`]. Static tokens, token files (re-read by kube
 //! synchronously, as in-cluster service accounts use), basic auth and client
 //! certificates use kube's layer unchanged.
 
 mod connect;
-mod exec;
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -48,9 +50,9 @@ use tower::util::BoxCloneSyncService;
 use tower::{BoxError, ServiceBuilder, ServiceExt};
 
 pub use connect::ConnectError;
-use connect::{Connector, SmolExecutor};
-use exec::ExecAuth;
-pub use exec::ExecError;
+use connect::{Connector, ExecTls, SmolExecutor};
+pub use reconcile_engine::exec::ExecError;
+use reconcile_engine::exec::{DEFAULT_EXEC_TIMEOUT, ExecAuth, config_without_exec};
 
 /// A transport could not be built from the configuration.
 #[derive(Debug, thiserror::Error)]
@@ -127,7 +129,9 @@ pub struct TransportOptions {
     /// Longest retry delay, also the cap on a server's `Retry-After`.
     pub retry_cap: Duration,
     /// Longest an exec credential plugin may run before it is killed and the request fails
-    /// (60 s by default; kube and client-go wait for ever).
+    /// ([`DEFAULT_EXEC_TIMEOUT`], 60 s, by default; kube and client-go wait for ever). The
+    /// one bound on every run, for a token or a client certificate, over `http://` and
+    /// `https://`.
     pub exec_timeout: Duration,
 }
 
@@ -140,7 +144,7 @@ impl Default for TransportOptions {
             retries: 3,
             retry_base: Duration::from_millis(100),
             retry_cap: Duration::from_secs(5),
-            exec_timeout: Duration::from_secs(60),
+            exec_timeout: DEFAULT_EXEC_TIMEOUT,
         }
     }
 }
@@ -155,8 +159,9 @@ pub struct SmolTransport {
 
 struct Inner {
     service: Service,
-    /// For an `exec` user: the plugin, run here instead of in kube's (tokio) auth layer.
-    exec_auth: Option<ExecAuth>,
+    /// For an `exec` user: the plugin, run here instead of in kube's (tokio) auth layer
+    /// and TLS config, shared with the connector.
+    exec_auth: Option<Arc<ExecAuth>>,
     options: TransportOptions,
     /// What is insecure about the connection (warned about when built).
     insecure: Vec<InsecureSetting>,
@@ -247,8 +252,19 @@ impl SmolTransport {
             return Err(ClientError::Proxy(proxy.to_string()));
         }
         let url = config.cluster_url.clone();
+        // An exec user's credential is fetched by `ExecAuth` as a child process, under
+        // `exec_timeout`, once per credential: kube would run the plugin for the TLS config
+        // (`rustls_client_config`) and for the auth layer, with no bound, and refresh it
+        // later on tokio. So kube sees the config without `exec`; a client certificate
+        // from the plugin goes into the TLS config of new connections (`ExecTls`).
+        let exec_auth = config
+            .auth_info
+            .exec
+            .clone()
+            .map(|exec| Arc::new(ExecAuth::new(exec, options.exec_timeout)));
+        let plain = config_without_exec(&config, None);
         let tls = match url.scheme_str() {
-            Some("https") => Some(Arc::new(config.rustls_client_config().map_err(
+            Some("https") => Some(Arc::new(plain.rustls_client_config().map_err(
                 |source| ClientError::Kube {
                     what: "TLS configuration",
                     source,
@@ -261,6 +277,14 @@ impl SmolTransport {
                     reason: "the scheme must be http or https",
                 });
             }
+        };
+        let exec_tls = match (&exec_auth, &tls) {
+            (Some(auth), Some(_)) => Some(Arc::new(ExecTls {
+                auth: Arc::clone(auth),
+                config: plain.clone(),
+                current: std::sync::Mutex::new(None),
+            })),
+            _ => None,
         };
         // Said once, up front: kube logs "Server cert bypassed" at every handshake, and
         // nothing about credentials over http://.
@@ -278,23 +302,16 @@ impl SmolTransport {
                     .map_err(|_| ClientError::ServerName(name.clone()))
             })
             .transpose()?;
-        let connector = Connector::new(tls, server_name, options.connect_timeout);
+        let connector = Connector::new(tls, server_name, options.connect_timeout, exec_tls);
         let client = hyper_util::client::legacy::Client::builder(SmolExecutor)
             .timer(smol_hyper::rt::SmolTimer::new())
             .pool_timer(smol_hyper::rt::SmolTimer::new())
             .pool_idle_timeout(Duration::from_secs(90))
             .build::<_, Full<Bytes>>(connector);
-        // An exec user's token is fetched by `ExecAuth` as a smol child process; kube's
-        // layer would run the plugin here and refresh it later on tokio.
-        let exec_auth = config
-            .auth_info
-            .exec
-            .clone()
-            .map(|exec| ExecAuth::new(exec, options.exec_timeout));
         let auth = if exec_auth.is_some() {
             None
         } else {
-            config.auth_layer().map_err(|source| ClientError::Kube {
+            plain.auth_layer().map_err(|source| ClientError::Kube {
                 what: "auth configuration",
                 source,
             })?
@@ -399,14 +416,14 @@ impl Inner {
             *request.version_mut() = parts.version;
             *request.headers_mut() = parts.headers.clone();
             if let Some(exec) = &self.exec_auth {
-                let header = exec
-                    .header()
+                let credential = exec
+                    .credential()
                     .await
                     .map_err(|e| TransportError::new(format!("{what}: {e}")))?;
-                if let Some(value) = header {
+                if let Some(value) = credential.authorization() {
                     request
                         .headers_mut()
-                        .insert(http::header::AUTHORIZATION, value);
+                        .insert(http::header::AUTHORIZATION, value.clone());
                 }
             }
             let call = self.service.clone().oneshot(request);

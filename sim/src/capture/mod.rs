@@ -9,15 +9,19 @@
 //! stream end with its status, every relist; `reconcile-sim replay` feeds the same inputs to
 //! the same core and must reach the same state with no divergence.
 //!
-//! Payloads are redacted before they are kept ([`reconcile_trace::redact`]): by default Secret
-//! values are masked and managedFields dropped, and fields named by a JSONPath become
-//! digests. The file is written when the run stops (after `--duration`, on Ctrl-C, or when
-//! the caller's stop future completes), as `OUT.partial` created with mode 0600 and renamed
-//! into place, so a reader never sees half a trace and no other user can read it.
+//! Payloads are redacted before they are written, through the path every trace writer takes
+//! ([`reconcile_trace::redact::Redaction::entry`]): by default Secret values are masked and
+//! managedFields dropped, and fields named by a JSONPath become digests. The trace is
+//! **streamed**: the engine's [`TraceRecorder`] writes each record to `OUT` as it is final
+//! and flushes after every input, so the file on disk is a valid trace at every moment (a
+//! prefix of the run, each line whole) and a stop (after `--duration`, on SIGINT, SIGTERM or
+//! SIGHUP, or when the caller's stop future completes) ends it cleanly: the run stops
+//! gracefully and the recorder writes what it still held. The file is 0600 (owner only),
+//! also when it replaces one.
 //!
-//! Memory is bounded by the tape's limits ([`CaptureOptions::max_records`],
-//! [`CaptureOptions::max_bytes`]); a capture past them keeps its prefix and says so in the
-//! header's description.
+//! Memory is bounded: nothing is kept but what waits for a reconcile's outcome. The file is
+//! bounded by [`CaptureOptions::max_records`] and [`CaptureOptions::max_bytes`]; a capture
+//! past them keeps its prefix and [`CaptureSummary::truncated`] says so.
 
 pub mod discovery;
 
@@ -26,19 +30,19 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use bytes::Bytes;
 use kube_core::{ApiResource, DynamicObject};
 use reconcile_core::{Command, Input, Instant, ListResponse, ObjectKey};
 use reconcile_engine::{
-    Action, Controller, Reconcile, Recorder, Runtime, Source, Tape, Transport, default_error_policy,
+    Action, Controller, Reconcile, Recorder, Runtime, Source, SourceResource, TraceRecorder,
+    Transport, default_error_policy,
 };
 use reconcile_trace::redact::Redaction;
 
 pub use discovery::{ResolvedResource, ResourceSpec};
 
-/// Records a capture keeps by default.
+/// Records a capture writes by default.
 pub const DEFAULT_MAX_RECORDS: usize = 2_000_000;
-/// Payload bytes a capture keeps by default.
+/// Bytes a capture writes by default.
 pub const DEFAULT_MAX_BYTES: usize = 1 << 30;
 
 /// What to capture and how.
@@ -59,9 +63,9 @@ pub struct CaptureOptions {
     pub redaction: Redaction,
     /// Where the trace goes.
     pub output: PathBuf,
-    /// Records kept at most.
+    /// Records written at most.
     pub max_records: usize,
-    /// Payload bytes kept at most.
+    /// Bytes written at most.
     pub max_bytes: usize,
 }
 
@@ -230,7 +234,7 @@ pub async fn prepare<R: Runtime, T: Transport>(
         .clone()
         .resource_is_secret(resource.group.is_empty() && resource.kind == "Secret");
     let description = format!(
-        "captured by reconcile-sim capture: {} ({}) in {}{}{}; {}",
+        "captured by reconcile-sim capture: {} ({}) in {}{}{}{}",
         resource.plural,
         resource.api_version(),
         namespace.unwrap_or("all namespaces"),
@@ -242,17 +246,23 @@ pub async fn prepare<R: Runtime, T: Transport>(
             .map_or(String::new(), |f| format!(
                 ", fields {f} (not simulated in world mode)"
             )),
-        redaction.describe()
+        // The recorder adds what it redacted; with nothing redacted, this says so.
+        if redaction.is_enabled() {
+            String::new()
+        } else {
+            format!("; {}", redaction.describe())
+        }
     );
     let header = reconcile_trace::header_for(&description, controller.config());
     let counters = Arc::new(Counters::default());
     let written = Arc::new(Mutex::new(None));
     let recorder = CaptureRecorder {
-        tape: Tape::with_limits(opts.max_records, opts.max_bytes),
-        redaction,
+        trace: TraceRecorder::new(&opts.output, header)
+            .redaction(redaction)
+            .max_bytes(u64::try_from(opts.max_bytes).unwrap_or(u64::MAX))
+            .flush_every(Duration::ZERO),
+        max_records: opts.max_records as u64,
         counters: Arc::clone(&counters),
-        header,
-        path: opts.output.clone(),
         written: Arc::clone(&written),
         finished: AtomicBool::new(false),
     };
@@ -327,96 +337,61 @@ impl<R: Runtime, T: Transport> Capture<R, T> {
     }
 }
 
-/// The recorder behind a capture: redacts each payload, keeps it on a bounded tape, counts,
-/// and writes the trace when the run ends.
+/// The recorder behind a capture: counts, and streams the run to the file through the
+/// engine's [`TraceRecorder`] (redacted, bounded, private, flushed after every input).
 struct CaptureRecorder {
-    tape: Tape<DynamicObject, ObjectKey>,
-    redaction: Redaction,
+    trace: TraceRecorder<DynamicObject, ObjectKey>,
+    max_records: u64,
     counters: Arc<Counters>,
-    header: reconcile_trace::Header,
-    path: PathBuf,
     written: Arc<Mutex<Option<Result<bool, String>>>>,
     finished: AtomicBool,
 }
 
-/// What stands in for a payload redaction could not inspect (too large or too deep).
-fn unredactable(what: &str, error: &reconcile_trace::redact::RedactError) -> Bytes {
-    Bytes::from(serde_json::json!({ "redacted": format!("{what} withheld: {error}") }).to_string())
-}
-
 impl CaptureRecorder {
-    fn redacted(&self, input: &Input<DynamicObject>) -> Option<Input<DynamicObject>> {
+    fn count(&self, input: &Input<DynamicObject>) {
         let c = &self.counters;
         match input {
             Input::List {
-                req,
-                response: ListResponse::Response { status, body },
+                response: ListResponse::Response { body, .. },
+                ..
             } => {
                 c.bytes.fetch_add(body.len() as u64, Ordering::Relaxed);
-                let body = match self.redaction.list_body(body) {
-                    Ok(None) => return None,
-                    Ok(Some(new)) => Bytes::from(new),
-                    Err(e) => {
-                        c.unredactable.fetch_add(1, Ordering::Relaxed);
-                        unredactable("LIST body", &e)
-                    }
-                };
-                Some(Input::List {
-                    req: *req,
-                    response: ListResponse::Response {
-                        status: *status,
-                        body,
-                    },
-                })
             }
-            Input::WatchLine { stream, line } => {
+            Input::WatchLine { line, .. } => {
                 c.frames.fetch_add(1, Ordering::Relaxed);
                 c.bytes.fetch_add(line.len() as u64, Ordering::Relaxed);
-                let line = match self.redaction.watch_line(line) {
-                    Ok(None) => return None,
-                    Ok(Some(new)) => Bytes::from(new),
-                    Err(e) => {
-                        c.unredactable.fetch_add(1, Ordering::Relaxed);
-                        unredactable("watch line", &e)
-                    }
-                };
-                Some(Input::WatchLine {
-                    stream: *stream,
-                    line,
-                })
             }
             Input::WatchEnd { end, .. } => {
                 c.stream_ends.fetch_add(1, Ordering::Relaxed);
                 if let reconcile_core::StreamEnd::HttpStatus { body, .. } = end {
                     c.bytes.fetch_add(body.len() as u64, Ordering::Relaxed);
                 }
-                None
             }
-            _ => None,
+            _ => {}
         }
     }
 
-    fn write(&self) -> Result<bool, String> {
-        let truncated = self.tape.truncated();
-        let mut header = self.header.clone();
-        if truncated {
-            let text = header.description.unwrap_or_default();
-            header.description = Some(format!("{text} (truncated at the capture's limits)"));
-        }
-        let trace =
-            reconcile_trace::to_trace(&self.path.display().to_string(), header, &self.tape.all());
-        write_private(&self.path, trace.to_jsonl().as_bytes()).map_err(|e| e.to_string())?;
-        Ok(truncated)
+    /// Whether the record bound is reached: what comes after is not written.
+    fn full(&self) -> bool {
+        self.counters.records.load(Ordering::Relaxed) >= self.max_records
     }
 }
 
 impl Recorder<DynamicObject, ObjectKey> for CaptureRecorder {
+    fn sources(&mut self, sources: &[SourceResource]) {
+        Recorder::<DynamicObject, ObjectKey>::sources(&mut self.trace, sources);
+    }
+
     fn input(&mut self, now: Instant, input: &Input<DynamicObject>) {
-        self.counters.records.fetch_add(1, Ordering::Relaxed);
-        match self.redacted(input) {
-            Some(redacted) => self.tape.input(now, &redacted),
-            None => self.tape.input(now, input),
+        self.count(input);
+        if self.full() {
+            return;
         }
+        self.counters.records.fetch_add(1, Ordering::Relaxed);
+        self.trace.input(now, input);
+        self.counters
+            .unredactable
+            .store(self.trace.withheld(), Ordering::Relaxed);
     }
 
     fn command(&mut self, now: Instant, command: &Command<DynamicObject, ObjectKey>) {
@@ -429,45 +404,36 @@ impl Recorder<DynamicObject, ObjectKey> for CaptureRecorder {
             }
             _ => {}
         }
+        if self.full() {
+            return;
+        }
         self.counters.records.fetch_add(1, Ordering::Relaxed);
-        self.tape.command(now, command);
+        self.trace.command(now, command);
     }
 
-    fn finish(&mut self, _now: Instant) {
+    fn finish(&mut self, now: Instant) {
         if self.finished.swap(true, Ordering::Relaxed) {
             return;
         }
-        let result = self.write();
+        self.trace.finish(now);
+        self.counters
+            .unredactable
+            .store(self.trace.withheld(), Ordering::Relaxed);
+        let result = match self.trace.failure() {
+            Some(e) => Err(e.to_owned()),
+            None => Ok(self.trace.cut_short() || self.full()),
+        };
         *self.written.lock().unwrap_or_else(PoisonError::into_inner) = Some(result);
     }
 }
 
 /// Writes `bytes` to `path` through `path.partial`, created with mode 0600 (owner only) on
-/// Unix, then renamed into place.
+/// Unix, then renamed into place ([`reconcile_trace::write_private`]).
 ///
 /// # Errors
 /// The directory or file could not be written.
 pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write as _;
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir)?;
-    }
-    let mut partial = path.as_os_str().to_owned();
-    partial.push(".partial");
-    let partial = PathBuf::from(partial);
-    let _ = std::fs::remove_file(&partial);
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create_new(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt as _;
-        options.mode(0o600);
-    }
-    let mut file = options.open(&partial)?;
-    file.write_all(bytes)?;
-    file.sync_all()?;
-    drop(file);
-    std::fs::rename(&partial, path)
+    reconcile_trace::write_private(path, bytes)
 }
 
 /// A stop future for [`Capture::run_until`] that completes after `duration` on `runtime`.

@@ -11,7 +11,7 @@ use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use reconcile_sim::capture::{self, CaptureOptions, Counters, ResourceSpec};
 use reconcile_sim::trace::redact::{JsonPath, Redaction};
-use reconcile_tokio::{KubeTransport, TokioRuntime};
+use reconcile_tokio::{KubeTransport, KubeTransportOptions, TokioRuntime};
 
 /// `capture`'s arguments.
 #[derive(Args, Debug)]
@@ -19,7 +19,7 @@ pub struct CaptureArgs {
     /// The resource type: a plural (pods, deployments.apps) or group/version/kind
     /// (v1/Pod, apps/v1/Deployment).
     resource: String,
-    /// Where to write the trace (created with mode 0600).
+    /// Where to write the trace (streamed, mode 0600).
     #[arg(long, short)]
     output: PathBuf,
     /// The namespace (default: the context's namespace).
@@ -37,12 +37,16 @@ pub struct CaptureArgs {
     /// The kubeconfig context (default: the current context).
     #[arg(long)]
     context: Option<String>,
-    /// Stop after this many seconds (default: on Ctrl-C only).
+    /// Stop after this many seconds (default: on SIGINT, SIGTERM or SIGHUP only).
     #[arg(long)]
     duration: Option<f64>,
     /// timeoutSeconds on every WATCH (default 300).
     #[arg(long)]
     watch_timeout: Option<u32>,
+    /// Seconds an exec credential plugin may run before it is killed and the capture fails
+    /// (default 60).
+    #[arg(long)]
+    exec_timeout: Option<f64>,
     /// Replace the value at this JSONPath in every object by a digest (sha256:<16 hex>),
     /// for example '$.spec.template.spec.containers[*].env[*].value'. Repeatable.
     #[arg(long = "redact", value_name = "JSONPATH")]
@@ -79,6 +83,14 @@ pub fn run(args: CaptureArgs) -> Result<(), String> {
         Some(d) => return Err(format!("--duration {d}: a positive number of seconds")),
         None => None,
     };
+    let mut transport_options = KubeTransportOptions::default();
+    match args.exec_timeout {
+        Some(t) if t.is_finite() && t > 0.0 && t < 1e9 => {
+            transport_options = transport_options.exec_timeout(Duration::from_secs_f64(t));
+        }
+        Some(t) => return Err(format!("--exec-timeout {t}: a positive number of seconds")),
+        None => {}
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -102,7 +114,10 @@ pub fn run(args: CaptureArgs) -> Result<(), String> {
                 .map_err(|e| format!("no cluster configuration (kubeconfig or in-cluster): {e}"))?
         };
         let default_namespace = config.default_namespace.clone();
-        let client = kube::Client::try_from(config).map_err(|e| format!("kube client: {e}"))?;
+        // Through the driver's own construction: the insecure-settings warning, and an exec
+        // plugin run under its time limit (kube's client would run it unbounded).
+        let transport = KubeTransport::with_options(config, transport_options)
+            .map_err(|e| format!("kube client: {e}"))?;
         let mut opts = CaptureOptions::new(spec, &args.output);
         opts.namespace = if args.all_namespaces {
             None
@@ -114,7 +129,7 @@ pub fn run(args: CaptureArgs) -> Result<(), String> {
         opts.watch_timeout = args.watch_timeout;
         opts.redaction = redaction;
         let started = std::time::Instant::now();
-        let capture = capture::prepare(TokioRuntime, KubeTransport::new(client), &opts)
+        let capture = capture::prepare(TokioRuntime, transport, &opts)
             .await
             .map_err(|e| e.to_string())?;
         let resource = capture.resource().clone();
@@ -131,18 +146,16 @@ pub fn run(args: CaptureArgs) -> Result<(), String> {
         let counters = capture.counters();
         let plain = !std::io::stderr().is_terminal();
         let ticker = tokio::spawn(show_progress(bar.clone(), Arc::clone(&counters), plain));
+        let signal = stop_signal().map_err(|e| format!("signal handlers: {e}"))?;
         let stop = async move {
-            let ctrl_c = async {
-                let _ = tokio::signal::ctrl_c().await;
-            };
             match duration {
                 Some(d) => {
                     tokio::select! {
                         () = tokio::time::sleep(d) => {}
-                        () = ctrl_c => {}
+                        () = signal => {}
                     }
                 }
-                None => ctrl_c.await,
+                None => signal.await,
             }
         };
         let result = capture.run_until(stop).await;
@@ -179,6 +192,34 @@ pub fn run(args: CaptureArgs) -> Result<(), String> {
         );
         Ok(())
     })
+}
+
+/// Completes on SIGINT, SIGTERM or SIGHUP (on Unix; Ctrl-C elsewhere): each stops the
+/// capture gracefully, the streamed trace is closed whole, and the command exits 0, as after
+/// `--duration`. The handlers are installed before the capture starts, so none of the three
+/// kills the process with a file half written.
+fn stop_signal() -> std::io::Result<impl std::future::Future<Output = ()> + Send + 'static> {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut int = signal(SignalKind::interrupt())?;
+        let mut term = signal(SignalKind::terminate())?;
+        let mut hup = signal(SignalKind::hangup())?;
+        Ok(async move {
+            let name = tokio::select! {
+                _ = int.recv() => "SIGINT",
+                _ = term.recv() => "SIGTERM",
+                _ = hup.recv() => "SIGHUP",
+            };
+            eprintln!("{name}: stopping the capture");
+        })
+    }
+    #[cfg(not(unix))]
+    {
+        Ok(async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
+    }
 }
 
 fn progress_bar() -> ProgressBar {

@@ -16,7 +16,7 @@ use io::Failure;
 
 use reconcile_sim::election::{self, Scenario};
 use reconcile_sim::explore::{self, ExploreOptions};
-use reconcile_sim::import::Format;
+use reconcile_sim::import::{self, Format};
 use reconcile_sim::report;
 use reconcile_sim::trace::{self, Trace};
 use reconcile_sim::{Render, ReplayOptions, SimOptions};
@@ -107,7 +107,8 @@ enum Cmd {
         priority: bool,
     },
     /// Record a cluster's LIST and WATCH of one resource type as a trace (redacted), until
-    /// --duration or Ctrl-C; replay reproduces the conversation.
+    /// --duration, SIGINT, SIGTERM or SIGHUP (streamed to the file as it goes); replay
+    /// reproduces the conversation.
     Capture(capture::CaptureArgs),
     /// Convert a capture into a trace (printed, or written with --output).
     Import {
@@ -116,9 +117,13 @@ enum Cmd {
         from: Option<Format>,
         /// The capture.
         file: PathBuf,
-        /// Write the trace here instead of stdout.
+        /// Write the trace here instead of stdout (created with mode 0600).
         #[arg(long, short)]
         output: Option<PathBuf>,
+        /// Write every payload as it is in the capture: Secret values and managedFields
+        /// included (redacted by default, as capture and the recorder redact).
+        #[arg(long)]
+        no_redact: bool,
     },
     /// Swarm testing: each seed picks a fault profile and a workload, runs, heals, checks.
     ///
@@ -291,13 +296,21 @@ fn run(cli: Cli) -> Result<bool, Failure> {
             capture::run(args)?;
             Ok(true)
         }
-        Cmd::Import { from, file, output } => {
-            let trace = read(&file, from)?;
-            let text = trace.to_jsonl();
+        Cmd::Import {
+            from,
+            file,
+            output,
+            no_redact,
+        } => {
+            let redaction = if no_redact {
+                trace::redact::Redaction::none()
+            } else {
+                trace::redact::Redaction::default()
+            };
+            let text = import::redacted_jsonl(read(&file, from)?, &redaction);
             match output {
-                Some(out) => {
-                    std::fs::write(&out, text).map_err(|e| format!("{}: {e}", out.display()))?
-                }
+                Some(out) => trace::write_private(&out, text.as_bytes())
+                    .map_err(|e| format!("{}: {e}", out.display()))?,
                 None => io::print(&text)?,
             }
             Ok(true)
@@ -389,6 +402,15 @@ fn run_failure(file: &Path, e: reconcile_sim::simulate::RunError) -> Failure {
 }
 
 fn main() -> ExitCode {
+    // Warnings (an insecure connection setting, a failed credential refresh) and whatever
+    // `RUST_LOG` asks for, on stderr: stdout carries the command's output.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .try_init();
     match run(Cli::parse()) {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::from(1),

@@ -158,7 +158,7 @@ pub fn explore(seeds: Range<u64>, opts: &ExploreOptions) -> ExploreReport {
             let minimized = opts.out_dir.as_ref().and_then(|dir| {
                 std::fs::create_dir_all(dir).ok()?;
                 let path = dir.join(format!("seed-{seed}.min.jsonl"));
-                std::fs::write(&path, small.to_jsonl()).ok()?;
+                reconcile_trace::write_private(&path, small.to_jsonl().as_bytes()).ok()?;
                 Some(path)
             });
             report.failures.push(Failure {

@@ -48,6 +48,13 @@ pub trait DriverUnderTest: Sized + 'static {
     /// A transport for the cluster of `kubeconfig`.
     fn connect(kubeconfig: &Path) -> BoxFuture<Result<Self::Transport, String>>;
 
+    /// A transport for the cluster of `kubeconfig`, built by the driver from the config
+    /// (so with its own checks), whose exec credential plugin may run `exec_timeout`.
+    fn connect_with_exec_timeout(
+        kubeconfig: &Path,
+        exec_timeout: Duration,
+    ) -> BoxFuture<Result<Self::Transport, String>>;
+
     /// Serves `endpoints` (`/metrics`, `/healthz`, `/readyz`) on a loopback port with this
     /// driver's own listener; dropping the guard stops it.
     fn serve(endpoints: reconcile_engine::Endpoints) -> BoxFuture<Result<Serving, String>>;
@@ -430,15 +437,14 @@ impl<D: DriverUnderTest> Drop for Under<D> {
         // its own), so a CI failure can be replayed.
         if self.running.is_some() {
             self.handle.stop();
-            let trace = to_trace(
+            let mut trace = to_trace(
                 &self.trace_path.display().to_string(),
                 self.header.clone(),
                 &self.tap.all(),
             );
-            if let Some(dir) = self.trace_path.parent() {
-                let _ = std::fs::create_dir_all(dir);
-            }
-            let _ = std::fs::write(&self.trace_path, trace.to_jsonl());
+            // Written as every trace is: redacted, private.
+            reconcile_trace::redact::Redaction::default().trace(&mut trace, &[]);
+            let _ = reconcile_trace::write_private(&self.trace_path, trace.to_jsonl().as_bytes());
         }
     }
 }

@@ -76,6 +76,11 @@ macro_rules! apiserver_suite {
         );
         $crate::cases!($driver, capture:
             a_capture_replays_without_divergence_and_holds_no_secret,
+            a_capture_stopped_by_sigterm_or_sighup_leaves_a_replayable_trace,
+        );
+        $crate::cases!($driver, exec:
+            a_hung_exec_plugin_fails_at_its_timeout_and_is_killed,
+            an_exec_plugin_runs_once_across_construction_and_first_requests,
         );
     };
 }

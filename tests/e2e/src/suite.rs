@@ -8,6 +8,7 @@
 pub mod apiserver;
 pub mod capture;
 pub mod election;
+pub mod exec;
 pub mod kinds;
 pub mod kwok;
 pub mod priority;

@@ -41,6 +41,28 @@ impl DriverUnderTest for Smol {
         Probed
     }
 
+    fn connect_with_exec_timeout(
+        kubeconfig: &Path,
+        exec_timeout: Duration,
+    ) -> BoxFuture<Result<SmolTransport, String>> {
+        let path = kubeconfig.to_owned();
+        Box::pin(async move {
+            let kubeconfig = kube::config::Kubeconfig::read_from(&path)
+                .map_err(|e| format!("read {}: {e}", path.display()))?;
+            let config = kube::Config::from_custom_kubeconfig(
+                kubeconfig,
+                &kube::config::KubeConfigOptions::default(),
+            )
+            .await
+            .map_err(|e| format!("kubeconfig {}: {e}", path.display()))?;
+            let options = reconcile_smol::TransportOptions {
+                exec_timeout,
+                ..reconcile_smol::TransportOptions::default()
+            };
+            SmolTransport::with_options(config, options).map_err(|e| e.to_string())
+        })
+    }
+
     fn connect(kubeconfig: &Path) -> BoxFuture<Result<SmolTransport, String>> {
         let path = kubeconfig.to_owned();
         Box::pin(async move {

@@ -20,6 +20,26 @@ impl DriverUnderTest for Tokio {
         TokioRuntime
     }
 
+    fn connect_with_exec_timeout(
+        kubeconfig: &Path,
+        exec_timeout: std::time::Duration,
+    ) -> BoxFuture<Result<KubeTransport, String>> {
+        let path = kubeconfig.to_owned();
+        Box::pin(async move {
+            let kubeconfig = kube::config::Kubeconfig::read_from(&path)
+                .map_err(|e| format!("read {}: {e}", path.display()))?;
+            let config = kube::Config::from_custom_kubeconfig(
+                kubeconfig,
+                &kube::config::KubeConfigOptions::default(),
+            )
+            .await
+            .map_err(|e| format!("kubeconfig {}: {e}", path.display()))?;
+            let options =
+                reconcile_tokio::KubeTransportOptions::default().exec_timeout(exec_timeout);
+            KubeTransport::with_options(config, options).map_err(|e| e.to_string())
+        })
+    }
+
     fn connect(kubeconfig: &Path) -> BoxFuture<Result<KubeTransport, String>> {
         let path = kubeconfig.to_owned();
         Box::pin(async move {

@@ -217,3 +217,109 @@ pub async fn a_capture_replays_without_divergence_and_holds_no_secret<D: DriverU
         assert_eq!(present, live, "{what}: the last reconciles' members");
     }
 }
+
+/// `reconcile-sim` itself, built next to this test binary (`target/debug`); built with cargo
+/// when it is not there yet.
+fn sim_binary() -> std::path::PathBuf {
+    let dir = std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.parent()?.parent().map(std::path::Path::to_path_buf))
+        .expect("the test binary's directory");
+    let bin = dir.join("reconcile-sim");
+    let status = std::process::Command::new(env!("CARGO"))
+        .args(["build", "-p", "reconcile-sim", "--bin", "reconcile-sim"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .status()
+        .expect("cargo runs");
+    assert!(status.success(), "cargo build -p reconcile-sim: {status}");
+    assert!(bin.exists(), "{}", bin.display());
+    bin
+}
+
+/// `reconcile-sim capture` stopped by SIGTERM and by SIGHUP (issue 31: it held the run in
+/// memory and only SIGINT wrote a file; 143 and 129 left none): each ends with exit 0 and a
+/// file that replays with no divergence, holds the Secret written while it ran, and no
+/// form of its value.
+pub async fn a_capture_stopped_by_sigterm_or_sighup_leaves_a_replayable_trace<
+    D: DriverUnderTest,
+>(
+    case: Case<D>,
+) {
+    let ns = case.namespace();
+    let api = case.env.client(ApiServer::Uncached);
+    let collection = format!("/api/v1/namespaces/{ns}/secrets");
+    let bin = sim_binary();
+    for (n, signal) in [(1, "TERM"), (2, "HUP")] {
+        let out = crate::trace::path(D::NAME, case.name, n);
+        let _ = std::fs::remove_file(&out);
+        let mut child = std::process::Command::new(&bin)
+            .args([
+                "capture",
+                "secrets",
+                "-n",
+                &ns,
+                "--watch-timeout",
+                "2",
+                "-o",
+            ])
+            .arg(&out)
+            .env("KUBECONFIG", case.env.kubeconfig_path(ApiServer::Uncached))
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("reconcile-sim capture starts");
+        // Streamed: the LIST and the WATCH are on disk while it runs.
+        case.eventually("the capture's LIST and WATCH on disk", || {
+            let text = std::fs::read_to_string(&out).unwrap_or_default();
+            (text.contains("\"record\":\"list\"") && text.contains("\"record\":\"watch\""))
+                .then_some(())
+                .ok_or(format!("{} so far: {text}", out.display()))
+        })
+        .await;
+        let name = format!("signalled-{n}");
+        api.create(
+            &collection,
+            &json!({
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": { "name": name },
+                "stringData": { "token": SECRET_VALUE },
+            }),
+        )
+        .unwrap_or_else(|e| panic!("{}: create: {e}", case.name));
+        case.eventually("the Secret's frame on disk", || {
+            let text = std::fs::read_to_string(&out).unwrap_or_default();
+            text.contains(&name)
+                .then_some(())
+                .ok_or(format!("{} so far: {text}", out.display()))
+        })
+        .await;
+        let kill = std::process::Command::new("kill")
+            .args([&format!("-{signal}"), &child.id().to_string()])
+            .status()
+            .expect("kill runs");
+        assert!(kill.success());
+        let status = case
+            .eventually(&format!("the capture to exit on SIG{signal}"), || {
+                child
+                    .try_wait()
+                    .map_err(|e| e.to_string())?
+                    .ok_or_else(|| "still running".to_owned())
+            })
+            .await;
+        assert_eq!(status.code(), Some(0), "SIG{signal}: {status}");
+        let text = std::fs::read_to_string(&out).expect("the capture");
+        assert!(text.contains(&name), "SIG{signal}: {text}");
+        assert!(!text.contains(SECRET_VALUE), "SIG{signal}: {text}");
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            let mode = std::fs::metadata(&out)
+                .expect("written")
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o600, "{}: mode {mode:o}", out.display());
+        }
+        crate::trace::replay(&out)
+            .unwrap_or_else(|e| panic!("{}: SIG{signal}: replay: {e}", case.name));
+    }
+}

@@ -1,0 +1,1010 @@
+//! The loop: lifecycle, the sync barrier, dispatch with bounded concurrency, retries and
+//! resync (controller-runtime's `Controller` over client-go's informer).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::controller::config::{Config, ConfigError, SourceConfig};
+use crate::controller::key_map::KeyMap;
+use crate::controller::queue::WorkQueue;
+use crate::controller::retry::RetryScheduler;
+use crate::election::{
+    Change as ElectionChange, ElectionWake, Elector, Leadership, LeaseResponse, OnLost,
+};
+use crate::hashing::FixedState;
+use crate::metrics::{Metrics, ResultLabel, seconds};
+use crate::source::Change;
+use crate::source::in_process::InProcessSource;
+use crate::source::reflector::{Reflector, Timing};
+use crate::source::secondary::Secondary;
+use crate::source::store::{CacheChange, Rejected, Store};
+use crate::time::Instant;
+use crate::vocabulary::{
+    Command, Deadline, Event, Input, MintIds, Outbox, Outcome, Output, Related, RequestId,
+    SourceId, StreamId, Ticket, Wake,
+};
+use crate::wire::object::Object;
+
+/// Where the loop is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lifecycle {
+    /// Built, not started.
+    New,
+    /// Started.
+    Running,
+    /// Draining ([`Input::Drain`]): the sources are closed and nothing new is dispatched;
+    /// the running reconciles finish, then the loop stops by itself.
+    Draining,
+    /// Stopped; only closes were emitted since.
+    Stopped,
+}
+
+/// Counters of what the loop has seen, for tests, simulators and metrics.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Watch lines parsed.
+    pub frames: u64,
+    /// Frames skipped with the cursor advanced.
+    pub frames_skipped: u64,
+    /// LIST commands issued.
+    pub lists: u64,
+    /// WATCH commands issued.
+    pub watches: u64,
+    /// Relists caused by a dead cursor or an undecodable frame.
+    pub relists: u64,
+    /// Reconciles dispatched.
+    pub reconciles: u64,
+    /// Reconciles that failed.
+    pub reconcile_errors: u64,
+    /// Inputs ignored as stale.
+    pub stale_inputs: u64,
+    /// Objects evicted or refused by the store.
+    pub rejected_objects: u64,
+    /// Resyncs that fired.
+    pub resyncs: u64,
+}
+
+#[derive(Debug, Default)]
+struct Ids {
+    next: u64,
+}
+
+impl Ids {
+    fn bump(&mut self) -> u64 {
+        self.next += 1;
+        self.next
+    }
+}
+
+impl MintIds for Ids {
+    fn request(&mut self) -> RequestId {
+        RequestId(self.bump())
+    }
+
+    fn stream(&mut self) -> StreamId {
+        StreamId(self.bump())
+    }
+}
+
+enum Source<O> {
+    Kubernetes(Box<Reflector<O>>),
+    InProcess(InProcessSource),
+}
+
+/// A level-triggered reconcile loop as a pure state machine.
+///
+/// # The contract
+/// - **Inputs**: every input is an [`Input`] fed with [`handle_input`](Self::handle_input),
+///   stamped with `now`. The core never reads a clock; time never goes backwards inside it
+///   (an earlier `now` is clamped to the latest seen), and inputs at the same instant may
+///   come in any order. Which input answers which command:
+///
+///   | input | answers |
+///   |---|---|
+///   | [`Start`](Input::Start) | (nothing: the first input) |
+///   | [`List`](Input::List) | [`Command::List`] |
+///   | [`WatchOpened`](Input::WatchOpened), [`WatchLine`](Input::WatchLine), [`WatchEnd`](Input::WatchEnd) | [`Command::Watch`] |
+///   | [`SourceEvent`](Input::SourceEvent), [`SourceEnd`](Input::SourceEnd) | [`Command::OpenSource`] |
+///   | [`Reconciled`](Input::Reconciled) | [`Command::Reconcile`] |
+///   | [`Timeout`](Input::Timeout) | [`Output::Timeout`] (the deadline passed) |
+///   | [`Stop`](Input::Stop) | (nothing: the last input) |
+///
+///   [`Command::CancelList`], [`Command::CloseWatch`], [`Command::CloseSource`] and
+///   [`Command::CancelReconcile`] need no answer: anything that still arrives for what they
+///   closed is ignored as stale.
+///
+/// - **Outputs**: after feeding, call [`poll_output`](Self::poll_output) until it returns
+///   [`Output::Timeout`]. Only then sleep, until that deadline or the next input, and feed
+///   [`Input::Timeout`] once the deadline has passed. Commands are never queued behind the
+///   timeout, so a driver that drains first cannot miss a wakeup.
+/// - **Coalescing**: inputs only record what changed; reconciles are decided when the driver
+///   drains. All inputs fed between two drains wake each parent at most once, the parents
+///   woken together are dispatched in ascending key order, and each reconcile's members are
+///   read at that drain, so it sees every input before it. A driver that feeds everything it
+///   has read before draining gets the most coalescing.
+/// - **Ids**: the core mints every [`RequestId`], [`StreamId`] and [`Ticket`]. An input
+///   naming one that is no longer live (a frame from a closed stream, a second outcome for
+///   one ticket), or a lifecycle input out of order, is ignored and reported as
+///   [`Event::Stale`].
+/// - **Timers**: [`Input::Timeout`] fires whatever is due in a fixed order (reflector,
+///   in-process source, per-key retries, resync); an early or spurious one is a no-op. The
+///   first resync comes one full period after the first sync.
+/// - **Reads**: [`members`](Self::members) and [`store`](Self::store) show the cache, which
+///   is always updated before the keys it wakes are queued.
+///
+/// No output depends on hash order: every collection here is ordered.
+#[doc(alias = "Controller")]
+pub struct ReconcileLoop<O, P> {
+    key_map: KeyMap<O, P>,
+    concurrency: usize,
+    resync: Option<Duration>,
+    lifecycle: Lifecycle,
+    now: Instant,
+    source: Source<O>,
+    /// The secondary sources, `S1` onwards, in the order configured.
+    secondaries: Vec<Box<dyn Secondary<O, P> + Send>>,
+    store: Store<O, P>,
+    /// Keys from here on are the store's shared `Arc<P>`: queueing, dispatching and
+    /// completing a reconcile then clone no key and compare most by pointer (a resync of 1M
+    /// pods spent a third of its time allocating, freeing and comparing key strings).
+    queue: WorkQueue<Arc<P>>,
+    retry: RetryScheduler<Arc<P>>,
+    /// Invariant: `in_flight.len() <= concurrency`, and no parent appears twice. Each run
+    /// keeps the instant it was dispatched, for the work-duration metrics.
+    in_flight: BTreeMap<Ticket, (Arc<P>, Instant)>,
+    /// Sum of `in_flight`'s dispatch instants, in nanoseconds: the unfinished-work gauge
+    /// without a walk over the running set.
+    in_flight_since: u128,
+    /// When each key waiting in the queue was first wanted (client-go's `addTimes`). Only
+    /// probed, never iterated, so its order reaches no output.
+    queued_at: std::collections::HashMap<Arc<P>, Instant, FixedState>,
+    /// The counters and histograms only the loop's transitions can update.
+    metrics: Metrics,
+    /// The primary's first whole listing has been applied.
+    primary_synced: bool,
+    /// Every source has applied a whole listing: the sync barrier is passed.
+    synced: bool,
+    resync_at: Option<Instant>,
+    out: Outbox<O, P>,
+    ids: Ids,
+    stats: Stats,
+    /// Parents woken since the last drain; sorted, deduplicated and queued at the next one.
+    wakes: Vec<Arc<P>>,
+    /// Something since the last drain may let a reconcile start (a wake, a freed slot).
+    dispatch_due: bool,
+    rejected: Vec<Rejected<P>>,
+    /// Listings, resyncs and reconcile-all triggers wake at low priority.
+    priority: bool,
+    /// Parents woken at low priority since the last drain.
+    low_wakes: Vec<Arc<P>>,
+    /// The primary's predicate as it prints, for `Event::Filtered`.
+    predicate_name: Option<Arc<str>>,
+    /// The election, when configured: dispatch waits for leadership.
+    elector: Option<Elector>,
+    on_lost: OnLost,
+}
+
+impl<O, P: fmt::Debug> fmt::Debug for ReconcileLoop<O, P> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ReconcileLoop")
+            .field("lifecycle", &self.lifecycle)
+            .field("now", &self.now)
+            .field("synced", &self.synced)
+            .field("in_flight", &self.in_flight)
+            .field("stats", &self.stats)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
+    /// Builds a loop; nothing happens until [`Input::Start`].
+    ///
+    /// # Errors
+    /// [`ConfigError`] when a setting is out of bounds.
+    pub fn new(config: Config<O, P>, now: Instant) -> Result<Self, ConfigError> {
+        config.validate()?;
+        if let SourceConfig::Kubernetes(params) = &config.source {
+            crate::controller::config::check_wire_format::<O>(SourceId::PRIMARY, params)?;
+        }
+        let timing = Timing {
+            retry_delay: config.retry_delay,
+            list_deadline: config.list_deadline,
+            max_listing_bytes: config.max_listing_bytes,
+        };
+        let source = match config.source {
+            SourceConfig::Kubernetes(params) => {
+                Source::Kubernetes(Box::new(Reflector::new(SourceId::PRIMARY, params, timing)))
+            }
+            SourceConfig::InProcess => {
+                Source::InProcess(InProcessSource::new(config.source_retry_delay))
+            }
+        };
+        let secondaries = config
+            .secondaries
+            .iter()
+            .zip(1..)
+            .map(|((_, spec), n)| spec.build(SourceId::nth(n), timing))
+            .collect();
+        let mut store = Store::default();
+        let predicate_name = config.predicate.as_ref().map(|p| Arc::from(p.to_string()));
+        store.set_predicate(config.predicate);
+        let on_lost = config
+            .election
+            .as_ref()
+            .map_or(OnLost::Cancel, |e| e.on_lost);
+        Ok(ReconcileLoop {
+            elector: config.election.map(Elector::new),
+            on_lost,
+            key_map: config.key_map,
+            concurrency: config.concurrency,
+            resync: config.resync,
+            lifecycle: Lifecycle::New,
+            now,
+            source,
+            secondaries,
+            store,
+            predicate_name,
+            priority: config.priority,
+            low_wakes: Vec::new(),
+            queue: WorkQueue::default(),
+            retry: RetryScheduler::new(config.backoff),
+            in_flight: BTreeMap::new(),
+            in_flight_since: 0,
+            queued_at: std::collections::HashMap::default(),
+            metrics: Metrics::default(),
+            primary_synced: false,
+            synced: false,
+            resync_at: None,
+            out: Outbox::new(),
+            ids: Ids::default(),
+            stats: Stats::default(),
+            wakes: Vec::new(),
+            dispatch_due: false,
+            rejected: Vec::new(),
+        })
+    }
+
+    // ----- inputs -----
+
+    /// Feeds one input at `now`. Drain [`poll_output`](Self::poll_output) afterwards (or
+    /// after a batch of inputs) until it returns [`Output::Timeout`].
+    pub fn handle_input(&mut self, now: Instant, input: Input<O>) {
+        let now = self.advance(now);
+        let kind = input.kind();
+        match (self.lifecycle, input) {
+            (Lifecycle::New, Input::Start) => self.start(),
+            (Lifecycle::Running | Lifecycle::Draining, Input::Stop) => self.stop(),
+            (Lifecycle::Running, Input::Drain) => self.drain(),
+            (Lifecycle::Draining, Input::Drain) => {}
+            (Lifecycle::Draining, Input::Reconciled { ticket, outcome }) => {
+                self.handle_reconciled(now, ticket, outcome);
+                self.finish_drain();
+            }
+            (Lifecycle::Draining, Input::Lease { req, response }) => {
+                self.handle_lease(now, req, response);
+                self.finish_drain();
+            }
+            (Lifecycle::Draining, Input::Timeout) => {
+                // Only the election's timers still matter: the running reconciles need the
+                // term kept.
+                if let Some(elector) = &mut self.elector {
+                    let change = elector.handle_timeout(now, &mut self.ids, &mut self.out);
+                    self.leadership_changed(change);
+                }
+                self.finish_drain();
+            }
+            (Lifecycle::Stopped, Input::Stop) => {}
+            (Lifecycle::Running, Input::Timeout) => self.handle_timeout(now),
+            (_, Input::Timeout) => {}
+            (Lifecycle::Running, Input::ReconcileAll) => self.reconcile_all(),
+            (Lifecycle::Running, Input::Lease { req, response }) => {
+                self.handle_lease(now, req, response);
+            }
+            (Lifecycle::Running, Input::Reconciled { ticket, outcome }) => {
+                self.handle_reconciled(now, ticket, outcome);
+            }
+            (Lifecycle::Running, input) => {
+                if let Some(input) = self.route_to_secondary(now, input) {
+                    self.feed_primary(now, kind, input);
+                }
+            }
+            _ => self.stale(kind),
+        }
+    }
+
+    /// Hands `input` to the secondary source whose LIST or WATCH it answers; gives it back
+    /// when it is none of theirs.
+    fn route_to_secondary(&mut self, now: Instant, input: Input<O>) -> Option<Input<O>> {
+        if self.secondaries.is_empty() {
+            // The single-source loop, and its per-frame path, pay nothing for secondaries.
+            return Some(input);
+        }
+        let owner = match &input {
+            Input::List { req, .. } => self.secondaries.iter().position(|s| s.owns_list(*req)),
+            Input::WatchOpened { stream }
+            | Input::WatchLine { stream, .. }
+            | Input::WatchEnd { stream, .. } => {
+                self.secondaries.iter().position(|s| s.owns_stream(*stream))
+            }
+            _ => None,
+        };
+        let Some(i) = owner else {
+            return Some(input);
+        };
+        let listing = matches!(input, Input::List { .. });
+        let source = &mut self.secondaries[i];
+        let before = self.wakes.len();
+        match input {
+            Input::List { req, response } => source.handle_list(
+                now,
+                req,
+                response,
+                &mut self.ids,
+                &mut self.out,
+                &mut self.wakes,
+            ),
+            Input::WatchOpened { stream } => source.handle_watch_opened(now, stream, &mut self.out),
+            Input::WatchLine { stream, line } => {
+                source.handle_watch_line(now, stream, &line, &mut self.out, &mut self.wakes);
+            }
+            Input::WatchEnd { stream, end } => {
+                source.handle_watch_end(now, stream, end, &mut self.ids, &mut self.out);
+            }
+            _ => unreachable!("only LIST and WATCH inputs have an owner"),
+        }
+        if self.wakes.len() > before {
+            self.dispatch_due = true;
+        }
+        if listing {
+            self.demote_since(before);
+        }
+        self.check_synced(now);
+        None
+    }
+
+    fn feed_primary(&mut self, now: Instant, kind: &'static str, input: Input<O>) {
+        match (&mut self.source, input) {
+            (Source::Kubernetes(reflector), Input::List { req, response }) => {
+                let change =
+                    reflector.handle_list(now, req, response, &mut self.ids, &mut self.out);
+                self.after_source(now, change);
+            }
+            (Source::Kubernetes(reflector), Input::WatchOpened { stream }) => {
+                reflector.handle_watch_opened(now, stream, &mut self.out);
+            }
+            (Source::Kubernetes(reflector), Input::WatchLine { stream, line }) => {
+                let change = reflector.handle_watch_line(now, stream, &line, &mut self.out);
+                self.after_source(now, change);
+            }
+            (Source::Kubernetes(reflector), Input::WatchEnd { stream, end }) => {
+                reflector.handle_watch_end(now, stream, end, &mut self.ids, &mut self.out);
+            }
+            (Source::InProcess(source), Input::SourceEvent { stream, event }) => {
+                let change = source.handle_event(now, stream, event, &mut self.out);
+                self.after_source(now, change.map(Change::from));
+            }
+            (Source::InProcess(source), Input::SourceEnd { stream, error }) => {
+                source.handle_end(now, stream, error, &mut self.out);
+            }
+            _ => self.stale(kind),
+        }
+    }
+
+    fn start(&mut self) {
+        self.lifecycle = Lifecycle::Running;
+        if let Some(elector) = &mut self.elector {
+            elector.start(self.now, &mut self.ids, &mut self.out);
+        }
+        match &mut self.source {
+            Source::Kubernetes(reflector) => {
+                reflector.start(self.now, &mut self.ids, &mut self.out);
+            }
+            Source::InProcess(source) => {
+                let stream = self.ids.stream();
+                source.start(stream, &mut self.out);
+            }
+        }
+        for source in &mut self.secondaries {
+            source.start(self.now, &mut self.ids, &mut self.out);
+        }
+    }
+
+    fn drain(&mut self) {
+        self.lifecycle = Lifecycle::Draining;
+        match &mut self.source {
+            Source::Kubernetes(reflector) => reflector.stop(&mut self.out),
+            Source::InProcess(source) => source.stop(&mut self.out),
+        }
+        for source in &mut self.secondaries {
+            source.stop(&mut self.out);
+        }
+        self.retry.clear();
+        self.resync_at = None;
+        self.event(Event::Draining {
+            running: self.in_flight.len(),
+        });
+        self.finish_drain();
+    }
+
+    fn finish_drain(&mut self) {
+        if self.lifecycle == Lifecycle::Draining && self.in_flight.is_empty() {
+            self.stop();
+        }
+    }
+
+    fn stop(&mut self) {
+        self.lifecycle = Lifecycle::Stopped;
+        // Commands not yet polled would act after the stop; only events and closes (a
+        // drain's, say) may stay.
+        self.out.retain(|o| {
+            matches!(
+                o,
+                Output::Event(_)
+                    | Output::Command(
+                        Command::CloseWatch { .. }
+                            | Command::CancelList { .. }
+                            | Command::CloseSource { .. }
+                            | Command::CancelReconcile { .. }
+                    )
+            )
+        });
+        match &mut self.source {
+            Source::Kubernetes(reflector) => reflector.stop(&mut self.out),
+            Source::InProcess(source) => source.stop(&mut self.out),
+        }
+        for source in &mut self.secondaries {
+            source.stop(&mut self.out);
+        }
+        if let Some(elector) = &mut self.elector {
+            elector.stop(self.now, &mut self.ids, &mut self.out);
+        }
+        for ticket in std::mem::take(&mut self.in_flight).into_keys() {
+            self.out
+                .push_back(Output::Command(Command::CancelReconcile { ticket }));
+        }
+        self.in_flight_since = 0;
+        self.queue.clear();
+        self.queued_at.clear();
+        self.retry.clear();
+        self.wakes.clear();
+        self.low_wakes.clear();
+        self.dispatch_due = false;
+        self.resync_at = None;
+    }
+
+    fn handle_reconciled(&mut self, now: Instant, ticket: Ticket, outcome: Outcome) {
+        let Some((parent, started)) = self.in_flight.remove(&ticket) else {
+            return self.stale("reconcile outcome");
+        };
+        self.in_flight_since -= u128::from(started.as_nanos());
+        let took = seconds(started, now);
+        self.metrics.reconcile_time.observe(took);
+        self.metrics.workqueue_work_duration.observe(took);
+        self.metrics.count_result(match &outcome {
+            Outcome::Success => ResultLabel::Success,
+            Outcome::RequeueAfter(delay) if delay.is_zero() => ResultLabel::Requeue,
+            Outcome::RequeueAfter(_) => ResultLabel::RequeueAfter,
+            Outcome::Error(_) | Outcome::ErrorHandled { .. } => ResultLabel::Error,
+        });
+        self.queue.done(&parent);
+        self.dispatch_due = true;
+        match outcome {
+            Outcome::Success => self.retry.succeeded(&parent),
+            Outcome::RequeueAfter(delay) => {
+                self.retry.requeue_after(now, parent.clone(), delay);
+                self.event(Event::RequeueScheduled {
+                    parent: P::clone(&parent),
+                    delay,
+                });
+            }
+            Outcome::Error(error) => {
+                self.stats.reconcile_errors += 1;
+                // client-go counts a retry per rate-limited re-add, which is the backoff's.
+                self.metrics.workqueue_retries_total += 1;
+                let (failures, delay) = self.retry.failed(now, parent.clone());
+                self.event(Event::BackoffScheduled {
+                    parent: P::clone(&parent),
+                    failures,
+                    delay,
+                    error,
+                });
+            }
+            Outcome::ErrorHandled {
+                error,
+                requeue_after,
+            } => {
+                self.stats.reconcile_errors += 1;
+                match requeue_after {
+                    Some(delay) => self.retry.requeue_after(now, parent.clone(), delay),
+                    None => self.retry.succeeded(&parent),
+                }
+                self.event(Event::ErrorHandled {
+                    parent: P::clone(&parent),
+                    requeue_after,
+                    error,
+                });
+            }
+        }
+    }
+
+    fn handle_lease(&mut self, now: Instant, req: RequestId, response: LeaseResponse) {
+        let Some(elector) = self.elector.as_mut().filter(|e| e.owns_request(req)) else {
+            return self.stale("lease response");
+        };
+        let change = elector.handle_response(now, req, response, &mut self.ids, &mut self.out);
+        self.leadership_changed(change);
+    }
+
+    fn leadership_changed(&mut self, change: ElectionChange) {
+        match change {
+            ElectionChange::None => {}
+            // Whatever queued while standing by may run now.
+            ElectionChange::Acquired => {
+                self.metrics.leadership_transitions_total += 1;
+                self.dispatch_due = true;
+            }
+            ElectionChange::Lost => {
+                self.metrics.leadership_transitions_total += 1;
+                if self.on_lost == OnLost::Cancel {
+                    // Abandoned runs go back to the queue, for this candidate's next term.
+                    self.in_flight_since = 0;
+                    for (ticket, (parent, _)) in std::mem::take(&mut self.in_flight) {
+                        self.queue.done(&parent);
+                        if !self.queue.is_wanted(&parent) {
+                            self.metrics.workqueue_adds_total += 1;
+                            self.queued_at.entry(parent.clone()).or_insert(self.now);
+                        }
+                        self.queue.add(parent);
+                        self.out
+                            .push_back(Output::Command(Command::CancelReconcile { ticket }));
+                    }
+                }
+            }
+        }
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        if let Some(elector) = &mut self.elector {
+            let change = elector.handle_timeout(now, &mut self.ids, &mut self.out);
+            self.leadership_changed(change);
+        }
+        match &mut self.source {
+            Source::Kubernetes(reflector) => {
+                reflector.handle_timeout(now, &mut self.ids, &mut self.out);
+            }
+            Source::InProcess(source) => {
+                let ids = &mut self.ids;
+                source.handle_timeout(now, || ids.stream(), &mut self.out);
+            }
+        }
+        for source in &mut self.secondaries {
+            source.handle_timeout(now, &mut self.ids, &mut self.out);
+        }
+        while let Some(parent) = self.retry.pop_due(now) {
+            self.wake(parent);
+        }
+        if let Some(at) = self.resync_at
+            && at <= now
+        {
+            self.resync_at = self.resync.map(|period| now + period);
+            self.stats.resyncs += 1;
+            let parents = self.store.parents().len();
+            let before = self.wakes.len();
+            self.wakes.extend(self.store.shared_parents().cloned());
+            self.demote_since(before);
+            self.dispatch_due = true;
+            self.event(Event::Resync { parents });
+        }
+    }
+
+    // ----- outputs -----
+
+    /// The next output. Call until it returns [`Output::Timeout`].
+    ///
+    /// The first call after a batch of inputs decides what to dispatch: every parent woken
+    /// since the last drain is queued once, in ascending order, and free slots are filled.
+    pub fn poll_output(&mut self) -> Output<O, P> {
+        if self.dispatch_due {
+            self.dispatch_due = false;
+            self.queue_wakes();
+            self.dispatch();
+        }
+        match self.out.pop_front() {
+            Some(output) => {
+                if let Output::Event(event) = &output {
+                    self.metrics.count_event(event);
+                }
+                output
+            }
+            None => Output::Timeout(self.poll_timeout()),
+        }
+    }
+
+    /// The next deadline and its reason; `None` when only an input can make progress.
+    #[must_use]
+    pub fn poll_timeout(&self) -> Option<Deadline> {
+        if !matches!(self.lifecycle, Lifecycle::Running | Lifecycle::Draining) {
+            return None;
+        }
+        // Listed in handle_timeout's firing order, so a tie names the first to fire.
+        let election = self
+            .elector
+            .as_ref()
+            .and_then(Elector::deadline)
+            .map(|(at, wake)| Deadline {
+                at,
+                wake: match wake {
+                    ElectionWake::Attempt => Wake::LeaseRetry,
+                    ElectionWake::TermEnd => Wake::TermEnd,
+                },
+            });
+        let source = match &self.source {
+            Source::Kubernetes(reflector) => reflector.deadline(),
+            Source::InProcess(source) => source.deadline(),
+        };
+        let secondaries = self.secondaries.iter().filter_map(|s| s.deadline());
+        let requeue = self.retry.next_deadline().map(|at| Deadline {
+            at,
+            wake: Wake::Requeue,
+        });
+        let resync = self.resync_at.map(|at| Deadline {
+            at,
+            wake: Wake::Resync,
+        });
+        election
+            .into_iter()
+            .chain(source)
+            .chain(secondaries)
+            .chain(requeue)
+            .chain(resync)
+            .reduce(|a, b| if b.at < a.at { b } else { a })
+    }
+
+    // ----- reads -----
+
+    /// The members of `parent` now, in key order.
+    pub fn members<'a>(&'a self, parent: &P) -> impl Iterator<Item = &'a Arc<O>> + 'a {
+        self.store.members(parent)
+    }
+
+    /// The cache.
+    #[must_use]
+    pub fn store(&self) -> &Store<O, P> {
+        &self.store
+    }
+
+    /// Starts (or stops) logging the cache's changes for
+    /// [`drain_cache_changes`](ReconcileLoop::drain_cache_changes): off by default, so a
+    /// driver that keeps no copy of the cache pays nothing.
+    pub fn log_cache_changes(&mut self, on: bool) {
+        self.store.log_changes(on);
+    }
+
+    /// Reports every change to the cache since the last call, so a driver can keep a copy
+    /// (a cache readable from other threads) in step once per turn instead of once per frame.
+    /// Reports nothing unless [`log_cache_changes`](ReconcileLoop::log_cache_changes) is on.
+    pub fn drain_cache_changes(&mut self, each: impl FnMut(CacheChange<'_, O, P>)) {
+        self.store.take_changes(each);
+    }
+
+    /// The election as this candidate sees it; `None` when no election is configured.
+    #[must_use]
+    pub fn leadership(&self) -> Option<Leadership> {
+        self.elector.as_ref().map(|e| e.leadership(self.now))
+    }
+
+    /// Whether the first whole-world listing has been applied.
+    #[must_use]
+    pub fn is_synced(&self) -> bool {
+        self.synced
+    }
+
+    /// Where the loop is in its life.
+    #[must_use]
+    pub fn lifecycle(&self) -> Lifecycle {
+        self.lifecycle
+    }
+
+    /// The reflector's cursor (`None` for an in-process source, or while relisting).
+    #[must_use]
+    pub fn cursor(&self) -> Option<&str> {
+        match &self.source {
+            Source::Kubernetes(reflector) => reflector.cursor(),
+            Source::InProcess(_) => None,
+        }
+    }
+
+    /// Every object secondary source `source` holds now, in key order, type-erased as in a
+    /// reconcile ([`Related::downcast`]); `None` for the primary or a source not configured.
+    #[must_use]
+    pub fn secondary_objects(&self, source: SourceId) -> Option<Related> {
+        self.secondary(source).map(|s| s.objects())
+    }
+
+    /// Secondary source `source`'s cursor (`None` while it lists, or for a source not
+    /// configured): each source watches from its own.
+    #[must_use]
+    pub fn secondary_cursor(&self, source: SourceId) -> Option<&str> {
+        self.secondary(source).and_then(|s| s.cursor())
+    }
+
+    fn secondary(&self, source: SourceId) -> Option<&(dyn Secondary<O, P> + Send)> {
+        let n = usize::try_from(source.get()).ok()?.checked_sub(1)?;
+        self.secondaries.get(n).map(|s| &**s)
+    }
+
+    /// The latest `now` seen.
+    #[must_use]
+    pub fn now(&self) -> Instant {
+        self.now
+    }
+
+    /// Counters.
+    #[must_use]
+    pub fn stats(&self) -> Stats {
+        let mut stats = self.stats;
+        if let Source::Kubernetes(reflector) = &self.source {
+            let r = reflector.counters();
+            stats.frames = r.frames;
+            stats.frames_skipped = r.frames_skipped;
+            stats.lists = r.lists;
+            stats.watches = r.watches;
+            stats.relists = r.relists;
+            stats.stale_inputs += r.stale_inputs;
+        }
+        if let Source::InProcess(source) = &self.source {
+            stats.stale_inputs += source.stale_inputs;
+        }
+        // Every source counts: the figures are the loop's, whichever source did the work.
+        for source in &self.secondaries {
+            let r = source.counters();
+            stats.frames += r.frames;
+            stats.frames_skipped += r.frames_skipped;
+            stats.lists += r.lists;
+            stats.watches += r.watches;
+            stats.relists += r.relists;
+            stats.stale_inputs += r.stale_inputs;
+        }
+        stats
+    }
+
+    /// The metrics as of the latest `now`: the counters and histograms the loop's
+    /// transitions keep, with the gauges (queue depth, running reconciles and their ages,
+    /// sync, leadership) read off the state. Pure: the same inputs give the same figures.
+    #[must_use]
+    pub fn metrics(&self) -> Metrics {
+        let stats = self.stats();
+        let mut m = self.metrics;
+        m.reconcile_errors_total = stats.reconcile_errors;
+        m.max_concurrent_reconciles = self.concurrency as u64;
+        m.active_workers = self.in_flight.len() as u64;
+        m.workqueue_depth = self.queue.len() as u64;
+        let running = self.in_flight.len() as u128;
+        let now = u128::from(self.now.as_nanos());
+        // Every dispatch instant is at most `now`, so this cannot underflow.
+        let unfinished = (running * now).saturating_sub(self.in_flight_since);
+        #[allow(clippy::cast_precision_loss)] // nanoseconds to seconds: f64 is the format's type
+        {
+            m.workqueue_unfinished_work_seconds = unfinished as f64 / 1e9;
+        }
+        // Tickets grow with dispatch order: the first running ticket is the oldest run.
+        m.workqueue_longest_running_processor_seconds = self
+            .in_flight
+            .values()
+            .next()
+            .map_or(0.0, |(_, started)| seconds(*started, self.now));
+        m.frames_skipped_total = stats.frames_skipped;
+        m.frames_applied_total = stats.frames.saturating_sub(
+            stats.frames_skipped + m.relists(crate::metrics::RelistLabel::UndecodableFrame),
+        );
+        m.lists_total = stats.lists;
+        let primary = match &self.source {
+            Source::Kubernetes(reflector) => Some(reflector.counters()),
+            Source::InProcess(_) => None,
+        };
+        let counters = primary
+            .into_iter()
+            .chain(self.secondaries.iter().map(|s| s.counters()));
+        for c in counters {
+            m.list_bytes_total += c.list_bytes;
+            // The stalest source's cursor; one that never moved counts from the start.
+            let age = seconds(c.cursor_at.unwrap_or(Instant::ZERO), self.now);
+            m.cursor_age_seconds = m.cursor_age_seconds.max(age);
+        }
+        m.synced = self.synced;
+        m.leader = self.elector.as_ref().map(|e| e.is_leader(self.now));
+        m
+    }
+
+    /// Reconciles running now.
+    #[must_use]
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.len()
+    }
+
+    /// Keys waiting for a reconcile slot.
+    #[must_use]
+    pub fn queued(&self) -> usize {
+        self.queue.len()
+    }
+
+    // ----- internals -----
+
+    fn advance(&mut self, now: Instant) -> Instant {
+        self.now = self.now.max(now);
+        self.now
+    }
+
+    fn stale(&mut self, input: &'static str) {
+        self.stats.stale_inputs += 1;
+        self.event(Event::Stale { input });
+    }
+
+    fn event(&mut self, event: Event<P>) {
+        self.out.push_back(Output::Event(event));
+    }
+
+    /// Applies a store write from the source and records the parents it woke: the store is
+    /// always updated before any key is queued.
+    fn after_source(&mut self, now: Instant, change: Option<Change<O>>) {
+        let Some(change) = change else {
+            return;
+        };
+        let replace = matches!(change, Change::Replace(_));
+        let before = self.wakes.len();
+        self.store
+            .apply(change, &self.key_map, &mut self.wakes, &mut self.rejected);
+        if let Some(by) = &self.predicate_name {
+            for key in self.store.take_filtered() {
+                let by = Arc::clone(by);
+                self.out.push_back(Output::Event(Event::Filtered {
+                    source: SourceId::PRIMARY,
+                    key,
+                    by,
+                }));
+            }
+        }
+        for rejected in self.rejected.drain(..) {
+            self.stats.rejected_objects += 1;
+            self.out.push_back(Output::Event(match rejected {
+                Rejected::Unmapped {
+                    key,
+                    error,
+                    evicted_from,
+                } => Event::Unmapped {
+                    key,
+                    error,
+                    evicted_from,
+                },
+                Rejected::Unnamed => Event::Unnamed,
+            }));
+        }
+        if self.wakes.len() > before {
+            self.dispatch_due = true;
+        }
+        if replace {
+            self.demote_since(before);
+            self.primary_synced = true;
+        }
+        self.check_synced(now);
+    }
+
+    /// Passes the sync barrier once every source has applied a whole listing: no reconcile
+    /// runs before, so none sees a partial world.
+    fn check_synced(&mut self, now: Instant) {
+        if self.synced || !self.primary_synced || !self.secondaries.iter().all(|s| s.is_synced()) {
+            return;
+        }
+        self.synced = true;
+        self.dispatch_due = true;
+        // The first resync is one full period after the first sync, not after start: a
+        // source that syncs late must not be resynced early.
+        self.resync_at = self.resync.map(|period| now + period);
+        let objects = self.store.len() + self.secondaries.iter().map(|s| s.len()).sum::<usize>();
+        self.event(Event::Synced { objects });
+    }
+
+    fn reconcile_all(&mut self) {
+        let parents = self.store.parents().len();
+        let before = self.wakes.len();
+        self.wakes.extend(self.store.shared_parents().cloned());
+        self.demote_since(before);
+        self.dispatch_due = true;
+        self.event(Event::ReconcileAll { parents });
+    }
+
+    fn wake(&mut self, parent: Arc<P>) {
+        self.wakes.push(parent);
+        self.dispatch_due = true;
+    }
+
+    /// With priorities on, the wakes pushed since `before` (a listing's, a resync's) go in
+    /// at low priority.
+    fn demote_since(&mut self, before: usize) {
+        if self.priority && self.wakes.len() > before {
+            let added = self.wakes.split_off(before);
+            self.low_wakes.extend(added);
+        }
+    }
+
+    /// Queues the parents woken since the last drain, each once, in ascending order: those
+    /// at normal priority first, then those at low priority.
+    fn queue_wakes(&mut self) {
+        if !self.wakes.is_empty() {
+            self.wakes.sort_unstable();
+            self.wakes.dedup();
+            for parent in self.wakes.drain(..) {
+                if !self.queue.is_wanted(&parent) {
+                    self.metrics.workqueue_adds_total += 1;
+                    self.queued_at.entry(parent.clone()).or_insert(self.now);
+                }
+                self.queue.add(parent);
+            }
+        }
+        if !self.low_wakes.is_empty() {
+            self.low_wakes.sort_unstable();
+            self.low_wakes.dedup();
+            for parent in self.low_wakes.drain(..) {
+                if !self.queue.is_wanted(&parent) {
+                    self.metrics.workqueue_adds_total += 1;
+                    self.queued_at.entry(parent.clone()).or_insert(self.now);
+                }
+                self.queue.add_low(parent);
+            }
+        }
+    }
+
+    /// Hands queued keys to free reconcile slots, once synced, and while leading when an
+    /// election is configured.
+    fn dispatch(&mut self) {
+        if self.lifecycle != Lifecycle::Running || !self.synced {
+            return;
+        }
+        if self
+            .elector
+            .as_ref()
+            .is_some_and(|e| !e.is_leader(self.now))
+        {
+            return;
+        }
+        while self.in_flight.len() < self.concurrency {
+            let Some(parent) = self.queue.pop() else {
+                break;
+            };
+            debug_assert!(
+                self.in_flight.values().all(|(p, _)| *p != parent),
+                "a key reconciled twice at once"
+            );
+            let ticket = Ticket(self.ids.bump());
+            let attempt = self.retry.failures(&parent).saturating_add(1);
+            let members = self.store.snapshot(&parent);
+            // Every source's objects of this parent, read now: a parent whose children
+            // changed sees them.
+            let related = self
+                .secondaries
+                .iter()
+                .map(|s| s.related(&parent))
+                .collect();
+            if let Some(at) = self.queued_at.remove(&parent) {
+                self.metrics
+                    .workqueue_queue_duration
+                    .observe(seconds(at, self.now));
+            }
+            let handed = P::clone(&parent);
+            self.in_flight.insert(ticket, (parent, self.now));
+            self.in_flight_since += u128::from(self.now.as_nanos());
+            self.stats.reconciles += 1;
+            self.out.push_back(Output::Command(Command::Reconcile {
+                ticket,
+                parent: handed,
+                attempt,
+                members,
+                related,
+            }));
+        }
+        debug_assert!(self.in_flight.len() <= self.concurrency);
+        debug_assert_eq!(self.in_flight.len(), self.queue.processing());
+    }
+}

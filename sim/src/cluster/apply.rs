@@ -66,7 +66,6 @@ fn system_meta(key: &str) -> bool {
             | "deletionGracePeriodSeconds"
             | "managedFields"
             | "selfLink"
-            | "generateName"
     )
 }
 

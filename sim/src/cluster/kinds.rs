@@ -168,6 +168,51 @@ impl KindDescriptor {
     }
 }
 
+/// The kinds the apiserver serves from Go types, as `(group, version, kind)`: those of
+/// [`builtin_kinds`] and the CustomResourceDefinition kind.
+const TYPED: [(&str, &str, &str); 10] = [
+    ("", "v1", "Pod"),
+    ("", "v1", "ConfigMap"),
+    ("", "v1", "Secret"),
+    ("", "v1", "Service"),
+    ("", "v1", "Namespace"),
+    ("apps", "v1", "Deployment"),
+    ("apps", "v1", "ReplicaSet"),
+    ("events.k8s.io", "v1", "Event"),
+    ("coordination.k8s.io", "v1", "Lease"),
+    ("apiextensions.k8s.io", "v1", "CustomResourceDefinition"),
+];
+
+/// Of [`TYPED`], the kinds whose strategy never sets `metadata.generation`.
+const NO_GENERATION: [(&str, &str); 6] = [
+    ("", "ConfigMap"),
+    ("", "Secret"),
+    ("", "Service"),
+    ("", "Namespace"),
+    ("events.k8s.io", "Event"),
+    ("coordination.k8s.io", "Lease"),
+];
+
+impl KindDescriptor {
+    /// Served from a Go type (a built-in): its list items then carry no `kind` and
+    /// `apiVersion`, as a typed list's items are serialized without them.
+    pub(crate) fn is_typed(&self) -> bool {
+        TYPED.iter().any(|(g, v, k)| {
+            *g == self.group.as_str() && *v == self.version.as_str() && *k == self.kind.as_str()
+        })
+    }
+
+    /// Whether the apiserver keeps `metadata.generation` for this kind: custom resources
+    /// and built-ins with a spec do; ConfigMaps, Secrets, Services, Namespaces, Events and
+    /// Leases do not (their strategies never set it).
+    pub(crate) fn tracks_generation(&self) -> bool {
+        !(self.is_typed()
+            && NO_GENERATION
+                .iter()
+                .any(|(g, k)| *g == self.group.as_str() && *k == self.kind.as_str()))
+    }
+}
+
 fn qualified(name: &str, group: &str) -> String {
     if group.is_empty() {
         name.to_owned()

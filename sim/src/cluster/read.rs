@@ -327,6 +327,8 @@ impl Cluster {
             .limit
             .filter(|l| *l > 0)
             .map_or(usize::MAX, |l| usize::try_from(l).unwrap_or(usize::MAX));
+        // A typed list's items are serialized without kind and apiVersion.
+        let typed = desc.is_typed();
         let mut items = Vec::new();
         let mut last = None;
         let mut remaining = 0u64;
@@ -335,7 +337,12 @@ impl Cluster {
                 continue;
             }
             if items.len() < limit {
-                items.push((**value).clone());
+                let mut item = (**value).clone();
+                if typed && let Some(o) = item.as_object_mut() {
+                    o.remove("kind");
+                    o.remove("apiVersion");
+                }
+                items.push(item);
                 last = Some(key.clone());
             } else {
                 remaining += 1;
@@ -350,6 +357,9 @@ impl Cluster {
             if !filter.selective {
                 metadata.insert("remainingItemCount".into(), remaining.into());
             }
+        } else if !typed {
+            // An unstructured list (a custom resource's) always carries `continue`.
+            metadata.insert("continue".into(), "".into());
         }
         Ok(json!({
             "kind": format!("{}List", desc.kind),

@@ -243,7 +243,9 @@ impl Cluster {
         m.insert("name".into(), name.clone().into());
         m.insert("uid".into(), uid.into());
         m.insert("creationTimestamp".into(), time.clone().into());
-        m.insert("generation".into(), 1.into());
+        if desc.tracks_generation() {
+            m.insert("generation".into(), 1.into());
+        }
         for system in [
             "deletionTimestamp",
             "deletionGracePeriodSeconds",
@@ -676,7 +678,9 @@ impl Cluster {
                 ));
             }
         }
-        if spec_of(&new, desc.has_status_subresource) != spec_of(old, desc.has_status_subresource)
+        if desc.tracks_generation()
+            && spec_of(&new, desc.has_status_subresource)
+                != spec_of(old, desc.has_status_subresource)
             && let Some(m) = meta_mut(&mut new)
         {
             let generation = kept.get("generation").and_then(Value::as_i64).unwrap_or(0);
@@ -710,6 +714,14 @@ impl Cluster {
         if dry_run {
             return Ok(new);
         }
-        self.commit(kind, key, new, gone).map(|v| (*v).clone())
+        if gone {
+            // The update that removes the last finalizer is not stored: the object is deleted
+            // as it was stored (its DELETED event carries the old finalizers at a new
+            // version), and the answer is the update's result at the last stored version, as
+            // the registry's `deleteWithoutFinalizers` does.
+            self.commit(kind, key, old.clone(), true)?;
+            return Ok(new);
+        }
+        self.commit(kind, key, new, false).map(|v| (*v).clone())
     }
 }

@@ -291,6 +291,45 @@ impl Client {
         Ok(text)
     }
 
+    /// Sends `request` as it is (its URI is a path and query, its headers and body are kept;
+    /// the bearer token and, unless set, `Accept: application/json` are added) and returns
+    /// the answer's status and body whatever the status: what a script of requests run
+    /// against this apiserver and another server compares.
+    ///
+    /// # Errors
+    /// [`Error::Http`] without an answer.
+    pub fn send(&self, request: &ureq::http::Request<Vec<u8>>) -> Result<(u16, Vec<u8>)> {
+        let url = format!("{}{}", self.base, request.uri());
+        let method = request.method().as_str().to_owned();
+        let http_err = |source: ureq::Error| Error::Http {
+            method: method.clone(),
+            url: url.clone(),
+            source: Box::new(source),
+        };
+        let mut builder = ureq::http::Request::builder()
+            .method(request.method().clone())
+            .uri(&url)
+            .header("Authorization", format!("Bearer {}", self.token));
+        for (name, value) in request.headers() {
+            builder = builder.header(name, value);
+        }
+        if !request.headers().contains_key("accept") {
+            builder = builder.header("Accept", "application/json");
+        }
+        let outgoing = builder
+            .body(request.body().clone())
+            .map_err(|e| http_err(e.into()))?;
+        let mut response = self.agent.run(outgoing).map_err(http_err)?;
+        let status = response.status().as_u16();
+        let bytes = response
+            .body_mut()
+            .with_config()
+            .limit(64 << 20)
+            .read_to_vec()
+            .map_err(http_err)?;
+        Ok((status, bytes))
+    }
+
     /// `GET path` with `Accept: accept`: the answer's status, `Content-Type` and body as
     /// bytes, whatever the status (a protobuf body, a whole watch that the server ends with
     /// `timeoutSeconds`, an error's `Status` in protobuf).
@@ -525,7 +564,16 @@ impl Client {
         if params.send_initial_events {
             query.push_str("&sendInitialEvents=true&resourceVersionMatch=NotOlderThan");
         }
-        let url = format!("{}{collection}?{query}", self.base);
+        self.watch_path(&format!("{collection}?{query}"))
+    }
+
+    /// Opens a watch on a path with its query as given (`watch=1` and every other
+    /// parameter included by the caller), e.g. `/api/v1/configmaps?watch=1&fieldSelector=…`.
+    ///
+    /// # Errors
+    /// See [`Client::watch_pods`].
+    pub fn watch_path(&self, path_and_query: &str) -> Result<Watch> {
+        let url = format!("{}{path_and_query}", self.base);
         let http_err = |source: ureq::Error| Error::Http {
             method: "WATCH".into(),
             url: url.clone(),

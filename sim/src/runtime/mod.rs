@@ -42,6 +42,7 @@ mod executor;
 mod tap;
 mod transport;
 
+use std::cell::RefCell;
 use std::fmt;
 use std::future::Future;
 use std::sync::atomic::AtomicU64;
@@ -279,6 +280,7 @@ impl Simulation {
                 .unwrap_or_else(PoisonError::into_inner)
                 .is_some()
         };
+        let _ambient = Ambient::enter(&self.shared);
         let result = if self.shared.config.log_reconciles {
             let tap = tap::ReconcileTap {
                 shared: Arc::clone(&self.shared),
@@ -293,6 +295,43 @@ impl Simulation {
         let value = slot.lock().unwrap_or_else(PoisonError::into_inner).take();
         // `done()` held, so the slot is filled.
         Ok(value.expect("the main task finished"))
+    }
+}
+
+thread_local! {
+    /// The simulation whose `block_on` runs on this thread: what [`SimRuntime::default`]
+    /// returns, as tokio's and smol's runtimes are found ambiently.
+    static AMBIENT: RefCell<Option<Arc<Shared>>> = const { RefCell::new(None) };
+}
+
+/// Sets [`AMBIENT`] for one `block_on`, and puts the previous one back.
+struct Ambient(Option<Arc<Shared>>);
+
+impl Ambient {
+    fn enter(shared: &Arc<Shared>) -> Self {
+        Ambient(AMBIENT.with(|a| a.borrow_mut().replace(Arc::clone(shared))))
+    }
+}
+
+impl Drop for Ambient {
+    fn drop(&mut self) {
+        let previous = self.0.take();
+        AMBIENT.with(|a| *a.borrow_mut() = previous);
+    }
+}
+
+impl Default for SimRuntime {
+    /// The runtime of the simulation running on this thread, for controllers built with a
+    /// runtime's default value (`Controller::for_objects`).
+    ///
+    /// # Panics
+    /// Outside [`Simulation::block_on`].
+    fn default() -> Self {
+        let shared = AMBIENT.with(|a| a.borrow().clone());
+        SimRuntime {
+            shared: shared
+                .expect("SimRuntime::default() is only available inside Simulation::block_on"),
+        }
     }
 }
 

@@ -1,4 +1,4 @@
-//! A deterministic [`Runtime`] and [`Transport`] for the engine: any controller built on
+//! A deterministic [`Runtime`] and [`Transport`](reconcile_engine::Transport) for the engine: any controller built on
 //! `reconcile-engine` runs here unchanged, against the simulated [`Cluster`], on a seeded
 //! single-threaded executor with a virtual clock.
 //!

@@ -14,6 +14,7 @@
 //! | [`starvation`] | `starvation.rs` | the priority queue's starvation invariant: a low key n-th in line goes within (k + 1) · n dispatches, every wake is served |
 //! | [`world`], [`wire`], [`lease`], [`selector`] | `apiserver/`: `world.rs`, `wire.rs`, `lease.rs` (selectors from `reconcile-trace`) | the simulated apiserver: history, compaction, LIST / WATCH, selectors, protobuf, the Lease |
 //! | [`cluster`] | `cluster/`: `mod.rs`, `kinds.rs`, `store.rs`, `path.rs`, `params.rs`, `serve.rs`, `read.rs`, `watch.rs`, `write.rs`, `patch.rs`, `apply.rs`, `delete.rs`, `gc.rs`, `status.rs` | a simulated cluster for any kind: reads, writes, patches, apply, `/status`, finalizers, GC, over HTTP or typed |
+//! | `runtime` (feature `runtime`) | `runtime/`: `mod.rs`, `executor.rs`, `transport.rs`, `tap.rs` | a deterministic `Runtime` and `Transport` for the engine: seeded executor, virtual time, the cluster behind the transport, a run log |
 //! | [`replay`](mod@replay) | `replay.rs` | replay mode: recorded answers in order, divergence reports |
 //! | [`simulate`](mod@simulate) | `simulate/`: `options.rs`, `event_loop.rs`, `faults.rs`, `quiescence.rs`, `validate.rs`, `report.rs` | world mode: a discrete-event loop over the world, the core and the faults |
 //! | [`explore`] | `explore/`: `options.rs`, `profiles.rs`, `generate.rs`, `many.rs`, `busy.rs`, `run.rs`, `minimize.rs`, `report.rs` | swarm testing: seeded workloads and fault profiles, invariants, minimization |
@@ -50,6 +51,8 @@ pub mod meta_view;
 pub mod replay;
 pub mod report;
 pub mod rng;
+#[cfg(feature = "runtime")]
+pub mod runtime;
 pub mod schedule;
 pub mod simulate;
 pub mod starvation;

@@ -269,4 +269,21 @@ impl Cluster {
     pub fn open_watches(&self) -> usize {
         self.watches.len()
     }
+
+    /// When an open watch next has something to say without any write: its
+    /// `timeoutSeconds` deadline, or its next bookmark when it allows them. `None` for an id
+    /// that is not open. A caller that waits on a watch (the simulator's transport) wakes
+    /// at this time, and on every write.
+    #[must_use]
+    pub fn watch_wake_at(&self, id: WatchId) -> Option<Instant> {
+        let w = self.watches.get(&id.0)?;
+        let mut at = w.deadline;
+        if w.bookmarks {
+            at = at.min(w.last_bookmark + self.config.bookmark_interval);
+        }
+        if !w.pending.is_empty() {
+            at = at.min(self.now);
+        }
+        Some(at)
+    }
 }

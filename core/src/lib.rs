@@ -78,6 +78,7 @@
 //! | `source::secondary` | sources of other kinds: own reflector and store, objects mapped to parents | `Owns`, `Watches` |
 //! | [`election`], [`metrics`] | leader election on a Lease; the loop's metrics | `leaderelection`, controller-runtime's metrics |
 //! | `controller::{queue, retry}` | dedup queue; per-key backoff | `workqueue`, rate limiter |
+//! | `controller::own_writes` | a key waits until its sources' cursors reach its own writes | KEP-5647's consistency store |
 //! | `controller::config` | settings and their bounds | `Options` |
 //! | `controller::reconcile_loop` | lifecycle, sync barrier, dispatch at drain, resync | controller-runtime `Controller` |
 //! | `step_line` | one readable line per step, for snapshots and the simulator | |
@@ -111,8 +112,9 @@ pub use string_map::StringMap;
 pub use time::Instant;
 pub use vocabulary::{
     Command, Deadline, Event, InitialEventsFailure, Input, LeaseRequest, LeaseResponse,
-    ListFailure, ListResponse, Outcome, Output, Related, RelistReason, RequestId, SourceEvent,
-    SourceId, StreamEnd, StreamId, StreamingFallback, Ticket, Wake, WatchRetryReason,
+    ListFailure, ListResponse, Outcome, Output, OwnWrite, Related, RelistReason, RequestId,
+    SourceEvent, SourceId, StreamEnd, StreamId, StreamingFallback, Ticket, Untracked, Wake,
+    WatchRetryReason,
 };
 pub use wire::format::WireFormat;
 pub use wire::object::{Object, ObjectKey, OwnerRef};

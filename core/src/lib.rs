@@ -96,7 +96,10 @@ mod wire;
 
 pub use wire::{frame, list, pod, protobuf};
 
-pub use controller::config::{Config, ConfigError, ParentsBy, SecondaryConfig, SourceConfig};
+pub use controller::config::{
+    Config, ConfigError, DEFAULT_MAX_OWN_WRITES, DEFAULT_OWN_WRITES_WAIT, ParentsBy,
+    SecondaryConfig, SourceConfig,
+};
 pub use controller::key_map::{KeyBy, KeyByParseError, KeyMap, KeyMapError};
 pub use controller::members::{Members, MembersIntoIter, MembersIter};
 pub use controller::predicate::Predicate;

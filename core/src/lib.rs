@@ -78,6 +78,7 @@
 //! | `source::secondary` | sources of other kinds: own reflector and store, objects mapped to parents | `Owns`, `Watches` |
 //! | [`election`], [`metrics`] | leader election on a Lease; the loop's metrics | `leaderelection`, controller-runtime's metrics |
 //! | `controller::{queue, retry}` | dedup queue; per-key backoff | `workqueue`, rate limiter |
+//! | `controller::own_writes` | a key waits until its sources' cursors reach its own writes | KEP-5647's consistency store |
 //! | `controller::config` | settings and their bounds | `Options` |
 //! | `controller::reconcile_loop` | lifecycle, sync barrier, dispatch at drain, resync | controller-runtime `Controller` |
 //! | `step_line` | one readable line per step, for snapshots and the simulator | |
@@ -95,7 +96,10 @@ mod wire;
 
 pub use wire::{frame, list, pod, protobuf};
 
-pub use controller::config::{Config, ConfigError, ParentsBy, SecondaryConfig, SourceConfig};
+pub use controller::config::{
+    Config, ConfigError, DEFAULT_MAX_OWN_WRITES, DEFAULT_OWN_WRITES_WAIT, ParentsBy,
+    SecondaryConfig, SourceConfig,
+};
 pub use controller::key_map::{KeyBy, KeyByParseError, KeyMap, KeyMapError};
 pub use controller::members::{Members, MembersIntoIter, MembersIter};
 pub use controller::predicate::Predicate;
@@ -111,8 +115,9 @@ pub use string_map::StringMap;
 pub use time::Instant;
 pub use vocabulary::{
     Command, Deadline, Event, InitialEventsFailure, Input, LeaseRequest, LeaseResponse,
-    ListFailure, ListResponse, Outcome, Output, Related, RelistReason, RequestId, SourceEvent,
-    SourceId, StreamEnd, StreamId, StreamingFallback, Ticket, Wake, WatchRetryReason,
+    ListFailure, ListResponse, Outcome, Output, OwnWrite, Related, RelistReason, RequestId,
+    SourceEvent, SourceId, StreamEnd, StreamId, StreamingFallback, Ticket, Untracked, Wake,
+    WatchRetryReason,
 };
 pub use wire::format::WireFormat;
 pub use wire::object::{Object, ObjectKey, OwnerRef};

@@ -227,6 +227,23 @@ pub struct Metrics {
     pub leader: Option<bool>,
     /// `reconcile_loop_leadership_transitions_total`: terms begun and lost here.
     pub leadership_transitions_total: u64,
+    /// `controller_runtime_reconcile_timeouts_total`: reconciles cancelled at their
+    /// deadline (`Config::reconcile_timeout`).
+    pub reconcile_timeouts_total: u64,
+    /// `reconcile_loop_own_write_holds_total`: dispatches held until the key's own writes
+    /// were observed (once per wait).
+    pub own_write_holds_total: u64,
+    /// `reconcile_loop_own_write_hold_seconds`: how long each held dispatch waited, whether
+    /// its writes were observed or its wait ran out.
+    pub own_write_hold_seconds: Histogram<40>,
+    /// `reconcile_loop_own_write_timeouts_total`: held keys dispatched anyway, their writes
+    /// unobserved after `Config::read_own_writes`.
+    pub own_write_timeouts_total: u64,
+    /// `reconcile_loop_own_writes_untracked_total`: reported writes not waited for (not a
+    /// number, no cursor, table full: fail open).
+    pub own_writes_untracked_total: u64,
+    /// `reconcile_loop_own_writes_waiting`: keys whose writes are not observed yet.
+    pub own_writes_waiting: u64,
 }
 
 impl Default for Metrics {
@@ -257,6 +274,12 @@ impl Default for Metrics {
             synced: false,
             leader: None,
             leadership_transitions_total: 0,
+            reconcile_timeouts_total: 0,
+            own_write_holds_total: 0,
+            own_write_hold_seconds: Histogram::new(&RECONCILE_TIME_BUCKETS),
+            own_write_timeouts_total: 0,
+            own_writes_untracked_total: 0,
+            own_writes_waiting: 0,
         }
     }
 }
@@ -289,6 +312,16 @@ impl Metrics {
             Event::Filtered { .. } => self.filtered_total += 1,
             Event::InitialEventsEnd { .. } => self.streaming_lists_total += 1,
             Event::StreamingListFallback { .. } => self.streaming_list_fallbacks_total += 1,
+            Event::ReconcileTimedOut { .. } => self.reconcile_timeouts_total += 1,
+            Event::HeldForOwnWrites { .. } => self.own_write_holds_total += 1,
+            Event::OwnWritesObserved { held_for, .. } => {
+                self.own_write_hold_seconds.observe(held_for.as_secs_f64());
+            }
+            Event::OwnWritesUnobserved { held_for, .. } => {
+                self.own_write_timeouts_total += 1;
+                self.own_write_hold_seconds.observe(held_for.as_secs_f64());
+            }
+            Event::OwnWriteUntracked { .. } => self.own_writes_untracked_total += 1,
             _ => {}
         }
     }

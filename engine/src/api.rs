@@ -15,7 +15,9 @@ use kube_core::params::{DeleteParams, GetParams, Patch, PatchParams, PostParams}
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use super::recorder::SourceResource;
 use super::transport::{Transport, TransportError};
+use super::writes::Written;
 
 /// Largest response body an [`ApiClient`] reads: a single object's, far below the
 /// apiserver's 3 MiB (etcd's request limit) times the JSON overhead of any encoding.
@@ -214,13 +216,15 @@ where
         }
     }
 
-    /// Creates `object`.
+    /// Creates `object`. Inside a reconcile, this and every other successful write is
+    /// recorded with its answered resourceVersion: the key's next dispatch waits until the
+    /// source caching the resource has observed it (`Config::read_own_writes`).
     ///
     /// # Errors
     /// See [`ApiError`].
     pub async fn create(&self, params: &PostParams, object: &K) -> Result<K, ApiError> {
         let body = serde_json::to_vec(object).map_err(ApiError::Serialize)?;
-        self.call(self.request.create(params, body)?).await
+        self.write(self.request.create(params, body)?).await
     }
 
     /// Replaces `name` with `object`; its `metadata.resourceVersion` makes the write
@@ -235,7 +239,7 @@ where
         object: &K,
     ) -> Result<K, ApiError> {
         let body = serde_json::to_vec(object).map_err(ApiError::Serialize)?;
-        self.call(self.request.replace(name, params, body)?).await
+        self.write(self.request.replace(name, params, body)?).await
     }
 
     /// Patches `name`.
@@ -248,7 +252,7 @@ where
         params: &PatchParams,
         patch: &Patch<P>,
     ) -> Result<K, ApiError> {
-        self.call(self.request.patch(name, params, patch)?).await
+        self.write(self.request.patch(name, params, patch)?).await
     }
 
     /// Patches the `status` subresource of `name`: a write that leaves the spec, and so the
@@ -264,7 +268,7 @@ where
         params: &PatchParams,
         patch: &Patch<P>,
     ) -> Result<K, ApiError> {
-        self.call(
+        self.write(
             self.request
                 .patch_subresource("status", name, params, patch)?,
         )
@@ -279,6 +283,28 @@ where
         self.send(self.request.delete(name, params)?)
             .await
             .map(drop)
+    }
+
+    /// Sends a write; its answer's resourceVersion is recorded for the reconcile polling
+    /// this (see [`writes`](crate::writes)), so its key waits for the write to be observed.
+    async fn write(&self, request: http::Request<Vec<u8>>) -> Result<K, ApiError> {
+        let object = self.call(request).await?;
+        let resource = SourceResource::of_url(&self.request.url_path, None, false);
+        let meta = object.meta();
+        if let (Some(group), Some(plural), Some(rv)) = (
+            resource.group,
+            resource.plural,
+            meta.resource_version.clone(),
+        ) {
+            crate::writes::record(Written {
+                group,
+                plural,
+                namespace: meta.namespace.clone(),
+                name: meta.name.clone().unwrap_or_default(),
+                resource_version: rv,
+            });
+        }
+        Ok(object)
     }
 
     async fn call(&self, request: http::Request<Vec<u8>>) -> Result<K, ApiError> {

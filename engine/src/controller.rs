@@ -322,6 +322,35 @@ where
         self
     }
 
+    /// Cancels a reconcile still running `timeout` after its dispatch and counts it as
+    /// failed, through the backoff (controller-runtime's `ReconciliationTimeout`; counted in
+    /// `controller_runtime_reconcile_timeouts_total`). Default `None`: no deadline. A run may
+    /// set its own with [`Reconcile::set_timeout`](crate::Reconcile::set_timeout).
+    #[must_use]
+    pub fn reconcile_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.config = self.config.reconcile_timeout(timeout);
+        self
+    }
+
+    /// Read your own writes (KEP-5647): a key whose reconcile wrote (through
+    /// [`ApiClient`](crate::ApiClient), or reported with
+    /// [`Reconcile::wrote`](crate::Reconcile::wrote)) is not reconciled again until the
+    /// source caching the written resource has observed the write, for at most `wait`
+    /// (default 5 s); `None` turns it off.
+    #[must_use]
+    pub fn read_own_writes(mut self, wait: Option<Duration>) -> Self {
+        self.config = self.config.read_own_writes(wait);
+        self
+    }
+
+    /// The most keys that may wait for their own writes at once (default 10 000); past it
+    /// new writes are not waited for.
+    #[must_use]
+    pub fn max_own_writes(mut self, keys: usize) -> Self {
+        self.config = self.config.max_own_writes(keys);
+        self
+    }
+
     /// Re-queues every parent with members each `period`; `None` turns it off.
     #[must_use]
     pub fn resync(mut self, period: Option<Duration>) -> Self {

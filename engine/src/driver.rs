@@ -22,8 +22,8 @@ use futures_lite::{FutureExt, StreamExt};
 use reconcile_core::list::{ListDecoder, ListLimits};
 use reconcile_core::{
     Command, Deadline, Event, Input, Instant, LeaseRequest, LeaseResponse, Lifecycle, ListResponse,
-    Members, Object, Outcome, Output, ReconcileLoop, Related, RequestId, SourceId, StreamEnd,
-    StreamId, Ticket, WatchParams,
+    Members, Object, Outcome, Output, OwnWrite, ReconcileLoop, Related, RequestId, SourceId,
+    StreamEnd, StreamId, Ticket, WatchParams,
 };
 use tracing::Instrument;
 
@@ -491,10 +491,29 @@ where
                 tracing::debug!(%stream, ?end, "watch ended");
                 Input::WatchEnd { stream, end }
             }
-            Msg::Reconciled(ticket, outcome) => {
+            Msg::Reconciled(ticket, outcome, written) => {
                 self.tasks.remove(&TaskKey::Reconcile(ticket));
-                Input::Reconciled { ticket, outcome }
+                let writes: Vec<OwnWrite> = written
+                    .iter()
+                    .filter_map(|w| {
+                        let source = self.source_caching(w);
+                        if source.is_none() {
+                            tracing::debug!(group = %w.group, plural = %w.plural, "write to a resource no source caches");
+                        }
+                        source.map(|s| OwnWrite::new(s, w.resource_version.clone()))
+                    })
+                    .collect();
+                if writes.is_empty() {
+                    Input::Reconciled { ticket, outcome }
+                } else {
+                    Input::ReconciledWrote {
+                        ticket,
+                        outcome,
+                        writes,
+                    }
+                }
             }
+            Msg::ReconcileTimeout(ticket, timeout) => Input::ReconcileTimeout { ticket, timeout },
             Msg::Source(event) => match self.open_source {
                 Some(stream) => Input::SourceEvent { stream, event },
                 None => {
@@ -593,6 +612,28 @@ where
             let _ = inbox.send(Msg::Lease(req, answer)).await;
         }));
         self.tasks.insert(TaskKey::Lease(req), task);
+    }
+
+    /// The first source whose collection is `write`'s resource (by group and plural,
+    /// whatever the namespace or selectors: its cursor moves for every write to the
+    /// resource); `None` when no source caches it.
+    fn source_caching(&self, write: &super::writes::Written) -> Option<SourceId> {
+        self.remote
+            .iter()
+            .map(|r| (SourceId::PRIMARY, r))
+            .chain(
+                self.secondaries
+                    .iter()
+                    .zip(1..)
+                    .map(|(r, n)| (SourceId::nth(n), r)),
+            )
+            .find(|(_, r)| {
+                let resource =
+                    super::recorder::SourceResource::of_url(r.requests.url_path(), None, false);
+                resource.group.as_deref() == Some(write.group.as_str())
+                    && resource.plural.as_deref() == Some(write.plural.as_str())
+            })
+            .map(|(id, _)| id)
     }
 
     /// Where `source`'s LIST and WATCH go.
@@ -741,9 +782,26 @@ where
         related: Vec<Related>,
     ) {
         let span = tracing::info_span!("reconcile", key = %parent, attempt, %ticket);
-        let request = Reconcile::new(parent, members, related, attempt, self.cache.clone());
-        let future = (self.reconcile)(request);
         let inbox = self.shared.inbox();
+        let writes = super::writes::WriteLog::default();
+        let run = super::reconcile::Run {
+            ticket,
+            writes: writes.clone(),
+            inbox: inbox.clone(),
+        };
+        let request = Reconcile::new(
+            parent,
+            members,
+            related,
+            attempt,
+            self.cache.clone(),
+            Some(run),
+        );
+        // Polled with its write log current, so ApiClient's writes land in it.
+        let future = super::writes::Recording {
+            log: writes.clone(),
+            inner: (self.reconcile)(request),
+        };
         let task = self.runtime.spawn(Box::pin(
             async move {
                 // A panicking reconcile must still hand its slot back, or its key would be
@@ -760,7 +818,9 @@ where
                     } => tracing::warn!(%error, ?requeue_after, "reconcile failed; policy chose"),
                     _ => tracing::debug!(?outcome, "reconcile done"),
                 }
-                let _ = inbox.send(Msg::Reconciled(ticket, outcome)).await;
+                let _ = inbox
+                    .send(Msg::Reconciled(ticket, outcome, writes.take()))
+                    .await;
             }
             .instrument(span),
         ));
@@ -777,6 +837,15 @@ where
                 self.shared.set_synced();
             }
             Event::Relist { source, reason } => tracing::warn!(%source, %reason, "relist"),
+            Event::ReconcileTimedOut { after, .. } => {
+                tracing::warn!(%event, after_s = after.as_secs_f64(), "reconcile timed out");
+            }
+            Event::OwnWritesUnobserved { .. } | Event::OwnWriteUntracked { .. } => {
+                tracing::info!(%event, "read your own writes");
+            }
+            Event::HeldForOwnWrites { .. } | Event::OwnWritesObserved { .. } => {
+                tracing::debug!(%event, "read your own writes");
+            }
             Event::InitialEventsEnd {
                 stream,
                 objects,

@@ -21,8 +21,14 @@ pub(crate) enum Msg<O> {
     WatchLine(reconcile_core::StreamId, bytes::Bytes),
     /// A WATCH ended.
     WatchEnd(reconcile_core::StreamId, reconcile_core::StreamEnd),
-    /// A reconcile finished.
-    Reconciled(reconcile_core::Ticket, reconcile_core::Outcome),
+    /// A reconcile finished, with the writes it made.
+    Reconciled(
+        reconcile_core::Ticket,
+        reconcile_core::Outcome,
+        Vec<super::writes::Written>,
+    ),
+    /// A running reconcile set its own deadline ([`Reconcile::set_timeout`](crate::Reconcile::set_timeout)).
+    ReconcileTimeout(reconcile_core::Ticket, Option<std::time::Duration>),
     /// An in-process source event pushed through a [`Handle`].
     Source(SourceEvent<O>),
     /// The in-process source ended, with an error or without.

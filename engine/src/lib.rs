@@ -30,6 +30,7 @@
 //! | [`controller`] | the builder, `run` / `start`, `Running` |
 //! | [`api`] | [`ApiClient`]: get, create, replace, patch, `patch_status`, delete of one resource type over any transport |
 //! | [`handle`] | stop, wait, read the cache, push |
+//! | [`writes`] | the writes a reconcile made, recorded for read your own writes |
 //! | [`recorder`] | the tap for trace recording: every [`Input`](reconcile_core::Input) fed and [`Command`](reconcile_core::Command) issued |
 //! | [`tape`] | an in-memory recorder |
 //! | [`trace_recorder`] | the recorder writing `reconcile-trace` traces, replayable in `reconcile-sim` |
@@ -57,6 +58,7 @@ pub mod source;
 pub mod tape;
 pub mod trace_recorder;
 pub mod transport;
+pub mod writes;
 
 pub use api::{ApiClient, ApiError};
 pub use cache::{Cache, CacheSnapshot, NeverReady};
@@ -77,3 +79,4 @@ pub use source::{IntoSource, Source};
 pub use tape::Tape;
 pub use trace_recorder::TraceRecorder;
 pub use transport::{BodyStream, Requests, Transport, TransportError};
+pub use writes::Written;

@@ -202,6 +202,12 @@ impl Collector for ControllerMetrics {
             controller,
             &m.reconcile_time,
         )?;
+        counter(
+            e,
+            "controller_runtime_reconcile_timeouts",
+            "Total number of reconciliation timeouts per controller",
+            &[(controller, m.reconcile_timeouts_total)],
+        )?;
         gauge(
             e,
             "controller_runtime_max_concurrent_reconciles",
@@ -359,6 +365,38 @@ impl Collector for ControllerMetrics {
             "reconcile_loop_leadership_transitions",
             "Leadership terms begun and lost by this candidate",
             &[(controller, m.leadership_transitions_total)],
+        )?;
+        counter(
+            e,
+            "reconcile_loop_own_write_holds",
+            "Dispatches held until the sources observed the key's own writes (once per wait)",
+            &[(controller, m.own_write_holds_total)],
+        )?;
+        histogram(
+            e,
+            "reconcile_loop_own_write_hold_seconds",
+            "How long a dispatch held for the key's own writes waited",
+            controller,
+            &m.own_write_hold_seconds,
+        )?;
+        counter(
+            e,
+            "reconcile_loop_own_write_timeouts",
+            "Held keys dispatched anyway, their own writes unobserved when the wait ran out",
+            &[(controller, m.own_write_timeouts_total)],
+        )?;
+        counter(
+            e,
+            "reconcile_loop_own_writes_untracked",
+            "Reported writes not waited for: a resourceVersion or cursor not a number, or the table full",
+            &[(controller, m.own_writes_untracked_total)],
+        )?;
+        gauge(
+            e,
+            "reconcile_loop_own_writes_waiting",
+            "Keys whose own writes the sources have not observed yet",
+            controller,
+            float(m.own_writes_waiting),
         )?;
         Ok(())
     }

@@ -5,9 +5,11 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use reconcile_core::{Members, Outcome, Related};
+use reconcile_core::{Members, Outcome, Related, Ticket};
 
 use super::cache::CacheSnapshot;
+use super::handle::Msg;
+use super::writes::{WriteLog, Written};
 
 /// What a reconcile asks for next (kube-runtime's `Action`); also what an error policy
 /// returns.
@@ -94,6 +96,24 @@ pub struct Reconcile<O, P> {
     related: Vec<Related>,
     attempt: u32,
     cache: CacheSnapshot<O, P>,
+    run: Option<Run<O>>,
+}
+
+/// What ties a [`Reconcile`] to its run in the driver: its writes and its deadline.
+pub(crate) struct Run<O> {
+    pub(crate) ticket: Ticket,
+    pub(crate) writes: WriteLog,
+    pub(crate) inbox: async_channel::Sender<Msg<O>>,
+}
+
+impl<O> Clone for Run<O> {
+    fn clone(&self) -> Self {
+        Run {
+            ticket: self.ticket,
+            writes: self.writes.clone(),
+            inbox: self.inbox.clone(),
+        }
+    }
 }
 
 impl<O, P: Clone> Clone for Reconcile<O, P> {
@@ -104,6 +124,7 @@ impl<O, P: Clone> Clone for Reconcile<O, P> {
             related: self.related.clone(),
             attempt: self.attempt,
             cache: self.cache.clone(),
+            run: self.run.clone(),
         }
     }
 }
@@ -125,6 +146,7 @@ impl<O, P> Reconcile<O, P> {
         related: Vec<Related>,
         attempt: u32,
         cache: CacheSnapshot<O, P>,
+        run: Option<Run<O>>,
     ) -> Self {
         Reconcile {
             parent,
@@ -132,6 +154,48 @@ impl<O, P> Reconcile<O, P> {
             related,
             attempt,
             cache,
+            run,
+        }
+    }
+
+    /// Reports a write this reconcile made other than through [`ApiClient`](crate::ApiClient)
+    /// (whose writes are recorded by themselves), with kube's `Api` say: `object` is the
+    /// apiserver's answer, whose resourceVersion the source caching `K` must observe before
+    /// this key runs again (KEP-5647's read your own writes; `Controller::read_own_writes`).
+    /// An answer without a resourceVersion, or of a resource no source caches, is ignored.
+    pub fn wrote<K: kube_core::Resource>(&self, object: &K)
+    where
+        K::DynamicType: Default,
+    {
+        if let Some(write) = Written::of(object) {
+            self.observe_write(write);
+        }
+    }
+
+    /// As [`Reconcile::wrote`], for a type whose resource needs `dyntype`.
+    pub fn wrote_with<K: kube_core::Resource>(&self, object: &K, dyntype: &K::DynamicType) {
+        if let Some(write) = Written::of_with(object, dyntype) {
+            self.observe_write(write);
+        }
+    }
+
+    /// Reports one write as its parts (see [`Reconcile::wrote`]). Only the latest write of
+    /// each resource is kept: a later answer has the higher version.
+    pub fn observe_write(&self, write: Written) {
+        if let Some(run) = &self.run {
+            run.writes.push(write);
+        }
+    }
+
+    /// Sets this run's deadline to `timeout` after its dispatch, overriding the controller's
+    /// `reconcile_timeout` (`None` lifts it). Past it the run is cancelled and counts as
+    /// failed, through the backoff; a deadline already past cancels it at once.
+    pub async fn set_timeout(&self, timeout: Option<Duration>) {
+        if let Some(run) = &self.run {
+            let _ = run
+                .inbox
+                .send(Msg::ReconcileTimeout(run.ticket, timeout))
+                .await;
         }
     }
 

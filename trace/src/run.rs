@@ -281,7 +281,13 @@ impl TraceBuilder {
                     }
                 }
             }
-            Input::Reconciled { ticket, outcome } => self.reconciled(at, *ticket, outcome),
+            // A trace keeps no writes yet: its replay reads them as a run that wrote nothing.
+            Input::Reconciled { ticket, outcome }
+            | Input::ReconciledWrote {
+                ticket, outcome, ..
+            } => {
+                self.reconciled(at, *ticket, outcome);
+            }
             Input::Stop => push(&mut self.held, Record::Stop, None),
             Input::ReconcileAll => push(&mut self.held, Record::ReconcileAll, None),
             Input::SourceEvent { event, .. } => {
@@ -309,7 +315,12 @@ impl TraceBuilder {
             // Derived by the replaying core. Lease answers have no record kind yet: a
             // recorded election replays as a controller that always leads. A drain only
             // closes and waits: its trace ends as a stop's.
-            Input::Drain | Input::Start | Input::Timeout | Input::Lease { .. } => {}
+            // A run's own deadline has no record kind yet either.
+            Input::Drain
+            | Input::Start
+            | Input::Timeout
+            | Input::Lease { .. }
+            | Input::ReconcileTimeout { .. } => {}
         }
     }
 

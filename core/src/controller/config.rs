@@ -19,6 +19,13 @@ use crate::wire::object::{Object, ObjectKey, OwnerRef};
 /// low enough that a typo cannot ask for millions of in-flight tasks.
 pub const MAX_CONCURRENCY: usize = 4096;
 
+/// The default of [`Config::read_own_writes`]: how long a key waits at most for its writes
+/// to be observed before it is dispatched anyway.
+pub const DEFAULT_OWN_WRITES_WAIT: Duration = Duration::from_secs(5);
+
+/// The default of [`Config::max_own_writes`]: keys that may wait for their writes at once.
+pub const DEFAULT_MAX_OWN_WRITES: usize = 10_000;
+
 /// Where objects come from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SourceConfig {
@@ -72,6 +79,22 @@ pub struct Config<O, P> {
     /// trigger wait behind live changes, requeues and retries, without starving (default:
     /// off).
     pub priority: bool,
+    /// Read your own writes (Kubernetes' KEP-5647): a key whose last reconcile reported
+    /// writes ([`Input::ReconciledWrote`](crate::Input::ReconciledWrote)) is not dispatched
+    /// again until the sources caching them have observed them, for at most this long from
+    /// the write; past it the key is dispatched anyway (`Event::OwnWritesUnobserved`).
+    /// `None` turns it off. Default [`DEFAULT_OWN_WRITES_WAIT`], 5 s; it costs nothing for
+    /// runs that report no writes.
+    pub read_own_writes: Option<Duration>,
+    /// The most keys that may wait for their writes at once (default
+    /// [`DEFAULT_MAX_OWN_WRITES`]); past it new writes are not waited for
+    /// (`Event::OwnWriteUntracked`, fail open).
+    pub max_own_writes: usize,
+    /// How long one reconcile may run before it is cancelled and counted as failed, through
+    /// the backoff (controller-runtime's `ReconciliationTimeout`); a run may set its own with
+    /// [`Input::ReconcileTimeout`](crate::Input::ReconcileTimeout). Default `None`: no
+    /// deadline, as controller-runtime.
+    pub reconcile_timeout: Option<Duration>,
 }
 
 /// How a secondary source's objects map to parents, as far as a trace header can say.
@@ -191,6 +214,9 @@ impl<O, P> Clone for Config<O, P> {
             election: self.election.clone(),
             predicate: self.predicate.clone(),
             priority: self.priority,
+            read_own_writes: self.read_own_writes,
+            max_own_writes: self.max_own_writes,
+            reconcile_timeout: self.reconcile_timeout,
         }
     }
 }
@@ -206,6 +232,9 @@ impl<O, P> fmt::Debug for Config<O, P> {
             .field("source_retry_delay", &self.source_retry_delay)
             .field("list_deadline", &self.list_deadline)
             .field("max_listing_bytes", &self.max_listing_bytes)
+            .field("read_own_writes", &self.read_own_writes)
+            .field("max_own_writes", &self.max_own_writes)
+            .field("reconcile_timeout", &self.reconcile_timeout)
             .field(
                 "secondaries",
                 &self.secondaries.iter().map(|(c, _)| c).collect::<Vec<_>>(),
@@ -239,6 +268,9 @@ impl<O, P> Config<O, P> {
             election: None,
             predicate: None,
             priority: false,
+            read_own_writes: Some(DEFAULT_OWN_WRITES_WAIT),
+            max_own_writes: DEFAULT_MAX_OWN_WRITES,
+            reconcile_timeout: None,
             secondaries: Vec::new(),
             misuse: None,
         }
@@ -382,6 +414,28 @@ impl<O, P> Config<O, P> {
         self
     }
 
+    /// Sets (or, with `None`, turns off) the longest wait of a key for its own writes
+    /// ([`Config::read_own_writes`]).
+    #[must_use]
+    pub fn read_own_writes(mut self, wait: Option<Duration>) -> Self {
+        self.read_own_writes = wait;
+        self
+    }
+
+    /// Sets the most keys that may wait for their writes at once ([`Config::max_own_writes`]).
+    #[must_use]
+    pub fn max_own_writes(mut self, keys: usize) -> Self {
+        self.max_own_writes = keys;
+        self
+    }
+
+    /// Sets (or lifts) every reconcile's deadline ([`Config::reconcile_timeout`]).
+    #[must_use]
+    pub fn reconcile_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.reconcile_timeout = timeout;
+        self
+    }
+
     /// Runs reconciles only while this candidate leads the election on `election`'s Lease;
     /// the sources list and watch all along, so a new leader's cache is already warm.
     #[must_use]
@@ -415,6 +469,15 @@ impl<O, P> Config<O, P> {
         }
         if let Some(election) = &self.election {
             election.validate().map_err(ConfigError::Election)?;
+        }
+        if self.read_own_writes.is_some_and(|w| w.is_zero()) {
+            return Err(ConfigError::ZeroDelay("read_own_writes"));
+        }
+        if self.max_own_writes == 0 {
+            return Err(ConfigError::MaxOwnWrites);
+        }
+        if self.reconcile_timeout.is_some_and(|t| t.is_zero()) {
+            return Err(ConfigError::ZeroDelay("reconcile_timeout"));
         }
         if self.resync.is_some_and(|r| r.is_zero()) {
             return Err(ConfigError::ZeroDelay("resync"));
@@ -466,6 +529,9 @@ pub enum ConfigError {
     /// A zero delay would let a failure spin without pause.
     #[error("{0} must be positive")]
     ZeroDelay(&'static str),
+    /// `max_own_writes` must be positive (turn the wait off with `read_own_writes(None)`).
+    #[error("max_own_writes must be positive; read_own_writes(None) turns the wait off")]
+    MaxOwnWrites,
     /// `timeoutSeconds` of 0 lets the apiserver pick 30 to 60 minutes; ask for it explicitly.
     #[error("watch timeout_seconds must be positive")]
     WatchTimeout,

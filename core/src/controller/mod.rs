@@ -5,6 +5,7 @@
 pub(crate) mod config;
 pub(crate) mod key_map;
 pub(crate) mod members;
+pub(crate) mod own_writes;
 pub(crate) mod predicate;
 pub(crate) mod queue;
 pub(crate) mod reconcile_loop;

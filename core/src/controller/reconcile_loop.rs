@@ -1,13 +1,14 @@
 //! The loop: lifecycle, the sync barrier, dispatch with bounded concurrency, retries and
 //! resync (controller-runtime's `Controller` over client-go's informer).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::controller::config::{Config, ConfigError, SourceConfig};
 use crate::controller::key_map::KeyMap;
+use crate::controller::own_writes::{CursorState, Gate, OwnWrites, Released};
 use crate::controller::queue::WorkQueue;
 use crate::controller::retry::RetryScheduler;
 use crate::election::{
@@ -22,8 +23,8 @@ use crate::source::secondary::Secondary;
 use crate::source::store::{CacheChange, Rejected, Store};
 use crate::time::Instant;
 use crate::vocabulary::{
-    Command, Deadline, Event, Input, MintIds, Outbox, Outcome, Output, Related, RequestId,
-    SourceId, StreamId, Ticket, Wake,
+    Command, Deadline, Event, Input, MintIds, Outbox, Outcome, Output, OwnWrite, Related,
+    RequestId, SourceId, StreamId, Ticket, Wake,
 };
 use crate::wire::object::Object;
 
@@ -64,6 +65,12 @@ pub struct Stats {
     pub rejected_objects: u64,
     /// Resyncs that fired.
     pub resyncs: u64,
+    /// Dispatches held for the key's own writes (once per wait).
+    pub own_write_holds: u64,
+    /// Held keys dispatched anyway, their writes unobserved after `read_own_writes`.
+    pub own_write_timeouts: u64,
+    /// Reconciles cancelled at their deadline.
+    pub reconcile_timeouts: u64,
 }
 
 #[derive(Debug, Default)]
@@ -184,6 +191,13 @@ pub struct ReconcileLoop<O, P> {
     /// The election, when configured: dispatch waits for leadership.
     elector: Option<Elector>,
     on_lost: OnLost,
+    /// Keys waiting for their writes to be observed; `None` when read your own writes is off.
+    own_writes: Option<OwnWrites<Arc<P>>>,
+    /// Every run's deadline unless it sets its own.
+    reconcile_timeout: Option<Duration>,
+    /// The running reconciles' deadlines, by run and in firing order.
+    run_deadlines: BTreeMap<Ticket, Instant>,
+    run_deadline_order: BTreeSet<(Instant, Ticket)>,
 }
 
 impl<O, P: fmt::Debug> fmt::Debug for ReconcileLoop<O, P> {
@@ -235,6 +249,12 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
             .as_ref()
             .map_or(OnLost::Cancel, |e| e.on_lost);
         Ok(ReconcileLoop {
+            own_writes: config
+                .read_own_writes
+                .map(|wait| OwnWrites::new(wait, config.max_own_writes)),
+            reconcile_timeout: config.reconcile_timeout,
+            run_deadlines: BTreeMap::new(),
+            run_deadline_order: BTreeSet::new(),
             elector: config.election.map(Elector::new),
             on_lost,
             key_map: config.key_map,
@@ -282,13 +302,32 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
                 self.handle_reconciled(now, ticket, outcome);
                 self.finish_drain();
             }
+            (
+                Lifecycle::Draining,
+                Input::ReconciledWrote {
+                    ticket,
+                    outcome,
+                    writes: _,
+                },
+            ) => {
+                // Nothing is dispatched again: the writes need no wait.
+                self.handle_reconciled(now, ticket, outcome);
+                self.finish_drain();
+            }
+            (
+                Lifecycle::Running | Lifecycle::Draining,
+                Input::ReconcileTimeout { ticket, timeout },
+            ) => {
+                self.set_run_deadline(ticket, timeout);
+            }
             (Lifecycle::Draining, Input::Lease { req, response }) => {
                 self.handle_lease(now, req, response);
                 self.finish_drain();
             }
             (Lifecycle::Draining, Input::Timeout) => {
-                // Only the election's timers still matter: the running reconciles need the
-                // term kept.
+                // Only the election's timers and the running reconciles' deadlines still
+                // matter: the running reconciles need the term kept.
+                self.fire_run_deadlines(now);
                 if let Some(elector) = &mut self.elector {
                     let change = elector.handle_timeout(now, &mut self.ids, &mut self.out);
                     self.leadership_changed(change);
@@ -305,10 +344,23 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
             (Lifecycle::Running, Input::Reconciled { ticket, outcome }) => {
                 self.handle_reconciled(now, ticket, outcome);
             }
+            (
+                Lifecycle::Running,
+                Input::ReconciledWrote {
+                    ticket,
+                    outcome,
+                    writes,
+                },
+            ) => {
+                if let Some(parent) = self.handle_reconciled(now, ticket, outcome) {
+                    self.record_writes(now, &parent, &writes);
+                }
+            }
             (Lifecycle::Running, input) => {
                 if let Some(input) = self.route_to_secondary(now, input) {
                     self.feed_primary(now, kind, input);
                 }
+                self.release_observed(now);
             }
             _ => self.stale(kind),
         }
@@ -464,6 +516,11 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
             self.out
                 .push_back(Output::Command(Command::CancelReconcile { ticket }));
         }
+        self.run_deadlines.clear();
+        self.run_deadline_order.clear();
+        if let Some(own) = &mut self.own_writes {
+            own.clear();
+        }
         self.in_flight_since = 0;
         self.queue.clear();
         self.queued_at.clear();
@@ -474,10 +531,20 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
         self.resync_at = None;
     }
 
-    fn handle_reconciled(&mut self, now: Instant, ticket: Ticket, outcome: Outcome) {
+    /// Ends run `ticket` with `outcome`; the run's key, unless the input was stale.
+    fn handle_reconciled(
+        &mut self,
+        now: Instant,
+        ticket: Ticket,
+        outcome: Outcome,
+    ) -> Option<Arc<P>> {
         let Some((parent, started)) = self.in_flight.remove(&ticket) else {
-            return self.stale("reconcile outcome");
+            self.stale("reconcile outcome");
+            return None;
         };
+        if let Some(at) = self.run_deadlines.remove(&ticket) {
+            self.run_deadline_order.remove(&(at, ticket));
+        }
         self.in_flight_since -= u128::from(started.as_nanos());
         let took = seconds(started, now);
         self.metrics.reconcile_time.observe(took);
@@ -527,6 +594,97 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
                 });
             }
         }
+        Some(parent)
+    }
+
+    /// Records the writes of `parent`'s run that just ended, for its next dispatch to wait
+    /// for.
+    fn record_writes(&mut self, now: Instant, parent: &Arc<P>, writes: &[OwnWrite]) {
+        if writes.is_empty() {
+            return;
+        }
+        let Some(own) = self.own_writes.as_mut() else {
+            return;
+        };
+        let mut untracked = Vec::new();
+        let (source, secondaries) = (&self.source, &self.secondaries);
+        own.record(
+            now,
+            parent,
+            writes,
+            |s| cursor_state(source, secondaries, s),
+            &mut untracked,
+        );
+        for (write, reason) in untracked {
+            self.event(Event::OwnWriteUntracked {
+                parent: P::clone(parent),
+                write,
+                reason,
+            });
+        }
+    }
+
+    /// Releases the keys whose writes every source has now observed; those whose dispatch
+    /// was held go back to the queue.
+    fn release_observed(&mut self, now: Instant) {
+        let Some(own) = self.own_writes.as_mut().filter(|o| !o.is_empty()) else {
+            return;
+        };
+        let mut released = Vec::new();
+        let (source, secondaries) = (&self.source, &self.secondaries);
+        own.observe(now, |s| cursor_state(source, secondaries, s), &mut released);
+        for Released { key, held_for } in released {
+            if let Some(held_for) = held_for {
+                self.event(Event::OwnWritesObserved {
+                    parent: P::clone(&key),
+                    held_for,
+                });
+                self.queue.add(key);
+                self.dispatch_due = true;
+            }
+        }
+    }
+
+    /// Sets run `ticket`'s deadline to `timeout` after its dispatch, or lifts it.
+    fn set_run_deadline(&mut self, ticket: Ticket, timeout: Option<Duration>) {
+        let Some((_, started)) = self.in_flight.get(&ticket) else {
+            return self.stale("reconcile timeout");
+        };
+        let started = *started;
+        if let Some(at) = self.run_deadlines.remove(&ticket) {
+            self.run_deadline_order.remove(&(at, ticket));
+        }
+        if let Some(timeout) = timeout {
+            let at = started + timeout;
+            self.run_deadlines.insert(ticket, at);
+            self.run_deadline_order.insert((at, ticket));
+        }
+    }
+
+    /// Cancels every run past its deadline; each counts as failed, through the backoff.
+    fn fire_run_deadlines(&mut self, now: Instant) {
+        while let Some(&(at, ticket)) = self.run_deadline_order.first() {
+            if at > now {
+                break;
+            }
+            self.run_deadline_order.remove(&(at, ticket));
+            self.run_deadlines.remove(&ticket);
+            let Some((parent, started)) = self.in_flight.get(&ticket) else {
+                continue;
+            };
+            let after = at.saturating_duration_since(*started);
+            let parent = P::clone(parent);
+            self.stats.reconcile_timeouts += 1;
+            self.out
+                .push_back(Output::Command(Command::CancelReconcile { ticket }));
+            self.event(Event::ReconcileTimedOut {
+                parent,
+                ticket,
+                after,
+            });
+            let error = format!("reconcile timed out after {}s", after.as_secs_f64());
+            self.handle_reconciled(now, ticket, Outcome::Error(error));
+        }
     }
 
     fn handle_lease(&mut self, now: Instant, req: RequestId, response: LeaseResponse) {
@@ -550,6 +708,8 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
                 if self.on_lost == OnLost::Cancel {
                     // Abandoned runs go back to the queue, for this candidate's next term.
                     self.in_flight_since = 0;
+                    self.run_deadlines.clear();
+                    self.run_deadline_order.clear();
                     for (ticket, (parent, _)) in std::mem::take(&mut self.in_flight) {
                         self.queue.done(&parent);
                         if !self.queue.is_wanted(&parent) {
@@ -570,6 +730,7 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
             let change = elector.handle_timeout(now, &mut self.ids, &mut self.out);
             self.leadership_changed(change);
         }
+        self.fire_run_deadlines(now);
         match &mut self.source {
             Source::Kubernetes(reflector) => {
                 reflector.handle_timeout(now, &mut self.ids, &mut self.out);
@@ -584,6 +745,20 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
         }
         while let Some(parent) = self.retry.pop_due(now) {
             self.wake(parent);
+        }
+        // A source's timer may have relisted: its cursor may have moved.
+        self.release_observed(now);
+        if let Some(own) = &mut self.own_writes {
+            for (key, held_for) in own.expire(now) {
+                self.stats.own_write_timeouts += 1;
+                self.out
+                    .push_back(Output::Event(Event::OwnWritesUnobserved {
+                        parent: P::clone(&key),
+                        held_for,
+                    }));
+                self.queue.add(key);
+                self.dispatch_due = true;
+            }
         }
         if let Some(at) = self.resync_at
             && at <= now
@@ -640,6 +815,17 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
                     ElectionWake::TermEnd => Wake::TermEnd,
                 },
             });
+        let run = self.run_deadline_order.first().map(|(at, _)| Deadline {
+            at: *at,
+            wake: Wake::ReconcileTimeout,
+        });
+        if self.lifecycle == Lifecycle::Draining {
+            // Only the election and the running reconciles fire while draining.
+            return election
+                .into_iter()
+                .chain(run)
+                .reduce(|a, b| if b.at < a.at { b } else { a });
+        }
         let source = match &self.source {
             Source::Kubernetes(reflector) => reflector.deadline(),
             Source::InProcess(source) => source.deadline(),
@@ -649,15 +835,25 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
             at,
             wake: Wake::Requeue,
         });
+        let own_writes = self
+            .own_writes
+            .as_ref()
+            .and_then(OwnWrites::deadline)
+            .map(|at| Deadline {
+                at,
+                wake: Wake::OwnWrites,
+            });
         let resync = self.resync_at.map(|at| Deadline {
             at,
             wake: Wake::Resync,
         });
         election
             .into_iter()
+            .chain(run)
             .chain(source)
             .chain(secondaries)
             .chain(requeue)
+            .chain(own_writes)
             .chain(resync)
             .reduce(|a, b| if b.at < a.at { b } else { a })
     }
@@ -813,6 +1009,7 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
             let age = seconds(c.cursor_at.unwrap_or(Instant::ZERO), self.now);
             m.cursor_age_seconds = m.cursor_age_seconds.max(age);
         }
+        m.own_writes_waiting = self.own_writes.as_ref().map_or(0, |o| o.len() as u64);
         m.synced = self.synced;
         m.leader = self.elector.as_ref().map(|e| e.is_leader(self.now));
         m
@@ -973,6 +1170,9 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
             let Some(parent) = self.queue.pop() else {
                 break;
             };
+            if !self.gate_own_writes(&parent) {
+                continue;
+            }
             debug_assert!(
                 self.in_flight.values().all(|(p, _)| *p != parent),
                 "a key reconciled twice at once"
@@ -993,6 +1193,11 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
                     .observe(seconds(at, self.now));
             }
             let handed = P::clone(&parent);
+            if let Some(timeout) = self.reconcile_timeout {
+                let at = self.now + timeout;
+                self.run_deadlines.insert(ticket, at);
+                self.run_deadline_order.insert((at, ticket));
+            }
             self.in_flight.insert(ticket, (parent, self.now));
             self.in_flight_since += u128::from(self.now.as_nanos());
             self.stats.reconciles += 1;
@@ -1006,5 +1211,67 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
         }
         debug_assert!(self.in_flight.len() <= self.concurrency);
         debug_assert_eq!(self.in_flight.len(), self.queue.processing());
+    }
+
+    /// Whether popped `parent` may be dispatched now; a key held for its own writes leaves
+    /// the queue (without taking a slot) until they are observed or its wait ends.
+    fn gate_own_writes(&mut self, parent: &Arc<P>) -> bool {
+        let Some(own) = self.own_writes.as_mut().filter(|o| !o.is_empty()) else {
+            return true;
+        };
+        let (source, secondaries) = (&self.source, &self.secondaries);
+        let gate = own.gate(self.now, parent, |s| cursor_state(source, secondaries, s));
+        match gate {
+            Gate::Go { held_for: None } | Gate::Expired { held_for: None } => true,
+            Gate::Go {
+                held_for: Some(held_for),
+            } => {
+                self.event(Event::OwnWritesObserved {
+                    parent: P::clone(parent),
+                    held_for,
+                });
+                true
+            }
+            Gate::Expired {
+                held_for: Some(held_for),
+            } => {
+                self.stats.own_write_timeouts += 1;
+                self.event(Event::OwnWritesUnobserved {
+                    parent: P::clone(parent),
+                    held_for,
+                });
+                true
+            }
+            Gate::Hold { first, waits } => {
+                // Out of the queue; released by a cursor or by the wait's end.
+                self.queue.done(parent);
+                if first {
+                    self.stats.own_write_holds += 1;
+                    self.event(Event::HeldForOwnWrites {
+                        parent: P::clone(parent),
+                        waits,
+                    });
+                }
+                false
+            }
+        }
+    }
+}
+
+/// Source `id`'s cursor, as the wait for own writes reads it.
+fn cursor_state<O: Object, P>(
+    source: &Source<O>,
+    secondaries: &[Box<dyn Secondary<O, P> + Send>],
+    id: SourceId,
+) -> CursorState {
+    match usize::try_from(id.get()) {
+        Ok(0) => match source {
+            Source::Kubernetes(reflector) => CursorState::of(reflector.cursor()),
+            Source::InProcess(_) => CursorState::None,
+        },
+        Ok(n) => secondaries
+            .get(n - 1)
+            .map_or(CursorState::None, |s| CursorState::of(s.cursor())),
+        Err(_) => CursorState::None,
     }
 }

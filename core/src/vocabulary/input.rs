@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use super::ids::{RequestId, StreamId, Ticket};
+use super::ids::{RequestId, SourceId, StreamId, Ticket};
 use super::lease::LeaseResponse;
 use crate::wire::list::{ListBodyError, ObjectList};
 
@@ -68,6 +68,30 @@ pub enum Input<O> {
         /// How it ended.
         outcome: Outcome,
     },
+    /// The outcome of [`Command::Reconcile`](crate::Command::Reconcile) `ticket`, with the
+    /// writes the run made: [`Input::Reconciled`] is this with no writes. Until every
+    /// source named has observed its write (its cursor reached the version), the key is
+    /// not dispatched again, for at most `Config::read_own_writes` (Kubernetes' KEP-5647
+    /// "read your own writes").
+    ReconciledWrote {
+        /// The run.
+        ticket: Ticket,
+        /// How it ended.
+        outcome: Outcome,
+        /// What it wrote, each as the source caching the written kind and the
+        /// resourceVersion the apiserver answered.
+        writes: Vec<OwnWrite>,
+    },
+    /// Sets the deadline of the running reconcile `ticket` to `timeout` after its dispatch
+    /// (`None`: no deadline), overriding `Config::reconcile_timeout` for this run. A run
+    /// past its deadline is cancelled ([`Command::CancelReconcile`](crate::Command::CancelReconcile))
+    /// and counts as failed. Stale once the run has ended.
+    ReconcileTimeout {
+        /// The run.
+        ticket: Ticket,
+        /// From its dispatch; `None` lifts the deadline.
+        timeout: Option<Duration>,
+    },
     /// A deadline may have passed: fires every timer that is due. An early or spurious one
     /// does nothing.
     Timeout,
@@ -106,7 +130,8 @@ impl<O> Input<O> {
             Input::WatchEnd { .. } => "watch end",
             Input::SourceEvent { .. } => "source event",
             Input::SourceEnd { .. } => "source end",
-            Input::Reconciled { .. } => "reconcile outcome",
+            Input::Reconciled { .. } | Input::ReconciledWrote { .. } => "reconcile outcome",
+            Input::ReconcileTimeout { .. } => "reconcile timeout",
             Input::Timeout => "timeout",
             Input::ReconcileAll => "reconcile all",
             Input::Stop => "stop",
@@ -181,4 +206,24 @@ pub enum Outcome {
         /// Until the rerun; `None` waits for a change.
         requeue_after: Option<Duration>,
     },
+}
+
+/// One write a reconcile made, as the loop waits for it: the source that caches the written
+/// kind, and the `metadata.resourceVersion` the apiserver answered the write with.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct OwnWrite {
+    /// The source whose cursor must reach the version (primary or secondary).
+    pub source: SourceId,
+    /// The written object's resourceVersion, as answered.
+    pub resource_version: String,
+}
+
+impl OwnWrite {
+    /// A write cached by `source` at `resource_version`.
+    pub fn new(source: SourceId, resource_version: impl Into<String>) -> Self {
+        OwnWrite {
+            source,
+            resource_version: resource_version.into(),
+        }
+    }
 }

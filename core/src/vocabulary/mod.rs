@@ -12,10 +12,10 @@ mod output;
 
 pub(crate) use ids::MintIds;
 pub use ids::{RequestId, SourceId, StreamId, Ticket};
-pub use input::{Input, ListResponse, Outcome, SourceEvent, StreamEnd};
+pub use input::{Input, ListResponse, Outcome, OwnWrite, SourceEvent, StreamEnd};
 pub use lease::{LeaseRequest, LeaseResponse, LeaseSpec, LostReason};
 pub(crate) use output::Outbox;
 pub use output::{
     Command, Deadline, Event, InitialEventsFailure, ListFailure, Output, Related, RelistReason,
-    StreamingFallback, Wake, WatchRetryReason,
+    StreamingFallback, Untracked, Wake, WatchRetryReason,
 };

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::ids::{RequestId, SourceId, StreamId, Ticket};
+use super::input::OwnWrite;
 use super::lease::{LeaseRequest, LostReason};
 use crate::controller::key_map::KeyMapError;
 use crate::controller::members::Members;
@@ -240,6 +241,49 @@ pub enum Event<P> {
         requeue_after: Option<Duration>,
         /// The reconcile's error.
         error: String,
+    },
+    /// A reconcile ran past its deadline (`Config::reconcile_timeout`, or the run's own
+    /// [`Input::ReconcileTimeout`](crate::Input::ReconcileTimeout)): it was cancelled and
+    /// counts as failed, through the backoff (controller-runtime's `ReconciliationTimeout`).
+    ReconcileTimedOut {
+        /// The key.
+        parent: P,
+        /// The run.
+        ticket: Ticket,
+        /// Its deadline, from dispatch.
+        after: Duration,
+    },
+    /// A key's dispatch is held: its last reconcile wrote, and a source has not observed
+    /// the write yet (KEP-5647's read your own writes). Reported once per wait.
+    HeldForOwnWrites {
+        /// The key.
+        parent: P,
+        /// What it waits for: each source and the version its cursor must reach.
+        waits: Vec<(SourceId, u64)>,
+    },
+    /// Every write a held key waited for was observed: it is dispatched.
+    OwnWritesObserved {
+        /// The key.
+        parent: P,
+        /// How long its dispatch was held.
+        held_for: Duration,
+    },
+    /// A held key waited `Config::read_own_writes` for its writes: it is dispatched
+    /// anyway, on a cache that may not show them.
+    OwnWritesUnobserved {
+        /// The key.
+        parent: P,
+        /// How long its dispatch was held.
+        held_for: Duration,
+    },
+    /// A write reported by a reconcile is not waited for (the wait fails open).
+    OwnWriteUntracked {
+        /// The key.
+        parent: P,
+        /// The write.
+        write: OwnWrite,
+        /// Why.
+        reason: Untracked,
     },
     /// A reconcile asked to run again after `delay`.
     RequeueScheduled {
@@ -521,6 +565,33 @@ impl fmt::Display for WatchRetryReason {
     }
 }
 
+/// Why a reported write is not waited for (the wait fails open).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Untracked {
+    /// The resourceVersion is not a decimal number, so it cannot be compared with a cursor
+    /// (resourceVersions are opaque to clients; Kubernetes' own implementation compares them
+    /// as numbers and fails open when it cannot).
+    NotANumber,
+    /// The source keeps no resourceVersion cursor (an in-process source), or is not
+    /// configured.
+    NoCursor,
+    /// The source's cursor is not a number.
+    OpaqueCursor,
+    /// Already this many keys wait for their writes (`Config::max_own_writes`): new writes fail open until some are observed.
+    Full(usize),
+}
+
+impl fmt::Display for Untracked {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Untracked::NotANumber => f.write_str("resourceVersion is not a number"),
+            Untracked::NoCursor => f.write_str("source keeps no cursor"),
+            Untracked::OpaqueCursor => f.write_str("source's cursor is not a number"),
+            Untracked::Full(n) => write!(f, "{n} keys wait already"),
+        }
+    }
+}
+
 /// Why a deadline was scheduled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Wake {
@@ -540,6 +611,11 @@ pub enum Wake {
     LeaseRetry,
     /// The leader's term ends unless renewed by then.
     TermEnd,
+    /// A running reconcile's deadline (`Config::reconcile_timeout`).
+    ReconcileTimeout,
+    /// A key held for its own writes has waited `Config::read_own_writes`: it is
+    /// dispatched anyway.
+    OwnWrites,
 }
 
 impl fmt::Display for Wake {
@@ -553,6 +629,8 @@ impl fmt::Display for Wake {
             Wake::Resync => "resync",
             Wake::LeaseRetry => "lease-retry",
             Wake::TermEnd => "term-end",
+            Wake::ReconcileTimeout => "reconcile-timeout",
+            Wake::OwnWrites => "own-writes",
         })
     }
 }
@@ -748,6 +826,44 @@ impl<P: fmt::Display> fmt::Display for Event<P> {
                 ),
                 None => write!(f, "error-handled {parent} await-change ({error})"),
             },
+            Event::ReconcileTimedOut {
+                parent,
+                ticket,
+                after,
+            } => write!(
+                f,
+                "reconcile-timed-out {parent} {ticket} after={}s",
+                after.as_secs_f64()
+            ),
+            Event::HeldForOwnWrites { parent, waits } => {
+                write!(f, "held-for-own-writes {parent} (")?;
+                for (i, (source, rv)) in waits.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    write!(f, "{source} rv>={rv}")?;
+                }
+                f.write_str(")")
+            }
+            Event::OwnWritesObserved { parent, held_for } => write!(
+                f,
+                "own-writes-observed {parent} held={}s",
+                held_for.as_secs_f64()
+            ),
+            Event::OwnWritesUnobserved { parent, held_for } => write!(
+                f,
+                "own-writes-unobserved {parent} held={}s, dispatched anyway",
+                held_for.as_secs_f64()
+            ),
+            Event::OwnWriteUntracked {
+                parent,
+                write,
+                reason,
+            } => write!(
+                f,
+                "own-write-untracked {parent} {} rv={} ({reason})",
+                write.source, write.resource_version
+            ),
             Event::Resync { parents } => write!(f, "resync parents={parents}"),
             Event::ReconcileAll { parents } => write!(f, "reconcile-all parents={parents}"),
             Event::SourceNotSynced { stream } => write!(f, "source-not-synced {stream}"),

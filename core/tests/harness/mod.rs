@@ -9,8 +9,9 @@ use std::time::Duration;
 
 use reconcile_core::pod::PodView;
 use reconcile_core::{
-    Command, Config, Input, Instant, KeyMap, KeyMapError, ListResponse, Outcome, Output,
-    ReconcileLoop, RequestId, SourceEvent, StepLine, StreamEnd, StreamId, Ticket, WatchParams,
+    Command, Config, Input, Instant, KeyMap, KeyMapError, ListResponse, Outcome, Output, OwnWrite,
+    ReconcileLoop, RequestId, SourceEvent, SourceId, StepLine, StreamEnd, StreamId, Ticket,
+    WatchParams,
 };
 
 pub fn by_cell(pod: &PodView) -> Result<String, KeyMapError> {
@@ -306,6 +307,66 @@ impl Scenario {
         self.core
             .handle_input(self.now, Input::Reconciled { ticket, outcome });
         self.step(&format!("reconciled {parent} {ticket} {label}"));
+        self
+    }
+
+    /// Completes `parent`'s run with success, reporting writes `(source, resourceVersion)`.
+    pub fn ok_wrote(&mut self, parent: &str, writes: &[(u64, &str)]) -> &mut Self {
+        let ticket = self
+            .running
+            .remove(parent)
+            .unwrap_or_else(|| panic!("{parent} is not running"));
+        let writes: Vec<OwnWrite> = writes
+            .iter()
+            .map(|(s, rv)| OwnWrite::new(SourceId::nth(*s), *rv))
+            .collect();
+        let label = writes
+            .iter()
+            .map(|w| format!("{}@{}", w.source, w.resource_version))
+            .collect::<Vec<_>>()
+            .join(",");
+        self.core.handle_input(
+            self.now,
+            Input::ReconciledWrote {
+                ticket,
+                outcome: Outcome::Success,
+                writes,
+            },
+        );
+        self.step(&format!("reconciled {parent} {ticket} ok wrote=[{label}]"));
+        self
+    }
+
+    /// Sets the running `parent`'s own deadline.
+    pub fn run_timeout(&mut self, parent: &str, timeout: Option<Duration>) -> &mut Self {
+        let ticket = *self
+            .running
+            .get(parent)
+            .unwrap_or_else(|| panic!("{parent} is not running"));
+        self.core
+            .handle_input(self.now, Input::ReconcileTimeout { ticket, timeout });
+        let label = timeout.map_or("none".to_owned(), |t| format!("{}s", t.as_secs_f64()));
+        self.step(&format!("reconcile-timeout {parent} {ticket} {label}"));
+        self
+    }
+
+    /// Forgets `parent`'s run, as a driver does on `CancelReconcile`.
+    pub fn cancelled(&mut self, parent: &str) -> Ticket {
+        self.running
+            .remove(parent)
+            .unwrap_or_else(|| panic!("{parent} is not running"))
+    }
+
+    /// Feeds a late outcome for a run the core cancelled.
+    pub fn late_outcome(&mut self, ticket: Ticket) -> &mut Self {
+        self.core.handle_input(
+            self.now,
+            Input::Reconciled {
+                ticket,
+                outcome: Outcome::Success,
+            },
+        );
+        self.step(&format!("reconciled {ticket} ok (late)"));
         self
     }
 

@@ -406,13 +406,26 @@ fn list_version_before(frames: &[String]) -> String {
         .map_or_else(|| "0".to_owned(), |rv| rv.saturating_sub(1).to_string())
 }
 
+/// The namespace the capture watched, as far as its frames tell: the one every object names,
+/// or none (all namespaces) when they name more than one, or an object names none. A capture
+/// of all namespaces is not narrowed to its first frame's, which world mode would then serve
+/// alone.
 fn namespace_of(frames: &[String]) -> Option<String> {
-    frames.iter().find_map(|f| {
-        let v: Value = serde_json::from_str(f).ok()?;
-        v["object"]["metadata"]["namespace"]
-            .as_str()
-            .map(str::to_owned)
-    })
+    let mut seen: Option<String> = None;
+    for f in frames {
+        let Ok(v) = serde_json::from_str::<Value>(f) else {
+            continue;
+        };
+        if !matches!(v["type"].as_str(), Some("ADDED" | "MODIFIED" | "DELETED")) {
+            continue;
+        }
+        match (v["object"]["metadata"]["namespace"].as_str(), &seen) {
+            (Some(ns), None) => seen = Some(ns.to_owned()),
+            (Some(ns), Some(first)) if ns == first => {}
+            _ => return None,
+        }
+    }
+    seen
 }
 
 fn empty_list(rv: &str) -> String {
@@ -512,13 +525,13 @@ fn k8s_openapi(text: &str) -> Result<Trace, String> {
             skipped.push(format!("#{} {} {path}", i + 1, r.request_method));
             continue;
         }
-        if namespace.is_none() {
-            namespace = path
-                .split("/namespaces/")
+        // The first pod request's path says the scope: `/api/v1/pods` is all namespaces.
+        namespace.get_or_insert_with(|| {
+            path.split("/namespaces/")
                 .nth(1)
                 .and_then(|rest| rest.split('/').next())
-                .map(str::to_owned);
-        }
+                .map(str::to_owned)
+        });
         let watch = query
             .split('&')
             .any(|p| p == "watch=true" || p == "watch=1");
@@ -623,7 +636,7 @@ fn k8s_openapi(text: &str) -> Result<Trace, String> {
     Ok(Trace {
         name: String::new(),
         header: Header {
-            namespace,
+            namespace: namespace.flatten(),
             streaming_lists: streaming,
             ..Header::default()
         },

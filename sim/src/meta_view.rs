@@ -223,13 +223,16 @@ mod tests {
             serde_json::json!({"metadata": {"name": "b", "resourceVersion": "6",
                 "labels": {"cell": "x"}}}),
         ];
-        let body = list_body(Served::Metadata, 6, None, objects.iter());
+        let body = list_body(Served::Metadata, 6, None, objects.iter().cloned());
         let listed = parse_list::<MetaView>(&body).unwrap();
         assert_eq!(listed.resource_version, "6");
         assert_eq!(listed.items.len(), 2);
         assert_eq!(listed.items[1].label("cell"), Some("x"));
         // A pod list is not metadata: the envelope's kind is checked.
-        assert!(parse_list::<MetaView>(&list_body(Served::Pods, 6, None, objects.iter())).is_err());
+        assert!(
+            parse_list::<MetaView>(&list_body(Served::Pods, 6, None, objects.iter().cloned()))
+                .is_err()
+        );
         let added = parse_frame_as::<MetaView>(
             &frame(Served::Metadata, "ADDED", &objects[0]),
             WireFormat::Protobuf,

@@ -109,6 +109,12 @@ fn replay_inner(
         output: h.output().to_owned(),
         stats: h.core().stats(),
         cursor: h.core().cursor().map(str::to_owned),
+        store: h
+            .core()
+            .store()
+            .iter()
+            .map(|(k, _, _)| k.to_string())
+            .collect(),
         steps: h.steps(),
         end: h.now(),
         violations: h.violations,

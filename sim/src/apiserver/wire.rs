@@ -228,11 +228,11 @@ pub fn bookmark(served: Served, rv: u64, end: bool) -> Vec<u8> {
 /// `PartialObjectMetadataList`), the list at `rv` with `items`, and the continue token of a
 /// page that is not the last.
 #[must_use]
-pub fn list_body<'a>(
+pub fn list_body(
     served: Served,
     rv: u64,
     continue_token: Option<String>,
-    items: impl Iterator<Item = &'a Value>,
+    items: impl Iterator<Item = Value>,
 ) -> Vec<u8> {
     let metadata = Some(m::ListMeta {
         resource_version: Some(rv.to_string()),
@@ -244,14 +244,14 @@ pub fn list_body<'a>(
         Served::Pods => {
             let list = m::PodList {
                 metadata,
-                items: items.map(pod).collect(),
+                items: items.map(|v| pod(&v)).collect(),
             };
             m::envelope("PodList", list.encode_to_vec())
         }
         Served::Metadata => {
             let list = m::PartialObjectMetadataList {
                 metadata,
-                items: items.map(partial_object_metadata).collect(),
+                items: items.map(|v| partial_object_metadata(&v)).collect(),
             };
             m::envelope_of(META_V1, "PartialObjectMetadataList", list.encode_to_vec())
         }

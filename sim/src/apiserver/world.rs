@@ -22,7 +22,10 @@ pub const MAX_HISTORY: usize = 100_000;
 /// Objects the world holds at most.
 pub const MAX_OBJECTS: usize = 1_000_000;
 
-/// One object as the apiserver stores it.
+/// One object as the apiserver stores it: its JSON text and the few fields the world reads
+/// on every request. No `serde_json::Value` tree is kept (it costs several times the text):
+/// the rare reader of the whole object (a protobuf body, a DELETED frame, the unchanged
+/// check) parses the text again.
 #[derive(Debug)]
 pub struct Obj {
     /// `namespace/name` (or `name`).
@@ -31,10 +34,18 @@ pub struct Obj {
     pub namespace: Option<String>,
     /// `metadata.labels`.
     pub labels: BTreeMap<String, String>,
-    /// The object, with its resourceVersion set.
-    pub value: Value,
-    /// `value` serialized once.
-    pub json: String,
+    /// The resourceVersion the world set.
+    pub rv: u64,
+    /// The object serialized once, with its resourceVersion set.
+    pub json: Box<str>,
+}
+
+impl Obj {
+    /// The object as a JSON tree, parsed from [`Obj::json`] (which the world wrote).
+    #[must_use]
+    pub fn value(&self) -> Value {
+        serde_json::from_str(&self.json).unwrap_or(Value::Null)
+    }
 }
 
 /// One entry of the history.
@@ -106,6 +117,15 @@ impl Body {
         match &self.protobuf {
             Some(p) if !json => p.clone(),
             _ => Bytes::copy_from_slice(self.json.as_bytes()),
+        }
+    }
+
+    /// [`Body::bytes`], without copying the JSON (a LIST body is all the objects' text).
+    #[must_use]
+    pub fn into_bytes(self, json: bool) -> Bytes {
+        match self.protobuf {
+            Some(p) if !json => p,
+            _ => Bytes::from(self.json),
         }
     }
 }
@@ -224,8 +244,19 @@ impl World {
         self.protobuf
     }
 
+    /// A frame of `event_type` around the stored `obj`.
+    fn pod_frame(&self, event_type: &str, obj: &Obj, rv: Option<u64>) -> Frame {
+        let mut f = frame(event_type, &obj.json, rv);
+        if self.protobuf {
+            let value = obj.value();
+            f.protobuf =
+                Some(crate::apiserver::wire::frame(self.served, event_type, &value).into());
+        }
+        f
+    }
+
     /// A frame of `event_type` around the pod `value` (serialized as `json`).
-    fn pod_frame(&self, event_type: &str, value: &Value, json: &str, rv: Option<u64>) -> Frame {
+    fn value_frame(&self, event_type: &str, value: &Value, json: &str, rv: Option<u64>) -> Frame {
         let mut f = frame(event_type, json, rv);
         if self.protobuf {
             f.protobuf = Some(crate::apiserver::wire::frame(self.served, event_type, value).into());
@@ -267,12 +298,15 @@ impl World {
         self.rv
     }
 
-    /// Whether `obj` is in scope of the watched namespace and selector.
+    /// Whether `obj` is in scope of the watched namespace and selector. Each object keeps the
+    /// namespace it came with (none is filled in from the header, as a replay's core keys it
+    /// by what it carries): one that names none is in scope of any namespace.
     fn visible(&self, obj: &Obj) -> bool {
-        self.namespace
-            .as_ref()
-            .is_none_or(|ns| obj.namespace.as_ref() == Some(ns))
-            && self.selector.matches(&obj.labels)
+        self.namespace.as_ref().is_none_or(|ns| {
+            obj.namespace
+                .as_deref()
+                .is_none_or(|o| o.is_empty() || o == ns)
+        }) && self.selector.matches(&obj.labels)
     }
 
     /// The objects in scope now, by key.
@@ -302,11 +336,6 @@ impl World {
             .filter(|n| !n.is_empty())
             .ok_or(WorldError::NoName)?
             .to_owned();
-        if meta.get("namespace").and_then(Value::as_str).is_none()
-            && let Some(ns) = &self.namespace
-        {
-            meta.insert("namespace".into(), ns.clone().into());
-        }
         if meta.get("uid").and_then(Value::as_str).is_none() {
             self.uid_seq += 1;
             meta.insert("uid".into(), format!("uid-{}", self.uid_seq).into());
@@ -329,12 +358,12 @@ impl World {
             Some(ns) if !ns.is_empty() => format!("{ns}/{name}"),
             _ => name,
         };
-        let json = value.to_string();
+        let json = value.to_string().into_boxed_str();
         Ok(Obj {
             key,
             namespace,
             labels,
-            value,
+            rv,
             json,
         })
     }
@@ -344,19 +373,26 @@ impl World {
     /// # Errors
     /// When it is not a JSON object with a name.
     pub fn key_of(&self, object_json: &str) -> Result<String, WorldError> {
-        let value: Value =
+        // Only the name and namespace are read; the rest of the object is skipped unbuilt.
+        #[derive(serde::Deserialize)]
+        struct Named {
+            metadata: Option<Meta>,
+        }
+        #[derive(serde::Deserialize)]
+        struct Meta {
+            name: Option<Value>,
+            namespace: Option<Value>,
+        }
+        let named: Named =
             serde_json::from_str(object_json).map_err(|e| WorldError::NotJson(e.to_string()))?;
-        let meta = value.get("metadata").ok_or(WorldError::NoName)?;
+        let meta = named.metadata.ok_or(WorldError::NoName)?;
         let name = meta
-            .get("name")
+            .name
+            .as_ref()
             .and_then(Value::as_str)
             .filter(|n| !n.is_empty())
             .ok_or(WorldError::NoName)?;
-        let ns = meta
-            .get("namespace")
-            .and_then(Value::as_str)
-            .or(self.namespace.as_deref());
-        Ok(match ns {
+        Ok(match meta.namespace.as_ref().and_then(Value::as_str) {
             Some(ns) if !ns.is_empty() => format!("{ns}/{name}"),
             _ => name.to_owned(),
         })
@@ -420,7 +456,7 @@ impl World {
                 meta.remove("resourceVersion");
             }
         };
-        let mut stored = current.value.clone();
+        let mut stored = current.value();
         strip(&mut stored);
         strip(&mut incoming);
         if let (Some(a), Some(b)) = (
@@ -460,19 +496,17 @@ impl World {
         let was = change.before.as_ref().is_some_and(|o| self.visible(o));
         let is = change.after.as_ref().is_some_and(|o| self.visible(o));
         match (was, is, &change.before, &change.after) {
-            (false, true, _, Some(after)) => {
-                Some(self.pod_frame("ADDED", &after.value, &after.json, Some(change.rv)))
-            }
+            (false, true, _, Some(after)) => Some(self.pod_frame("ADDED", after, Some(change.rv))),
             (true, true, _, Some(after)) => {
-                Some(self.pod_frame("MODIFIED", &after.value, &after.json, Some(change.rv)))
+                Some(self.pod_frame("MODIFIED", after, Some(change.rv)))
             }
             (true, false, Some(before), _) => {
                 // The watch cache sends the previous state, stamped with the change's version.
-                let mut last = before.value.clone();
+                let mut last = before.value();
                 if let Some(meta) = last.get_mut("metadata").and_then(Value::as_object_mut) {
                     meta.insert("resourceVersion".into(), change.rv.to_string().into());
                 }
-                Some(self.pod_frame("DELETED", &last, &last.to_string(), Some(change.rv)))
+                Some(self.value_frame("DELETED", &last, &last.to_string(), Some(change.rv)))
             }
             _ => None,
         }
@@ -633,7 +667,7 @@ impl World {
                 self.served,
                 at,
                 token,
-                served.iter().map(|o| &o.value),
+                served.iter().map(|o| o.value()),
             )
             .into()
         });
@@ -680,7 +714,7 @@ impl World {
                 self.served,
                 self.rv,
                 None,
-                self.visible_objects().map(|o| &o.value),
+                self.visible_objects().map(|o| o.value()),
             )
             .into()
         });
@@ -705,12 +739,7 @@ impl World {
             // No version: the current state as synthetic ADDED events, in key order.
             let frames = self
                 .visible_objects()
-                .map(|o| {
-                    let rv = o.value["metadata"]["resourceVersion"]
-                        .as_str()
-                        .and_then(|rv| rv.parse().ok());
-                    self.pod_frame("ADDED", &o.value, &o.json, rv)
-                })
+                .map(|o| self.pod_frame("ADDED", o, Some(o.rv)))
                 .collect();
             return WatchAnswer::Open(frames);
         }
@@ -783,12 +812,7 @@ impl World {
         }
         let mut frames: Vec<Frame> = self
             .visible_objects()
-            .map(|o| {
-                let rv = o.value["metadata"]["resourceVersion"]
-                    .as_str()
-                    .and_then(|rv| rv.parse().ok());
-                self.pod_frame("ADDED", &o.value, &o.json, rv)
-            })
+            .map(|o| self.pod_frame("ADDED", o, Some(o.rv)))
             .collect();
         let rv = self.rv;
         let mut end = frame(
@@ -871,7 +895,7 @@ impl World {
     /// The objects for an in-process source's opening `Replace`, as JSON.
     #[must_use]
     pub fn snapshot(&self) -> Vec<String> {
-        self.objects.values().map(|o| o.json.clone()).collect()
+        self.objects.values().map(|o| o.json.to_string()).collect()
     }
 }
 
@@ -891,7 +915,7 @@ mod tests {
     }
 
     fn pod(name: &str, app: &str) -> String {
-        format!(r#"{{"metadata":{{"name":"{name}","labels":{{"app":"{app}"}}}}}}"#)
+        format!(r#"{{"metadata":{{"name":"{name}","namespace":"ns","labels":{{"app":"{app}"}}}}}}"#)
     }
 
     fn types(frames: &[Frame]) -> Vec<String> {
@@ -925,6 +949,36 @@ mod tests {
             types(&frames),
             ["ADDED a 2", "DELETED a 3", "ADDED a 4", "DELETED a 6"]
         );
+    }
+
+    #[test]
+    fn each_object_keeps_its_own_namespace_and_all_namespaces_serves_every_one() {
+        let object = |ns: Option<&str>, name: &str| match ns {
+            Some(ns) => format!(r#"{{"metadata":{{"name":"{name}","namespace":"{ns}"}}}}"#),
+            None => format!(r#"{{"metadata":{{"name":"{name}"}}}}"#),
+        };
+        let names =
+            |w: &World| -> Vec<String> { w.visible_objects().map(|o| o.key.clone()).collect() };
+        let mut all = World::new(&Header::default());
+        let mut one = World::new(&Header {
+            namespace: Some("a".into()),
+            ..Header::default()
+        });
+        for w in [&mut all, &mut one] {
+            for (ns, name) in [
+                (Some("a"), "p"),
+                (Some("b"), "q"),
+                (Some("c"), "r"),
+                (None, "s"),
+            ] {
+                w.put(Instant::ZERO, &object(ns, name)).unwrap();
+            }
+        }
+        assert_eq!(names(&all), ["a/p", "b/q", "c/r", "s"]);
+        // The watched namespace's objects, and one that names none, keyed as it came (no
+        // namespace is filled in: a replay's core keys it `s` too).
+        assert_eq!(names(&one), ["a/p", "s"]);
+        assert_eq!(one.key_of(&object(None, "s")).unwrap(), "s");
     }
 
     #[test]
@@ -1092,7 +1146,7 @@ mod tests {
 
     fn rich_pod(name: &str) -> String {
         format!(
-            r#"{{"kind":"Pod","metadata":{{"name":"{name}","labels":{{"app":"cell"}},"annotations":{{"a":"b"}},"deletionTimestamp":"2024-02-29T12:34:56Z","ownerReferences":[{{"apiVersion":"v1","kind":"Cell","name":"c","uid":"u","controller":true}}]}},"spec":{{"nodeName":"n1","nodeSelector":{{"zone":"a"}},"schedulingGates":[{{"name":"g"}}]}},"status":{{"phase":"Running","podIP":"10.0.0.1","conditions":[{{"type":"Ready","status":"True","reason":"Ok"}}],"containerStatuses":[{{"name":"c0","restartCount":2,"containerID":"cid","state":{{"running":{{"startedAt":"2024-01-01T00:00:00Z"}}}},"lastState":{{"terminated":{{"containerID":"old"}}}}}}]}}}}"#
+            r#"{{"kind":"Pod","metadata":{{"name":"{name}","namespace":"ns","labels":{{"app":"cell"}},"annotations":{{"a":"b"}},"deletionTimestamp":"2024-02-29T12:34:56Z","ownerReferences":[{{"apiVersion":"v1","kind":"Cell","name":"c","uid":"u","controller":true}}]}},"spec":{{"nodeName":"n1","nodeSelector":{{"zone":"a"}},"schedulingGates":[{{"name":"g"}}]}},"status":{{"phase":"Running","podIP":"10.0.0.1","conditions":[{{"type":"Ready","status":"True","reason":"Ok"}}],"containerStatuses":[{{"name":"c0","restartCount":2,"containerID":"cid","state":{{"running":{{"startedAt":"2024-01-01T00:00:00Z"}}}},"lastState":{{"terminated":{{"containerID":"old"}}}}}}]}}}}"#
         )
     }
 

@@ -1,6 +1,6 @@
 //! `reconcile-sim`: replay, simulate, import and explore apiserver traces against
-//! reconcile-core. Exit status: 0 when the run is clean, 1 on a divergence or a broken
-//! invariant, 2 when the input cannot be read or the output cannot be written (a full disk),
+//! reconcile-core. Exit status (`report` too, after writing its page): 0 when the run is
+//! clean, 1 on a divergence or a broken invariant, 2 when the input cannot be read or the output cannot be written (a full disk),
 //! 141 when the output pipe was closed (as a shell reports a program a closed pipe killed),
 //! with no message. Output is written as it is produced; nothing panics on bad input.
 
@@ -290,7 +290,11 @@ fn run(cli: Cli) -> Result<bool, Failure> {
                 built.summary.violations.len(),
                 html.len() / 1024
             );
-            Ok(true)
+            // As `simulate` and `replay`: a run with violations exits 1, the page written.
+            for v in &built.summary.violations {
+                io::warn(&format!("VIOLATION: {}: {}", v.invariant, v.detail));
+            }
+            Ok(built.summary.violations.is_empty())
         }
         Cmd::Capture(args) => {
             capture::run(args)?;

@@ -66,6 +66,7 @@ pub(super) fn run_with(trace: &Trace, opts: &SimOptions) -> crate::simulate::Run
             paths: BTreeMap::new(),
             stats: reconcile_core::Stats::default(),
             cursor: None,
+            store: Vec::new(),
             steps: 0,
             end: Instant::ZERO,
         },

@@ -177,6 +177,12 @@ pub(super) fn simulate_inner(
         output: h.output().to_owned(),
         stats: h.core().stats(),
         cursor: h.core().cursor().map(str::to_owned),
+        store: h
+            .core()
+            .store()
+            .iter()
+            .map(|(k, _, _)| k.to_string())
+            .collect(),
         steps: h.steps(),
         end: h.now(),
         violations: h.violations,
@@ -528,12 +534,12 @@ impl Sim<'_> {
                         answer
                     }
                 };
-                let response = match &answer {
+                let response = match answer {
                     ListAnswer::Response(status, body) => ListResponse::Response {
-                        status: *status,
-                        body: body.bytes(json),
+                        status,
+                        body: body.into_bytes(json),
                     },
-                    ListAnswer::Transport(e) => ListResponse::TransportError(e.clone()),
+                    ListAnswer::Transport(e) => ListResponse::TransportError(e),
                 };
                 // A driver streams a 200 body through the core's `ListDecoder`: half the
                 // bodies (by length, so that no draw moves the seeded run) take that path, in
@@ -853,10 +859,8 @@ impl Sim<'_> {
                     Ok(Err(why)) => {
                         // A wire fault (as a frame that does not decode), not a state of the
                         // world; a replay feeds it to the core as it is.
-                        self.h.note(&format!(
-                            "line {}: LIST body is not JSON ({why}); ignored",
-                            entry.line
-                        ));
+                        self.h
+                            .note(&format!("line {}: LIST body {why}; ignored", entry.line));
                         return;
                     }
                     Err(e) => {
@@ -869,6 +873,31 @@ impl Sim<'_> {
                         return;
                     }
                 };
+                // The core's own reading of the body: one it refuses whole is the wire fault
+                // above; an item it cannot decode is left out of its listing, so out of the
+                // world too.
+                let skipped = match core_list_skips(source, body.as_bytes()) {
+                    Ok(skipped) => skipped,
+                    Err(why) => {
+                        self.h.note(&format!(
+                            "line {}: LIST body does not decode ({why}); ignored",
+                            entry.line
+                        ));
+                        return;
+                    }
+                };
+                for (index, why) in &skipped {
+                    self.h.note(&format!(
+                        "line {}: LIST item {index} does not decode ({why}); not part of the world",
+                        entry.line
+                    ));
+                }
+                let items: Vec<&str> = items
+                    .into_iter()
+                    .enumerate()
+                    .filter(|(i, _)| !skipped.contains_key(i))
+                    .map(|(_, item)| item)
+                    .collect();
                 let world = &self.worlds[source];
                 let keep: BTreeSet<String> =
                     items.iter().filter_map(|i| world.key_of(i).ok()).collect();
@@ -881,8 +910,8 @@ impl Sim<'_> {
                     self.world_delete(source, &key);
                 }
                 for item in items {
-                    if !self.worlds[source].unchanged(&item) {
-                        self.world_put(source, &item);
+                    if !self.worlds[source].unchanged(item) {
+                        self.world_put(source, item);
                     }
                 }
             }
@@ -891,11 +920,20 @@ impl Sim<'_> {
                     return;
                 };
                 let object = v["object"].to_string();
-                if serde_json::from_str::<PodView>(&object).is_err() {
+                // As the core decodes the source's objects: the primary's as pods (an object
+                // of another kind is not one), a secondary's as metadata.
+                let (decodes, what) = match source {
+                    0 => (serde_json::from_str::<PodView>(&object).is_ok(), "a pod"),
+                    _ => (
+                        serde_json::from_str::<MetaView>(&object).is_ok(),
+                        "metadata",
+                    ),
+                };
+                if !decodes {
                     // A recorded frame the controller cannot read is a wire fault, not a
                     // state of the world; inject one with the malformed_frame fault.
                     self.h.note(&format!(
-                        "line {}: frame object does not decode as a pod; not part of the world",
+                        "line {}: frame object does not decode as {what}; not part of the world",
                         entry.line
                     ));
                     return;
@@ -978,6 +1016,18 @@ pub(super) fn parents_by(how: &ParentsBy, object: &MetaView) -> Vec<String> {
         .into_iter()
         .map(String::from)
         .collect()
+}
+
+/// The items of a LIST body the core leaves out of its listing, by index, with why; an error
+/// when it refuses the body whole. The primary's objects are read as pods, a secondary's as
+/// metadata, as the core reads them.
+fn core_list_skips(source: usize, body: &[u8]) -> Result<BTreeMap<usize, String>, String> {
+    let skipped = match source {
+        0 => reconcile_core::list::parse_list::<PodView>(body).map(|l| l.skipped),
+        _ => reconcile_core::list::parse_list::<MetaView>(body).map(|l| l.skipped),
+    }
+    .map_err(|e| e.to_string())?;
+    Ok(skipped.into_iter().map(|e| (e.index, e.message)).collect())
 }
 
 /// A source's index in `worlds`.

@@ -17,6 +17,9 @@ pub struct RunReport {
     pub stats: reconcile_core::Stats,
     /// The core's cursor at the end: where its next WATCH would start.
     pub cursor: Option<String>,
+    /// The keys the core's cache holds at the end, in the cache's order: what a replay and a
+    /// simulation of one trace are compared by.
+    pub store: Vec<String>,
     /// Steps taken.
     pub steps: u64,
     /// Simulated time at the end.

@@ -3,15 +3,20 @@
 
 use std::time::Duration;
 
-use serde_json::Value;
+use serde::de::IgnoredAny;
+use serde_json::value::RawValue;
 
 use crate::schedule::timeline;
 use crate::simulate::options::{MAX_SPAN, SimOptions};
 use crate::trace::{Record, Trace};
 
-/// The items of a 200 LIST body, each as JSON text; an inner error when the body does not
-/// decode as JSON at all (a wire fault, which world mode notes and skips, as it does a frame
-/// that does not decode; nesting deeper than 128 levels is such a body).
+/// The items of a 200 LIST body, each as its JSON text borrowed from the body (no tree of
+/// the whole body is built: a LIST of 100k pods is hundreds of MB); an inner error (what the
+/// body is, as "LIST body …" goes on) when the
+/// body does not decode as JSON at all (a wire fault, which world mode notes and skips, as it
+/// does a frame that does not decode; nesting deeper than 128 levels is such a body), or
+/// when it names `items` twice (the core refuses such a body in a replay, so world mode
+/// skips it as the same wire fault instead of keeping one of the two).
 ///
 /// # Errors
 /// When the body is JSON but not a list: not an object, or no `items` array
@@ -19,19 +24,37 @@ use crate::trace::{Record, Trace};
 /// world from the list, and would otherwise read it as empty and delete every object.
 pub(super) fn list_items(
     body: &crate::trace::Payload,
-) -> Result<Result<Vec<String>, String>, String> {
-    let list = match serde_json::from_slice::<Value>(body.as_bytes()) {
-        Ok(list) => list,
-        Err(e) => return Ok(Err(e.to_string())),
+) -> Result<Result<Vec<&str>, String>, String> {
+    #[derive(serde::Deserialize)]
+    struct Shape<'a> {
+        #[serde(borrow, default)]
+        items: Option<&'a RawValue>,
+    }
+    let bytes = body.as_bytes();
+    let object = bytes.trim_ascii_start().starts_with(b"{");
+    let shape = match object.then(|| serde_json::from_slice::<Shape<'_>>(bytes)) {
+        Some(Ok(shape)) => shape,
+        Some(Err(e)) if e.to_string().starts_with("duplicate field `items`") => {
+            return Ok(Err("names \"items\" twice, which the core refuses".into()));
+        }
+        Some(Err(e)) => return Ok(Err(format!("is not JSON ({e})"))),
+        // Tell a body that is not JSON from one that is JSON but not a list.
+        None => {
+            return match serde_json::from_slice::<IgnoredAny>(bytes) {
+                Err(e) => Ok(Err(format!("is not JSON ({e})"))),
+                Ok(_) => Err("a 200 LIST body that is JSON but not an object (not a list)".into()),
+            };
+        }
     };
-    let Value::Object(mut list) = list else {
-        return Err("a 200 LIST body that is JSON but not an object (not a list)".into());
+    let Some(items) = shape.items else {
+        return Err("a 200 LIST body with no \"items\" (not a list)".into());
     };
-    match list.remove("items") {
-        Some(Value::Array(items)) => Ok(Ok(items.iter().map(Value::to_string).collect())),
-        Some(Value::Null) => Ok(Ok(Vec::new())),
-        Some(_) => Err("a 200 LIST body whose \"items\" is not an array".into()),
-        None => Err("a 200 LIST body with no \"items\" (not a list)".into()),
+    if items.get() == "null" {
+        return Ok(Ok(Vec::new()));
+    }
+    match serde_json::from_str::<Vec<&RawValue>>(items.get()) {
+        Ok(items) => Ok(Ok(items.into_iter().map(RawValue::get).collect())),
+        Err(_) => Err("a 200 LIST body whose \"items\" is not an array".into()),
     }
 }
 

@@ -103,23 +103,7 @@ fn replay_inner(
         diverged: false,
     };
     r.run();
-    let mut h = r.h;
-    h.finish_output().map_err(RunError::Output)?;
-    Ok(RunReport {
-        output: h.output().to_owned(),
-        stats: h.core().stats(),
-        cursor: h.core().cursor().map(str::to_owned),
-        store: h
-            .core()
-            .store()
-            .iter()
-            .map(|(k, _, _)| k.to_string())
-            .collect(),
-        steps: h.steps(),
-        end: h.now(),
-        violations: h.violations,
-        paths: h.paths,
-    })
+    RunReport::finish(r.h)
 }
 
 impl Replay<'_> {

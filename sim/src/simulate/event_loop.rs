@@ -171,23 +171,7 @@ pub(super) fn simulate_inner(
         }
     }
     sim.run();
-    let mut h = sim.h;
-    h.finish_output().map_err(RunError::Output)?;
-    Ok(RunReport {
-        output: h.output().to_owned(),
-        stats: h.core().stats(),
-        cursor: h.core().cursor().map(str::to_owned),
-        store: h
-            .core()
-            .store()
-            .iter()
-            .map(|(k, _, _)| k.to_string())
-            .collect(),
-        steps: h.steps(),
-        end: h.now(),
-        violations: h.violations,
-        paths: h.paths,
-    })
+    RunReport::finish(sim.h)
 }
 
 impl Sim<'_> {

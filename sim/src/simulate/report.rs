@@ -2,7 +2,7 @@
 
 use reconcile_core::Instant;
 
-use crate::harness::{PathCounts, Violation};
+use crate::harness::{Harness, PathCounts, Violation};
 
 /// What a run produced.
 #[derive(Debug, Clone)]
@@ -24,6 +24,29 @@ pub struct RunReport {
     pub steps: u64,
     /// Simulated time at the end.
     pub end: Instant,
+}
+
+impl RunReport {
+    /// What `h` ends a run with, once its output is flushed: one place for replay and world
+    /// mode, so both report their store and counters alike.
+    pub(crate) fn finish(mut h: Harness) -> Result<Self, RunError> {
+        h.finish_output().map_err(RunError::Output)?;
+        Ok(RunReport {
+            output: h.output().to_owned(),
+            stats: h.core().stats(),
+            cursor: h.core().cursor().map(str::to_owned),
+            store: h
+                .core()
+                .store()
+                .iter()
+                .map(|(k, _, _)| k.to_string())
+                .collect(),
+            steps: h.steps(),
+            end: h.now(),
+            violations: h.violations,
+            paths: h.paths,
+        })
+    }
 }
 
 /// Why a streamed run failed.

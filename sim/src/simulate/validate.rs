@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use serde::de::IgnoredAny;
+use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 
 use crate::schedule::timeline;
@@ -40,7 +40,7 @@ pub(super) fn list_items(
         Some(Err(e)) => return Ok(Err(format!("is not JSON ({e})"))),
         // Tell a body that is not JSON from one that is JSON but not a list.
         None => {
-            return match serde_json::from_slice::<IgnoredAny>(bytes) {
+            return match serde_json::from_slice::<Nested>(bytes) {
                 Err(e) => Ok(Err(format!("is not JSON ({e})"))),
                 Ok(_) => Err("a 200 LIST body that is JSON but not an object (not a list)".into()),
             };
@@ -107,4 +107,65 @@ pub fn validate(trace: &Trace, opts: &SimOptions) -> Result<(), crate::TraceErro
         ));
     }
     Ok(())
+}
+
+/// Any JSON value, read without building it, but through `deserialize_any` at every level
+/// so serde_json's recursion limit (128) applies as it does when the core decodes the body.
+/// (`IgnoredAny` skips nested values iteratively, with no limit, so a body 100k arrays deep
+/// would pass as "JSON" here while the core refuses it as not JSON.)
+struct Nested;
+
+impl<'de> de::Deserialize<'de> for Nested {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(NestedVisitor)
+    }
+}
+
+struct NestedVisitor;
+
+impl<'de> Visitor<'de> for NestedVisitor {
+    type Value = Nested;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<Nested, E> {
+        Ok(Nested)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Nested, E> {
+        Ok(Nested)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Nested, E> {
+        Ok(Nested)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Nested, E> {
+        Ok(Nested)
+    }
+    fn visit_str<E>(self, _: &str) -> Result<Nested, E> {
+        Ok(Nested)
+    }
+    fn visit_unit<E>(self) -> Result<Nested, E> {
+        Ok(Nested)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Nested, A::Error> {
+        while seq.next_element::<Nested>()?.is_some() {}
+        Ok(Nested)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Nested, A::Error> {
+        while map.next_entry::<de::IgnoredAny, Nested>()?.is_some() {}
+        Ok(Nested)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Nested;
+
+    #[test]
+    fn nesting_past_the_recursion_limit_is_not_json() {
+        let deep = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
+        assert!(serde_json::from_str::<Nested>(&deep(100)).is_ok());
+        assert!(serde_json::from_str::<Nested>(&deep(200)).is_err());
+        assert!(serde_json::from_str::<Nested>(r#"[1,"a",{"k":[null,true,2.5]}]"#).is_ok());
+    }
 }

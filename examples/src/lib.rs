@@ -158,19 +158,25 @@ impl Error {
     }
 }
 
-/// The examples' error policy (kube-runtime's `error_policy`): a write that lost a race
-/// (409 `Conflict`: the object moved on since the cached copy was read) or found the
+/// The examples' error policy (kube-runtime's `error_policy`): a write that found the
 /// object gone (404) waits for the change the watch is about to deliver, which wakes the
-/// key again; anything else retries with the key's exponential backoff.
+/// key again; anything else retries with the key's exponential backoff, a 409 `Conflict`
+/// included. A conflict need not come with a change to wait for: an apply can lose a
+/// create race, and the test kit's injected 409 on a write that would have passed left
+/// configmap-generator's ConfigMap stale for good when this policy waited on conflicts.
 pub fn error_policy<O, P: std::fmt::Display, C>(
     request: &Reconcile<O, P>,
     error: &Error,
     _ctx: Arc<C>,
 ) -> Action {
     match error.write_back() {
-        Some(e) if e.is_conflict() || e.is_not_found() => {
-            tracing::info!(key = %request.parent(), %error, "stale write; waiting for the newer version");
+        Some(e) if e.is_not_found() => {
+            tracing::info!(key = %request.parent(), %error, "gone; waiting for the change");
             Action::await_change()
+        }
+        Some(e) if e.is_conflict() => {
+            tracing::info!(key = %request.parent(), %error, "conflict; retrying with backoff");
+            Action::backoff()
         }
         _ => {
             tracing::warn!(key = %request.parent(), %error, "reconcile failed; backing off");

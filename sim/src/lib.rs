@@ -53,6 +53,8 @@ pub mod report;
 pub mod rng;
 #[cfg(feature = "runtime")]
 pub mod runtime;
+#[cfg(feature = "runtime")]
+pub mod scenario;
 pub mod schedule;
 pub mod simulate;
 pub mod starvation;

@@ -59,6 +59,7 @@ pub use params::{
     DeleteOptions, ListOptions, PATCH_TYPES, Patch, PatchOptions, Propagation, WatchOptions,
     WriteOptions,
 };
+pub use path::Located;
 pub use serve::{Reply, Response};
 pub use status::ApiStatus;
 pub use store::{EPOCH_UNIX_SECONDS, timestamp};

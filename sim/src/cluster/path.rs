@@ -217,3 +217,32 @@ mod tests {
         assert!(Query::parse("a=yes").unwrap().flag("a").is_err());
     }
 }
+
+/// What a request's path names, as the cluster serves it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Located {
+    /// The kind.
+    pub kind: crate::cluster::KindId,
+    /// The namespace in the path.
+    pub namespace: Option<String>,
+    /// The object's name (none: the collection).
+    pub name: Option<String>,
+    /// `status`, say.
+    pub subresource: Option<String>,
+}
+
+impl crate::cluster::Cluster {
+    /// The kind, namespace, name and subresource a request path names; `None` for a path
+    /// this cluster does not serve.
+    #[must_use]
+    pub fn locate(&self, path: &str) -> Option<Located> {
+        let target = parse_path(path)?;
+        let kind = self.kind(&target.group, &target.plural)?;
+        Some(Located {
+            kind,
+            namespace: target.namespace,
+            name: target.name,
+            subresource: target.subresource,
+        })
+    }
+}

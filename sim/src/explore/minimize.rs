@@ -38,11 +38,20 @@ pub fn minimize_with(
 
 /// Delta debugging (Zeller's ddmin) over `items`: the smallest subset found, within
 /// [`MAX_MINIMIZE_RUNS`] runs, for which `fails` still holds.
-pub fn ddmin<T: Clone>(items: &[T], mut fails: impl FnMut(&[T]) -> bool) -> Vec<T> {
+pub fn ddmin<T: Clone>(items: &[T], fails: impl FnMut(&[T]) -> bool) -> Vec<T> {
+    ddmin_within(items, MAX_MINIMIZE_RUNS, fails)
+}
+
+/// [`ddmin`] within `max_runs` runs of `fails`.
+pub fn ddmin_within<T: Clone>(
+    items: &[T],
+    max_runs: usize,
+    mut fails: impl FnMut(&[T]) -> bool,
+) -> Vec<T> {
     let mut entries = items.to_vec();
     let mut n = 2usize;
     let mut runs = 0;
-    while entries.len() >= 2 && runs < MAX_MINIMIZE_RUNS {
+    while entries.len() >= 2 && runs < max_runs {
         let chunk = entries.len().div_ceil(n);
         let mut reduced = None;
         for i in 0..n {

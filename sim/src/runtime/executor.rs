@@ -56,6 +56,20 @@ pub(super) struct State {
     gc_pending: bool,
     pub(super) log: Vec<String>,
     steps: u64,
+    /// What a test kit adds to the run: faults at the transport, a look at every change.
+    pub(crate) hooks: Option<Box<dyn super::hooks::Hooks>>,
+    /// Tasks spawned by a controller incarnation (its number, and the handle), so that a
+    /// crash can cancel every task of one incarnation at once, as a process's death does.
+    owned: BTreeMap<u64, (u64, async_task::Task<(), u64>)>,
+    /// How many times the open watches were cut ([`State::cut_watches`]), and how.
+    pub(super) cuts: Vec<super::hooks::Cut>,
+    /// Until when watch deliveries are late, and by how much ([`super::hooks::Hooks`]).
+    pub(crate) slow_watches: Option<(Duration, Duration)>,
+    /// Until when a watch holds its frames and then sends only each object's last one.
+    pub(crate) coalesce_until: Duration,
+    /// The incarnations asked to stop, and the shutdown signals waiting for that.
+    pub(super) signalled: std::collections::BTreeSet<u64>,
+    pub(super) signal_wakers: Vec<Waker>,
 }
 
 impl State {
@@ -96,9 +110,17 @@ impl State {
     /// of the garbage collector is scheduled, as kube-controller-manager's informers would
     /// see the change and act on it asynchronously.
     pub(super) fn cluster_changed(&mut self, config: &SimConfig) {
+        let slow = match self.slow_watches {
+            Some((until, by)) if self.now < until => by,
+            _ => Duration::ZERO,
+        };
         for (_, waker) in std::mem::take(&mut self.watch_wakers) {
-            let at = self.now + self.latency(config);
+            let at = self.now + self.latency(config) + slow;
             self.add_timer(at, Timer::Wake(waker));
+        }
+        if let Some(mut hooks) = self.hooks.take() {
+            hooks.changed(self.now, &self.cluster);
+            self.hooks = Some(hooks);
         }
         if !self.gc_pending {
             self.gc_pending = true;
@@ -156,6 +178,13 @@ impl Shared {
             gc_pending: false,
             log: Vec::new(),
             steps: 0,
+            hooks: None,
+            owned: BTreeMap::new(),
+            cuts: Vec::new(),
+            slow_watches: None,
+            coalesce_until: Duration::ZERO,
+            signalled: std::collections::BTreeSet::new(),
+            signal_wakers: Vec::new(),
         };
         Arc::new(Shared {
             config,
@@ -209,6 +238,49 @@ impl Shared {
             .spawn(|_| wrapped, schedule);
         runnable.schedule();
         task
+    }
+
+    /// Spawns `future` for controller incarnation `incarnation`: the task is kept here
+    /// (detached from its caller) until it finishes or [`Shared::kill`] cancels it.
+    pub(super) fn spawn_owned<F>(self: &Arc<Self>, incarnation: u64, future: F) -> u64
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        let task = self.spawn(None, future);
+        let id = *task.metadata();
+        let mut st = self.lock();
+        if st.tasks.contains_key(&id) {
+            st.owned.insert(id, (incarnation, task));
+        } else {
+            // It finished as it was spawned (it cannot have: it has not run yet).
+            drop(st);
+            task.detach();
+        }
+        id
+    }
+
+    /// Cancels one owned task (its [`reconcile_engine::Task::abort`]).
+    pub(super) fn abort_owned(&self, id: u64) {
+        let task = self.lock().owned.remove(&id);
+        drop(task);
+    }
+
+    /// Cancels every task of `incarnation`, as the death of its process would: none of
+    /// them runs again; their futures are dropped when the executor next runs them.
+    pub(crate) fn kill(&self, incarnation: u64) -> usize {
+        let doomed: Vec<_> = {
+            let mut st = self.lock();
+            let ids: Vec<u64> = st
+                .owned
+                .iter()
+                .filter(|(_, (n, _))| *n == incarnation)
+                .map(|(&id, _)| id)
+                .collect();
+            ids.iter().filter_map(|id| st.owned.remove(id)).collect()
+        };
+        let n = doomed.len();
+        drop(doomed);
+        n
     }
 
     /// Runs until `done()` holds and no task is ready at that instant, or the run fails.
@@ -292,15 +364,31 @@ impl Shared {
     /// Takes every runnable, timer and waker out, to be dropped outside the lock: the tasks'
     /// futures hold the simulation, so they are dropped with it.
     pub(super) fn clear(&self) {
-        let (ready, timers, wakers) = {
-            let mut st = self.lock();
-            (
-                std::mem::take(&mut st.ready),
-                std::mem::take(&mut st.timers),
-                std::mem::take(&mut st.watch_wakers),
-            )
-        };
-        drop((ready, timers, wakers));
+        // Cancelling an owned task schedules it once more (to drop its future), and a
+        // dropped future may drop more: take again until nothing is left, boundedly.
+        for _ in 0..64 {
+            let taken = {
+                let mut st = self.lock();
+                (
+                    std::mem::take(&mut st.ready),
+                    std::mem::take(&mut st.timers),
+                    std::mem::take(&mut st.watch_wakers),
+                    std::mem::take(&mut st.owned),
+                    st.hooks.take(),
+                    std::mem::take(&mut st.signal_wakers),
+                )
+            };
+            let empty = taken.0.is_empty()
+                && taken.1.is_empty()
+                && taken.2.is_empty()
+                && taken.3.is_empty()
+                && taken.4.is_none()
+                && taken.5.is_empty();
+            drop(taken);
+            if empty {
+                return;
+            }
+        }
     }
 }
 
@@ -310,8 +398,16 @@ struct Finished(Weak<Shared>, u64);
 impl Drop for Finished {
     fn drop(&mut self) {
         if let Some(shared) = self.0.upgrade() {
-            let info = shared.lock().tasks.remove(&self.1);
+            let (info, owned) = {
+                let mut st = shared.lock();
+                (st.tasks.remove(&self.1), st.owned.remove(&self.1))
+            };
             drop(info);
+            // This runs inside the task itself (its future finishing or being dropped):
+            // detach its handle rather than cancel a task that is running.
+            if let Some((_, task)) = owned {
+                task.detach();
+            }
         }
     }
 }

@@ -39,6 +39,7 @@
 //! [`ApiClient`](reconcile_engine::ApiClient) over the [`SimTransport`] instead.
 
 mod executor;
+pub(crate) mod hooks;
 mod tap;
 mod transport;
 
@@ -208,6 +209,7 @@ impl Simulation {
     pub fn runtime(&self) -> SimRuntime {
         SimRuntime {
             shared: Arc::clone(&self.shared),
+            incarnation: 0,
         }
     }
 
@@ -216,7 +218,26 @@ impl Simulation {
     pub fn transport(&self) -> SimTransport {
         SimTransport {
             shared: Arc::clone(&self.shared),
+            incarnation: 0,
         }
+    }
+
+    /// A handle the kit's own task uses to act on the simulation while it runs.
+    pub(crate) fn handle(&self) -> SimHandle {
+        SimHandle {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+
+    /// Installs the kit's hooks.
+    pub(crate) fn set_hooks(&self, hooks: Box<dyn hooks::Hooks>) {
+        let old = self.shared.lock().hooks.replace(hooks);
+        drop(old);
+    }
+
+    /// Takes the kit's hooks back out.
+    pub(crate) fn take_hooks(&self) -> Option<Box<dyn hooks::Hooks>> {
+        self.shared.lock().hooks.take()
     }
 
     /// Reads or changes the cluster directly at the current virtual time (the second
@@ -331,6 +352,7 @@ impl Default for SimRuntime {
         SimRuntime {
             shared: shared
                 .expect("SimRuntime::default() is only available inside Simulation::block_on"),
+            incarnation: 0,
         }
     }
 }
@@ -341,11 +363,127 @@ impl Drop for Simulation {
     }
 }
 
+/// What the kit's own task holds to act on the simulation from inside a run.
+#[derive(Clone)]
+pub(crate) struct SimHandle {
+    shared: Arc<Shared>,
+}
+
+impl SimHandle {
+    /// As [`Simulation::cluster`].
+    pub(crate) fn cluster<T>(
+        &self,
+        f: impl FnOnce(&mut Cluster, reconcile_core::Instant) -> T,
+    ) -> T {
+        let mut st = self.shared.lock();
+        let before = st.cluster.resource_version();
+        let now = st.cluster_now();
+        let out = f(&mut st.cluster, now);
+        if st.cluster.resource_version() != before {
+            st.cluster_changed(&self.shared.config);
+        }
+        out
+    }
+
+    /// Cancels every task of `incarnation` (a crash): how many there were.
+    pub(crate) fn kill(&self, incarnation: u64) -> usize {
+        self.shared.kill(incarnation)
+    }
+
+    /// Asks `incarnation` to stop, as SIGTERM would: its [`ShutdownSignal`] completes.
+    pub(crate) fn signal(&self, incarnation: u64) {
+        let wakers = {
+            let mut st = self.shared.lock();
+            st.signalled.insert(incarnation);
+            std::mem::take(&mut st.signal_wakers)
+        };
+        for waker in wakers {
+            waker.wake();
+        }
+    }
+
+    /// Cuts every open watch ([`hooks::Cut`]); the readers waiting on them are woken.
+    pub(crate) fn cut_watches(&self, cut: hooks::Cut) {
+        let wakers = {
+            let mut st = self.shared.lock();
+            st.cuts.push(cut);
+            std::mem::take(&mut st.watch_wakers)
+        };
+        for (_, waker) in wakers {
+            waker.wake();
+        }
+    }
+
+    /// Watch deliveries are `by` late until `until`.
+    pub(crate) fn slow_watches(&self, until: Duration, by: Duration) {
+        self.shared.lock().slow_watches = Some((until, by));
+    }
+
+    /// Watches hold their frames until `until`, then send each object's last one.
+    pub(crate) fn coalesce_until(&self, until: Duration) {
+        let mut st = self.shared.lock();
+        st.coalesce_until = st.coalesce_until.max(until);
+    }
+
+    /// The virtual time.
+    pub(crate) fn now(&self) -> Duration {
+        self.shared.lock().now
+    }
+
+    /// Adds a line to the log.
+    pub(crate) fn note(&self, line: impl fmt::Display) {
+        self.shared.lock().log(line);
+    }
+
+    /// Sleeps `duration` of virtual time.
+    pub(crate) async fn sleep(&self, duration: Duration) {
+        let at = self.shared.lock().now + duration;
+        sleep(&self.shared, at).await;
+    }
+
+    /// The runtime and transport of controller incarnation `incarnation` (from 1): its
+    /// tasks can be killed at once ([`SimHandle::kill`]), its requests are told apart by
+    /// the hooks, and its shutdown signal is [`SimHandle::signal`].
+    pub(crate) fn incarnation(&self, incarnation: u64) -> (SimRuntime, SimTransport) {
+        (
+            SimRuntime {
+                shared: Arc::clone(&self.shared),
+                incarnation,
+            },
+            SimTransport {
+                shared: Arc::clone(&self.shared),
+                incarnation,
+            },
+        )
+    }
+
+    /// Lines in the log so far.
+    pub(crate) fn log_len(&self) -> usize {
+        self.shared.lock().log.len()
+    }
+
+    /// The log's lines from line `from` on.
+    pub(crate) fn log_since(&self, from: usize) -> Vec<String> {
+        let st = self.shared.lock();
+        st.log
+            .get(from..)
+            .map(<[String]>::to_vec)
+            .unwrap_or_default()
+    }
+
+    /// Spawns `future` as a task of `incarnation`.
+    pub(crate) fn spawn(&self, incarnation: u64, future: BoxFuture<()>) {
+        self.shared.spawn_owned(incarnation, future);
+    }
+}
+
 /// The simulation's [`Runtime`]: spawns on its executor, sleeps and reads its virtual
 /// clock. Clones share the simulation.
 #[derive(Clone)]
 pub struct SimRuntime {
     shared: Arc<Shared>,
+    /// The controller incarnation whose tasks this runtime spawns (0: none).
+    incarnation: u64,
 }
 
 impl fmt::Debug for SimRuntime {
@@ -372,7 +510,11 @@ impl Runtime for SimRuntime {
     type Task = SimTask;
 
     fn spawn(&self, future: BoxFuture<()>) -> SimTask {
-        SimTask(Some(self.shared.spawn(None, future)))
+        if self.incarnation == 0 {
+            return SimTask(Spawned::Handle(Some(self.shared.spawn(None, future))));
+        }
+        let id = self.shared.spawn_owned(self.incarnation, future);
+        SimTask(Spawned::Owned(Arc::clone(&self.shared), id))
     }
 
     fn sleep_until(&self, deadline: Instant) -> BoxFuture<()> {
@@ -388,20 +530,72 @@ impl Runtime for SimRuntime {
 }
 
 /// A task on the simulation's executor: dropping it detaches the task.
-#[derive(Debug)]
-pub struct SimTask(Option<async_task::Task<(), u64>>);
+pub struct SimTask(Spawned);
+
+/// Where a task's handle is.
+enum Spawned {
+    /// Here.
+    Handle(Option<async_task::Task<(), u64>>),
+    /// With the simulation, under its incarnation (so a crash can cancel it): its id.
+    Owned(Arc<Shared>, u64),
+}
+
+impl fmt::Debug for SimTask {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SimTask").finish_non_exhaustive()
+    }
+}
 
 impl Task for SimTask {
     fn abort(mut self) {
-        // Dropping an async-task handle cancels its task.
-        drop(self.0.take());
+        match &mut self.0 {
+            // Dropping an async-task handle cancels its task.
+            Spawned::Handle(task) => drop(task.take()),
+            Spawned::Owned(shared, id) => shared.abort_owned(*id),
+        }
     }
 }
 
 impl Drop for SimTask {
     fn drop(&mut self) {
-        if let Some(task) = self.0.take() {
+        if let Spawned::Handle(handle) = &mut self.0
+            && let Some(task) = handle.take()
+        {
             task.detach();
         }
+    }
+}
+
+impl reconcile_engine::ShutdownSignal for SimRuntime {
+    /// Completes once the test kit asks this runtime's incarnation to stop (never for a
+    /// runtime of no incarnation: nothing sends a simulated SIGTERM to it).
+    fn shutdown_signal(&self) -> BoxFuture<()> {
+        Box::pin(Signal {
+            shared: Arc::clone(&self.shared),
+            incarnation: self.incarnation,
+        })
+    }
+}
+
+/// [`SimRuntime::shutdown_signal`].
+struct Signal {
+    shared: Arc<Shared>,
+    incarnation: u64,
+}
+
+impl Future for Signal {
+    type Output = ();
+
+    fn poll(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<()> {
+        let mut st = self.shared.lock();
+        if st.signalled.contains(&self.incarnation) {
+            return std::task::Poll::Ready(());
+        }
+        st.signal_wakers.push(cx.waker().clone());
+        st.waiting(|| "the shutdown signal".to_owned());
+        std::task::Poll::Pending
     }
 }

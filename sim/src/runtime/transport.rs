@@ -14,6 +14,7 @@ use reconcile_engine::{BodyStream, BoxFuture, Transport, TransportError};
 use serde_json::Value;
 
 use super::executor::{Shared, Sleep, Timer, TimerKey};
+use super::hooks::{Cut, Request, Verdict};
 use crate::cluster::{Reply, WatchId};
 
 /// The simulation's [`Transport`]: every request is answered by its cluster. Clones share
@@ -21,6 +22,8 @@ use crate::cluster::{Reply, WatchId};
 #[derive(Clone)]
 pub struct SimTransport {
     pub(super) shared: Arc<Shared>,
+    /// The controller incarnation this transport belongs to (0: none), for the hooks.
+    pub(super) incarnation: u64,
 }
 
 impl std::fmt::Debug for SimTransport {
@@ -35,6 +38,7 @@ impl Transport for SimTransport {
         request: http::Request<Vec<u8>>,
     ) -> BoxFuture<Result<http::Response<BodyStream>, TransportError>> {
         let shared = Arc::clone(&self.shared);
+        let incarnation = self.incarnation;
         Box::pin(async move {
             let arrives = {
                 let mut st = shared.lock();
@@ -42,7 +46,7 @@ impl Transport for SimTransport {
             };
             let label = format!("the reply to {} {}", request.method(), request.uri());
             Sleep::new(Arc::clone(&shared), arrives, Some(label)).await;
-            serve(&shared, &request)
+            serve(&shared, &request, incarnation)
         })
     }
 }
@@ -51,12 +55,69 @@ impl Transport for SimTransport {
 fn serve(
     shared: &Arc<Shared>,
     request: &http::Request<Vec<u8>>,
+    incarnation: u64,
 ) -> Result<http::Response<BodyStream>, TransportError> {
     let mut st = shared.lock();
     let before = st.cluster.resource_version();
     let now = st.cluster_now();
-    let reply = st.cluster.serve(now, request);
     let target = format!("{} {}", request.method(), request.uri());
+    let seen = Request {
+        incarnation,
+        http: request,
+    };
+    let mut hooks = st.hooks.take();
+    let verdict = hooks
+        .as_mut()
+        .map_or(Verdict::Serve, |h| h.before(st.now, &seen, &st.cluster));
+    let (reply, lose) = match verdict {
+        Verdict::Serve => (st.cluster.serve(now, request), false),
+        Verdict::ServeInstead(instead) => {
+            st.log(format_args!("{target} (answered as {})", instead.uri()));
+            (st.cluster.serve(now, &instead), false)
+        }
+        Verdict::LoseAnswer => (st.cluster.serve(now, request), true),
+        Verdict::Refuse { code, reason } => {
+            let body = serde_json::json!({
+                "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                "message": format!("injected by the test kit: {reason}"),
+                "reason": reason, "code": code,
+            });
+            let response = crate::cluster::Response {
+                status: code,
+                content_type: "application/json",
+                body: Bytes::from(serde_json::to_vec(&body).unwrap_or_default()),
+            };
+            (Reply::Response(response), false)
+        }
+        Verdict::Unreachable(message) => {
+            st.log(format_args!("{target} -> unreachable ({message})"));
+            st.hooks = hooks;
+            return Err(TransportError::new(message));
+        }
+    };
+    let status = match &reply {
+        Reply::Response(response) => response.status,
+        Reply::Watch(_) => 200,
+    };
+    let wake = hooks
+        .as_mut()
+        .and_then(|h| h.after(st.now, &seen, status, &st.cluster));
+    st.hooks = hooks;
+    // Woken outside the lock (a wake schedules its task, which locks the state).
+    let wake = Wake(wake);
+    if lose {
+        st.log(format_args!(
+            "{target} -> {status}, the answer lost (a timeout after the commit)"
+        ));
+        if st.cluster.resource_version() != before {
+            st.cluster_changed(&shared.config);
+        }
+        drop(st);
+        drop(wake);
+        return Err(TransportError::new(
+            "the request timed out after the apiserver received it (injected)",
+        ));
+    }
     let (status, content_type, body): (u16, &str, BodyStream) = match reply {
         Reply::Response(response) => {
             st.log(format_args!(
@@ -76,8 +137,10 @@ fn serve(
                 shared: Arc::clone(shared),
                 id,
                 buffered: VecDeque::new(),
+                held: Vec::new(),
                 ended: false,
                 timer: None,
+                opened_after_cuts: st.cuts.len(),
             };
             (200, "application/json", Box::pin(body))
         }
@@ -86,11 +149,23 @@ fn serve(
         st.cluster_changed(&shared.config);
     }
     drop(st);
+    drop(wake);
     http::Response::builder()
         .status(status)
         .header(http::header::CONTENT_TYPE, content_type)
         .body(body)
         .map_err(|e| TransportError::new(format!("building the response: {e}")))
+}
+
+/// Wakes its waker when dropped, which the caller does after dropping the state's lock guard.
+struct Wake(Option<std::task::Waker>);
+
+impl Drop for Wake {
+    fn drop(&mut self) {
+        if let Some(waker) = self.0.take() {
+            waker.wake();
+        }
+    }
 }
 
 /// A response in a few words: the code, then `rv=` of an object, `items=` of a list, or
@@ -158,9 +233,54 @@ struct WatchBody {
     shared: Arc<Shared>,
     id: WatchId,
     buffered: VecDeque<Bytes>,
+    /// Frames held back while the watches coalesce (see [`coalesce`]).
+    held: Vec<Bytes>,
     ended: bool,
     /// The timer set for the watch's next timeout or bookmark.
     timer: Option<TimerKey>,
+    /// How many cuts of the open watches there were when this one opened: the first cut
+    /// after that ends (or hangs) it.
+    opened_after_cuts: usize,
+}
+
+impl WatchBody {
+    /// What a cut made since the watch opened does to it, if any: the frame to send
+    /// (an `Expired` error), whether it ended, whether it hangs.
+    fn cut(&mut self, st: &mut super::executor::State) -> Option<Cut> {
+        // The first cut that ends it decides; a hang before it holds until then.
+        let later = st.cuts.get(self.opened_after_cuts..).unwrap_or_default();
+        let cut = later
+            .iter()
+            .copied()
+            .find(|c| *c != Cut::Hang)
+            .or_else(|| later.first().copied())?;
+        if cut != Cut::Hang {
+            self.ended = true;
+            self.held.clear();
+            st.cluster.close_watch(self.id);
+            if cut == Cut::Expire {
+                let rv = st.cluster.compacted();
+                let frame = serde_json::json!({"type": "ERROR", "object": {
+                    "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                    "message": format!("too old resource version: {rv}"),
+                    "reason": "Expired", "code": 410,
+                }});
+                let frame = frame_line(&frame);
+                st.log(describe_frame(self.id, &frame));
+                self.buffered.push_back(frame);
+            }
+            st.log(format_args!(
+                "watch#{} cut ({})",
+                self.id.0,
+                if cut == Cut::Drop {
+                    "dropped"
+                } else {
+                    "expired"
+                }
+            ));
+        }
+        Some(cut)
+    }
 }
 
 impl Stream for WatchBody {
@@ -174,27 +294,72 @@ impl Stream for WatchBody {
         if this.ended {
             return Poll::Ready(None);
         }
-        let mut st = this.shared.lock();
+        let shared = Arc::clone(&this.shared);
+        let mut st = shared.lock();
         let old_timer = this.timer.take().and_then(|k| st.timers.remove(&k));
+        match this.cut(&mut st) {
+            Some(Cut::Hang) => {
+                // No timer: only a later cut (woken through the watch wakers) ends it.
+                let old_waker = st.watch_wakers.insert(this.id.0, cx.waker().clone());
+                let id = this.id.0;
+                st.waiting(|| format!("watch#{id}, which hangs (an injected fault)"));
+                drop(st);
+                drop(old_timer);
+                drop(old_waker);
+                return Poll::Pending;
+            }
+            Some(_) => {
+                drop(st);
+                drop(old_timer);
+                return Poll::Ready(this.buffered.pop_front().map(Ok));
+            }
+            None => {}
+        }
         let now = st.cluster_now();
         let poll = st.cluster.poll_watch(this.id, now);
-        for frame in &poll.frames {
-            let line = describe_frame(this.id, frame);
-            st.log(line);
+        let holding = st.now < st.coalesce_until && !poll.ended;
+        if holding {
+            this.held.extend(poll.frames);
+        } else {
+            let frames = if this.held.is_empty() {
+                poll.frames
+            } else {
+                let mut all = std::mem::take(&mut this.held);
+                all.extend(poll.frames);
+                let merged = coalesce(all);
+                st.log(format_args!(
+                    "watch#{} delivers {} frame(s) held while coalescing",
+                    this.id.0,
+                    merged.len()
+                ));
+                merged
+            };
+            for frame in &frames {
+                let line = describe_frame(this.id, frame);
+                st.log(line);
+            }
+            this.buffered.extend(frames);
         }
         if poll.ended {
             this.ended = true;
             st.log(format_args!("watch#{} ended", this.id.0));
         }
-        this.buffered.extend(poll.frames);
         let result = if let Some(frame) = this.buffered.pop_front() {
             Poll::Ready(Some(Ok(frame)))
         } else if this.ended {
             Poll::Ready(None)
         } else {
             let old_waker = st.watch_wakers.insert(this.id.0, cx.waker().clone());
-            if let Some(at) = st.cluster.watch_wake_at(this.id) {
-                this.timer = Some(st.add_timer(at.since_origin(), Timer::Wake(cx.waker().clone())));
+            let mut wake_at = st
+                .cluster
+                .watch_wake_at(this.id)
+                .map(|at| at.since_origin());
+            if holding {
+                let until = st.coalesce_until;
+                wake_at = Some(wake_at.map_or(until, |at| at.min(until)));
+            }
+            if let Some(at) = wake_at {
+                this.timer = Some(st.add_timer(at, Timer::Wake(cx.waker().clone())));
             }
             let id = this.id.0;
             st.waiting(|| format!("watch#{id}'s next event"));
@@ -207,6 +372,72 @@ impl Stream for WatchBody {
         drop(old_timer);
         result
     }
+}
+
+/// Unobserved states: of the frames held during a burst, each object's last one only (an
+/// object added and deleted within it is never seen; one added then modified is seen
+/// added, as it finally was), errors as they came, and the last bookmark at the end.
+fn coalesce(frames: Vec<Bytes>) -> Vec<Bytes> {
+    let mut order: Vec<(String, String)> = Vec::new();
+    let mut last: std::collections::BTreeMap<(String, String), (String, Value)> =
+        std::collections::BTreeMap::new();
+    let mut first_type: std::collections::BTreeMap<(String, String), String> =
+        std::collections::BTreeMap::new();
+    let mut errors = Vec::new();
+    let mut bookmark = None;
+    for frame in frames {
+        let Ok(v) = serde_json::from_slice::<Value>(&frame) else {
+            errors.push(frame);
+            continue;
+        };
+        let ty = v
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned();
+        match ty.as_str() {
+            "BOOKMARK" => bookmark = Some(frame),
+            "ADDED" | "MODIFIED" | "DELETED" => {
+                // A bookmark is kept only when it was the last frame: sent after the
+                // objects, an earlier one would take the client's cursor back.
+                bookmark = None;
+                let meta = |k: &str| {
+                    v.pointer(&format!("/object/metadata/{k}"))
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_owned()
+                };
+                let key = (meta("namespace"), meta("name"));
+                first_type.entry(key.clone()).or_insert_with(|| ty.clone());
+                order.retain(|k| *k != key);
+                order.push(key.clone());
+                last.insert(key, (ty, v));
+            }
+            _ => errors.push(frame),
+        }
+    }
+    let mut out = errors;
+    for key in order {
+        let Some((ty, mut v)) = last.remove(&key) else {
+            continue;
+        };
+        let first = first_type.get(&key).map_or("", String::as_str);
+        match (first, ty.as_str()) {
+            ("ADDED", "DELETED") => continue,
+            ("ADDED", _) => v["type"] = Value::from("ADDED"),
+            _ => {}
+        }
+        out.push(frame_line(&v));
+    }
+    out.extend(bookmark);
+    out
+}
+
+/// A watch frame as the body carries it: the JSON and its newline.
+fn frame_line(frame: &Value) -> Bytes {
+    let mut line = serde_json::to_vec(frame).unwrap_or_default();
+    line.push(b'\n');
+    Bytes::from(line)
 }
 
 impl Drop for WatchBody {

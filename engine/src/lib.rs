@@ -32,6 +32,7 @@
 //! | [`handle`] | stop, wait, read the cache, push |
 //! | [`writes`] | the writes a reconcile made, recorded for read your own writes |
 //! | [`finalizer`](mod@finalizer) | kube-runtime's finalizer helper over [`ApiClient`]: [`finalizer::Event`] `Apply` / `Cleanup`, a JSON patch with a `test` op |
+//! | [`events`] | kube-runtime's events [`Recorder`](events::Recorder) over any transport: `events.k8s.io/v1` Events with series |
 //! | [`recorder`] | the tap for trace recording: every [`Input`](reconcile_core::Input) fed and [`Command`](reconcile_core::Command) issued |
 //! | [`tape`] | an in-memory recorder |
 //! | [`trace_recorder`] | the recorder writing `reconcile-trace` traces, replayable in `reconcile-sim` |
@@ -45,6 +46,7 @@ mod driver;
 pub mod election;
 pub mod endpoints;
 pub mod error;
+pub mod events;
 #[cfg(feature = "example")]
 pub mod example;
 #[cfg(feature = "exec")]

@@ -31,6 +31,8 @@
 //! | [`api`] | [`ApiClient`]: get, create, replace, patch, `patch_status`, delete of one resource type over any transport |
 //! | [`handle`] | stop, wait, read the cache, push |
 //! | [`writes`] | the writes a reconcile made, recorded for read your own writes |
+//! | [`finalizer`](mod@finalizer) | kube-runtime's finalizer helper over [`ApiClient`]: [`finalizer::Event`] `Apply` / `Cleanup`, a JSON patch with a `test` op |
+//! | [`events`] | kube-runtime's events [`Recorder`](events::Recorder) over any transport: `events.k8s.io/v1` Events with series |
 //! | [`recorder`] | the tap for trace recording: every [`Input`](reconcile_core::Input) fed and [`Command`](reconcile_core::Command) issued |
 //! | [`tape`] | an in-memory recorder |
 //! | [`trace_recorder`] | the recorder writing `reconcile-trace` traces, replayable in `reconcile-sim` |
@@ -44,10 +46,12 @@ mod driver;
 pub mod election;
 pub mod endpoints;
 pub mod error;
+pub mod events;
 #[cfg(feature = "example")]
 pub mod example;
 #[cfg(feature = "exec")]
 pub mod exec;
+pub mod finalizer;
 pub mod handle;
 pub mod lines;
 pub mod metrics;
@@ -67,6 +71,7 @@ pub use driver::{Limits, Shutdown};
 pub use election::default_identity;
 pub use endpoints::Endpoints;
 pub use error::Error;
+pub use finalizer::finalizer;
 pub use handle::Handle;
 pub use metrics::ControllerMetrics;
 pub use reconcile::{Action, Reconcile, default_error_policy};

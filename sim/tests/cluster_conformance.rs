@@ -218,6 +218,14 @@ fn script(compaction: bool) -> Vec<Step> {
             json!([{"op": "test", "path": "/data/k", "value": "nope"},
             {"op": "remove", "path": "/data/k"}]),
         ),
+        // A member missing from an object tests equal to null: kube-runtime's finalizer
+        // helper (and the engine's) adds the first finalizer after such a test.
+        json_patch(
+            "cm-json-patch-test-null-absent",
+            &cm_path("a"),
+            json!([{"op": "test", "path": "/metadata/finalizers", "value": null},
+            {"op": "add", "path": "/data/t", "value": "1"}]),
+        ),
         // Server-side apply.
         apply(
             "apply-create",

@@ -201,7 +201,14 @@ pub fn json_patch(doc: &mut Value, patch: &[Value]) -> Result<(), JsonPatchError
             }
             "test" => {
                 let v = value()?;
-                if !get(&work, &path).is_some_and(|at| json_equal(at, &v)) {
+                let passes = match get(&work, &path) {
+                    Some(at) => json_equal(at, &v),
+                    // evanphx/json-patch, the apiserver's: a member missing from an object
+                    // that exists tests equal to `null` (kube-runtime's finalizer helper
+                    // adds the first finalizer after such a test).
+                    None => v.is_null() && member_of_an_object(&work, &path),
+                };
+                if !passes {
                     return fail(format!(
                         "testing value {} failed",
                         field("path").unwrap_or("")
@@ -213,6 +220,12 @@ pub fn json_patch(doc: &mut Value, patch: &[Value]) -> Result<(), JsonPatchError
     }
     *doc = work;
     Ok(())
+}
+
+/// Whether `path` names a member of an object that exists (whether or not the member does).
+fn member_of_an_object(doc: &Value, path: &[String]) -> bool {
+    path.split_last()
+        .is_some_and(|(_, init)| get(doc, init).is_some_and(Value::is_object))
 }
 
 /// JSON equality with numbers compared by value (`1` equals `1.0`).
@@ -315,6 +328,26 @@ mod tests {
                 "{bad}"
             );
             assert_eq!(doc, before);
+        }
+        // A missing member tests equal to null, as in the apiserver's json-patch; a
+        // missing parent, a missing array index or another value does not.
+        json_patch(
+            &mut doc,
+            json!([{"op": "test", "path": "/absent", "value": null}])
+                .as_array()
+                .unwrap(),
+        )
+        .unwrap();
+        for bad in [
+            json!([{"op": "test", "path": "/absent", "value": 1}]),
+            json!([{"op": "test", "path": "/absent/deeper", "value": null}]),
+            json!([{"op": "test", "path": "/foo/9", "value": null}]),
+            json!([{"op": "test", "path": "/c~1d", "value": null}]),
+        ] {
+            assert!(
+                json_patch(&mut doc, bad.as_array().unwrap()).is_err(),
+                "{bad}"
+            );
         }
         assert_eq!(
             json_patch(

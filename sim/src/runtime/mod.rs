@@ -504,6 +504,21 @@ impl SimRuntime {
     pub fn elapsed(&self) -> Duration {
         self.shared.lock().now
     }
+
+    /// The virtual wall clock: 2026-01-01T00:00:00Z ([`EPOCH_UNIX_SECONDS`]) at the start,
+    /// moving with virtual time, the clock the cluster stamps its timestamps with. For what
+    /// needs a wall-clock time, such as the engine's events recorder
+    /// (`Recorder::with_clock`): the real clock would make a run differ from the next.
+    ///
+    /// [`EPOCH_UNIX_SECONDS`]: crate::cluster::EPOCH_UNIX_SECONDS
+    #[must_use]
+    pub fn wall_time(&self) -> k8s_openapi::jiff::Timestamp {
+        let epoch = k8s_openapi::jiff::Timestamp::from_second(crate::cluster::EPOCH_UNIX_SECONDS)
+            .unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH);
+        epoch
+            .checked_add(self.elapsed())
+            .unwrap_or(k8s_openapi::jiff::Timestamp::MAX)
+    }
 }
 
 impl Runtime for SimRuntime {

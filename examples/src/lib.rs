@@ -50,6 +50,7 @@ use reconcile_core::ObjectKey;
 use reconcile_engine::{Action, ApiClient, ApiError, Reconcile, Runtime, Source, Transport};
 use serde_json::json;
 
+pub mod buggy;
 pub mod configmap_generator;
 pub mod crd_status;
 pub mod deployment_annotate;

@@ -31,6 +31,9 @@ const AFTER_STOP: Duration = Duration::from_secs(30);
 const IDEMPOTENCE_WINDOW: Duration = Duration::from_secs(30);
 /// Faults go on this long after the user's last action.
 const FAULT_TAIL: Duration = Duration::from_secs(5);
+/// Writes that change the world after the faults stopped before the run counts as a hot
+/// loop without waiting out the settle time.
+const MAX_SETTLE_CHANGES: u64 = 1_000;
 /// Request lines kept for a snapshot, at most.
 const MAX_LINES: usize = 100_000;
 
@@ -193,6 +196,7 @@ pub(crate) fn run(
             .cloned()
             .collect(),
         before: None,
+        rv_before: 0,
     }));
     let driver = Driver {
         scenario: scenario.clone(),
@@ -268,8 +272,12 @@ struct KitState {
     /// The controller's writes (every incarnation), and the applied ones.
     writes: u64,
     applied: u32,
-    last_write_at: Duration,
-    first_write_since: Option<String>,
+    /// Of the writes, those that changed the world (the resourceVersion moved): what the
+    /// oracles count. A write that changes nothing (an apply of what is there, say) is
+    /// idempotent; too many of them show as reconciles.
+    changes: u64,
+    last_change_at: Duration,
+    first_change_since: Option<String>,
     /// `n` of each crash due after the `n`-th applied write.
     crash_after: Vec<u32>,
     crash_now: bool,
@@ -301,6 +309,8 @@ struct KitHooks {
     invariants: Vec<Invariant>,
     /// The object a write names, as it was before the write.
     before: Option<Value>,
+    /// The cluster's resourceVersion before the request.
+    rv_before: u64,
 }
 
 impl Hooks for KitHooks {
@@ -319,6 +329,7 @@ impl Hooks for KitHooks {
             return Verdict::Unreachable("connection refused (the apiserver restarts)".into());
         }
         self.before = None;
+        self.rv_before = cluster.resource_version();
         if request.is_write() {
             self.before = object_of(cluster, request.http);
             let found = kit.armed.iter().position(|f| {
@@ -389,9 +400,12 @@ impl Hooks for KitHooks {
         let line = request_line(now, request.http, status, self.before.take(), cluster);
         if request.is_write() && request.incarnation > 0 {
             kit.writes += 1;
-            kit.last_write_at = now;
-            if kit.first_write_since.is_none() {
-                kit.first_write_since = Some(line.clone());
+            if cluster.resource_version() != self.rv_before {
+                kit.changes += 1;
+                kit.last_change_at = now;
+                if kit.first_change_since.is_none() {
+                    kit.first_change_since = Some(line.clone());
+                }
             }
             if (200..300).contains(&status) {
                 kit.applied += 1;
@@ -741,13 +755,24 @@ impl Driver {
             // 1. Convergence.
             let stopped_at = handle.now();
             let deadline = stopped_at + scenario.settle;
+            let changes_at_stop = self.kit.lock().changes;
             loop {
                 let now = handle.now();
+                let changes = self.kit.lock().changes - changes_at_stop;
+                if scenario.oracles.no_hot_loop && changes > MAX_SETTLE_CHANGES {
+                    self.violate(
+                        "no hot loop",
+                        format!(
+                            "{changes} writes changed the world since the faults stopped, and the controller goes on writing"
+                        ),
+                    );
+                    return Err(());
+                }
                 let wanted = match &scenario.converges_to {
                     Some(check) => handle.cluster(|cluster, _| check(&World { cluster, now })),
                     None => Ok(()),
                 };
-                let last_write = self.kit.lock().last_write_at;
+                let last_write = self.kit.lock().last_change_at;
                 // Quiet since the faults stopped too: a healed fault (a watch back) may
                 // still make the controller act.
                 let quiet =
@@ -802,7 +827,7 @@ impl Driver {
                     self.violate(
                         "no hot loop",
                         format!(
-                            "{writes} write(s) in the {} s after convergence, the first: {}",
+                            "{writes} write(s) changed the world in the {} s after convergence, the first: {}",
                             scenario.quiet.as_secs(),
                             first.unwrap_or_default().trim_start()
                         ),
@@ -834,7 +859,7 @@ impl Driver {
                     self.violate(
                         "idempotence",
                         format!(
-                            "a fresh controller wrote {writes} time(s) to the converged world, the first: {}",
+                            "a fresh controller changed the converged world {writes} time(s), the first: {}",
                             first.unwrap_or_default().trim_start()
                         ),
                     );
@@ -845,20 +870,20 @@ impl Driver {
         }
     }
 
-    /// Waits `span` (restarting crashed controllers as due): the controller's writes in
-    /// it, the reconciles the log shows, and the first write's line.
+    /// Waits `span` (restarting crashed controllers as due): the controller's writes that
+    /// changed the world in it, the reconciles the log shows, and the first such write.
     async fn window(&mut self, span: Duration) -> (u64, u64, Option<String>) {
         let from_writes = {
             let mut kit = self.kit.lock();
-            kit.first_write_since = None;
-            kit.writes
+            kit.first_change_since = None;
+            kit.changes
         };
         let from_log = self.handle.log_len();
         let end = self.handle.now() + span;
         self.wait_until(end).await;
         let kit = self.kit.lock();
-        let writes = kit.writes - from_writes;
-        let first = kit.first_write_since.clone();
+        let writes = kit.changes - from_writes;
+        let first = kit.first_change_since.clone();
         drop(kit);
         let reconciles = self
             .handle

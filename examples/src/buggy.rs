@@ -164,6 +164,23 @@ pub fn controller<R: Runtime, T: Transport>(
         .concurrency(2)
 }
 
+/// What [`reconcile`] needs, for `bug` as `variant`.
+pub fn context<R: Runtime, T: Transport>(
+    runtime: &R,
+    transport: T,
+    bug: Bug,
+    variant: Variant,
+) -> Arc<Context<R, T>> {
+    Arc::new(Context {
+        runtime: runtime.clone(),
+        transport,
+        bug,
+        variant,
+        started: runtime.now(),
+        made: Mutex::new(BTreeMap::new()),
+    })
+}
+
 /// Runs the operator with `bug` as `variant` until the shutdown signal.
 ///
 /// # Errors
@@ -175,14 +192,7 @@ pub async fn run<R: ShutdownSignal, T: Transport>(
     bug: Bug,
     variant: Variant,
 ) -> Result<(), reconcile_engine::Error> {
-    let ctx = Arc::new(Context {
-        runtime: runtime.clone(),
-        transport: transport.clone(),
-        bug,
-        variant,
-        started: runtime.now(),
-        made: Mutex::new(BTreeMap::new()),
-    });
+    let ctx = context(&runtime, transport.clone(), bug, variant);
     controller(runtime, transport, namespace)
         .shutdown_on_signal()
         .run(reconcile, error_policy, ctx)

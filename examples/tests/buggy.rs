@@ -81,7 +81,14 @@ fn converged(bug: Bug) -> impl Fn(&World<'_>) -> Result<(), String> + Send + Syn
 fn scenario(bug: Bug, variant: Variant) -> Scenario {
     let n = replicas(bug);
     let mut s = Scenario::new(&format!("{}-{variant:?}", bug.name()), move |env: &Env| {
-        buggy::run(env.runtime(), env.transport(), "default", bug, variant)
+        let ctx = buggy::context(&env.runtime(), env.transport(), bug, variant);
+        let controller = env.traced(buggy::controller(env.runtime(), env.transport(), "default"));
+        async move {
+            controller
+                .shutdown_on_signal()
+                .run(buggy::reconcile, buggy::error_policy, ctx)
+                .await
+        }
     })
     .crd::<Widget>()
     .given([create(&widget("a", "hello", n))])

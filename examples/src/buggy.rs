@@ -8,7 +8,7 @@
 //! | [`Bug`] | the buggy variant | the fix |
 //! |---|---|---|
 //! | [`Bug::StaleDuplicate`] | creates a child with `generateName` when its cache shows none | one child under a fixed name, applied |
-//! | [`Bug::StuckFinalizer`] | the finalizer's cleanup fails on a child already gone (404) | a 404 is a clean-up done |
+//! | [`Bug::StuckFinalizer`] | the finalizer's cleanup fails on a child already gone (404) | a 404 is a clean-up done; and the child is made only after a live read of the widget |
 //! | [`Bug::StatusHotLoop`] | writes a timestamp into the status on every reconcile | writes the status only when it changes |
 //! | [`Bug::IgnoredConflict`] | treats a 409 on its update as done | retries a 409 with backoff |
 //! | [`Bug::StaleListDelete`] | deletes a widget's children when the widget is not in its cache | leaves orphans to the garbage collector |
@@ -295,6 +295,19 @@ pub async fn reconcile<R: Runtime, T: Transport>(
             let action = finalizer(&widgets, FINALIZER, widget, |event| async {
                 match event {
                     finalizer::Event::Apply(w) => {
+                        if !buggy {
+                            // A restart's stale LIST can show a widget that is already gone:
+                            // the child (the stand-in for state outside the cluster, which no
+                            // collector removes) is made only once a live read confirms it.
+                            // The 10,000-seed run of this twin found that second bug.
+                            let live = widgets
+                                .get_opt(&w.name_any())
+                                .await
+                                .map_err(write("reading the widget"))?;
+                            if live.is_none_or(|l| l.metadata.deletion_timestamp.is_some()) {
+                                return Ok(Action::await_change());
+                            }
+                        }
                         // No owner reference: the finalizer is what removes the child.
                         let mut c = child(&w, Some(&name), false);
                         c.metadata.owner_references = None;

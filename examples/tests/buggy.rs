@@ -42,6 +42,13 @@ fn converged(bug: Bug) -> impl Fn(&World<'_>) -> Result<(), String> + Send + Syn
                     ));
                 }
                 Some(w) => {
+                    let observed = w.status.as_ref().and_then(|s| s.observed_generation);
+                    if bug == Bug::StatusHotLoop && observed != w.metadata.generation {
+                        return Err(format!(
+                            "widget {name}'s status observed generation {observed:?}, it is at {:?}",
+                            w.metadata.generation
+                        ));
+                    }
                     if children.len() != w.spec.replicas as usize {
                         return Err(format!(
                             "widget {name} has {} children, wants {}",

@@ -397,4 +397,13 @@ fn an_oracle_turned_off_does_not_fire() {
         ..Oracles::default()
     });
     s.explore(0..2);
+    let late = bare(
+        |_| {},
+        |env| create_later(env, Duration::from_secs(1), "late", "after-stop"),
+    )
+    .oracles(Oracles {
+        clean_stop: false,
+        ..Oracles::default()
+    });
+    late.explore(0..2);
 }

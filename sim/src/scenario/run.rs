@@ -197,6 +197,7 @@ pub(crate) fn run(
             .collect(),
         before: None,
         rv_before: 0,
+        clean_stop: scenario.oracles.clean_stop,
     }));
     let driver = Driver {
         scenario: scenario.clone(),
@@ -215,11 +216,13 @@ pub(crate) fn run(
             message: e.to_string(),
             at,
         }),
-        Err(panic) => Some(Violation {
+        Err(panic) if scenario.oracles.clean_stop => Some(Violation {
             oracle: "clean stop".into(),
             message: format!("a task panicked: {}", panic_message(&*panic)),
             at,
         }),
+        // The run cannot go on past a panic: it ends there, unjudged.
+        Err(_) => None,
     };
     drop(sim.take_hooks());
     let mut st = kit.lock();
@@ -311,6 +314,8 @@ struct KitHooks {
     before: Option<Value>,
     /// The cluster's resourceVersion before the request.
     rv_before: u64,
+    /// [`super::Oracles::clean_stop`].
+    clean_stop: bool,
 }
 
 impl Hooks for KitHooks {
@@ -318,6 +323,9 @@ impl Hooks for KitHooks {
         let mut kit = self.kit.lock();
         let target = format!("{} {}", request.http.method(), request.http.uri());
         if kit.stopped.contains(&request.incarnation) {
+            if !self.clean_stop {
+                return Verdict::Unreachable("the controller had stopped".into());
+            }
             kit.violate(
                 "clean stop",
                 format!("a request after the controller returned: {target}"),
@@ -332,34 +340,27 @@ impl Hooks for KitHooks {
         self.rv_before = cluster.resource_version();
         if request.is_write() {
             self.before = object_of(cluster, request.http);
-            let found = kit.armed.iter().position(|f| {
+            let fault = take_armed(&mut kit, |f| {
                 matches!(
                     f,
                     Fault::WriteConflict | Fault::WriteError(_) | Fault::LostAnswer
                 )
             });
-            if let Some(i) = found {
-                return match kit.armed.remove(i) {
-                    Fault::WriteConflict => Verdict::Refuse {
-                        code: 409,
-                        reason: "Conflict",
-                    },
-                    Fault::WriteError(code) => refuse(code),
-                    _ => Verdict::LoseAnswer,
-                };
-            }
-            return Verdict::Serve;
+            return match fault {
+                Some(Fault::WriteConflict) => Verdict::Refuse {
+                    code: 409,
+                    reason: "Conflict",
+                },
+                Some(Fault::WriteError(code)) => refuse(code),
+                Some(_) => Verdict::LoseAnswer,
+                None => Verdict::Serve,
+            };
         }
         if request.is_watch() {
-            if let Some(i) = kit
-                .armed
-                .iter()
-                .position(|f| matches!(f, Fault::WatchError(_)))
-                && let Fault::WatchError(code) = kit.armed.remove(i)
-            {
-                return refuse(code);
-            }
-            return Verdict::Serve;
+            return match take_armed(&mut kit, |f| matches!(f, Fault::WatchError(_))) {
+                Some(Fault::WatchError(code)) => refuse(code),
+                _ => Verdict::Serve,
+            };
         }
         let names_one = cluster
             .locate(request.http.uri().path())
@@ -367,22 +368,21 @@ impl Hooks for KitHooks {
         if names_one {
             return Verdict::Serve;
         }
-        if let Some(i) = kit
-            .armed
-            .iter()
-            .position(|f| matches!(f, Fault::ListError(_)))
-            && let Fault::ListError(code) = kit.armed.remove(i)
+        if let Some(Fault::ListError(code)) =
+            take_armed(&mut kit, |f| matches!(f, Fault::ListError(_)))
         {
             return refuse(code);
         }
-        if let Some(i) = kit
+        // A stale answer needs a version still in the history: the fault stays armed when
+        // there is none.
+        if let Some(Fault::StaleList { behind }) = kit
             .armed
             .iter()
-            .position(|f| matches!(f, Fault::StaleList { .. }))
-            && let Fault::StaleList { behind } = kit.armed[i]
+            .find(|f| matches!(f, Fault::StaleList { .. }))
+            .copied()
             && let Some(stale) = stale_list(request.http, cluster, behind)
         {
-            kit.armed.remove(i);
+            take_armed(&mut kit, |f| matches!(f, Fault::StaleList { .. }));
             return Verdict::ServeInstead(Box::new(stale));
         }
         Verdict::Serve
@@ -452,6 +452,27 @@ fn mark(handle: &SimHandle, kit: &Kit, line: impl fmt::Display) {
         }
     }
     handle.note(line);
+}
+
+/// Whether `fault` waits for the next request it fits, rather than acting at its time.
+fn is_armed(fault: Fault) -> bool {
+    matches!(
+        fault,
+        Fault::ListError(_)
+            | Fault::WatchError(_)
+            | Fault::StaleList { .. }
+            | Fault::WriteConflict
+            | Fault::WriteError(_)
+            | Fault::LostAnswer
+    )
+}
+
+/// Takes the first armed fault `fits` accepts, counting it as played.
+fn take_armed(kit: &mut KitState, fits: impl Fn(&Fault) -> bool) -> Option<Fault> {
+    let i = kit.armed.iter().position(fits)?;
+    let fault = kit.armed.remove(i);
+    kit.played.push(fault.kind());
+    Some(fault)
 }
 
 fn refuse(code: u16) -> Verdict {
@@ -1041,8 +1062,11 @@ impl Driver {
 
     async fn fault(&mut self, fault: Fault) {
         mark(&self.handle, &self.kit, format_args!("fault {fault}"));
-        self.kit.lock().played.push(fault.kind());
         let now = self.handle.now();
+        // A fault on the next request counts once it meets one (in the hooks).
+        if !is_armed(fault) {
+            self.kit.lock().played.push(fault.kind());
+        }
         match fault {
             Fault::WatchDrop => self.handle.cut_watches(Cut::Drop),
             Fault::Expired => {

@@ -154,7 +154,7 @@ impl Scenario {
                             return;
                         }
                         let items = schedule(self, seed);
-                        let outcome = run(self, seed, &items, None);
+                        let outcome = run(self, seed, &items, None, false);
                         if outcome.violation.is_some() {
                             lowest_failing.fetch_min(seed, Ordering::Relaxed);
                         }
@@ -203,7 +203,7 @@ impl Scenario {
     #[must_use]
     pub fn snapshot(&self, seed: u64) -> String {
         let items = schedule(self, seed);
-        let outcome = run(self, seed, &items, None);
+        let outcome = run(self, seed, &items, None, true);
         let mut out = String::new();
         for line in &outcome.requests {
             out.push_str(line);
@@ -220,7 +220,7 @@ impl Scenario {
     #[must_use]
     pub fn log(&self, seed: u64) -> String {
         let items = schedule(self, seed);
-        let outcome = run(self, seed, &items, None);
+        let outcome = run(self, seed, &items, None, true);
         let mut out: String = outcome.log.iter().map(|l| format!("{l}\n")).collect();
         if let Some(v) = &outcome.violation {
             out.push_str(&format!("violation: {v}\n"));
@@ -237,7 +237,7 @@ impl Scenario {
         // unmet in another way) is not the same failure.
         let want = signature(violation);
         let same = |candidate: &[Item]| {
-            run(self, seed, candidate, None)
+            run(self, seed, candidate, None, false)
                 .violation
                 .is_some_and(|v| signature(&v) == want)
         };
@@ -252,7 +252,13 @@ impl Scenario {
         for n in 1..=64 {
             let _ = std::fs::remove_file(dir.join(format!("{stem}-{n}.trace.jsonl")));
         }
-        let outcome = run(self, seed, &minimized, Some((dir.clone(), stem.clone())));
+        let outcome = run(
+            self,
+            seed,
+            &minimized,
+            Some((dir.clone(), stem.clone())),
+            true,
+        );
         let traces = (1..=64)
             .map(|n| dir.join(format!("{stem}-{n}.trace.jsonl")))
             .filter(|p| p.exists())

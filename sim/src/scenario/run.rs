@@ -147,12 +147,13 @@ pub(crate) fn schedule(scenario: &Scenario, seed: u64) -> Vec<Item> {
 }
 
 /// Runs `items` with `seed`: `trace` writes each incarnation's trace (and the log) under
-/// `out` with this stem.
+/// `out` with this stem; `lines` keeps one line per request (and the `--` markers).
 pub(crate) fn run(
     scenario: &Scenario,
     seed: u64,
     items: &[Item],
     trace: Option<(PathBuf, String)>,
+    lines: bool,
 ) -> Outcome {
     let sim = Simulation::with_cluster(
         SimConfig {
@@ -198,6 +199,7 @@ pub(crate) fn run(
         before: None,
         rv_before: 0,
         clean_stop: scenario.oracles.clean_stop,
+        lines,
     }));
     let driver = Driver {
         scenario: scenario.clone(),
@@ -316,6 +318,8 @@ struct KitHooks {
     rv_before: u64,
     /// [`super::Oracles::clean_stop`].
     clean_stop: bool,
+    /// Whether request lines are kept (a snapshot, a reproducer), not only counted.
+    lines: bool,
 }
 
 impl Hooks for KitHooks {
@@ -339,7 +343,9 @@ impl Hooks for KitHooks {
         self.before = None;
         self.rv_before = cluster.resource_version();
         if request.is_write() {
-            self.before = object_of(cluster, request.http);
+            if self.lines {
+                self.before = object_of(cluster, request.http);
+            }
             let fault = take_armed(&mut kit, |f| {
                 matches!(
                     f,
@@ -397,14 +403,22 @@ impl Hooks for KitHooks {
     ) -> Option<Waker> {
         let mut kit = self.kit.lock();
         let mut wake = None;
-        let line = request_line(now, request.http, status, self.before.take(), cluster);
+        // The line costs a diff of the object: built only when kept, or when it is the
+        // first change an oracle may quote.
+        let changed = cluster.resource_version() != self.rv_before;
+        let quoted = request.is_write()
+            && request.incarnation > 0
+            && changed
+            && kit.first_change_since.is_none();
+        let line = (self.lines || quoted)
+            .then(|| request_line(now, request.http, status, self.before.take(), cluster));
         if request.is_write() && request.incarnation > 0 {
             kit.writes += 1;
-            if cluster.resource_version() != self.rv_before {
+            if changed {
                 kit.changes += 1;
                 kit.last_change_at = now;
-                if kit.first_change_since.is_none() {
-                    kit.first_change_since = Some(line.clone());
+                if quoted {
+                    kit.first_change_since.clone_from(&line);
                 }
             }
             if (200..300).contains(&status) {
@@ -421,7 +435,10 @@ impl Hooks for KitHooks {
         if request.incarnation > 0 {
             kit.requests += 1;
         }
-        if kit.lines.len() < MAX_LINES {
+        if let Some(line) = line
+            && self.lines
+            && kit.lines.len() < MAX_LINES
+        {
             kit.lines.push(line);
         }
         wake

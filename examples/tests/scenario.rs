@@ -407,3 +407,35 @@ fn an_oracle_turned_off_does_not_fire() {
     });
     late.explore(0..2);
 }
+
+#[test]
+fn a_capture_seeds_the_world_and_the_actions_and_the_generator_converges_under_faults() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/generators-capture.jsonl"
+    );
+    let s = Scenario::new("captured", |env: &Env| controller(env.clone()))
+        .crd::<ConfigMapGenerator>()
+        .captured(path)
+        .expect("the capture seeds the scenario")
+        .faults(Faults::all())
+        .converges_to(desired);
+    let log = s.log(0);
+    for line in [
+        "user: create ConfigMapGenerator default/a",
+        "user: create ConfigMapGenerator default/b",
+        "3.200s user: edit ConfigMapGenerator default/a",
+        "5.000s user: create ConfigMapGenerator default/c",
+        "7.500s user: delete ConfigMapGenerator default/b",
+    ] {
+        assert!(log.contains(line), "no {line:?} in\n{log}");
+    }
+    s.explore(0..50);
+    let missing = Scenario::new("captured", |env: &Env| controller(env.clone()))
+        .captured("no/such/capture.jsonl")
+        .expect_err("no file");
+    assert!(
+        missing.to_string().contains("no/such/capture.jsonl"),
+        "{missing}"
+    );
+}

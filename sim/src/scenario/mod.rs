@@ -24,6 +24,7 @@
 //! | [`Fault`], [`FaultKind`], [`Faults`] | `faults.rs` |
 //! | one seed: the schedule, the controller's incarnations, the hooks at the transport, the oracles | `run.rs` |
 //! | many seeds on every core, minimization, the reproducer, [`Summary`] | `explore.rs` |
+//! | a captured trace as the given objects and the actions ([`Scenario::captured`]) | `capture.rs` |
 //!
 //! **One run.** The seed draws the faults (times within the user's actions, plus a few
 //! seconds) and drives the simulation's interleaving and latencies. The kit creates the
@@ -46,6 +47,7 @@
 //!
 //! [`ShutdownSignal`]: reconcile_engine::ShutdownSignal
 
+mod capture;
 mod explore;
 mod faults;
 mod run;
@@ -59,6 +61,7 @@ use std::time::Duration;
 use reconcile_engine::BoxFuture;
 use serde_json::Value;
 
+pub use capture::{CaptureError, MAX_CAPTURED_ACTIONS};
 pub use explore::{Failure, Summary};
 pub use faults::{Fault, FaultKind, Faults};
 pub use run::Violation;

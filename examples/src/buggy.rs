@@ -129,6 +129,9 @@ pub struct Context<R, T> {
     started: std::time::Instant,
     /// [`Bug::MemoryOnly`]'s buggy memory: children made, by widget uid.
     made: Mutex<BTreeMap<String, u32>>,
+    /// When set, a reconcile that succeeded comes back this soon (polling), instead of
+    /// waiting for a change.
+    pub requeue: Option<std::time::Duration>,
 }
 
 /// Why a reconcile failed.
@@ -170,15 +173,16 @@ pub fn context<R: Runtime, T: Transport>(
     transport: T,
     bug: Bug,
     variant: Variant,
-) -> Arc<Context<R, T>> {
-    Arc::new(Context {
+) -> Context<R, T> {
+    Context {
         runtime: runtime.clone(),
         transport,
         bug,
         variant,
         started: runtime.now(),
         made: Mutex::new(BTreeMap::new()),
-    })
+        requeue: None,
+    }
 }
 
 /// Runs the operator with `bug` as `variant` until the shutdown signal.
@@ -192,7 +196,7 @@ pub async fn run<R: ShutdownSignal, T: Transport>(
     bug: Bug,
     variant: Variant,
 ) -> Result<(), reconcile_engine::Error> {
-    let ctx = context(&runtime, transport.clone(), bug, variant);
+    let ctx = Arc::new(context(&runtime, transport.clone(), bug, variant));
     controller(runtime, transport, namespace)
         .shutdown_on_signal()
         .run(reconcile, error_policy, ctx)
@@ -421,7 +425,9 @@ pub async fn reconcile<R: Runtime, T: Transport>(
             }
         }
     }
-    Ok(Action::await_change())
+    Ok(ctx
+        .requeue
+        .map_or_else(Action::await_change, Action::requeue))
 }
 
 /// Sets the content of each of `children` that holds another.

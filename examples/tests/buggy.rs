@@ -3,6 +3,7 @@
 //! passes. `SCENARIO_SEEDS` sets the fixed twins' seed count (300 by default; `.ci/run`
 //! runs 10,000 in release).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -89,7 +90,12 @@ fn converged(bug: Bug) -> impl Fn(&World<'_>) -> Result<(), String> + Send + Syn
 fn scenario(bug: Bug, variant: Variant) -> Scenario {
     let n = replicas(bug);
     let mut s = Scenario::new(&format!("{}-{variant:?}", bug.name()), move |env: &Env| {
-        let ctx = buggy::context(&env.runtime(), env.transport(), bug, variant);
+        let ctx = Arc::new(buggy::context(
+            &env.runtime(),
+            env.transport(),
+            bug,
+            variant,
+        ));
         let controller = env.traced(buggy::controller(env.runtime(), env.transport(), "default"));
         async move {
             controller
@@ -210,4 +216,53 @@ fn state_kept_only_in_memory_is_caught() {
 #[test]
 fn children_named_and_applied_pass() {
     passes(Bug::MemoryOnly);
+}
+
+/// The stale duplicate within one run, with no restart: a controller that polls its
+/// widgets every 200 ms while slow watches hold its own child back. Reading its own writes
+/// (the core holds the widget's next reconcile until the child's create is in the cache,
+/// 5 s at most) is what saves the buggy variant; with it off, the kit finds the duplicate.
+fn polling(read_own_writes: Option<Duration>) -> Scenario {
+    use reconcile_sim::scenario::FaultKind;
+    let bug = Bug::StaleDuplicate;
+    Scenario::new("stale-duplicate-polling", move |env: &Env| {
+        let mut ctx = buggy::context(&env.runtime(), env.transport(), bug, Variant::Buggy);
+        ctx.requeue = Some(Duration::from_millis(200));
+        let controller = buggy::controller(env.runtime(), env.transport(), "default")
+            .read_own_writes(read_own_writes);
+        async move {
+            controller
+                .shutdown_on_signal()
+                .run(buggy::reconcile, buggy::error_policy, Arc::new(ctx))
+                .await
+        }
+    })
+    .crd::<Widget>()
+    .given([create(&widget("a", "hello", 1))])
+    .then_at(Duration::from_secs(2), create(&widget("b", "one", 1)))
+    .faults(Faults::none().with(FaultKind::SlowWatches).per_seed(3))
+    .invariant("no widget has more children than it asks for", |world| {
+        let configmaps = world.list::<ConfigMap>();
+        for w in world.list::<Widget>() {
+            let have = children_of(&configmaps, &w.name_any()).len();
+            if have > 1 {
+                return Err(format!("widget {} has {have} children", w.name_any()));
+            }
+        }
+        Ok(())
+    })
+    // A poller reconciles 5 times a second: the quiet period allows it.
+    .quiet_reconciles(10_000)
+    .converges_to(converged(bug))
+}
+
+#[test]
+fn reading_its_own_writes_keeps_a_polling_controller_from_a_duplicate_create() {
+    let off = polling(None)
+        .try_explore(0..1000)
+        .expect_err("without read-your-own-writes the duplicate is found");
+    eprintln!("{off}");
+    assert!(off.violation.oracle.contains("more children"), "{off}");
+    let summary = polling(Some(Duration::from_secs(5))).explore(0..seeds().min(300));
+    eprintln!("with read-your-own-writes: {summary}");
 }

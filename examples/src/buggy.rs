@@ -63,6 +63,21 @@ pub struct WidgetStatus {
     pub last_reconciled: Option<String>,
 }
 
+/// Creates the `Widget` CRD (an existing one is fine) and waits, at most `limit`, until the
+/// apiserver reports it `Established` (see [`crate::install_crd`]).
+///
+/// # Errors
+/// [`crate::Error::InstallCrd`] when the apiserver refuses, [`crate::Error::NotEstablished`]
+/// after `limit`.
+pub async fn install_crd<R: Runtime, T: Transport>(
+    runtime: &R,
+    transport: T,
+    limit: std::time::Duration,
+) -> Result<(), crate::Error> {
+    use kube::CustomResourceExt;
+    crate::install_crd(runtime, transport, &Widget::crd(), limit).await
+}
+
 /// Which bug.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Bug {

@@ -9,6 +9,7 @@ pub mod apiserver;
 pub mod capture;
 pub mod election;
 pub mod exec;
+pub mod helpers;
 pub mod kinds;
 pub mod kwok;
 pub mod priority;

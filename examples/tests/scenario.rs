@@ -439,3 +439,30 @@ fn a_capture_seeds_the_world_and_the_actions_and_the_generator_converges_under_f
         "{missing}"
     );
 }
+
+#[test]
+fn the_examples_own_main_body_installs_its_crd_and_runs_unchanged_under_faults() {
+    // `configmap_generator::run` is what the example's mains call: it creates the CRD, waits
+    // for the apiserver to report it Established, then runs until the shutdown signal.
+    let s =
+        Scenario::new("configmap-generator-run", |env: &Env| {
+            let env = env.clone();
+            async move {
+                configmap_generator::run(env.runtime(), env.transport(), &Args::default()).await
+            }
+        })
+        .then_at(Duration::from_secs(2), create(&generator("a", "hello")))
+        .then_at(Duration::from_secs(5), edit(&generator("a", "world")))
+        .faults(Faults::all())
+        .converges_to(desired);
+    let log = s.log(0);
+    assert!(
+        log.contains("POST /apis/apiextensions.k8s.io/v1/customresourcedefinitions"),
+        "{log}"
+    );
+    assert!(
+        log.contains("user: create ConfigMapGenerator default/a\n"),
+        "{log}"
+    );
+    s.explore(0..100);
+}

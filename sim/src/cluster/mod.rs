@@ -184,6 +184,8 @@ impl Cluster {
             // The table has no duplicates.
             let _ = cluster.register(desc);
         }
+        // CRDs as objects: creating one serves its kind.
+        let _ = cluster.register(KindDescriptor::custom_resource_definitions());
         if let Some(ns) = cluster.kind("", "namespaces") {
             for name in INITIAL_NAMESPACES {
                 let body = serde_json::json!({"metadata": {"name": name}});

@@ -42,6 +42,9 @@ fn spec_of(v: &Value, status_excluded: bool) -> Map<String, Value> {
     m
 }
 
+/// The CustomResourceDefinition kind's group and resource.
+const CRD_RESOURCE: &str = "customresourcedefinitions.apiextensions.k8s.io";
+
 impl Cluster {
     pub(super) fn writer_time(&self) -> String {
         timestamp(self.now)
@@ -162,7 +165,59 @@ impl Cluster {
             .field_manager
             .clone()
             .unwrap_or_else(|| "unknown".into());
-        self.create_as(kind, namespace, body, Some(&manager), options.dry_run)
+        let created = self.create_as(kind, namespace, body, Some(&manager), options.dry_run)?;
+        if self.col(kind).desc.group_resource() == CRD_RESOURCE && !options.dry_run {
+            self.establish(kind, &created);
+        }
+        Ok(created)
+    }
+
+    /// A CustomResourceDefinition just created: its kind is served from now on, and its
+    /// status says so (`NamesAccepted` and `Established`, as the apiserver's controllers
+    /// write them a moment later), so a controller that installs its CRD and waits for it
+    /// runs here unchanged. A CRD this cluster cannot serve is left not established, with
+    /// why; one already served (registered by a test) is established as it is.
+    fn establish(&mut self, kind: KindId, crd: &Value) {
+        let (established, reason, message) = match self.register_crd(crd) {
+            Ok(_) | Err(super::ClusterError::Duplicate(_)) => (
+                "True",
+                "InitialNamesAccepted",
+                "the initial names have been accepted".to_owned(),
+            ),
+            Err(super::ClusterError::Crd(e)) => ("False", "Invalid", e.0),
+        };
+        let name = meta_str(crd, "name").to_owned();
+        let Ok(mut object) = self.get(kind, None, &name) else {
+            return;
+        };
+        let time = timestamp(self.now);
+        let condition = |ty: &str, status: &str, reason: &str, message: &str| {
+            serde_json::json!({
+                "type": ty, "status": status, "reason": reason, "message": message,
+                "lastTransitionTime": time,
+            })
+        };
+        let storage = crd
+            .pointer("/spec/versions")
+            .and_then(Value::as_array)
+            .and_then(|vs| vs.iter().find(|v| v["storage"] == true))
+            .and_then(|v| v.get("name"))
+            .cloned()
+            .unwrap_or(Value::Null);
+        object["status"] = serde_json::json!({
+            "conditions": [
+                condition("NamesAccepted", "True", "NoConflicts", "no conflicts found"),
+                condition("Established", established, reason, &message),
+            ],
+            "acceptedNames": crd.pointer("/spec/names").cloned().unwrap_or(Value::Null),
+            "storedVersions": [storage],
+        });
+        let options = WriteOptions {
+            field_manager: Some("kube-apiserver".into()),
+            dry_run: false,
+        };
+        // The object was created just now, and its status is this cluster's own to write.
+        let _ = self.replace_status(self.now, kind, None, &name, object, &options);
     }
 
     /// Creates; `manager` records an `Update` entry, `None` keeps the body's entries (an

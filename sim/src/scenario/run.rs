@@ -25,6 +25,10 @@ use crate::runtime::{SimConfig, SimHandle, Simulation, stamp};
 const RESTART_DELAY: Duration = Duration::from_secs(1);
 /// How long after the shutdown signal the controller may take to return.
 const STOP_LIMIT: Duration = Duration::from_secs(60);
+/// The kubelet's first crash-loop back-off, doubled at each exit.
+const EXIT_BACKOFF: Duration = Duration::from_secs(10);
+/// Its longest.
+const MAX_EXIT_BACKOFF: Duration = Duration::from_secs(300);
 /// How long the kit watches for requests after the controller returned.
 const AFTER_STOP: Duration = Duration::from_secs(30);
 /// How long a fresh incarnation gets to sync and reconcile for the idempotence oracle.
@@ -207,6 +211,7 @@ pub(crate) fn run(
         kit: Arc::clone(&kit),
         items: items.to_vec(),
         incarnation: 0,
+        exits: 0,
         trace: trace.clone(),
     };
     let result = std::panic::catch_unwind(AssertUnwindSafe(|| sim.block_on(driver.drive())));
@@ -286,6 +291,10 @@ struct KitState {
     /// `n` of each crash due after the `n`-th applied write.
     crash_after: Vec<u32>,
     crash_now: bool,
+    /// An incarnation whose future returned before the shutdown signal.
+    exited: Option<u64>,
+    /// The incarnations sent the shutdown signal.
+    signalled: BTreeSet<u64>,
     /// The kit's task, waiting for a crash to be due.
     waker: Option<Waker>,
     /// Incarnations whose future returned after the shutdown signal.
@@ -726,6 +735,8 @@ struct Driver {
     kit: Arc<Kit>,
     items: Vec<Item>,
     incarnation: u64,
+    /// Exits so far (the back-off grows with them).
+    exits: u32,
     trace: Option<(PathBuf, String)>,
 }
 
@@ -839,7 +850,7 @@ impl Driver {
                     }
                     break;
                 }
-                handle.sleep(Duration::from_secs(1)).await;
+                self.wait_until(now + Duration::from_secs(1)).await;
             }
             if self.failed() {
                 return Err(());
@@ -944,6 +955,7 @@ impl Driver {
             &self.kit,
             format_args!("stop: the shutdown signal to controller #{n}"),
         );
+        self.kit.lock().signalled.insert(n);
         self.handle.signal(n);
         let deadline = self.handle.now() + STOP_LIMIT;
         while !self.kit.lock().returned.contains(&n) && self.handle.now() < deadline {
@@ -974,10 +986,19 @@ impl Driver {
     }
 
     /// Sleeps until `at`, crashing and restarting the controller whenever a crash after a
-    /// write falls due.
+    /// write falls due, and restarting it when its process exited.
     async fn wait_until(&mut self, at: Duration) {
         loop {
-            let due = std::mem::take(&mut self.kit.lock().crash_now);
+            let (due, exited) = {
+                let mut kit = self.kit.lock();
+                (std::mem::take(&mut kit.crash_now), kit.exited.take())
+            };
+            if let Some(n) = exited
+                && n == self.incarnation
+            {
+                self.exited(n);
+                continue;
+            }
             if due {
                 self.crash();
                 continue;
@@ -988,7 +1009,7 @@ impl Driver {
             let kit = Arc::clone(&self.kit);
             let crash = std::future::poll_fn(move |cx| {
                 let mut st = kit.lock();
-                if st.crash_now {
+                if st.crash_now || st.exited.is_some() {
                     Poll::Ready(())
                 } else {
                     st.waker = Some(cx.waker().clone());
@@ -1001,8 +1022,15 @@ impl Driver {
         }
     }
 
-    /// Starts the next incarnation of the controller.
+    /// Starts the first incarnation of the controller.
     fn start(&mut self) {
+        self.launch(Duration::ZERO);
+    }
+
+    /// Starts the next incarnation, `delay` from now (it waits that out before the
+    /// controller function runs). Its future returning before the shutdown signal is a
+    /// process exit, which the kit's task answers as the kubelet does ([`Driver::exited`]).
+    fn launch(&mut self, delay: Duration) {
         self.incarnation += 1;
         let n = self.incarnation;
         let (runtime, transport) = self.handle.incarnation(n);
@@ -1016,27 +1044,37 @@ impl Driver {
             incarnation: n,
             trace,
         };
-        let future = (self.scenario.controller)(&env);
+        let controller = Arc::clone(&self.scenario.controller);
         let kit = Arc::clone(&self.kit);
         let handle = self.handle.clone();
-        mark(&handle, &kit, format_args!("controller #{n} starts"));
-        let note = self.handle.clone();
         self.handle.spawn(
             n,
             Box::pin(async move {
-                future.await;
-                {
+                if delay > Duration::ZERO {
+                    handle.sleep(delay).await;
+                }
+                mark(&handle, &kit, format_args!("controller #{n} starts"));
+                controller(&env).await;
+                let wake = {
                     let mut kit = kit.lock();
                     kit.returned.insert(n);
-                    kit.stopped.insert(n);
+                    if kit.signalled.contains(&n) {
+                        kit.stopped.insert(n);
+                        None
+                    } else {
+                        kit.exited = Some(n);
+                        kit.waker.take()
+                    }
+                };
+                mark(&handle, &kit, format_args!("controller #{n} returned"));
+                if let Some(waker) = wake {
+                    waker.wake();
                 }
-                mark(&note, &kit, format_args!("controller #{n} returned"));
             }),
         );
     }
 
-    /// Kills the current incarnation and starts the next after [`RESTART_DELAY`] (the
-    /// next starts at once: it waits out the delay before building the controller).
+    /// Kills the current incarnation and starts the next after [`RESTART_DELAY`].
     fn crash(&mut self) {
         let n = self.incarnation;
         let tasks = self.handle.kill(n);
@@ -1045,36 +1083,27 @@ impl Driver {
             &self.kit,
             format_args!("crash: controller #{n} dies ({tasks} tasks)"),
         );
-        self.incarnation += 1;
-        let next = self.incarnation;
-        let (runtime, transport) = self.handle.incarnation(next);
-        let trace = self
-            .trace
-            .as_ref()
-            .map(|(dir, stem)| dir.join(format!("{stem}-{next}.trace.jsonl")));
-        let env = Env {
-            runtime,
-            transport,
-            incarnation: next,
-            trace,
-        };
-        let controller = Arc::clone(&self.scenario.controller);
-        let kit = Arc::clone(&self.kit);
-        let handle = self.handle.clone();
-        self.handle.spawn(
-            next,
-            Box::pin(async move {
-                handle.sleep(RESTART_DELAY).await;
-                mark(&handle, &kit, format_args!("controller #{next} starts"));
-                controller(&env).await;
-                {
-                    let mut kit = kit.lock();
-                    kit.returned.insert(next);
-                    kit.stopped.insert(next);
-                }
-                mark(&handle, &kit, format_args!("controller #{next} returned"));
-            }),
+        self.launch(RESTART_DELAY);
+    }
+
+    /// Incarnation `n` returned before the shutdown signal: the process exited. Its tasks
+    /// die with it, and the next starts after the kubelet's crash-loop back-off (10 s,
+    /// doubling to 5 minutes), as a pod's container is restarted.
+    fn exited(&mut self, n: u64) {
+        let tasks = self.handle.kill(n);
+        let delay = EXIT_BACKOFF
+            .saturating_mul(1 << self.exits.min(5))
+            .min(MAX_EXIT_BACKOFF);
+        self.exits += 1;
+        mark(
+            &self.handle,
+            &self.kit,
+            format_args!(
+                "controller #{n} exited before the stop signal ({tasks} tasks): restarted in {} s, as the kubelet would",
+                delay.as_secs()
+            ),
         );
+        self.launch(delay);
     }
 
     async fn fault(&mut self, fault: Fault) {

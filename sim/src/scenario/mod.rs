@@ -6,14 +6,14 @@
 //!
 //! ```no_run
 //! # use std::time::Duration;
-//! # use reconcile_sim::scenario::{Scenario, Faults, create, edit};
-//! # fn controller(_: &reconcile_sim::scenario::Env) -> impl std::future::Future<Output = ()> + Send + 'static { async {} }
+//! # use reconcile_sim::scenario::{Env, Faults, Scenario, World, create, edit};
+//! # async fn run_my_controller(_env: Env) {}
 //! # let generator: k8s_openapi::api::core::v1::ConfigMap = Default::default();
-//! Scenario::new("generator", controller)
+//! Scenario::new("generator", |env: &Env| run_my_controller(env.clone()))
 //!     .given([create(&generator)])
 //!     .then_at(Duration::from_secs(5), edit(&generator))
 //!     .faults(Faults::all())
-//!     .converges_to(|world| Ok(()))
+//!     .converges_to(|world: &World<'_>| Ok(()))
 //!     .explore(0..1000); // panics with a reproducer on the first failing seed
 //! ```
 //!

@@ -174,3 +174,41 @@ fn an_unknown_fault_lists_the_faults() {
         assert!(stderr.contains(name), "{name} missing from {stderr}");
     }
 }
+
+/// Runs `command` under `script`, on a pseudo-terminal, and returns what the terminal showed;
+/// `None` when util-linux's `script` is missing.
+fn on_a_terminal(command: &str) -> Option<String> {
+    let out = Command::new("script")
+        .args(["-qec", command, "/dev/null"])
+        .output()
+        .ok()?;
+    assert!(out.status.success(), "{out:?}");
+    Some(text(&out.stdout))
+}
+
+#[test]
+fn progress_shows_on_a_terminal_only() {
+    let dir = std::env::temp_dir().join(format!("reconcile-sim-bar-{}", std::process::id()));
+    let out_dir = dir.to_str().unwrap();
+    // Not a terminal (this test's pipes): nothing on stderr but the summary, as above.
+    let out = run(&["explore", "--seeds", "0..20", "--out", out_dir]);
+    assert!(out.stderr.is_empty(), "{out:?}");
+    let Some(shown) = on_a_terminal(&format!(
+        "{BIN} explore --seeds 0..20 --out {out_dir} >/dev/null"
+    )) else {
+        return;
+    };
+    assert!(shown.contains("/20 seeds"), "explore's bar: {shown:?}");
+    let shown = on_a_terminal(&format!(
+        "{BIN} simulate {} --settle 2000000 >/dev/null",
+        trace("cell-pool.jsonl")
+    ))
+    .unwrap();
+    assert!(shown.contains(" steps  "), "simulate's spinner: {shown:?}");
+    let shown = on_a_terminal(&format!(
+        "{BIN} explore --seeds 0..20 --out {out_dir} -q >/dev/null"
+    ))
+    .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(!shown.contains("seeds"), "-q shows no bar: {shown:?}");
+}

@@ -6,6 +6,7 @@
 
 mod capture;
 mod io;
+mod progress;
 mod summary;
 
 use std::path::{Path, PathBuf};
@@ -250,8 +251,12 @@ fn run(cli: Cli) -> Result<bool, Failure> {
                 ..SimOptions::default()
             };
             reconcile_sim::simulate::validate(&trace, &opts).map_err(|e| e.to_string())?;
-            let report = reconcile_sim::simulate::simulate_to(&trace, &opts, io::step_sink(quiet))
-                .map_err(|e| run_failure(&file, e))?;
+            let (sink, bar) = progress::step_sink(quiet);
+            let report = reconcile_sim::simulate::simulate_to(&trace, &opts, sink);
+            if let Some(bar) = bar {
+                bar.finish_and_clear();
+            }
+            let report = report.map_err(|e| run_failure(&file, e))?;
             for v in &report.violations {
                 io::warn(&format!(
                     "VIOLATION at {}: {}: {}",
@@ -274,8 +279,12 @@ fn run(cli: Cli) -> Result<bool, Failure> {
                 render: if json { Render::Json } else { Render::Text },
                 max_steps: reconcile_sim::simulate::step_budget(&trace),
             };
-            let report = reconcile_sim::replay::replay_to(&trace, &opts, io::step_sink(quiet))
-                .map_err(|e| run_failure(&file, e))?;
+            let (sink, bar) = progress::step_sink(quiet);
+            let report = reconcile_sim::replay::replay_to(&trace, &opts, sink);
+            if let Some(bar) = bar {
+                bar.finish_and_clear();
+            }
+            let report = report.map_err(|e| run_failure(&file, e))?;
             for v in &report.violations {
                 io::warn(&format!("{}: {}", v.invariant, v.detail));
             }
@@ -398,7 +407,20 @@ fn run(cli: Cli) -> Result<bool, Failure> {
                 priority,
                 ..ExploreOptions::default()
             };
+            let bar = progress::seeds(seeds.end - seeds.start, quiet);
+            let opts = ExploreOptions {
+                progress: bar
+                    .as_ref()
+                    .map_or_else(explore::SeedProgress::default, |b| {
+                        let b = b.clone();
+                        explore::SeedProgress::new(move |n| b.set_position(n))
+                    }),
+                ..opts
+            };
             let report = explore::explore(seeds, &opts);
+            if let Some(b) = bar {
+                b.finish_and_clear();
+            }
             let text = report.render(long);
             io::print(if quiet {
                 summary::explore_brief(&text)

@@ -205,6 +205,19 @@ fn progress_shows_on_a_terminal_only() {
     ))
     .unwrap();
     assert!(shown.contains(" steps  "), "simulate's spinner: {shown:?}");
+    std::fs::create_dir_all(&dir).unwrap();
+    let shown = on_a_terminal(&format!(
+        "{BIN} report {} -o {out_dir}/r.html",
+        trace("cell-pool.jsonl")
+    ))
+    .unwrap();
+    assert!(shown.contains("building "), "report's spinner: {shown:?}");
+    let shown = on_a_terminal(&format!(
+        "{BIN} import {} -o {out_dir}/i.jsonl",
+        trace("cell-pool.jsonl")
+    ))
+    .unwrap();
+    assert!(shown.contains("importing "), "import's spinner: {shown:?}");
     let shown = on_a_terminal(&format!(
         "{BIN} explore --seeds 0..20 --out {out_dir} -q >/dev/null"
     ))

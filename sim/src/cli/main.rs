@@ -323,8 +323,15 @@ fn run(cli: Cli) -> Result<bool, Failure> {
                     ..SimOptions::default()
                 })
             };
-            let built = report::build(&trace, &mode).map_err(|e| e.to_string())?;
-            let html = built.to_html();
+            let bar = progress::working(&format!("building {}", output.display()), quiet);
+            let built = report::build(&trace, &mode).map(|built| {
+                let html = built.to_html();
+                (built, html)
+            });
+            if let Some(bar) = bar {
+                bar.finish_and_clear();
+            }
+            let (built, html) = built.map_err(|e| e.to_string())?;
             std::fs::write(&output, &html).map_err(|e| format!("{}: {e}", output.display()))?;
             if !quiet {
                 eprintln!(
@@ -359,7 +366,12 @@ fn run(cli: Cli) -> Result<bool, Failure> {
             } else {
                 trace::redact::Redaction::default()
             };
-            let trace = read(&file, from)?;
+            let bar = progress::working(&format!("importing {}", file.display()), quiet);
+            let trace = read(&file, from);
+            if let Some(bar) = &bar {
+                bar.finish_and_clear();
+            }
+            let trace = trace?;
             let records = trace.entries.len();
             let text = import::redacted_jsonl(trace, &redaction);
             match &output {

@@ -72,3 +72,22 @@ pub fn step_sink(quiet: bool) -> (Box<dyn std::io::Write>, Option<ProgressBar>) 
         None => (sink, None),
     }
 }
+
+/// A spinner saying `what` is under way, with the time it has taken, for the commands with no
+/// steps to count (`report` builds its page whole, `import` converts a file whole); `None`
+/// under `-q` or when stderr is no terminal. Drawn at once, then ten times a second.
+#[must_use]
+pub fn working(what: &str, quiet: bool) -> Option<ProgressBar> {
+    if quiet || !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} {msg}  {elapsed_precise}")
+            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+    );
+    bar.set_message(what.to_owned());
+    bar.tick();
+    bar.enable_steady_tick(std::time::Duration::from_millis(100));
+    Some(bar)
+}

@@ -4,6 +4,19 @@
 //! informer stack (reflector, store, work queue, retry) plus controller-runtime's controller,
 //! with no clock, no I/O, no threads and no async.
 //!
+//! Add to `Cargo.toml`:
+//!
+//! ```toml
+//! [dependencies]
+//! reconcile-core = "0.1"
+//! # The binary picks the Kubernetes version (k8s-openapi builds only with one picked);
+//! # `default-features = false` leaves the Kubernetes types, and k8s-openapi, out.
+//! k8s-openapi = { version = "0.29", default-features = false, features = ["latest"] }
+//! ```
+//!
+//! A driver comes with it: `reconcile-tokio` or `reconcile-smol` (their front pages show their
+//! lines).
+//!
 //! The driver (tokio, smol, the simulator, a test) owns the sockets, timers and reconcile
 //! tasks; the core decides everything else. See [`ReconcileLoop`] for the contract: feed
 //! each [`Input`] stamped with `now`, drain [`ReconcileLoop::poll_output`] until

@@ -5,10 +5,24 @@
 //! `reconcile-tokio` (both are `reconcile-engine`'s), on smol's executor and `async-io`'s
 //! timers.
 //!
+//! Add to `Cargo.toml`:
+//!
+//! ```toml
+//! [dependencies]
+//! reconcile-smol = "0.1"
+//! # The binary picks the Kubernetes version (k8s-openapi builds only with one picked).
+//! k8s-openapi = { version = "0.29", default-features = false, features = ["latest"] }
+//! ```
+//!
+//! smol itself is re-exported (`reconcile_smol::smol`); `latest` is Kubernetes 1.37 in k8s-openapi
+//! 0.29, or pick `v1_33` to `v1_36` for the oldest apiserver you run against.
+//!
 //! ```no_run
 //! use std::sync::Arc;
-//! use reconcile_core::{KeyMap, pod::PodView};
-//! use reconcile_smol::{Action, Controller, Reconcile, SmolTransport, Source, default_error_policy};
+//! use reconcile_smol::{
+//!     Action, Controller, KeyMap, PodView, Reconcile, SmolTransport, Source, default_error_policy,
+//! };
+//! use reconcile_smol::smol;
 //!
 //! # fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! smol::block_on(async {

@@ -3,6 +3,20 @@
 //! Runs the [`reconcile_core`] state machine on tokio, with `kube` for HTTP: a thin shell
 //! that performs the core's commands (LIST, WATCH, reconcile) and feeds the results back.
 //!
+//! Add to `Cargo.toml`:
+//!
+//! ```toml
+//! [dependencies]
+//! reconcile-tokio = "0.1"
+//! kube = { version = "5", default-features = false, features = ["client", "rustls-tls", "ring"] }
+//! # The binary picks the Kubernetes version (k8s-openapi builds only with one picked).
+//! k8s-openapi = { version = "0.29", default-features = false, features = ["latest"] }
+//! tokio = { version = "1", features = ["macros", "rt-multi-thread"] }
+//! ```
+//!
+//! `latest` is Kubernetes 1.37 in k8s-openapi 0.29, or pick `v1_33` to `v1_36` for the oldest
+//! apiserver you run against; a library enables no version feature, only its dev-dependencies do.
+//!
 //! kube-runtime's model, one object per reconcile, with the source named by kube's `Api`:
 //!
 //! ```no_run
@@ -37,8 +51,7 @@
 //!
 //! ```no_run
 //! use std::sync::Arc;
-//! use reconcile_core::{KeyMap, pod::PodView};
-//! use reconcile_tokio::{Action, Controller, Reconcile, Source, default_error_policy};
+//! use reconcile_tokio::{Action, Controller, KeyMap, PodView, Reconcile, Source, default_error_policy};
 //!
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! let client = kube::Client::try_default().await?;

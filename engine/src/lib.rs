@@ -3,6 +3,19 @@
 //! The runtime-agnostic driver of [`reconcile_core`]: everything but spawning, sleeping, the
 //! clock and HTTP.
 //!
+//! Add to `Cargo.toml`:
+//!
+//! ```toml
+//! [dependencies]
+//! reconcile-engine = "0.1"
+//! # The binary picks the Kubernetes version (k8s-openapi builds only with one picked).
+//! k8s-openapi = { version = "0.29", default-features = false, features = ["latest"] }
+//! ```
+//!
+//! A controller usually depends on a driver (`reconcile-tokio`, `reconcile-smol`), which
+//! re-exports this crate as `engine`; depend on it directly to write a runtime of your own, or one
+//! controller body over any runtime.
+//!
 //! Built on futures-lite and async-channel only, so any runtime can host it by implementing
 //! [`Runtime`] (spawn, sleep, clock) and [`Transport`] (send a request, stream the body), as
 //! quinn hosts its protocol with a file per runtime. `reconcile-tokio` (tokio, `kube::Client`)

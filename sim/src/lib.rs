@@ -4,6 +4,18 @@
 //! let a simulated apiserver answer whatever the core asks while faults are injected, and
 //! throw thousands of seeded fault schedules at the same controller.
 //!
+//! Add to `Cargo.toml`:
+//!
+//! ```toml
+//! [dev-dependencies]
+//! # The deterministic runtime, the simulated cluster and the test kit, without the CLI.
+//! reconcile-sim = { version = "0.1", default-features = false, features = ["runtime"] }
+//! # A test binary is a final build: it picks the Kubernetes version.
+//! k8s-openapi = { version = "0.29", default-features = false, features = ["latest"] }
+//! ```
+//!
+//! The command line installs with `cargo install reconcile-sim`.
+//!
 //! | module | file(s) | concept |
 //! |---|---|---|
 //! | [`trace`] | (the `reconcile-trace` crate) | the JSON Lines trace format: header, records, faults |

@@ -168,6 +168,22 @@ fn assert_clean(check: &serde_json::Value, what: &str) {
         check["drawn_at_fit"].as_u64().unwrap_or(0) > 0,
         "{what}: nothing drawn"
     );
+    // Issue 32: every failure in the default view is drawn at least 5 px wide, in its colour.
+    assert_eq!(
+        check["failures"]["missing"],
+        serde_json::json!([]),
+        "{what}: failures not visible in the default view"
+    );
+    assert_eq!(
+        check["failures"]["visible"], check["failures"]["total"],
+        "{what}: failures visible"
+    );
+    // Issue 32: the arrow keys move the selection, the header, the counter and the address.
+    assert_eq!(
+        check["keyboard"]["problems"],
+        serde_json::json!([]),
+        "{what}: keyboard step navigation"
+    );
 }
 
 fn write(report: &report::Report, name: &str) -> PathBuf {
@@ -528,4 +544,102 @@ fn a_failing_explore_seed_prints_the_report_command_and_its_report_shows_the_vio
         r.summary.violations
     );
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Issue 32, read at a glance: cell-pool as `report` makes it by default (reconciles take no
+/// time, so b's failed reconcile has zero width), checked in Chromium: the failure is visible
+/// in the default view, that view is fitted to the activity rather than squeezed by the quiet
+/// tail of bookmarks (and says so), the invariants read as what must hold with PASS beside
+/// them, and the arrow keys move through the steps.
+#[test]
+fn cell_pool_at_a_glance_in_chromium() {
+    let Some(browser) = chromium() else { return };
+    let r = report::build(&load("cell-pool.jsonl"), &checked()).expect("report");
+    let html = write(&r, "cell-pool-glance.html");
+    let check = selfcheck(&browser, &html);
+    assert_clean(&check, "cell-pool at a glance");
+    assert!(
+        check["failures"]["total"].as_u64() >= Some(1),
+        "b's failed reconcile is in the default view: {}",
+        check["failures"]
+    );
+    assert_eq!(check["keyboard"]["tried"], true);
+    let fit = &check["fit"];
+    let (b, end, active) = (
+        fit["b"].as_f64().unwrap(),
+        fit["end"].as_f64().unwrap(),
+        fit["active_end"].as_f64().unwrap(),
+    );
+    assert!(
+        active >= b / 1.06 && b < end / 2.0,
+        "the default view ends after the activity ({active}) and well before the run's end ({end}): {fit}"
+    );
+    assert!(
+        fit["note"]
+            .as_str()
+            .unwrap()
+            .contains("fitted to the activity, until"),
+        "the range says why: {fit}"
+    );
+    assert_eq!(
+        check["invariant_marks"]["store differs from the world at quiescence"],
+        "PASS store matches the world at quiescence"
+    );
+    let marks = check["invariant_marks"].as_object().unwrap();
+    assert_eq!(marks.len(), r.summary.invariants.len());
+    assert!(
+        marks
+            .values()
+            .all(|m| m.as_str().unwrap().starts_with("PASS "))
+    );
+}
+
+/// Every invariant a report can list is worded as what must hold, not as the bug's name.
+#[test]
+fn every_invariant_has_a_rule_that_says_what_must_hold() {
+    let mut names: Vec<&str> = report::ALWAYS_CHECKED.to_vec();
+    names.extend(report::WORLD_CHECKED);
+    names.extend(report::PRIORITY_CHECKED);
+    names.push(reconcile_sim::replay::DIVERGENCE);
+    for name in names {
+        let rule = report::rule(name);
+        assert!(!rule.starts_with("never: "), "{name} has no rule");
+        if name != "backoff counts failures in a row" {
+            assert_ne!(rule, name, "{name}: the rule is the violation's name");
+        }
+    }
+    assert_eq!(report::rule("something new"), "never: something new");
+}
+
+/// A failing run's page marks the broken invariant FAIL, in Chromium.
+#[test]
+fn a_broken_invariant_is_marked_fail_in_chromium() {
+    let Some(browser) = chromium() else { return };
+    let trace = load("cell-pool.jsonl");
+    let mode = match checked() {
+        Mode::Simulate(mut o) => {
+            o.faults
+                .push(reconcile_sim::trace::parse_fault_flag("lose_change@0").expect("fault"));
+            Mode::Simulate(o)
+        }
+        m @ Mode::Replay(_) => m,
+    };
+    let r = report::build(&trace, &mode).expect("report");
+    assert!(
+        !r.summary.violations.is_empty(),
+        "lose_change breaks an invariant"
+    );
+    let html = write(&r, "cell-pool-lose-change.html");
+    let check = selfcheck(&browser, &html);
+    assert_eq!(check["errors"], serde_json::json!([]));
+    let marks = check["invariant_marks"].as_object().unwrap();
+    for v in &r.summary.violations {
+        let mark = marks[&v.invariant].as_str().unwrap();
+        assert_eq!(mark, format!("FAIL {}", report::rule(&v.invariant)));
+    }
+    assert_eq!(
+        check["failures"]["missing"],
+        serde_json::json!([]),
+        "violations visible in the default view"
+    );
 }

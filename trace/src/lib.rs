@@ -3,6 +3,15 @@
 //! The trace format of reconcile-loop: JSON Lines, a versioned header line, then one timestamped record per
 //! line (see `docs/trace-format.md`).
 //!
+//! Add to `Cargo.toml`:
+//!
+//! ```toml
+//! [dependencies]
+//! reconcile-trace = "0.1"
+//! ```
+//!
+//! It needs no Kubernetes version: it uses the core without its Kubernetes types.
+//!
 //! Payloads that came off the wire (LIST bodies, watch frames, objects) are kept as the exact
 //! bytes they were recorded with, so a replay feeds the core bit-identical input.
 
@@ -829,9 +838,30 @@ fn parse_fault(l: &Line<'_>) -> Result<Fault, String> {
         "clock_jump" => Fault::ClockJump {
             by: seconds("by_s", l.by_s.ok_or("clock_jump needs \"by_s\"")?)?,
         },
-        other => return Err(format!("unknown fault {other:?}")),
+        other => {
+            return Err(format!(
+                "unknown fault {other:?}; the faults are {}",
+                FAULT_NAMES.join(", ")
+            ));
+        }
     })
 }
+
+/// Every fault's name, as a trace's `fault` field and `--fault NAME[:ARG]@SECONDS` spell it,
+/// in the order the docs list them.
+pub const FAULT_NAMES: [&str; 11] = [
+    "watch_drop",
+    "gone_storm",
+    "too_large",
+    "malformed_frame",
+    "restart",
+    "compact",
+    "list_fail",
+    "slow_reconcile",
+    "fail_reconcile",
+    "lose_change",
+    "clock_jump",
+];
 
 /// A body given as `body` (JSON), `raw_body` (a string) or `body_base64` (any bytes), at
 /// most one of them; none is an empty body.
@@ -1352,6 +1382,24 @@ pub fn parse_fault_flag(spec: &str) -> Result<Entry, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_unknown_fault_lists_every_name_and_each_name_parses() {
+        let e = parse_fault_flag("watch_dorp@3").unwrap_err();
+        assert_eq!(
+            e,
+            "fault \"watch_dorp@3\": unknown fault \"watch_dorp\"; the faults are watch_drop, \
+             gone_storm, too_large, malformed_frame, restart, compact, list_fail, \
+             slow_reconcile, fail_reconcile, lose_change, clock_jump"
+        );
+        for name in FAULT_NAMES {
+            // Each listed name is known: what it lacks is its argument, never its name.
+            let e = parse_fault_flag(&format!("{name}@1"))
+                .err()
+                .unwrap_or_default();
+            assert!(!e.contains("unknown fault"), "{name}: {e}");
+        }
+    }
 
     const HEADER: &str = r#"{"reconcile_sim_trace":1,"parent":"label:cell"}"#;
 

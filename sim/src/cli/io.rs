@@ -89,6 +89,16 @@ pub fn stdout_sink() -> Box<dyn io::Write> {
     Box::new(io::stdout())
 }
 
+/// Where a run's step lines go: stdout, or nowhere under `-q`.
+#[must_use]
+pub fn step_sink(quiet: bool) -> Box<dyn io::Write> {
+    if quiet {
+        Box::new(io::sink())
+    } else {
+        stdout_sink()
+    }
+}
+
 /// Writes `text` to the standard output and flushes it.
 ///
 /// # Errors

@@ -6,6 +6,8 @@
 
 mod capture;
 mod io;
+mod progress;
+mod summary;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -64,6 +66,10 @@ enum Cmd {
         /// One JSON object per step.
         #[arg(long)]
         json: bool,
+        /// Print no step lines and no summary: only violations and errors (on stderr), and the
+        /// exit status.
+        #[arg(long, short)]
+        quiet: bool,
     },
     /// Replay mode: answer each command with the next recorded response; report divergence.
     Replay {
@@ -75,6 +81,10 @@ enum Cmd {
         /// One JSON object per step.
         #[arg(long)]
         json: bool,
+        /// Print no step lines and no summary: only violations and errors (on stderr), and the
+        /// exit status.
+        #[arg(long, short)]
+        quiet: bool,
     },
     /// Write one self-contained HTML page showing the run as a timeline: a lane per stream
     /// and per parent, zoom and pan, each step's line on a click, the summary on top.
@@ -105,6 +115,9 @@ enum Cmd {
         /// The core's priority queue and the starvation check, as for simulate.
         #[arg(long)]
         priority: bool,
+        /// No summary line: only violations and errors (on stderr), and the exit status.
+        #[arg(long, short)]
+        quiet: bool,
     },
     /// Record a cluster's LIST and WATCH of one resource type as a trace (redacted), until
     /// --duration, SIGINT, SIGTERM or SIGHUP (streamed to the file as it goes); replay
@@ -124,6 +137,9 @@ enum Cmd {
         /// included (redacted by default, as capture and the recorder redact).
         #[arg(long)]
         no_redact: bool,
+        /// No summary line on stderr (the trace still goes to stdout without --output).
+        #[arg(long, short)]
+        quiet: bool,
     },
     /// Swarm testing: each seed picks a fault profile and a workload, runs, heals, checks.
     ///
@@ -168,6 +184,10 @@ enum Cmd {
         /// keys waiting when it was queued.
         #[arg(long, conflicts_with_all = ["sources", "election"])]
         priority: bool,
+        /// Print only failing seeds (with their reproducers) and the summary line, not the
+        /// profiles and fault paths.
+        #[arg(long, short, conflicts_with = "verbose")]
+        quiet: bool,
     },
     /// Run one election scenario step by step: a file (as explore writes for a failing
     /// seed), or a generated seed.
@@ -190,6 +210,10 @@ enum Cmd {
         /// One JSON object per step.
         #[arg(long)]
         json: bool,
+        /// Print no step lines and no summary: only violations and errors (on stderr), and the
+        /// exit status.
+        #[arg(long, short)]
+        quiet: bool,
     },
 }
 
@@ -208,6 +232,7 @@ fn run(cli: Cli) -> Result<bool, Failure> {
             check,
             priority,
             json,
+            quiet,
         } => {
             let trace = read(&file, from)?;
             let faults = faults
@@ -226,26 +251,45 @@ fn run(cli: Cli) -> Result<bool, Failure> {
                 ..SimOptions::default()
             };
             reconcile_sim::simulate::validate(&trace, &opts).map_err(|e| e.to_string())?;
-            let report = reconcile_sim::simulate::simulate_to(&trace, &opts, io::stdout_sink())
-                .map_err(|e| run_failure(&file, e))?;
+            let (sink, bar) = progress::step_sink(quiet);
+            let report = reconcile_sim::simulate::simulate_to(&trace, &opts, sink);
+            if let Some(bar) = bar {
+                bar.finish_and_clear();
+            }
+            let report = report.map_err(|e| run_failure(&file, e))?;
             for v in &report.violations {
                 io::warn(&format!(
                     "VIOLATION at {}: {}: {}",
                     v.at, v.invariant, v.detail
                 ));
             }
+            if !quiet {
+                io::warn(&summary::simulate(&file, &report, check));
+            }
             Ok(report.violations.is_empty())
         }
-        Cmd::Replay { file, from, json } => {
+        Cmd::Replay {
+            file,
+            from,
+            json,
+            quiet,
+        } => {
             let trace = read(&file, from)?;
             let opts = ReplayOptions {
                 render: if json { Render::Json } else { Render::Text },
                 max_steps: reconcile_sim::simulate::step_budget(&trace),
             };
-            let report = reconcile_sim::replay::replay_to(&trace, &opts, io::stdout_sink())
-                .map_err(|e| run_failure(&file, e))?;
+            let (sink, bar) = progress::step_sink(quiet);
+            let report = reconcile_sim::replay::replay_to(&trace, &opts, sink);
+            if let Some(bar) = bar {
+                bar.finish_and_clear();
+            }
+            let report = report.map_err(|e| run_failure(&file, e))?;
             for v in &report.violations {
                 io::warn(&format!("{}: {}", v.invariant, v.detail));
+            }
+            if !quiet {
+                io::warn(&summary::replay(&file, &report));
             }
             Ok(report.violations.is_empty())
         }
@@ -259,6 +303,7 @@ fn run(cli: Cli) -> Result<bool, Failure> {
             reconcile_duration,
             no_check,
             priority,
+            quiet,
         } => {
             let trace = read(&file, from)?;
             let mode = if replay {
@@ -278,18 +323,27 @@ fn run(cli: Cli) -> Result<bool, Failure> {
                     ..SimOptions::default()
                 })
             };
-            let built = report::build(&trace, &mode).map_err(|e| e.to_string())?;
-            let html = built.to_html();
+            let bar = progress::working(&format!("building {}", output.display()), quiet);
+            let built = report::build(&trace, &mode).map(|built| {
+                let html = built.to_html();
+                (built, html)
+            });
+            if let Some(bar) = bar {
+                bar.finish_and_clear();
+            }
+            let (built, html) = built.map_err(|e| e.to_string())?;
             std::fs::write(&output, &html).map_err(|e| format!("{}: {e}", output.display()))?;
-            eprintln!(
-                "{}: {} steps, {} lanes, {} items, {} violations, {} KiB",
-                output.display(),
-                built.summary.steps,
-                built.timeline.lanes.len(),
-                built.timeline.items.len(),
-                built.summary.violations.len(),
-                html.len() / 1024
-            );
+            if !quiet {
+                eprintln!(
+                    "{}: {} steps, {} lanes, {} items, {} violations, {} KiB",
+                    output.display(),
+                    built.summary.steps,
+                    built.timeline.lanes.len(),
+                    built.timeline.items.len(),
+                    built.summary.violations.len(),
+                    html.len() / 1024
+                );
+            }
             // As `simulate` and `replay`: a run with violations exits 1, the page written.
             for v in &built.summary.violations {
                 io::warn(&format!("VIOLATION: {}: {}", v.invariant, v.detail));
@@ -305,17 +359,33 @@ fn run(cli: Cli) -> Result<bool, Failure> {
             file,
             output,
             no_redact,
+            quiet,
         } => {
             let redaction = if no_redact {
                 trace::redact::Redaction::none()
             } else {
                 trace::redact::Redaction::default()
             };
-            let text = import::redacted_jsonl(read(&file, from)?, &redaction);
-            match output {
-                Some(out) => trace::write_private(&out, text.as_bytes())
+            let bar = progress::working(&format!("importing {}", file.display()), quiet);
+            let trace = read(&file, from);
+            if let Some(bar) = &bar {
+                bar.finish_and_clear();
+            }
+            let trace = trace?;
+            let records = trace.entries.len();
+            let text = import::redacted_jsonl(trace, &redaction);
+            match &output {
+                Some(out) => trace::write_private(out, text.as_bytes())
                     .map_err(|e| format!("{}: {e}", out.display()))?,
                 None => io::print(&text)?,
+            }
+            if !quiet {
+                io::warn(&summary::import(
+                    &file,
+                    output.as_deref(),
+                    records,
+                    no_redact,
+                ));
             }
             Ok(true)
         }
@@ -329,6 +399,7 @@ fn run(cli: Cli) -> Result<bool, Failure> {
             election,
             election_drift,
             priority,
+            quiet,
         } => {
             let seeds = explore::parse_seeds(&seeds)?;
             let election_drift =
@@ -348,8 +419,26 @@ fn run(cli: Cli) -> Result<bool, Failure> {
                 priority,
                 ..ExploreOptions::default()
             };
+            let bar = progress::seeds(seeds.end - seeds.start, quiet);
+            let opts = ExploreOptions {
+                progress: bar
+                    .as_ref()
+                    .map_or_else(explore::SeedProgress::default, |b| {
+                        let b = b.clone();
+                        explore::SeedProgress::new(move |n| b.set_position(n))
+                    }),
+                ..opts
+            };
             let report = explore::explore(seeds, &opts);
-            io::print(&report.render(long))?;
+            if let Some(b) = bar {
+                b.finish_and_clear();
+            }
+            let text = report.render(long);
+            io::print(if quiet {
+                summary::explore_brief(&text)
+            } else {
+                &text
+            })?;
             Ok(report.failures.is_empty())
         }
         Cmd::Election {
@@ -359,6 +448,7 @@ fn run(cli: Cli) -> Result<bool, Failure> {
             long,
             scenario,
             json,
+            quiet,
         } => {
             let loaded = match (file, seed) {
                 (Some(path), _) => {
@@ -383,11 +473,22 @@ fn run(cli: Cli) -> Result<bool, Failure> {
                 ..election::RunOptions::default()
             };
             let report = election::run(&loaded, &opts).map_err(|e| e.to_string())?;
-            io::print(&report.output)?;
+            if !quiet {
+                io::print(&report.output)?;
+            }
             for v in &report.violations {
                 io::warn(&format!(
                     "VIOLATION at {}: {}: {}",
                     v.at, v.invariant, v.detail
+                ));
+            }
+            if !quiet {
+                io::warn(&format!(
+                    "election: {} steps, {} terms, {} takeovers, {} violations",
+                    report.steps,
+                    report.terms,
+                    report.takeovers,
+                    report.violations.len()
                 ));
             }
             Ok(report.violations.is_empty())

@@ -47,6 +47,7 @@ pub fn explore(seeds: Range<u64>, opts: &ExploreOptions) -> ExploreReport {
         let (scenario, profile) = generate(seed, opts.long, drift);
         let result = run(&scenario, &quiet()).unwrap_or_else(|e| configuration_failure(&e));
         report.seeds += 1;
+        opts.progress.done(report.seeds);
         report.steps += result.steps;
         *report.profiles.entry(profile).or_default() += 1;
         for (path, n) in &result.paths {

@@ -27,7 +27,7 @@ pub use busy::{BUSY_PROFILES, BUSY_RECONCILE, generate_busy, run_busy};
 pub use generate::generate;
 pub use many::generate_many;
 pub use minimize::{MAX_MINIMIZE_RUNS, ddmin, minimize, minimize_with};
-pub use options::{ExploreOptions, MAX_SEEDS, Sources, parse_seeds};
+pub use options::{ExploreOptions, MAX_SEEDS, SeedProgress, Sources, parse_seeds};
 pub use profiles::{
     MANY_SOURCE_PROFILES, PAGED_PROFILES, PROFILES, PROTOBUF_PROFILES, ask_for_protobuf,
     many_sources, page_size_for, protobuf_for, streaming_for,
@@ -119,6 +119,7 @@ pub fn explore(seeds: Range<u64>, opts: &ExploreOptions) -> ExploreReport {
         }
         let result = run_one(&trace, pages, streaming);
         report.seeds += 1;
+        opts.progress.done(report.seeds);
         report.steps += result.steps;
         *report.profiles.entry(profile).or_default() += 1;
         for (path, n) in &result.paths {

@@ -38,6 +38,39 @@ pub struct ExploreOptions {
     ///
     /// [`CORE_NORMAL_IN_A_ROW`]: crate::starvation::CORE_NORMAL_IN_A_ROW
     pub starvation_rule: u32,
+    /// Told after each seed is done, with how many are: the command line's progress bar.
+    /// Nothing by default; it never changes what a seed does.
+    pub progress: SeedProgress,
+}
+
+/// A callback for seeds done ([`ExploreOptions::progress`]): `done(n)` after the `n`-th seed
+/// of a run, from the thread running the exploration.
+#[derive(Clone, Default)]
+pub struct SeedProgress(Option<std::sync::Arc<dyn Fn(u64) + Send + Sync>>);
+
+impl SeedProgress {
+    /// Calls `f(n)` after the `n`-th seed.
+    #[must_use]
+    pub fn new(f: impl Fn(u64) + Send + Sync + 'static) -> Self {
+        SeedProgress(Some(std::sync::Arc::new(f)))
+    }
+
+    /// Says that `n` seeds are done.
+    pub fn done(&self, n: u64) {
+        if let Some(f) = &self.0 {
+            f(n);
+        }
+    }
+}
+
+impl std::fmt::Debug for SeedProgress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "SeedProgress(set)"
+        } else {
+            "SeedProgress(none)"
+        })
+    }
 }
 
 impl Default for ExploreOptions {
@@ -53,6 +86,7 @@ impl Default for ExploreOptions {
             election_drift: crate::election::generate::DEFAULT_DRIFT,
             priority: false,
             starvation_rule: crate::starvation::CORE_NORMAL_IN_A_ROW,
+            progress: SeedProgress::default(),
         }
     }
 }

@@ -131,10 +131,49 @@ pub struct Summary {
 /// One invariant checked.
 #[derive(Debug, Clone, Serialize)]
 pub struct InvariantResult {
-    /// Its stable name.
+    /// Its stable name: the violation's, which names what went wrong ("store differs from
+    /// the world at quiescence").
     pub name: String,
+    /// What must hold, as the page shows it ("store matches the world at quiescence"):
+    /// [`rule`] of the name.
+    pub rule: String,
     /// True when no violation of it was seen.
     pub held: bool,
+}
+
+/// What must hold for the invariant whose violation is named `violation`: the page shows
+/// this beside a PASS or FAIL mark, where a green check beside the violation's own name read
+/// as a bug found (issue 32). A name this table does not know reads "never: NAME".
+#[must_use]
+pub fn rule(violation: &str) -> String {
+    let known = match violation {
+        "backoff counts failures in a row" => "backoff counts failures in a row",
+        "retry delay out of bounds" => "every retry delay within its bounds",
+        "key reconciled twice at once" => "no key reconciled twice at once",
+        "command for a closed stream" => "no command for a closed stream",
+        "command after stop" => "no command after stop",
+        "queue unbounded" => "the work queue stays bounded",
+        "WATCH without a cursor from a LIST or a frame" => {
+            "every WATCH starts from a cursor a LIST or a frame gave"
+        }
+        "step limit" => "the run ends within its step limit",
+        "a copy kept from the change log differs from the cache" => {
+            "copies kept from the change log match the cache"
+        }
+        "store differs from the world at quiescence" => "store matches the world at quiescence",
+        "source differs from the world at quiescence" => {
+            "every source matches the world at quiescence"
+        }
+        "parent not reconciled after its last change" => {
+            "every parent reconciled after its last change"
+        }
+        "low-priority key starved" => "no low-priority key starves",
+        "normal-priority key starved" => "no normal-priority key starves",
+        "woken parent never dispatched" => "every woken parent is dispatched",
+        DIVERGENCE => "the core asks what the recording answered (no divergence)",
+        other => return format!("never: {other}"),
+    };
+    known.to_owned()
 }
 
 /// A violation, as shown.
@@ -240,6 +279,7 @@ fn summary(mode: &Mode, run: &RunReport, timeline: &Timeline) -> Summary {
         .iter()
         .map(|&name| InvariantResult {
             name: name.to_owned(),
+            rule: rule(name),
             held: !run.violations.iter().any(|v| v.invariant == name),
         })
         .collect();
@@ -247,6 +287,7 @@ fn summary(mode: &Mode, run: &RunReport, timeline: &Timeline) -> Summary {
         if !invariants.iter().any(|i| i.name == v.invariant) {
             invariants.push(InvariantResult {
                 name: v.invariant.to_owned(),
+                rule: rule(v.invariant),
                 held: false,
             });
         }

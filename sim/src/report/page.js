@@ -13,6 +13,17 @@
     reconcile_error: "#f04438", reconcile_cancelled: "#98a2b3", backoff: "#fec84b",
     requeue: "#d9d6fe", core: "#667085", note: "#0e9384", violation: "#b42318"
   };
+  // Failures: never thinner than FAIL_MIN_PX, and marked with a triangle at the lane's top,
+  // so a failed reconcile of zero width (reconciles take no time unless asked) still shows.
+  var FAIL_KINDS = { list_failed: 1, error_frame: 1, watch_failed: 1, reconcile_error: 1, violation: 1 };
+  var FAIL_MIN_PX = 5;
+  // Kinds that are not activity: a run's quiet tail holds only these (bookmarks, the idle
+  // watch that carries them and its renewal at timeoutSeconds, a requeue's wait), and the
+  // run's closing "end: ..." note, so the fit view leaves them out.
+  var QUIET_KINDS = { bookmark: 1, watch: 1, watch_end: 1, requeue: 1 };
+  function quiet(i) {
+    return QUIET_KINDS[kindName[i]] === 1 || (kindName[i] === "note" && /^end[: ]/.test(it.label[i] || ""));
+  }
   var SPAN_KINDS = { list: 1, list_failed: 1, watch: 1, reconcile_ok: 1, reconcile_requeue: 1,
     reconcile_error: 1, reconcile_cancelled: 1, backoff: 1, requeue: 1 };
   // Items, as columns; kinds by name.
@@ -30,6 +41,24 @@
     if (d > laneMaxDur[it.lane[i]]) { laneMaxDur[it.lane[i]] = d; }
   }
   var end = Math.max(data.end_ns, 1);
+  // Where the activity ends: the last item that is not quiet (steps with no item count too).
+  var activeEnd = 0;
+  for (i = 0; i < n; i++) {
+    if (!quiet(i) && it.t1[i] > activeEnd) { activeEnd = it.t1[i]; }
+  }
+  // Fit to the activity when the quiet tail is most of the run; "fit" again shows it all.
+  var fitEnd = activeEnd > 0 && activeEnd < end * 0.8 ? activeEnd * 1.05 : end;
+  var fitStart = fitEnd < end ? -fitEnd * 0.02 : 0; // a margin, so what happens at +0s shows
+
+  // Each step's first item (-1: none), for keyboard navigation.
+  var stepFirst = new Array(data.step_line.length).fill(-1);
+  for (i = 0; i < n; i++) {
+    var st = it.step[i];
+    if (stepFirst[st] === -1 || it.t0[i] < it.t0[stepFirst[st]]) { stepFirst[st] = i; }
+  }
+  // Steps as the summary counts them: the last line ("# end: ...") is the run's end, no step.
+  var totalSteps = data.step_line.length;
+  data.summary.counts.forEach(function (c) { if (c[0] === "steps" && c[1] <= totalSteps) { totalSteps = c[1]; } });
   var view = { a: 0, b: end };
   var selected = -1;
   var currentStep = -1;
@@ -77,13 +106,18 @@
     var inv = document.getElementById("invariants");
     var broken = 0;
     s.invariants.forEach(function (v) {
-      var e = el("li", v.held ? "held" : "broken", v.name);
+      // What must hold, with PASS or FAIL: the violation's own name ("store differs from
+      // the world") is the tooltip, as a failing run reports it.
+      var e = el("li", v.held ? "held" : "broken");
+      e.appendChild(el("span", "mark", v.held ? "PASS" : "FAIL"));
+      e.appendChild(el("span", "rule", v.rule));
       e.dataset.invariant = v.name;
+      e.title = v.held ? "never seen: \u201c" + v.name + "\u201d" : "seen: \u201c" + v.name + "\u201d";
       if (!v.held) { broken++; }
       inv.appendChild(e);
     });
     document.getElementById("invariants-title").textContent =
-      s.invariants.length + " invariant checks (\u2713: never fired), " + (broken ? broken + " fired" : "none fired");
+      s.invariants.length + " invariants: " + (s.invariants.length - broken) + " pass, " + broken + " fail";
     var vl = document.getElementById("violations");
     s.violations.forEach(function (v) {
       var e = el("li", "violation", fmt(v.t_ns) + "  " + v.invariant + ": " + v.detail);
@@ -172,7 +206,18 @@
       var digits = Math.max(0, Math.min(9, -Math.floor(Math.log10(step / 1e9))));
       actx.fillText((secs < 0 ? "-" : "+") + Math.abs(secs).toFixed(digits) + "s", x + 3, s.h / 2 - 2);
     }
-    document.getElementById("range").textContent = fmt(view.a) + " … " + fmt(view.b) + "  (" + fmtSpan(span) + ")";
+    var note = "";
+    if (fitEnd < end && view.a === fitStart && view.b === fitEnd) {
+      note = "  · fitted to the activity, until " + fmt(activeEnd) + ": after it, until " + fmt(end) +
+        ", only bookmarks and watch renewals (fit again, or 0 twice, for the whole run)";
+    }
+    document.getElementById("range").textContent = fmt(view.a) + " … " + fmt(view.b) + "  (" + fmtSpan(span) + ")" + note;
+  }
+
+  // Where a thin failure is drawn: the whole pixel column nearest its centre, kept inside the
+  // canvas so that a failure at the run's first or last instant is not cut in half.
+  function failX(x0, x1, w) {
+    return Math.min(Math.max(Math.round((x0 + x1) / 2), 3), Math.floor(w) - 4);
   }
 
   function draw() {
@@ -229,8 +274,27 @@
         }
       }
       for (var m = 0; m < marks.length; m += 2) {
-        ctx.fillStyle = COLORS[kindName[marks[m]]] || "#000";
+        var mk = kindName[marks[m]];
+        ctx.fillStyle = COLORS[mk] || "#000";
+        if (FAIL_KINDS[mk] === 1) { continue; }
         ctx.fillRect(marks[m + 1] - 1, y + 3, 2, ROW - 6);
+      }
+      // Failures last, on top of everything in the lane: at least FAIL_MIN_PX wide, with a
+      // triangle above.
+      for (var f = i0; f < hi && it.t0[f] <= view.b; f++) {
+        var fk = kindName[f];
+        if (FAIL_KINDS[fk] !== 1 || it.t1[f] < view.a) { continue; }
+        var fx0 = (it.t0[f] - view.a) * scale, fx1 = (it.t1[f] - view.a) * scale;
+        if (fx1 - fx0 >= FAIL_MIN_PX) { continue; } // drawn as a span already
+        var fc = failX(fx0, fx1, s.w);
+        ctx.fillStyle = COLORS[fk] || "#000";
+        ctx.fillRect(fc - 2, y + 4, FAIL_MIN_PX, ROW - 6);
+        ctx.beginPath();
+        ctx.moveTo(fc - 3.5, y);
+        ctx.lineTo(fc + 4.5, y);
+        ctx.lineTo(fc + 0.5, y + 4);
+        ctx.closePath();
+        ctx.fill();
       }
     }
     if (selected >= 0) {
@@ -302,9 +366,42 @@
     if (step < 0 || step >= data.step_line.length) { return; }
     currentStep = step;
     document.getElementById("step-line").textContent = data.step_line[step];
-    document.getElementById("step-index").textContent = "step " + (step + 1) + " of " + data.step_line.length;
+    document.getElementById("step-index").textContent =
+      step < totalSteps ? "step " + (step + 1) + " of " + totalSteps : "the run's end, after step " + totalSteps;
   }
 
+  // The address remembers the step (#step=N, 1-based), so a reload or a shared link opens on it.
+  function rememberStep(step) {
+    if (selfchecking || step < 0) { return; }
+    history.replaceState(null, "", "#step=" + (step + 1));
+  }
+
+  // Keyboard and button navigation: step `step`'s first item selected (the header names it),
+  // its lane scrolled into view and the view moved to it; a step with no item on the timeline
+  // clears the selection and says so.
+  function goToStep(step) {
+    if (step < 0 || step >= data.step_line.length) { return; }
+    var i = stepFirst[step];
+    if (i >= 0) {
+      select(i);
+      var lane = it.lane[i];
+      var top = lanesEl.scrollTop, h = lanesEl.clientHeight || ROW;
+      if (lane * ROW < top || (lane + 1) * ROW > top + h) { lanesEl.scrollTop = Math.max(0, lane * ROW - h / 2); }
+      var w = view.b - view.a;
+      if (it.t0[i] < view.a || it.t0[i] > view.b) { setView(it.t0[i] - w / 2, it.t0[i] + w / 2); }
+    } else {
+      selected = -1;
+      document.getElementById("detail-head").textContent = "step " + (step + 1) + ": nothing on the timeline";
+      var endLine = document.getElementById("end-step-line");
+      endLine.hidden = true;
+      endLine.textContent = "";
+      showStep(step);
+    }
+    rememberStep(step);
+    redraw();
+  }
+
+  var selfchecking = false;
   function select(i) {
     selected = i;
     var endLine = document.getElementById("end-step-line");
@@ -314,6 +411,7 @@
     if (it.t1[i] > it.t0[i]) { head += " … " + fmt(it.t1[i]) + " (" + fmtSpan(it.t1[i] - it.t0[i]) + ")"; }
     document.getElementById("detail-head").textContent = head;
     showStep(it.step[i]);
+    rememberStep(it.step[i]);
     if (it.end_step[i] !== it.step[i]) {
       endLine.hidden = false;
       endLine.textContent = data.step_line[it.end_step[i]];
@@ -349,7 +447,15 @@
     select(hit(e.clientX - r.left, e.clientY - r.top));
     canvas.focus();
   });
-  canvas.addEventListener("dblclick", function () { setView(0, end); });
+  // Fit: to the activity first; when the view is already that, to the whole run.
+  function fit() {
+    if (fitEnd < end && !(view.a === fitStart && view.b === fitEnd)) {
+      setView(fitStart, fitEnd);
+    } else {
+      setView(0, end);
+    }
+  }
+  canvas.addEventListener("dblclick", fit);
   canvas.addEventListener("wheel", function (e) {
     e.preventDefault();
     var r = canvas.getBoundingClientRect();
@@ -365,17 +471,17 @@
   window.addEventListener("resize", redraw);
   document.getElementById("zoom-in").addEventListener("click", function () { zoom(0.5); });
   document.getElementById("zoom-out").addEventListener("click", function () { zoom(2); });
-  document.getElementById("fit").addEventListener("click", function () { setView(0, end); });
-  document.getElementById("prev-step").addEventListener("click", function () { showStep(currentStep - 1); redraw(); });
-  document.getElementById("next-step").addEventListener("click", function () { showStep(currentStep + 1); redraw(); });
+  document.getElementById("fit").addEventListener("click", fit);
+  document.getElementById("prev-step").addEventListener("click", function () { goToStep(currentStep - 1); });
+  document.getElementById("next-step").addEventListener("click", function () { goToStep(currentStep + 1); });
   window.addEventListener("keydown", function (e) {
     var span = view.b - view.a;
     switch (e.key) {
       case "+": case "=": zoom(0.5); break;
       case "-": zoom(2); break;
-      case "0": setView(0, end); break;
-      case "ArrowLeft": showStep(currentStep - 1); redraw(); break;
-      case "ArrowRight": showStep(currentStep + 1); redraw(); break;
+      case "0": fit(); break;
+      case "ArrowLeft": goToStep(currentStep - 1); break;
+      case "ArrowRight": goToStep(currentStep + 1); break;
       case "a": setView(view.a - span / 5, view.b - span / 5); break;
       case "d": setView(view.a + span / 5, view.b + span / 5); break;
       default: return;
@@ -397,6 +503,65 @@
     document.querySelectorAll("#invariants li").forEach(function (e) {
       out.invariants[e.dataset.invariant] = e.className === "held";
     });
+    selfchecking = true;
+    out.fit = { a: view.a, b: view.b, end: end, active_end: activeEnd, note: document.getElementById("range").textContent };
+    out.invariant_marks = {};
+    document.querySelectorAll("#invariants li").forEach(function (e) {
+      out.invariant_marks[e.dataset.invariant] = e.querySelector(".mark").textContent + " " + e.querySelector(".rule").textContent;
+    });
+    // Failures in the default view: each one's centre and 2 px either side must be its colour.
+    out.failures = { total: 0, visible: 0, missing: [] };
+    var dpr = window.devicePixelRatio || 1;
+    function hex(x, y) {
+      var p = ctx.getImageData(Math.round(x * dpr), Math.round(y * dpr), 1, 1).data;
+      return "#" + [p[0], p[1], p[2]].map(function (c) { return (c < 16 ? "0" : "") + c.toString(16); }).join("");
+    }
+    for (var fi = 0; fi < n && out.failures.total < 200; fi++) {
+      if (FAIL_KINDS[kindName[fi]] !== 1 || it.t0[fi] > view.b || it.t1[fi] < view.a) { continue; }
+      out.failures.total++;
+      lanesEl.scrollTop = Math.max(0, it.lane[fi] * ROW - ROW);
+      draw();
+      var sc = canvas.clientWidth / (view.b - view.a);
+      var fx0c = (it.t0[fi] - view.a) * sc, fx1c = (it.t1[fi] - view.a) * sc;
+      var fcx = fx1c - fx0c >= FAIL_MIN_PX ? (Math.max(fx0c, 0) + Math.min(fx1c, canvas.clientWidth)) / 2 : failX(fx0c, fx1c, canvas.clientWidth);
+      var fcy = it.lane[fi] * ROW - lanesEl.scrollTop + ROW / 2;
+      var want = COLORS[kindName[fi]];
+      var got = [hex(fcx - 2, fcy), hex(fcx, fcy), hex(fcx + 2, fcy)];
+      if (got.every(function (g) { return g === want; })) { out.failures.visible++; } else {
+        out.failures.missing.push(lanes[it.lane[fi]].name + " " + kindName[fi] + " at " + fmt(it.t0[fi]) + ": " + got.join(",") + " not " + want);
+      }
+    }
+    lanesEl.scrollTop = 0;
+    draw();
+    // Keyboard: from a step whose next step has an item, ArrowRight selects that item, names
+    // it in the header, moves the counter and the address; ArrowLeft comes back.
+    out.keyboard = { tried: false, problems: [] };
+    var from = -1;
+    for (var ks = 1; ks + 1 < stepFirst.length; ks++) { if (stepFirst[ks] >= 0 && stepFirst[ks + 1] >= 0 && stepFirst[ks + 1] !== stepFirst[ks]) { from = ks; break; } }
+    if (from >= 0) {
+      out.keyboard.tried = true;
+      selfchecking = false;
+      var expect = function (step, what) {
+        var want = stepFirst[step];
+        var head = document.getElementById("detail-head").textContent;
+        if (currentStep !== step) { out.keyboard.problems.push(what + ": current step " + currentStep + ", not " + step); }
+        if (selected !== want) { out.keyboard.problems.push(what + ": selected " + selected + ", not " + want); }
+        if (head.indexOf(lanes[it.lane[want]].name + " · ") !== 0 || head.indexOf(fmt(it.t0[want])) < 0) { out.keyboard.problems.push(what + ": header " + head); }
+        var idx = document.getElementById("step-index").textContent;
+        if (idx !== "step " + (step + 1) + " of " + totalSteps) { out.keyboard.problems.push(what + ": counter " + idx); }
+        if (location.hash !== "#step=" + (step + 1)) { out.keyboard.problems.push(what + ": address " + location.hash); }
+      };
+      goToStep(from);
+      expect(from, "start");
+      window.dispatchEvent(new KeyboardEvent("keydown", { key: "ArrowRight", bubbles: true, cancelable: true }));
+      expect(from + 1, "ArrowRight");
+      window.dispatchEvent(new KeyboardEvent("keydown", { key: "ArrowLeft", bubbles: true, cancelable: true }));
+      expect(from, "ArrowLeft");
+      selfchecking = true;
+      history.replaceState(null, "", "#selfcheck");
+      select(-1);
+      setView(fitStart, fitEnd);
+    }
     // Zoom: a wheel event over the canvas narrows the view.
     var before = view.b - view.a;
     var r = canvas.getBoundingClientRect();
@@ -430,7 +595,7 @@
     }
     select(-1);
     lanesEl.scrollTop = 0;
-    setView(0, end);
+    setView(fitStart, fitEnd);
     draw();
     out.errors = window.__reportErrors.slice();
     var pre = document.getElementById("selfcheck");
@@ -449,7 +614,7 @@
   });
   summary();
   laneLabels();
-  setView(0, end);
+  setView(fitStart, fitEnd);
   if (params.view) {
     var v = params.view.split(",").map(Number);
     if (v.length === 2 && isFinite(v[0]) && isFinite(v[1]) && v[1] > v[0]) { setView(v[0] * 1e9, v[1] * 1e9); }

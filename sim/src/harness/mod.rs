@@ -29,11 +29,13 @@ use crate::meta_view::MetaView;
 use crate::trace::{Header, ScriptedOutcome};
 
 mod invariants;
+mod observed;
 mod reconciles;
 mod render;
 mod wakes;
 
-use crate::harness::wakes::{Placed, Starvation, note_observed};
+use crate::harness::wakes::{Placed, Starvation, note_observed, woken_by};
+pub use observed::Observation;
 
 /// The core as the simulator runs it: partial pod views, parents named by strings.
 pub type Core = ReconcileLoop<PodView, String>;
@@ -208,6 +210,9 @@ pub struct Harness {
     /// From this instant on, reconciles are acknowledged but never recorded as run (a
     /// driver bug, to show the convergence check fires; [`Harness::lose_dispatches_from`]).
     lose_dispatches_from: Option<Instant>,
+    /// What the core did, for a comparison against another client; `None` unless
+    /// [`Harness::observe`] turned it on.
+    observations: Option<Vec<Observation>>,
     /// Invariants broken so far.
     pub violations: Vec<Violation>,
     /// Fault paths reached.
@@ -302,6 +307,7 @@ impl Harness {
             last_dispatch: BTreeMap::new(),
             observed_change: BTreeMap::new(),
             observed_cache: BTreeMap::new(),
+            observations: None,
             lose_dispatches_from: None,
             violations: Vec::new(),
             paths: PathCounts::new(),
@@ -452,6 +458,19 @@ impl Harness {
             }
         });
         let mut woken = BTreeSet::new();
+        if let Some(log) = &mut self.observations {
+            let objects = woken_objects(&self.observed_cache, cleared, &changed);
+            if !objects.is_empty() {
+                let mut parents = BTreeSet::new();
+                note_observed(
+                    &mut self.observed_cache.clone(),
+                    cleared,
+                    &changed,
+                    &mut parents,
+                );
+                log.push(Observation::Woke { objects, parents });
+            }
+        }
         note_observed(&mut self.observed_cache, cleared, &changed, &mut woken);
         for parent in woken {
             self.observed_change.insert(parent, self.steps);
@@ -459,7 +478,40 @@ impl Harness {
         if let Some(s) = &mut self.starvation {
             s.note_changes(cleared, changed);
         }
-        self.drain(input)
+        let io = self.drain(input);
+        if let Some(log) = &mut self.observations {
+            for command in &io.commands {
+                match command {
+                    Command::List { source, .. } if source.get() == 0 => {
+                        log.push(Observation::List)
+                    }
+                    Command::Watch {
+                        source,
+                        resource_version,
+                        send_initial_events,
+                        ..
+                    } if source.get() == 0 => log.push(Observation::Watch {
+                        resource_version: resource_version.clone(),
+                        send_initial_events: *send_initial_events,
+                    }),
+                    _ => {}
+                }
+            }
+        }
+        io
+    }
+
+    /// Turns on the observation log ([`Observation`]), from the next step on.
+    pub fn observe(&mut self) {
+        self.observations.get_or_insert_with(Vec::new);
+    }
+
+    /// The observations so far, leaving the log empty (and on, if it was).
+    pub fn take_observations(&mut self) -> Vec<Observation> {
+        self.observations
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
     }
 
     /// Starts the core.
@@ -842,4 +894,46 @@ impl Harness {
             _ => io.commands.push(command),
         }
     }
+}
+
+/// The keys of the objects one step's change log woke, by the rule of
+/// [`note_observed`]: an object new, gone, moved or at another resourceVersion.
+fn woken_objects(
+    cached: &BTreeMap<String, Placed>,
+    cleared: bool,
+    changed: &[(String, Option<Placed>)],
+) -> BTreeSet<String> {
+    let mut objects = BTreeSet::new();
+    let mut wakes = |key: &str, old: Option<&Placed>, new: Option<&Placed>| {
+        let mut parents = BTreeSet::new();
+        woken_by(old, new, &mut parents);
+        if !parents.is_empty() {
+            objects.insert(key.to_owned());
+        }
+    };
+    if cleared {
+        let new: BTreeMap<&str, &Placed> = changed
+            .iter()
+            .filter_map(|(k, v)| v.as_ref().map(|v| (k.as_str(), v)))
+            .collect();
+        for (key, old) in cached {
+            wakes(key, Some(old), new.get(key.as_str()).copied());
+        }
+        for (key, value) in &new {
+            if !cached.contains_key(*key) {
+                wakes(key, None, Some(value));
+            }
+        }
+    } else {
+        let mut now: BTreeMap<&str, Option<&Placed>> = BTreeMap::new();
+        for (key, new) in changed {
+            let old = now
+                .get(key.as_str())
+                .copied()
+                .unwrap_or_else(|| cached.get(key));
+            wakes(key, old, new.as_ref());
+            now.insert(key, new.as_ref());
+        }
+    }
+    objects
 }

@@ -105,7 +105,7 @@ type Request struct {
 	Verb            string `json:"verb"`
 	ResourceVersion string `json:"resource_version"`
 	// SendInitialEvents is set on a WATCH that asks for a streaming list.
-	SendInitialEvents bool `json:"send_initial_events,omitempty"`
+	SendInitialEvents bool   `json:"send_initial_events,omitempty"`
 	Limit             int64  `json:"limit,omitempty"`
 	Continue          string `json:"continue,omitempty"`
 	// Answer is the trace line that answered it, 0 when none was left.
@@ -130,13 +130,19 @@ type Notification struct {
 	InInitialList bool `json:"in_initial_list,omitempty"`
 }
 
+// StoreEntry is one object of the final store.
+type StoreEntry struct {
+	RV     string            `json:"rv"`
+	Labels map[string]string `json:"labels"`
+}
+
 // Output is what the harness prints.
 type Output struct {
-	Informer      string            `json:"informer"`
-	Requests      []Request         `json:"requests"`
-	Notifications []Notification    `json:"notifications"`
-	Store         map[string]string `json:"store"`
-	LastSyncRV    string            `json:"last_sync_resource_version"`
+	Informer      string                `json:"informer"`
+	Requests      []Request             `json:"requests"`
+	Notifications []Notification        `json:"notifications"`
+	Store         map[string]StoreEntry `json:"store"`
+	LastSyncRV    string                `json:"last_sync_resource_version"`
 	// Unplayed counts the answers the reflector never asked for.
 	UnplayedLists   int `json:"unplayed_lists"`
 	UnplayedWatches int `json:"unplayed_watches"`
@@ -333,7 +339,6 @@ type harness struct {
 
 // quiet: everything the reflector was handed is queued, and everything queued is handled.
 func (h *harness) quiet() bool { return h.queued >= h.expect && h.handled >= h.queued }
-
 
 func (h *harness) transform(obj any) (any, error) {
 	h.mu.Lock()
@@ -575,7 +580,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	h := &harness{kind: kind, lists: lists, watches: watches}
+	h := &harness{kind: kind, lists: lists, watches: watches, requests: []Request{}, notes: []Notification{}}
 	h.cond = sync.NewCond(&h.mu)
 	handler := cache.ResourceEventHandlerDetailedFuncs{
 		AddFunc: func(obj any, initial bool) {
@@ -641,7 +646,7 @@ func main() {
 		Informer:        "client-go v0.36.3 NewInformerWithOptions, RealFIFO (AtomicFIFO, UnlockWhileProcessingFIFO)",
 		Requests:        h.requests,
 		Notifications:   h.notes,
-		Store:           map[string]string{},
+		Store:           map[string]StoreEntry{},
 		LastSyncRV:      ctrl.LastSyncResourceVersion(),
 		UnplayedLists:   len(h.lists),
 		UnplayedWatches: len(h.watches),
@@ -656,8 +661,8 @@ func main() {
 	sort.Strings(keys)
 	for _, k := range keys {
 		obj, _, _ := store.GetByKey(k)
-		rv, _ := meta(obj)
-		out.Store[k] = rv
+		rv, labels := meta(obj)
+		out.Store[k] = StoreEntry{RV: rv, Labels: labels}
 	}
 	cancel()
 	select {

@@ -128,15 +128,6 @@ const SKIPPED: &[(&str, &str)] = &[
     // World mode: the conversation is made by the simulated apiserver during the run and is
     // not in the file (a recorded world run would be; the stretch goal of issue 30).
     ("world-selector-faults.jsonl", "world-mode trace"),
-    // Streaming lists (WATCH with sendInitialEvents): not played by the harness yet.
-    (
-        "real/k8s-openapi/v1-32_watch_event-watch_pods_without_initial_events.json",
-        "streaming lists",
-    ),
-    (
-        "real/k8s-openapi/v1-36_watch_event-watch_pods_without_initial_events.json",
-        "streaming lists",
-    ),
 ];
 
 #[derive(Debug, Deserialize)]

@@ -164,17 +164,17 @@ func payload(l *line, what string) ([]byte, error) {
 	return nil, fmt.Errorf("%s without a body", what)
 }
 
-func readTrace(path string) (lists []*listAnswer, watches []*watchAnswer, kind string, err error) {
+func readTrace(path string) (lists []*listAnswer, watches []*watchAnswer, kind string, streaming bool, err error) {
 	whole, err := os.ReadFile(path)
 	if err != nil {
-		return nil, nil, "", err
+		return nil, nil, "", false, err
 	}
 	if strings.Contains(string(whole), `"record":"fault"`) {
-		return nil, nil, "", cannotPlay{"a world-mode trace (fault records): its conversation is made by the simulated apiserver, not recorded"}
+		return nil, nil, "", false, cannotPlay{"a world-mode trace (fault records): its conversation is made by the simulated apiserver, not recorded"}
 	}
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, nil, "", err
+		return nil, nil, "", false, err
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
@@ -190,24 +190,22 @@ func readTrace(path string) (lists []*listAnswer, watches []*watchAnswer, kind s
 		}
 		var l line
 		if err := json.Unmarshal([]byte(text), &l); err != nil {
-			return nil, nil, "", fmt.Errorf("%s:%d: %v", path, n, err)
+			return nil, nil, "", false, fmt.Errorf("%s:%d: %v", path, n, err)
 		}
 		if n == 1 {
 			var h map[string]json.RawMessage
 			_ = json.Unmarshal([]byte(text), &h)
 			if s, ok := h["source"]; ok && strings.Contains(string(s), "in_process") {
-				return nil, nil, "", cannotPlay{"an in-process source: no LIST or WATCH to play"}
+				return nil, nil, "", false, cannotPlay{"an in-process source: no LIST or WATCH to play"}
 			}
-			if l.StreamingLists != nil && *l.StreamingLists {
-				return nil, nil, "", cannotPlay{"streaming lists: not played by this harness yet"}
-			}
+			streaming = l.StreamingLists != nil && *l.StreamingLists
 			if l.WireFormat != nil && *l.WireFormat != "json" {
-				return nil, nil, "", cannotPlay{"wire format " + *l.WireFormat + ": JSON only"}
+				return nil, nil, "", false, cannotPlay{"wire format " + *l.WireFormat + ": JSON only"}
 			}
 			continue
 		}
 		if l.Record == nil {
-			return nil, nil, "", fmt.Errorf("%s:%d: no record", path, n)
+			return nil, nil, "", false, fmt.Errorf("%s:%d: no record", path, n)
 		}
 		if l.Source != nil && string(*l.Source) != "0" && string(*l.Source) != "null" {
 			continue // a secondary source's record
@@ -218,7 +216,7 @@ func readTrace(path string) (lists []*listAnswer, watches []*watchAnswer, kind s
 		}
 		switch *l.Record {
 		case "fault":
-			return nil, nil, "", cannotPlay{"a world-mode trace (fault records): its conversation is made by the simulated apiserver, not recorded"}
+			return nil, nil, "", false, cannotPlay{"a world-mode trace (fault records): its conversation is made by the simulated apiserver, not recorded"}
 		case "list":
 			a := &listAnswer{line: n, status: 200}
 			if l.Status != nil {
@@ -227,7 +225,7 @@ func readTrace(path string) (lists []*listAnswer, watches []*watchAnswer, kind s
 			if l.TransportError != nil {
 				a.transport = *l.TransportError
 			} else if a.body, err = payload(&l, "list"); err != nil {
-				return nil, nil, "", fmt.Errorf("%s:%d: %v", path, n, err)
+				return nil, nil, "", false, fmt.Errorf("%s:%d: %v", path, n, err)
 			}
 			if a.status == 200 && a.transport == "" {
 				var head struct {
@@ -256,7 +254,7 @@ func readTrace(path string) (lists []*listAnswer, watches []*watchAnswer, kind s
 			watches = append(watches, a)
 		case "frame":
 			if open == nil {
-				return nil, nil, "", fmt.Errorf("%s:%d: a frame with no open watch", path, n)
+				return nil, nil, "", false, fmt.Errorf("%s:%d: a frame with no open watch", path, n)
 			}
 			var raw []byte
 			switch {
@@ -265,7 +263,7 @@ func readTrace(path string) (lists []*listAnswer, watches []*watchAnswer, kind s
 			case l.RawBase64 != nil:
 				raw, err = base64.StdEncoding.DecodeString(*l.RawBase64)
 				if err != nil {
-					return nil, nil, "", fmt.Errorf("%s:%d: %v", path, n, err)
+					return nil, nil, "", false, fmt.Errorf("%s:%d: %v", path, n, err)
 				}
 			case l.Event != nil:
 				raw = []byte(l.Event)
@@ -280,7 +278,7 @@ func readTrace(path string) (lists []*listAnswer, watches []*watchAnswer, kind s
 			open = nil
 		}
 	}
-	return lists, watches, kind, sc.Err()
+	return lists, watches, kind, streaming, sc.Err()
 }
 
 // statusError is what client-go's REST client makes of a non-200 answer with a body.
@@ -320,10 +318,13 @@ func decodeObject(raw []byte, kind string) (*unstructured.Unstructured, error) {
 // harness is the scripted ListerWatcher and the recorder.
 type harness struct {
 	kind string
-	mu   sync.Mutex
-	cond *sync.Cond
+	// streaming: the trace's listings are streaming lists (WATCH with sendInitialEvents).
+	streaming bool
+	mu        sync.Mutex
+	cond      *sync.Cond
 	// queued: objects the FIFO transformed (queued); handled: non-tombstone handler calls.
 	queued, handled int
+	seen            map[*unstructured.Unstructured]bool
 	requests        []Request
 	notes           []Notification
 	lists           []*listAnswer
@@ -340,9 +341,17 @@ type harness struct {
 // quiet: everything the reflector was handed is queued, and everything queued is handled.
 func (h *harness) quiet() bool { return h.queued >= h.expect && h.handled >= h.queued }
 
+// transform counts each object once, however often it is transformed: a streaming list's
+// objects are transformed into the reflector's temporary store and again by the queue's
+// Replace (client-go requires an idempotent transform for this).
 func (h *harness) transform(obj any) (any, error) {
 	h.mu.Lock()
-	h.queued++
+	if u, ok := obj.(*unstructured.Unstructured); !ok || !h.seen[u] {
+		if ok {
+			h.seen[u] = true
+		}
+		h.queued++
+	}
 	h.mu.Unlock()
 	return obj, nil
 }
@@ -426,9 +435,10 @@ func (h *harness) Watch(opts metav1.ListOptions) (watch.Interface, error) {
 }
 
 // IsWatchListSemanticsUnSupported makes the reflector LIST then WATCH, as the traces were
-// recorded (WatchListClient is on by default in 1.36; see the streaming list row of
-// docs/alignment.md: ours is opt-in, and these traces did not opt in).
-func (h *harness) IsWatchListSemanticsUnSupported() bool { return true }
+// recorded, unless the trace's header says its listings are streaming lists
+// (WatchListClient is on by default in 1.36; see the streaming list row of
+// docs/alignment.md: ours is opt-in).
+func (h *harness) IsWatchListSemanticsUnSupported() bool { return !h.streaming }
 
 func (h *harness) WatchWithContext(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 	send := opts.SendInitialEvents != nil && *opts.SendInitialEvents
@@ -485,7 +495,16 @@ func (h *harness) play(ctx context.Context, a *watchAnswer, w *scripted) {
 		h.park() // open at the end of the trace: the reflector waits on it
 		return
 	}
-	if len(a.frames) == 0 && a.endT-a.t >= 1 {
+	// The reflector's "very short watch" check counts events from when its watch loop took
+	// the stream: the WATCH answer, or after a streaming list its initial-events-end
+	// bookmark.
+	since, after := a.t, len(a.frames)
+	for i, f := range a.frames {
+		if h.streaming && strings.Contains(string(f.raw), "k8s.io/initial-events-end") {
+			since, after = f.t, len(a.frames)-i-1
+		}
+	}
+	if after == 0 && a.endT-since >= 1 {
 		// The trace's watch lasted 1 s or more with no frame: not a "very short watch".
 		select {
 		case <-time.After(1100 * time.Millisecond):
@@ -570,7 +589,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: informer TRACE.jsonl")
 		os.Exit(2)
 	}
-	lists, watches, kind, err := readTrace(os.Args[1])
+	lists, watches, kind, streaming, err := readTrace(os.Args[1])
 	var cp cannotPlay
 	if errors.As(err, &cp) {
 		fmt.Fprintln(os.Stderr, "cannot play:", cp.why)
@@ -580,7 +599,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	h := &harness{kind: kind, lists: lists, watches: watches, requests: []Request{}, notes: []Notification{}}
+	h := &harness{kind: kind, streaming: streaming, seen: map[*unstructured.Unstructured]bool{}, lists: lists, watches: watches, requests: []Request{}, notes: []Notification{}}
 	h.cond = sync.NewCond(&h.mu)
 	handler := cache.ResourceEventHandlerDetailedFuncs{
 		AddFunc: func(obj any, initial bool) {
@@ -642,6 +661,9 @@ func main() {
 		h.cond.Wait()
 	}
 	h.stopped = true
+	if timedOut {
+		fmt.Fprintf(os.Stderr, "informer: queued %d, handled %d, expected %d, parked %v, requests %+v\n", h.queued, h.handled, h.expect, h.parked, h.requests)
+	}
 	out := Output{
 		Informer:        "client-go v0.36.3 NewInformerWithOptions, RealFIFO (AtomicFIFO, UnlockWhileProcessingFIFO)",
 		Requests:        h.requests,

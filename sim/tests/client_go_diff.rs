@@ -652,6 +652,7 @@ fn the_comparison_fires_when_the_core_misses_a_deleted() {
     let [(_, diffs)] = found.compared.as_slice() else {
         panic!("unmapped-and-reparent is compared: {:?}", found.skipped)
     };
+    eprintln!("client_go_diff, a DELETED dropped: {diffs:#?}");
     assert!(
         diffs.contains(&"store default/a-1: client-go absent, core 12".to_owned()),
         "the missed delete is in the store: {diffs:#?}"
@@ -680,6 +681,7 @@ fn the_comparison_fires_when_a_410_does_not_relist() {
     let [(_, diffs)] = found.compared.as_slice() else {
         panic!("relist-410-missed-delete is compared: {:?}", found.skipped)
     };
+    eprintln!("client_go_diff, a 410 that does not relist: {diffs:#?}");
     assert!(
         diffs.iter().any(|d| d.starts_with("requests:")),
         "the missing relist shows in the requests: {diffs:#?}"

@@ -67,5 +67,5 @@ pub use reconcile_trace::selector;
 
 pub use harness::{Render, Violation};
 pub use replay::{Observed, ReplayOptions, replay, replay_observed};
-pub use simulate::{RunReport, SimOptions, simulate};
+pub use simulate::{RunReport, SimOptions, simulate, simulate_recorded};
 pub use trace::{Trace, TraceError};

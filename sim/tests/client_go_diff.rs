@@ -454,14 +454,14 @@ fn inputs() -> Vec<Input> {
         .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
         .collect();
     files.sort();
+    let tmp = Path::new(env!("CARGO_TARGET_TMPDIR")).join("client_go_diff");
+    std::fs::create_dir_all(&tmp).unwrap();
     for file in files {
         let name = file.file_name().unwrap().to_string_lossy().into_owned();
         let trace = Trace::parse(&name, &std::fs::read_to_string(&file).unwrap()).unwrap();
         inputs.push(Input { name, trace, file });
     }
     // The real captures, imported as traces and written where the harness can read them.
-    let tmp = Path::new(env!("CARGO_TARGET_TMPDIR")).join("client_go_diff");
-    std::fs::create_dir_all(&tmp).unwrap();
     let real = repo().join("testdata/real");
     let mut dirs = vec![real.clone()];
     let mut captures = Vec::new();

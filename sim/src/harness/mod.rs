@@ -210,6 +210,9 @@ pub struct Harness {
     /// From this instant on, reconciles are acknowledged but never recorded as run (a
     /// driver bug, to show the convergence check fires; [`Harness::lose_dispatches_from`]).
     lose_dispatches_from: Option<Instant>,
+    /// The run written as a trace as it goes (every input fed and command issued); `None`
+    /// unless [`Harness::record`] turned it on.
+    recording: Option<reconcile_trace::TraceBuilder>,
     /// What the core did, for a comparison against another client; `None` unless
     /// [`Harness::observe`] turned it on.
     observations: Option<Vec<Observation>>,
@@ -308,6 +311,7 @@ impl Harness {
             observed_change: BTreeMap::new(),
             observed_cache: BTreeMap::new(),
             observations: None,
+            recording: None,
             lose_dispatches_from: None,
             violations: Vec::new(),
             paths: PathCounts::new(),
@@ -501,6 +505,35 @@ impl Harness {
         io
     }
 
+    /// Feeds `input` (described by `describe`, built only when rendering) and drains, as
+    /// [`Harness::step`] does, writing it to the recording when one is on (an in-process
+    /// source's objects are left out of it: only the primary's LIST and WATCH matter there).
+    pub fn step_input(
+        &mut self,
+        describe: impl FnOnce() -> String,
+        input: Input<PodView>,
+    ) -> StepIo {
+        if let Some(b) = &mut self.recording {
+            b.input(self.now, &input, &|_: &PodView| None);
+        }
+        self.step(describe, |core, now| core.handle_input(now, input))
+    }
+
+    /// Turns on the recording of the run as a trace ([`Harness::take_recording`]).
+    pub fn record(&mut self) {
+        self.recording.get_or_insert_with(Default::default);
+    }
+
+    /// The run so far as trace entries (everything held included), leaving the recording
+    /// empty (and on, if it was).
+    pub fn take_recording(&mut self) -> Vec<crate::trace::Entry> {
+        let mut out = Vec::new();
+        if let Some(b) = &mut self.recording {
+            b.take_all(&mut out);
+        }
+        out
+    }
+
     /// Turns on the observation log ([`Observation`]), from the next step on.
     pub fn observe(&mut self) {
         self.observations.get_or_insert_with(Vec::new);
@@ -516,18 +549,12 @@ impl Harness {
 
     /// Starts the core.
     pub fn start(&mut self) -> StepIo {
-        self.step(
-            || "start".into(),
-            |core, now| core.handle_input(now, Input::Start),
-        )
+        self.step_input(|| "start".into(), Input::Start)
     }
 
     /// A reconcile-all trigger.
     pub fn reconcile_all(&mut self) -> StepIo {
-        self.step(
-            || "reconcile-all trigger".into(),
-            |core, now| core.handle_input(now, Input::ReconcileAll),
-        )
+        self.step_input(|| "reconcile-all trigger".into(), Input::ReconcileAll)
     }
 
     /// Stops the core.
@@ -535,10 +562,7 @@ impl Harness {
         self.stopped = true;
         // A stop drops the queue: nothing woken is owed a dispatch any more.
         self.starvation = None;
-        self.step(
-            || "stop".into(),
-            |core, now| core.handle_input(now, Input::Stop),
-        )
+        self.step_input(|| "stop".into(), Input::Stop)
     }
 
     /// Delivers the end of WATCH `stream`.
@@ -549,20 +573,18 @@ impl Harness {
         input: impl FnOnce() -> String,
     ) -> StepIo {
         self.open_streams.remove(&stream);
-        self.step(input, |core, now| {
-            core.handle_input(now, Input::WatchEnd { stream, end });
-        })
+        self.step_input(input, Input::WatchEnd { stream, end })
     }
 
     /// Fires the core's timers (call when its deadline is due).
     pub fn timeout(&mut self) -> StepIo {
         let wake = self.core.poll_timeout().map(|d| d.wake);
-        self.step(
+        self.step_input(
             || match wake {
                 Some(w) => format!("timer {w}"),
                 None => "timer".into(),
             },
-            |core, now| core.handle_input(now, Input::Timeout),
+            Input::Timeout,
         )
     }
 
@@ -605,6 +627,9 @@ impl Harness {
                 Output::Command(command) => {
                     if json {
                         commands.push(command.to_string());
+                    }
+                    if let Some(b) = &mut self.recording {
+                        b.command(self.now, &command);
                     }
                     self.on_command(command, &mut io);
                 }

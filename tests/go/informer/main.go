@@ -34,10 +34,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
+	"net/url"
 	"os"
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -70,6 +73,7 @@ type line struct {
 	End            *string          `json:"end"`
 	Error          *string          `json:"error"`
 	Source         *json.RawMessage `json:"source"`
+	Note           *string          `json:"note"`
 	// Header fields.
 	Version        *int    `json:"reconcile_sim_trace"`
 	HeaderSource   *string `json:"-"`
@@ -97,7 +101,11 @@ type watchAnswer struct {
 	frames []frame
 	// ended: false when the trace leaves the stream open.
 	ended bool
-	endT  float64
+	// headError: the request failed before any response head (a recorder writes that as a
+	// 200 with a note, then the transport error): the WATCH call itself fails.
+	headError  string
+	beforeHead bool
+	endT       float64
 }
 
 // Request is one LIST or WATCH the reflector made.
@@ -238,6 +246,7 @@ func readTrace(path string) (lists []*listAnswer, watches []*watchAnswer, kind s
 			lists = append(lists, a)
 		case "watch":
 			a := &watchAnswer{line: n, t: t, status: 200}
+			a.beforeHead = l.Note != nil && strings.Contains(*l.Note, "before the response head")
 			if l.Status != nil {
 				a.status = *l.Status
 			}
@@ -275,6 +284,9 @@ func readTrace(path string) (lists []*listAnswer, watches []*watchAnswer, kind s
 			}
 			open.ended = true
 			open.endT = t
+			if open.beforeHead && len(open.frames) == 0 && l.Error != nil {
+				open.headError = *l.Error
+			}
 			open = nil
 		}
 	}
@@ -455,6 +467,15 @@ func (h *harness) WatchWithContext(ctx context.Context, opts metav1.ListOptions)
 	h.mu.Unlock()
 	if a.status != 200 {
 		return nil, statusError(a.status, a.body, "watch")
+	}
+	if a.headError != "" {
+		// What the REST client returns for a failed dial; "connection refused" as the
+		// syscall error, which the reflector tells apart (utilnet.IsConnectionRefused).
+		var cause error = errors.New(a.headError)
+		if strings.Contains(a.headError, "connection refused") {
+			cause = os.NewSyscallError("connect", syscall.ECONNREFUSED)
+		}
+		return nil, &url.Error{Op: "Get", URL: "https://apiserver/api/v1/pods?watch=true", Err: &net.OpError{Op: "dial", Net: "tcp", Err: cause}}
 	}
 	w := &scripted{ch: make(chan watch.Event), stop: make(chan struct{})}
 	go h.play(ctx, a, w)

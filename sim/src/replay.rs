@@ -4,13 +4,16 @@
 
 use reconcile_core::pod::PodView;
 use reconcile_core::{
-    Command, Input, Instant, ListResponse, RequestId, SourceEvent, StreamEnd, StreamId, Wake,
+    Command, Input, Instant, ListResponse, Object, RequestId, SourceEvent, StreamEnd, StreamId,
+    Wake,
 };
 
 use bytes::Bytes;
 
 use crate::describe;
-use crate::harness::{Harness, Render, StepIo, Violation};
+use std::collections::BTreeMap;
+
+use crate::harness::{Harness, Observation, Render, StepIo, Violation};
 use crate::schedule::timeline;
 use crate::simulate::{RunError, RunReport};
 use crate::trace::{Entry, Fault, Record, RecordedEnd, SourceOp, Trace};
@@ -65,8 +68,8 @@ pub fn replay(
     trace: &Trace,
     opts: &ReplayOptions,
 ) -> Result<RunReport, reconcile_core::ConfigError> {
-    match replay_inner(trace, opts, None) {
-        Ok(report) => Ok(report),
+    match replay_inner(trace, opts, None, false) {
+        Ok((report, _)) => Ok(report),
         Err(RunError::Config(e)) => Err(e),
         Err(RunError::Output(_)) => unreachable!("a run without a sink writes nothing"),
     }
@@ -82,17 +85,53 @@ pub fn replay_to(
     opts: &ReplayOptions,
     sink: Box<dyn std::io::Write>,
 ) -> Result<RunReport, RunError> {
-    replay_inner(trace, opts, Some(sink))
+    replay_inner(trace, opts, Some(sink), false).map(|(report, _)| report)
 }
+
+/// What a replay observed, for a comparison against another client fed the same trace
+/// (issue 30): the run's report, the core's requests and wakes in step order, and the
+/// final cache with each object's resourceVersion.
+#[derive(Debug)]
+pub struct Observed {
+    /// The run, as [`replay`] reports it.
+    pub report: RunReport,
+    /// The primary source's requests and each step's wakes, in order.
+    pub log: Vec<Observation>,
+    /// `namespace/name` → resourceVersion of every object cached at the end.
+    pub store: BTreeMap<String, Option<String>>,
+}
+
+/// Replays `trace` as [`replay`] does, recording what the core did ([`Observed`]).
+///
+/// # Errors
+/// When the header's settings are out of the core's bounds.
+pub fn replay_observed(
+    trace: &Trace,
+    opts: &ReplayOptions,
+) -> Result<Observed, reconcile_core::ConfigError> {
+    match replay_inner(trace, opts, None, true) {
+        Ok((report, Some((log, store)))) => Ok(Observed { report, log, store }),
+        Ok((_, None)) => unreachable!("an observed replay returns its observations"),
+        Err(RunError::Config(e)) => Err(e),
+        Err(RunError::Output(_)) => unreachable!("a run without a sink writes nothing"),
+    }
+}
+
+/// The observation log and the final cache's versions, of an observed run.
+type Observations = (Vec<Observation>, BTreeMap<String, Option<String>>);
 
 fn replay_inner(
     trace: &Trace,
     opts: &ReplayOptions,
     sink: Option<Box<dyn std::io::Write>>,
-) -> Result<RunReport, RunError> {
+    observe: bool,
+) -> Result<(RunReport, Option<Observations>), RunError> {
     let mut h = Harness::new(&trace.header, opts.render, opts.max_steps)?;
     if let Some(sink) = sink {
         h.stream_to(sink);
+    }
+    if observe {
+        h.observe();
     }
     let mut r = Replay {
         trace,
@@ -103,7 +142,21 @@ fn replay_inner(
         diverged: false,
     };
     r.run();
-    RunReport::finish(r.h)
+    let observed = observe.then(|| {
+        let store =
+            r.h.core()
+                .store()
+                .iter()
+                .map(|(k, o, _)| {
+                    (
+                        k.to_string(),
+                        o.object_resource_version().map(str::to_owned),
+                    )
+                })
+                .collect();
+        (r.h.take_observations(), store)
+    });
+    Ok((RunReport::finish(r.h)?, observed))
 }
 
 impl Replay<'_> {

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use reconcile_sim::trace::Trace;
-use reconcile_sim::{ReplayOptions, SimOptions, import, replay, simulate};
+use reconcile_sim::{ReplayOptions, SimOptions, import, replay, simulate, simulate_recorded};
 
 fn checked() -> SimOptions {
     SimOptions {
@@ -213,4 +213,30 @@ fn report_exits_1_on_violations_after_writing_the_page() {
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_world_run_recorded_as_a_trace_replays_to_the_same_store() {
+    // simulate_recorded writes the conversation the simulated apiserver had with the core;
+    // replayed, it feeds the core the same answers (issue 30: what another client is fed).
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("traces/world-selector-faults.jsonl");
+    let trace = Trace::parse("w", &std::fs::read_to_string(path).unwrap()).unwrap();
+    let (simulated, recorded) = simulate_recorded(&trace, &checked()).unwrap();
+    assert!(
+        simulated.violations.is_empty(),
+        "{:?}",
+        simulated.violations
+    );
+    let again = Trace::parse("recorded", &recorded.to_jsonl()).unwrap();
+    assert!(
+        again
+            .entries
+            .iter()
+            .all(|e| !matches!(e.record, reconcile_sim::trace::Record::Fault(_))),
+        "a recorded run has answers, not faults"
+    );
+    let replayed = replay(&again, &ReplayOptions::default()).unwrap();
+    assert!(replayed.violations.is_empty(), "{:?}", replayed.violations);
+    assert_eq!(sorted(replayed.store), sorted(simulated.store));
+    assert_eq!(replayed.cursor, simulated.cursor);
 }

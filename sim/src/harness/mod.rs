@@ -29,11 +29,13 @@ use crate::meta_view::MetaView;
 use crate::trace::{Header, ScriptedOutcome};
 
 mod invariants;
+mod observed;
 mod reconciles;
 mod render;
 mod wakes;
 
-use crate::harness::wakes::{Placed, Starvation, note_observed};
+use crate::harness::wakes::{Placed, Starvation, note_observed, woken_by};
+pub use observed::Observation;
 
 /// The core as the simulator runs it: partial pod views, parents named by strings.
 pub type Core = ReconcileLoop<PodView, String>;
@@ -208,6 +210,12 @@ pub struct Harness {
     /// From this instant on, reconciles are acknowledged but never recorded as run (a
     /// driver bug, to show the convergence check fires; [`Harness::lose_dispatches_from`]).
     lose_dispatches_from: Option<Instant>,
+    /// The run written as a trace as it goes (every input fed and command issued); `None`
+    /// unless [`Harness::record`] turned it on.
+    recording: Option<reconcile_trace::TraceBuilder>,
+    /// What the core did, for a comparison against another client; `None` unless
+    /// [`Harness::observe`] turned it on.
+    observations: Option<Vec<Observation>>,
     /// Invariants broken so far.
     pub violations: Vec<Violation>,
     /// Fault paths reached.
@@ -302,6 +310,8 @@ impl Harness {
             last_dispatch: BTreeMap::new(),
             observed_change: BTreeMap::new(),
             observed_cache: BTreeMap::new(),
+            observations: None,
+            recording: None,
             lose_dispatches_from: None,
             violations: Vec::new(),
             paths: PathCounts::new(),
@@ -452,6 +462,19 @@ impl Harness {
             }
         });
         let mut woken = BTreeSet::new();
+        if let Some(log) = &mut self.observations {
+            let objects = woken_objects(&self.observed_cache, cleared, &changed);
+            if !objects.is_empty() {
+                let mut parents = BTreeSet::new();
+                note_observed(
+                    &mut self.observed_cache.clone(),
+                    cleared,
+                    &changed,
+                    &mut parents,
+                );
+                log.push(Observation::Woke { objects, parents });
+            }
+        }
         note_observed(&mut self.observed_cache, cleared, &changed, &mut woken);
         for parent in woken {
             self.observed_change.insert(parent, self.steps);
@@ -459,23 +482,79 @@ impl Harness {
         if let Some(s) = &mut self.starvation {
             s.note_changes(cleared, changed);
         }
-        self.drain(input)
+        let io = self.drain(input);
+        if let Some(log) = &mut self.observations {
+            for command in &io.commands {
+                match command {
+                    Command::List { source, .. } if source.get() == 0 => {
+                        log.push(Observation::List)
+                    }
+                    Command::Watch {
+                        source,
+                        resource_version,
+                        send_initial_events,
+                        ..
+                    } if source.get() == 0 => log.push(Observation::Watch {
+                        resource_version: resource_version.clone(),
+                        send_initial_events: *send_initial_events,
+                    }),
+                    _ => {}
+                }
+            }
+        }
+        io
+    }
+
+    /// Feeds `input` (described by `describe`, built only when rendering) and drains, as
+    /// [`Harness::step`] does, writing it to the recording when one is on (an in-process
+    /// source's objects are left out of it: only the primary's LIST and WATCH matter there).
+    pub fn step_input(
+        &mut self,
+        describe: impl FnOnce() -> String,
+        input: Input<PodView>,
+    ) -> StepIo {
+        if let Some(b) = &mut self.recording {
+            b.input(self.now, &input, &|_: &PodView| None);
+        }
+        self.step(describe, |core, now| core.handle_input(now, input))
+    }
+
+    /// Turns on the recording of the run as a trace ([`Harness::take_recording`]).
+    pub fn record(&mut self) {
+        self.recording.get_or_insert_with(Default::default);
+    }
+
+    /// The run so far as trace entries (everything held included), leaving the recording
+    /// empty (and on, if it was).
+    pub fn take_recording(&mut self) -> Vec<crate::trace::Entry> {
+        let mut out = Vec::new();
+        if let Some(b) = &mut self.recording {
+            b.take_all(&mut out);
+        }
+        out
+    }
+
+    /// Turns on the observation log ([`Observation`]), from the next step on.
+    pub fn observe(&mut self) {
+        self.observations.get_or_insert_with(Vec::new);
+    }
+
+    /// The observations so far, leaving the log empty (and on, if it was).
+    pub fn take_observations(&mut self) -> Vec<Observation> {
+        self.observations
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
     }
 
     /// Starts the core.
     pub fn start(&mut self) -> StepIo {
-        self.step(
-            || "start".into(),
-            |core, now| core.handle_input(now, Input::Start),
-        )
+        self.step_input(|| "start".into(), Input::Start)
     }
 
     /// A reconcile-all trigger.
     pub fn reconcile_all(&mut self) -> StepIo {
-        self.step(
-            || "reconcile-all trigger".into(),
-            |core, now| core.handle_input(now, Input::ReconcileAll),
-        )
+        self.step_input(|| "reconcile-all trigger".into(), Input::ReconcileAll)
     }
 
     /// Stops the core.
@@ -483,10 +562,7 @@ impl Harness {
         self.stopped = true;
         // A stop drops the queue: nothing woken is owed a dispatch any more.
         self.starvation = None;
-        self.step(
-            || "stop".into(),
-            |core, now| core.handle_input(now, Input::Stop),
-        )
+        self.step_input(|| "stop".into(), Input::Stop)
     }
 
     /// Delivers the end of WATCH `stream`.
@@ -497,20 +573,18 @@ impl Harness {
         input: impl FnOnce() -> String,
     ) -> StepIo {
         self.open_streams.remove(&stream);
-        self.step(input, |core, now| {
-            core.handle_input(now, Input::WatchEnd { stream, end });
-        })
+        self.step_input(input, Input::WatchEnd { stream, end })
     }
 
     /// Fires the core's timers (call when its deadline is due).
     pub fn timeout(&mut self) -> StepIo {
         let wake = self.core.poll_timeout().map(|d| d.wake);
-        self.step(
+        self.step_input(
             || match wake {
                 Some(w) => format!("timer {w}"),
                 None => "timer".into(),
             },
-            |core, now| core.handle_input(now, Input::Timeout),
+            Input::Timeout,
         )
     }
 
@@ -553,6 +627,9 @@ impl Harness {
                 Output::Command(command) => {
                     if json {
                         commands.push(command.to_string());
+                    }
+                    if let Some(b) = &mut self.recording {
+                        b.command(self.now, &command);
                     }
                     self.on_command(command, &mut io);
                 }
@@ -842,4 +919,46 @@ impl Harness {
             _ => io.commands.push(command),
         }
     }
+}
+
+/// The keys of the objects one step's change log woke, by the rule of
+/// [`note_observed`]: an object new, gone, moved or at another resourceVersion.
+fn woken_objects(
+    cached: &BTreeMap<String, Placed>,
+    cleared: bool,
+    changed: &[(String, Option<Placed>)],
+) -> BTreeSet<String> {
+    let mut objects = BTreeSet::new();
+    let mut wakes = |key: &str, old: Option<&Placed>, new: Option<&Placed>| {
+        let mut parents = BTreeSet::new();
+        woken_by(old, new, &mut parents);
+        if !parents.is_empty() {
+            objects.insert(key.to_owned());
+        }
+    };
+    if cleared {
+        let new: BTreeMap<&str, &Placed> = changed
+            .iter()
+            .filter_map(|(k, v)| v.as_ref().map(|v| (k.as_str(), v)))
+            .collect();
+        for (key, old) in cached {
+            wakes(key, Some(old), new.get(key.as_str()).copied());
+        }
+        for (key, value) in &new {
+            if !cached.contains_key(*key) {
+                wakes(key, None, Some(value));
+            }
+        }
+    } else {
+        let mut now: BTreeMap<&str, Option<&Placed>> = BTreeMap::new();
+        for (key, new) in changed {
+            let old = now
+                .get(key.as_str())
+                .copied()
+                .unwrap_or_else(|| cached.get(key));
+            wakes(key, old, new.as_ref());
+            now.insert(key, new.as_ref());
+        }
+    }
+    objects
 }

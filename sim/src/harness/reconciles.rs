@@ -80,10 +80,7 @@ impl Harness {
         } else {
             String::new()
         };
-        Some(self.step(
-            || text,
-            |core, now| core.handle_input(now, Input::Reconciled { ticket, outcome }),
-        ))
+        Some(self.step_input(|| text, Input::Reconciled { ticket, outcome }))
     }
 
     pub(super) fn outcome_for(&mut self, parent: &str) -> (Outcome, Duration) {

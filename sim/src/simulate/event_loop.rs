@@ -102,6 +102,16 @@ pub(super) fn simulate_inner(
     opts: &SimOptions,
     sink: Option<Box<dyn std::io::Write>>,
 ) -> Result<RunReport, RunError> {
+    simulate_recorded_inner(trace, opts, sink, false).map(|(report, _)| report)
+}
+
+/// [`simulate_inner`], with the run recorded as trace entries when `record` is set.
+pub(super) fn simulate_recorded_inner(
+    trace: &Trace,
+    opts: &SimOptions,
+    sink: Option<Box<dyn std::io::Write>>,
+    record: bool,
+) -> Result<(RunReport, Vec<crate::trace::Entry>), RunError> {
     let config = if opts.list_page_size.is_none() && opts.streaming_lists.is_none() {
         crate::harness::config(&trace.header)?
     } else {
@@ -129,6 +139,9 @@ pub(super) fn simulate_inner(
     h.check_cursors();
     if let Some(sink) = sink {
         h.stream_to(sink);
+    }
+    if record {
+        h.record();
     }
     if let Some(from) = opts.lose_reconciles_from {
         h.lose_dispatches_from(from);
@@ -171,7 +184,8 @@ pub(super) fn simulate_inner(
         }
     }
     sim.run();
-    RunReport::finish(sim.h)
+    let entries = sim.h.take_recording();
+    Ok((RunReport::finish(sim.h)?, entries))
 }
 
 impl Sim<'_> {
@@ -424,10 +438,9 @@ impl Sim<'_> {
         let text = self.h.label(|| describe::frame(stream, &line));
         let source = self.source_of(stream);
         let before = self.secondary_view(source);
-        let io = self.h.step(
-            || text,
-            |core, now| core.handle_input(now, Input::WatchLine { stream, line }),
-        );
+        let io = self
+            .h
+            .step_input(|| text, Input::WatchLine { stream, line });
         self.observe_secondary(source, before);
         self.handle_io(io);
     }
@@ -543,10 +556,7 @@ impl Sim<'_> {
                     None => response,
                 };
                 let before = self.secondary_view(source);
-                let io = self.h.step(
-                    || text,
-                    |core, now| core.handle_input(now, Input::List { req, response }),
-                );
+                let io = self.h.step_input(|| text, Input::List { req, response });
                 self.observe_secondary(source, before);
                 self.handle_io(io);
             }
@@ -689,9 +699,9 @@ impl Sim<'_> {
     fn opened(&mut self, stream: StreamId) {
         let now = self.h.now();
         self.open.insert(stream);
-        let io = self.h.step(
+        let io = self.h.step_input(
             || format!("watch {stream} opened"),
-            |core, now| core.handle_input(now, Input::WatchOpened { stream }),
+            Input::WatchOpened { stream },
         );
         self.handle_io(io);
         let timeout_seconds = match self.source_of(stream) {
@@ -737,10 +747,9 @@ impl Sim<'_> {
         } else {
             String::new()
         };
-        let io = self.h.step(
-            || text,
-            |core, now| core.handle_input(now, Input::SourceEvent { stream, event }),
-        );
+        let io = self
+            .h
+            .step_input(|| text, Input::SourceEvent { stream, event });
         self.handle_io(io);
     }
 
@@ -966,9 +975,9 @@ impl Sim<'_> {
             Record::SourceEnd { error } => {
                 if let Some(stream) = self.source.take() {
                     let error = error.clone();
-                    let io = self.h.step(
+                    let io = self.h.step_input(
                         || format!("source {stream} ended"),
-                        |core, now| core.handle_input(now, Input::SourceEnd { stream, error }),
+                        Input::SourceEnd { stream, error },
                     );
                     self.handle_io(io);
                 }

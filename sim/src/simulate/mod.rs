@@ -46,6 +46,32 @@ pub fn simulate(
     }
 }
 
+/// Runs `trace` in world mode as [`simulate`] does, and returns the run's conversation as
+/// a trace too: every LIST and WATCH answer the simulated apiserver gave, each frame and
+/// stream end, and the reconcile outcomes, as a recorder of a live run writes them (the
+/// header is `trace`'s). Replayed, it feeds the core what the world fed it; played to
+/// another client (`sim/tests/client_go_diff.rs`), it is the same conversation.
+///
+/// # Errors
+/// When the header's settings are out of the core's bounds.
+pub fn simulate_recorded(
+    trace: &Trace,
+    opts: &SimOptions,
+) -> Result<(RunReport, Trace), reconcile_core::ConfigError> {
+    match crate::simulate::event_loop::simulate_recorded_inner(trace, opts, None, true) {
+        Ok((report, entries)) => Ok((
+            report,
+            Trace {
+                name: format!("{} (recorded)", trace.name),
+                header: trace.header.clone(),
+                entries,
+            },
+        )),
+        Err(RunError::Config(e)) => Err(e),
+        Err(RunError::Output(_)) => unreachable!("a run without a sink writes nothing"),
+    }
+}
+
 /// Runs `trace` in world mode, writing each rendered line to `sink` as the run goes (in
 /// chunks of [`crate::harness::STREAM_CHUNK`] bytes), so memory does not grow with the
 /// output; [`RunReport::output`] is empty. A write error stops the run.

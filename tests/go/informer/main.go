@@ -1,0 +1,721 @@
+// Command informer plays the primary source of one reconcile-loop trace (the JSON Lines
+// format of trace/src/lib.rs) to client-go's own informer, and prints what it did as JSON:
+// the LIST and WATCH requests its Reflector made, the handler notifications in order, and
+// the final store. It is one side of the differential check of issue 30
+// (sim/tests/client_go_diff.rs is the other side and the comparison).
+//
+// The informer is cache.NewInformerWithOptions of the pinned client-go (v0.36.3): the real
+// Reflector, the queue newQueueFIFO picks by default (a RealFIFO: InOrderInformers is GA and
+// locked on in 1.36, AtomicFIFO and UnlockWhileProcessingFIFO are beta and on, so a LIST
+// is one atomic ReplacedAll delta; no DeltaFIFO), processDeltas / processDeltasInBatch into
+// the informer's Store, and a handler that records each OnAdd / OnUpdate / OnDelete.
+//
+// The trace's answers are served by a scripted ListerWatcher: LIST answers in trace order,
+// WATCH answers in trace order, each WATCH answer being its status and then the frames the
+// trace delivered on that stream, ended as the trace ends it. When a kind's answers are used
+// up the call blocks until the harness stops, so an exhausted trace leaves the reflector idle.
+//
+// Time. Nothing that changes the output depends on the wall clock: the answers are served in
+// order as the reflector asks, and a request is recorded only once every object queued before
+// it has been handed to the handler (counted through the informer's Transform, which the
+// RealFIFO calls once per queued object). The reflector's own clock is real (the informer
+// API does not let a caller set it): its backoffs only delay, and its "very short watch"
+// check (a clean end under 1 s with no event) is made to see what the trace saw: a watch the
+// trace kept open 1 s or more with no frame is held open 1.1 s of real time before it ends.
+//
+// Usage: informer TRACE.jsonl   (exit 0 with JSON on stdout; 2 on a bad trace; 3 on a
+// trace this harness cannot play, with the reason on stderr)
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+)
+
+// How long the whole play may take in real time before it is abandoned (a bound, never
+// reached by a trace that plays out).
+const playBound = 120 * time.Second
+
+// line is every field of a trace line this harness reads.
+type line struct {
+	Record         *string          `json:"record"`
+	T              *float64         `json:"t"`
+	Status         *int             `json:"status"`
+	Body           json.RawMessage  `json:"body"`
+	RawBody        *string          `json:"raw_body"`
+	BodyBase64     *string          `json:"body_base64"`
+	TransportError *string          `json:"transport_error"`
+	Raw            *string          `json:"raw"`
+	RawBase64      *string          `json:"raw_base64"`
+	Event          json.RawMessage  `json:"event"`
+	End            *string          `json:"end"`
+	Error          *string          `json:"error"`
+	Source         *json.RawMessage `json:"source"`
+	Note           *string          `json:"note"`
+	// Header fields.
+	Version        *int    `json:"reconcile_sim_trace"`
+	HeaderSource   *string `json:"-"`
+	StreamingLists *bool   `json:"streaming_lists"`
+	WireFormat     *string `json:"wire_format"`
+}
+
+type listAnswer struct {
+	line      int
+	status    int
+	body      []byte
+	transport string
+}
+
+type frame struct {
+	t   float64
+	raw []byte
+}
+
+type watchAnswer struct {
+	line   int
+	t      float64
+	status int
+	body   []byte
+	frames []frame
+	// ended: false when the trace leaves the stream open.
+	ended bool
+	// headError: the request failed before any response head (a recorder writes that as a
+	// 200 with a note, then the transport error): the WATCH call itself fails.
+	headError  string
+	beforeHead bool
+	endT       float64
+}
+
+// Request is one LIST or WATCH the reflector made.
+type Request struct {
+	Verb            string `json:"verb"`
+	ResourceVersion string `json:"resource_version"`
+	// SendInitialEvents is set on a WATCH that asks for a streaming list.
+	SendInitialEvents bool   `json:"send_initial_events,omitempty"`
+	Limit             int64  `json:"limit,omitempty"`
+	Continue          string `json:"continue,omitempty"`
+	// Answer is the trace line that answered it, 0 when none was left.
+	Answer int `json:"answer"`
+}
+
+// Notification is one handler call.
+type Notification struct {
+	// After is how many requests had been made when it was recorded: the answer to
+	// request After-1 caused it.
+	After int    `json:"after"`
+	Kind  string `json:"kind"` // add, update, delete
+	Key   string `json:"key"`
+	RV    string `json:"rv"`
+	// OldRV is an update's old object's resourceVersion.
+	OldRV string `json:"old_rv,omitempty"`
+	// OldLabels / Labels: the objects' labels, for the parent mapping.
+	OldLabels map[string]string `json:"old_labels,omitempty"`
+	Labels    map[string]string `json:"labels"`
+	// Tombstone: a delete handed a cache.DeletedFinalStateUnknown.
+	Tombstone     bool `json:"tombstone,omitempty"`
+	InInitialList bool `json:"in_initial_list,omitempty"`
+}
+
+// StoreEntry is one object of the final store.
+type StoreEntry struct {
+	RV     string            `json:"rv"`
+	Labels map[string]string `json:"labels"`
+}
+
+// Output is what the harness prints.
+type Output struct {
+	Informer      string                `json:"informer"`
+	Requests      []Request             `json:"requests"`
+	Notifications []Notification        `json:"notifications"`
+	Store         map[string]StoreEntry `json:"store"`
+	LastSyncRV    string                `json:"last_sync_resource_version"`
+	// Unplayed counts the answers the reflector never asked for.
+	UnplayedLists   int `json:"unplayed_lists"`
+	UnplayedWatches int `json:"unplayed_watches"`
+}
+
+type cannotPlay struct{ why string }
+
+func (c cannotPlay) Error() string { return c.why }
+
+func payload(l *line, what string) ([]byte, error) {
+	switch {
+	case l.Body != nil:
+		return []byte(l.Body), nil
+	case l.RawBody != nil:
+		return []byte(*l.RawBody), nil
+	case l.BodyBase64 != nil:
+		return base64.StdEncoding.DecodeString(*l.BodyBase64)
+	}
+	return nil, fmt.Errorf("%s without a body", what)
+}
+
+func readTrace(path string) (lists []*listAnswer, watches []*watchAnswer, kind string, streaming bool, err error) {
+	whole, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, "", false, err
+	}
+	if strings.Contains(string(whole), `"record":"fault"`) {
+		return nil, nil, "", false, cannotPlay{"a world-mode trace (fault records): its conversation is made by the simulated apiserver, not recorded"}
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, "", false, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<30)
+	n := 0
+	var open *watchAnswer
+	kind = "Pod"
+	for sc.Scan() {
+		n++
+		text := strings.TrimSpace(sc.Text())
+		if text == "" {
+			continue
+		}
+		var l line
+		if err := json.Unmarshal([]byte(text), &l); err != nil {
+			return nil, nil, "", false, fmt.Errorf("%s:%d: %v", path, n, err)
+		}
+		if n == 1 {
+			var h map[string]json.RawMessage
+			_ = json.Unmarshal([]byte(text), &h)
+			if s, ok := h["source"]; ok && strings.Contains(string(s), "in_process") {
+				return nil, nil, "", false, cannotPlay{"an in-process source: no LIST or WATCH to play"}
+			}
+			streaming = l.StreamingLists != nil && *l.StreamingLists
+			if l.WireFormat != nil && *l.WireFormat != "json" {
+				return nil, nil, "", false, cannotPlay{"wire format " + *l.WireFormat + ": JSON only"}
+			}
+			continue
+		}
+		if l.Record == nil {
+			return nil, nil, "", false, fmt.Errorf("%s:%d: no record", path, n)
+		}
+		if l.Source != nil && string(*l.Source) != "0" && string(*l.Source) != "null" {
+			continue // a secondary source's record
+		}
+		t := 0.0
+		if l.T != nil {
+			t = *l.T
+		}
+		switch *l.Record {
+		case "fault":
+			return nil, nil, "", false, cannotPlay{"a world-mode trace (fault records): its conversation is made by the simulated apiserver, not recorded"}
+		case "list":
+			a := &listAnswer{line: n, status: 200}
+			if l.Status != nil {
+				a.status = *l.Status
+			}
+			if l.TransportError != nil {
+				a.transport = *l.TransportError
+			} else if a.body, err = payload(&l, "list"); err != nil {
+				return nil, nil, "", false, fmt.Errorf("%s:%d: %v", path, n, err)
+			}
+			if a.status == 200 && a.transport == "" {
+				var head struct {
+					Kind string `json:"kind"`
+				}
+				if json.Unmarshal(a.body, &head) == nil && strings.HasSuffix(head.Kind, "List") {
+					kind = strings.TrimSuffix(head.Kind, "List")
+				}
+			}
+			lists = append(lists, a)
+		case "watch":
+			a := &watchAnswer{line: n, t: t, status: 200}
+			a.beforeHead = l.Note != nil && strings.Contains(*l.Note, "before the response head")
+			if l.Status != nil {
+				a.status = *l.Status
+			}
+			if a.status != 200 {
+				if a.body, err = payload(&l, "watch"); err != nil {
+					a.body = nil
+				}
+				a.ended = true
+				a.endT = t
+				open = nil
+			} else {
+				open = a
+			}
+			watches = append(watches, a)
+		case "frame":
+			if open == nil {
+				return nil, nil, "", false, fmt.Errorf("%s:%d: a frame with no open watch", path, n)
+			}
+			var raw []byte
+			switch {
+			case l.Raw != nil:
+				raw = []byte(*l.Raw)
+			case l.RawBase64 != nil:
+				raw, err = base64.StdEncoding.DecodeString(*l.RawBase64)
+				if err != nil {
+					return nil, nil, "", false, fmt.Errorf("%s:%d: %v", path, n, err)
+				}
+			case l.Event != nil:
+				raw = []byte(l.Event)
+			}
+			open.frames = append(open.frames, frame{t: t, raw: raw})
+		case "watch_end":
+			if open == nil {
+				continue // an end after the recorded client closed the stream itself
+			}
+			open.ended = true
+			open.endT = t
+			if open.beforeHead && len(open.frames) == 0 && l.Error != nil {
+				open.headError = *l.Error
+			}
+			open = nil
+		}
+	}
+	return lists, watches, kind, streaming, sc.Err()
+}
+
+// statusError is what client-go's REST client makes of a non-200 answer with a body.
+func statusError(status int, body []byte, verb string) error {
+	var st metav1.Status
+	if err := json.Unmarshal(body, &st); err == nil && st.Kind == "Status" {
+		if st.Code == 0 {
+			st.Code = int32(status)
+		}
+		return &apierrors.StatusError{ErrStatus: st}
+	}
+	return apierrors.NewGenericServerResponse(status, verb, schema.GroupResource{Resource: "pods"}, "", string(body), 0, true)
+}
+
+// decodeObject reads one object as the typed client would (a decode failure of the typed
+// Pod is a decode failure) and keeps it as an Unstructured of the trace's kind.
+func decodeObject(raw []byte, kind string) (*unstructured.Unstructured, error) {
+	if kind == "Pod" {
+		var p corev1.Pod
+		if err := json.Unmarshal(raw, &p); err != nil {
+			return nil, err
+		}
+	}
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, err
+	}
+	if m == nil {
+		return nil, errors.New("not an object")
+	}
+	u := &unstructured.Unstructured{Object: m}
+	u.SetAPIVersion("v1")
+	u.SetKind(kind)
+	return u, nil
+}
+
+// harness is the scripted ListerWatcher and the recorder.
+type harness struct {
+	kind string
+	// streaming: the trace's listings are streaming lists (WATCH with sendInitialEvents).
+	streaming bool
+	mu        sync.Mutex
+	cond      *sync.Cond
+	// queued: objects the FIFO transformed (queued); handled: non-tombstone handler calls.
+	queued, handled int
+	seen            map[*unstructured.Unstructured]bool
+	requests        []Request
+	notes           []Notification
+	lists           []*listAnswer
+	watches         []*watchAnswer
+	stopped         bool
+	// expect: objects the answers played so far must have queued (one per listed item,
+	// one per ADDED, MODIFIED or DELETED frame).
+	expect int
+	// parked: the reflector waits on something the trace will never give (no answer of
+	// the kind it asked for is left, or the last stream stays open).
+	parked bool
+}
+
+// quiet: everything the reflector was handed is queued, and everything queued is handled.
+func (h *harness) quiet() bool { return h.queued >= h.expect && h.handled >= h.queued }
+
+// transform counts each object once, however often it is transformed: a streaming list's
+// objects are transformed into the reflector's temporary store and again by the queue's
+// Replace (client-go requires an idempotent transform for this).
+func (h *harness) transform(obj any) (any, error) {
+	h.mu.Lock()
+	if u, ok := obj.(*unstructured.Unstructured); !ok || !h.seen[u] {
+		if ok {
+			h.seen[u] = true
+		}
+		h.queued++
+	}
+	h.mu.Unlock()
+	return obj, nil
+}
+
+// request waits until everything queued so far has been handled, then records r.
+func (h *harness) request(ctx context.Context, r Request) {
+	h.mu.Lock()
+	for !h.quiet() && !h.stopped {
+		h.cond.Wait()
+	}
+	h.requests = append(h.requests, r)
+	h.mu.Unlock()
+}
+
+func (h *harness) park() {
+	h.mu.Lock()
+	h.parked = true
+	h.cond.Broadcast()
+	h.mu.Unlock()
+}
+
+func (h *harness) block(ctx context.Context) {
+	h.park()
+	<-ctx.Done()
+}
+
+func (h *harness) ListWithContext(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+	r := Request{Verb: "LIST", ResourceVersion: opts.ResourceVersion, Limit: opts.Limit, Continue: opts.Continue}
+	h.request(ctx, r)
+	h.mu.Lock()
+	if len(h.lists) == 0 {
+		h.mu.Unlock()
+		h.block(ctx)
+		return nil, ctx.Err()
+	}
+	a := h.lists[0]
+	h.lists = h.lists[1:]
+	h.requests[len(h.requests)-1].Answer = a.line
+	h.mu.Unlock()
+	if a.transport != "" {
+		return nil, errors.New(a.transport)
+	}
+	if a.status != 200 {
+		return nil, statusError(a.status, a.body, "list")
+	}
+	var body struct {
+		Metadata struct {
+			ResourceVersion string `json:"resourceVersion"`
+			Continue        string `json:"continue"`
+		} `json:"metadata"`
+		Items []json.RawMessage `json:"items"`
+	}
+	if err := json.Unmarshal(a.body, &body); err != nil {
+		return nil, fmt.Errorf("decoding the list: %w", err)
+	}
+	list := &unstructured.UnstructuredList{Object: map[string]any{}}
+	list.SetAPIVersion("v1")
+	list.SetKind(h.kind + "List")
+	list.SetResourceVersion(body.Metadata.ResourceVersion)
+	list.SetContinue(body.Metadata.Continue)
+	for i, raw := range body.Items {
+		u, err := decodeObject(raw, h.kind)
+		if err != nil {
+			// The typed client decodes a LIST whole: one bad item fails it.
+			return nil, fmt.Errorf("decoding items[%d]: %w", i, err)
+		}
+		list.Items = append(list.Items, *u)
+	}
+	h.mu.Lock()
+	h.expect += len(list.Items)
+	h.mu.Unlock()
+	return list, nil
+}
+
+func (h *harness) List(opts metav1.ListOptions) (runtime.Object, error) {
+	return h.ListWithContext(context.Background(), opts)
+}
+
+func (h *harness) Watch(opts metav1.ListOptions) (watch.Interface, error) {
+	return h.WatchWithContext(context.Background(), opts)
+}
+
+// IsWatchListSemanticsUnSupported makes the reflector LIST then WATCH, as the traces were
+// recorded, unless the trace's header says its listings are streaming lists
+// (WatchListClient is on by default in 1.36; see the streaming list row of
+// docs/alignment.md: ours is opt-in).
+func (h *harness) IsWatchListSemanticsUnSupported() bool { return !h.streaming }
+
+func (h *harness) WatchWithContext(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	send := opts.SendInitialEvents != nil && *opts.SendInitialEvents
+	h.request(ctx, Request{Verb: "WATCH", ResourceVersion: opts.ResourceVersion, SendInitialEvents: send})
+	h.mu.Lock()
+	if len(h.watches) == 0 {
+		h.mu.Unlock()
+		h.block(ctx)
+		return nil, ctx.Err()
+	}
+	a := h.watches[0]
+	h.watches = h.watches[1:]
+	h.requests[len(h.requests)-1].Answer = a.line
+	h.mu.Unlock()
+	if a.status != 200 {
+		return nil, statusError(a.status, a.body, "watch")
+	}
+	if a.headError != "" {
+		// What the REST client returns for a failed dial; "connection refused" as the
+		// syscall error, which the reflector tells apart (utilnet.IsConnectionRefused).
+		var cause error = errors.New(a.headError)
+		if strings.Contains(a.headError, "connection refused") {
+			cause = os.NewSyscallError("connect", syscall.ECONNREFUSED)
+		}
+		return nil, &url.Error{Op: "Get", URL: "https://apiserver/api/v1/pods?watch=true", Err: &net.OpError{Op: "dial", Net: "tcp", Err: cause}}
+	}
+	w := &scripted{ch: make(chan watch.Event), stop: make(chan struct{})}
+	go h.play(ctx, a, w)
+	return w, nil
+}
+
+// play delivers a WATCH answer's frames as client-go's StreamWatcher would decode them.
+func (h *harness) play(ctx context.Context, a *watchAnswer, w *scripted) {
+	send := func(ev watch.Event) bool {
+		if ev.Type == watch.Added || ev.Type == watch.Modified || ev.Type == watch.Deleted {
+			h.mu.Lock()
+			h.expect++
+			h.mu.Unlock()
+		}
+		select {
+		case w.ch <- ev:
+			return true
+		case <-w.stop:
+			return false
+		case <-ctx.Done():
+			return false
+		}
+	}
+	// The channel is unbuffered: a send returns once the reflector took the event.
+	// An ERROR event or a decode failure stops the stream as the StreamWatcher does.
+	for _, f := range a.frames {
+		ev, stop := h.decodeFrame(f.raw)
+		if !send(ev) {
+			return
+		}
+		if stop {
+			// The reflector stops the watch on an ERROR; it never reads further.
+			close(w.ch)
+			return
+		}
+	}
+	if !a.ended {
+		h.park() // open at the end of the trace: the reflector waits on it
+		return
+	}
+	// The reflector's "very short watch" check counts events from when its watch loop took
+	// the stream: the WATCH answer, or after a streaming list its initial-events-end
+	// bookmark.
+	since, after := a.t, len(a.frames)
+	for i, f := range a.frames {
+		if h.streaming && strings.Contains(string(f.raw), "k8s.io/initial-events-end") {
+			since, after = f.t, len(a.frames)-i-1
+		}
+	}
+	if after == 0 && a.endT-since >= 1 {
+		// The trace's watch lasted 1 s or more with no frame: not a "very short watch".
+		select {
+		case <-time.After(1100 * time.Millisecond):
+		case <-ctx.Done():
+			return
+		}
+	}
+	// A clean end, and a transport error, which StreamWatcher treats as a clean close for
+	// the errors a reset connection gives (net.IsProbableEOF).
+	close(w.ch)
+}
+
+// scripted is a watch.Interface whose channel only its player closes.
+type scripted struct {
+	ch   chan watch.Event
+	stop chan struct{}
+	once sync.Once
+}
+
+func (s *scripted) Stop()                          { s.once.Do(func() { close(s.stop) }) }
+func (s *scripted) ResultChan() <-chan watch.Event { return s.ch }
+
+func (h *harness) decodeFrame(raw []byte) (watch.Event, bool) {
+	decodeErr := func(err error) (watch.Event, bool) {
+		// StreamWatcher: "unable to decode an event from the watch stream", an InternalError
+		// Status (its ClientErrorReporter, code 500).
+		st := apierrors.NewInternalError(fmt.Errorf("unable to decode an event from the watch stream: %v", err)).ErrStatus
+		return watch.Event{Type: watch.Error, Object: &st}, true
+	}
+	var env struct {
+		Type   string          `json:"type"`
+		Object json.RawMessage `json:"object"`
+	}
+	if err := json.Unmarshal(raw, &env); err != nil {
+		return decodeErr(err)
+	}
+	switch watch.EventType(env.Type) {
+	case watch.Error:
+		var st metav1.Status
+		if err := json.Unmarshal(env.Object, &st); err != nil {
+			return decodeErr(err)
+		}
+		return watch.Event{Type: watch.Error, Object: &st}, true
+	case watch.Added, watch.Modified, watch.Deleted, watch.Bookmark:
+		u, err := decodeObject(env.Object, h.kind)
+		if err != nil {
+			return decodeErr(err)
+		}
+		return watch.Event{Type: watch.EventType(env.Type), Object: u}, false
+	default:
+		return decodeErr(fmt.Errorf("got invalid watch event type: %v", env.Type))
+	}
+}
+
+func keyOf(obj any) string {
+	k, _ := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
+	return k
+}
+
+func (h *harness) note(n Notification, tombstone bool) {
+	h.mu.Lock()
+	n.After = len(h.requests)
+	h.notes = append(h.notes, n)
+	if !tombstone {
+		h.handled++
+	}
+	h.cond.Broadcast()
+	h.mu.Unlock()
+}
+
+func meta(obj any) (rv string, labels map[string]string) {
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		return u.GetResourceVersion(), u.GetLabels()
+	}
+	return "", nil
+}
+
+func main() {
+	klog.SetOutput(os.Stderr)
+	klog.LogToStderr(false)
+	if len(os.Args) != 2 {
+		fmt.Fprintln(os.Stderr, "usage: informer TRACE.jsonl")
+		os.Exit(2)
+	}
+	lists, watches, kind, streaming, err := readTrace(os.Args[1])
+	var cp cannotPlay
+	if errors.As(err, &cp) {
+		fmt.Fprintln(os.Stderr, "cannot play:", cp.why)
+		os.Exit(3)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	h := &harness{kind: kind, streaming: streaming, seen: map[*unstructured.Unstructured]bool{}, lists: lists, watches: watches, requests: []Request{}, notes: []Notification{}}
+	h.cond = sync.NewCond(&h.mu)
+	handler := cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(obj any, initial bool) {
+			rv, labels := meta(obj)
+			h.note(Notification{Kind: "add", Key: keyOf(obj), RV: rv, Labels: labels, InInitialList: initial}, false)
+		},
+		UpdateFunc: func(old, obj any) {
+			rv, labels := meta(obj)
+			orv, olabels := meta(old)
+			h.note(Notification{Kind: "update", Key: keyOf(obj), RV: rv, OldRV: orv, Labels: labels, OldLabels: olabels}, false)
+		},
+		DeleteFunc: func(obj any) {
+			n := Notification{Kind: "delete", Key: keyOf(obj)}
+			tomb, isTomb := obj.(cache.DeletedFinalStateUnknown)
+			if isTomb {
+				n.Tombstone = true
+				n.RV, n.Labels = meta(tomb.Obj)
+			} else {
+				n.RV, n.Labels = meta(obj)
+			}
+			h.note(n, isTomb)
+		},
+	}
+	objType := &unstructured.Unstructured{}
+	objType.SetAPIVersion("v1")
+	objType.SetKind(kind)
+	store, ctrl := cache.NewInformerWithOptions(cache.InformerOptions{
+		ListerWatcher: h,
+		ObjectType:    objType,
+		Handler:       handler,
+		Transform:     h.transform,
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		ctrl.RunWithContext(ctx)
+		close(done)
+	}()
+
+	// Wait until every answer is used (or the reflector waits for one the trace lacks) and
+	// the reflector is idle with everything it queued handled.
+	deadline := time.Now().Add(playBound)
+	h.mu.Lock()
+	timedOut := false
+	go func() {
+		time.Sleep(playBound)
+		h.mu.Lock()
+		h.cond.Broadcast()
+		h.mu.Unlock()
+	}()
+	for {
+		if h.parked && h.quiet() {
+			break
+		}
+		if time.Now().After(deadline) {
+			timedOut = true
+			break
+		}
+		h.cond.Wait()
+	}
+	h.stopped = true
+	if timedOut {
+		fmt.Fprintf(os.Stderr, "informer: queued %d, handled %d, expected %d, parked %v, requests %+v\n", h.queued, h.handled, h.expect, h.parked, h.requests)
+	}
+	out := Output{
+		Informer:        "client-go v0.36.3 NewInformerWithOptions, RealFIFO (AtomicFIFO, UnlockWhileProcessingFIFO)",
+		Requests:        h.requests,
+		Notifications:   h.notes,
+		Store:           map[string]StoreEntry{},
+		LastSyncRV:      ctrl.LastSyncResourceVersion(),
+		UnplayedLists:   len(h.lists),
+		UnplayedWatches: len(h.watches),
+	}
+	h.cond.Broadcast()
+	h.mu.Unlock()
+	if timedOut {
+		fmt.Fprintln(os.Stderr, "informer: the play did not settle within", playBound)
+		os.Exit(1)
+	}
+	keys := store.ListKeys()
+	sort.Strings(keys)
+	for _, k := range keys {
+		obj, _, _ := store.GetByKey(k)
+		rv, labels := meta(obj)
+		out.Store[k] = StoreEntry{RV: rv, Labels: labels}
+	}
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+	}
+	enc := json.NewEncoder(os.Stdout)
+	enc.SetIndent("", " ")
+	if err := enc.Encode(out); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}

@@ -888,9 +888,15 @@ impl Norm {
             if ty == "BOOKMARK" {
                 let rv = o["metadata"]["resourceVersion"].as_str().unwrap_or("");
                 let at_least_last = rv.parse::<u64>().unwrap_or(0) >= last_new;
-                out.push(json!({"type": ty, "object": {
+                let bookmark = json!({"type": ty, "object": {
                     "resourceVersion": if at_least_last { "not before the last event" } else { "BEFORE the last event" },
-                    "annotations": o["metadata"]["annotations"]}}));
+                    "annotations": o["metadata"]["annotations"]}});
+                // How many bookmarks saying the same thing in a row is the apiserver's
+                // timing (its periodic bookmark can land next to the one before the
+                // watch's timeout, one run in several), not behaviour: one stands for a run.
+                if out.last() != Some(&bookmark) {
+                    out.push(bookmark);
+                }
             } else {
                 last_new = last_new.max(
                     o["metadata"]["resourceVersion"]

@@ -297,9 +297,9 @@ fn create_later(env: &Env, after: Duration, name: &str, annotation: &str) {
     })));
 }
 
-#[test]
-fn the_idempotence_oracle_fires_on_a_controller_that_writes_on_every_start() {
-    let s = bare(
+/// A controller that applies a ConfigMap naming its incarnation each time it starts.
+fn writes_on_every_start() -> Scenario {
+    bare(
         |env| {
             create_later(
                 env,
@@ -309,7 +309,12 @@ fn the_idempotence_oracle_fires_on_a_controller_that_writes_on_every_start() {
             )
         },
         |_| {},
-    );
+    )
+}
+
+#[test]
+fn the_idempotence_oracle_fires_on_a_controller_that_writes_on_every_start() {
+    let s = writes_on_every_start();
     let f = s.try_explore(0..1).expect_err("a fresh start writes");
     assert_eq!(f.violation.oracle, "idempotence", "{f}");
     assert!(
@@ -381,18 +386,7 @@ fn a_quiescence_invariant_is_checked_once_converged_and_an_every_step_one_at_onc
 #[test]
 fn an_oracle_turned_off_does_not_fire() {
     use reconcile_sim::scenario::Oracles;
-    let s = bare(
-        |env| {
-            create_later(
-                env,
-                Duration::ZERO,
-                "started",
-                &env.incarnation().to_string(),
-            )
-        },
-        |_| {},
-    )
-    .oracles(Oracles {
+    let s = writes_on_every_start().oracles(Oracles {
         idempotence: false,
         ..Oracles::default()
     });

@@ -244,14 +244,7 @@ impl Simulation {
     /// argument), as a test seeding or inspecting the world does; a change wakes the
     /// watches and the garbage collector as a request's would. Not logged.
     pub fn cluster<T>(&self, f: impl FnOnce(&mut Cluster, reconcile_core::Instant) -> T) -> T {
-        let mut st = self.shared.lock();
-        let before = st.cluster.resource_version();
-        let now = st.cluster_now();
-        let out = f(&mut st.cluster, now);
-        if st.cluster.resource_version() != before {
-            st.cluster_changed(&self.shared.config);
-        }
-        out
+        self.handle().cluster(f)
     }
 
     /// The virtual time.

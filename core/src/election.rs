@@ -165,26 +165,29 @@ pub struct Leadership {
     pub terms: u64,
 }
 
+/// A Lease as read: from a GET, or one item of a LIST.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct LeaseBody {
+pub(crate) struct LeaseBody {
     #[serde(default)]
-    metadata: LeaseMeta,
+    pub(crate) metadata: LeaseMeta,
     #[serde(default)]
-    spec: LeaseBodySpec,
+    pub(crate) spec: LeaseBodySpec,
 }
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct LeaseMeta {
-    resource_version: Option<String>,
+pub(crate) struct LeaseMeta {
+    #[serde(default)]
+    pub(crate) name: String,
+    pub(crate) resource_version: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct LeaseBodySpec {
-    holder_identity: Option<String>,
-    lease_duration_seconds: Option<u32>,
+pub(crate) struct LeaseBodySpec {
+    pub(crate) holder_identity: Option<String>,
+    pub(crate) lease_duration_seconds: Option<u32>,
     acquire_time: Option<String>,
     lease_transitions: Option<u32>,
 }
@@ -216,10 +219,25 @@ struct Pending {
     sent_at: Instant,
 }
 
-/// The election state machine: one per candidate, owned by its loop.
+/// Which Lease an elector campaigns on, and so how it reads it and what it reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Role {
+    /// The controller's one Lease: read by GET every retry period.
+    Election,
+    /// Shard `i`'s Lease, read by the shard table's LIST, which decides when to campaign.
+    Shard(u32),
+    /// This replica's membership Lease, read by the shard table's LIST.
+    Member,
+}
+
+/// The election state machine: one per candidate and Lease, owned by its loop (or by the
+/// shard table, one per shard).
 #[derive(Debug)]
 pub(crate) struct Elector {
     config: ElectionConfig,
+    role: Role,
+    /// Written on the Lease with every write (a shard table's Leases are found by them).
+    labels: Vec<(String, String)>,
     observed: Option<Observed>,
     /// Leading until this local instant, unless renewed.
     lead_until: Option<Instant>,
@@ -239,8 +257,20 @@ pub(crate) enum Change {
 
 impl Elector {
     pub(crate) fn new(config: ElectionConfig) -> Self {
+        Elector::with_role(config, Role::Election, Vec::new())
+    }
+
+    /// An elector of a shard table: it never reads on its own; the table feeds it what its
+    /// LIST saw ([`Elector::observe_listed`]) and says when to write.
+    pub(crate) fn with_role(
+        config: ElectionConfig,
+        role: Role,
+        labels: Vec<(String, String)>,
+    ) -> Self {
         Elector {
             config,
+            role,
+            labels,
             observed: None,
             lead_until: None,
             pending: None,
@@ -321,7 +351,9 @@ impl Elector {
                 req: p.req,
                 error: "no answer within renew_deadline".into(),
             }));
-            self.attempt(now, ids, out);
+            if self.role == Role::Election {
+                self.attempt(now, ids, out);
+            }
         } else if self.pending.is_none() && self.next_try.is_some_and(|at| now >= at) {
             self.attempt(now, ids, out);
         }
@@ -352,6 +384,7 @@ impl Elector {
                 lease_duration_seconds: 1,
                 acquire_time: None,
                 transitions: observed.transitions,
+                labels: self.labels.clone(),
             };
             let resource_version = observed.resource_version.clone();
             self.send(
@@ -395,20 +428,14 @@ impl Elector {
         };
         match (pending.step, status) {
             (Step::Get, 404) => {
-                let spec = LeaseSpec {
-                    holder: self.config.identity.clone(),
-                    lease_duration_seconds: self.config.lease_seconds(),
-                    acquire_time: None,
-                    transitions: 0,
-                };
-                self.send(now, Step::Create, LeaseRequest::Create(spec), ids, out);
+                self.create(now, ids, out);
                 Change::None
             }
-            (Step::Get, 200) => match self.observe(now, &body, out) {
+            (Step::Get, 200) => match self.observe_body(now, &body, out) {
                 Ok(()) => self.try_write(now, pending, ids, out),
                 Err(e) => self.failed(now, pending, e, out),
             },
-            (Step::Create | Step::Update, 200 | 201) => match self.observe(now, &body, out) {
+            (Step::Create | Step::Update, 200 | 201) => match self.observe_body(now, &body, out) {
                 Ok(()) => self.succeeded(now, pending, out),
                 Err(e) => self.failed(now, pending, e, out),
             },
@@ -486,8 +513,144 @@ impl Elector {
                 } else {
                     observed.transitions.saturating_add(1)
                 },
+                labels: self.labels.clone(),
             },
         }
+    }
+
+    fn create<O, P>(
+        &mut self,
+        now: Instant,
+        ids: &mut (impl MintIds + ?Sized),
+        out: &mut Outbox<O, P>,
+    ) {
+        let spec = LeaseSpec {
+            holder: self.config.identity.clone(),
+            lease_duration_seconds: self.config.lease_seconds(),
+            acquire_time: None,
+            transitions: 0,
+            labels: self.labels.clone(),
+        };
+        self.send(now, Step::Create, LeaseRequest::Create(spec), ids, out);
+    }
+
+    /// Whether a write is on its way (a campaign or a renewal, not a release).
+    pub(crate) fn writing(&self) -> bool {
+        self.pending
+            .is_some_and(|p| matches!(p.step, Step::Create | Step::Update))
+    }
+
+    /// Whether a campaign would write now: the Lease was not seen, or is free, expired
+    /// as observed here, or already this candidate's.
+    pub(crate) fn claimable(&self, now: Instant) -> bool {
+        self.observed.as_ref().is_none_or(|o| {
+            o.holder.is_empty()
+                || o.holder == self.config.identity
+                || now >= o.at + o.lease_duration
+        })
+    }
+
+    /// A listed elector tries to take its Lease: creates it when the LIST did not show it,
+    /// writes itself in when it is claimable. Returns whether it wrote.
+    pub(crate) fn campaign<O, P>(
+        &mut self,
+        now: Instant,
+        ids: &mut (impl MintIds + ?Sized),
+        out: &mut Outbox<O, P>,
+    ) -> bool {
+        debug_assert_ne!(self.role, Role::Election, "a plain election reads by GET");
+        if self.stopped || self.pending.is_some() || self.is_leader(now) || !self.claimable(now) {
+            return false;
+        }
+        match self.observed.clone() {
+            None => self.create(now, ids, out),
+            Some(observed) => {
+                let ours = observed.holder == self.config.identity;
+                let request = self.write_request(&observed, ours);
+                self.send(now, Step::Update, request, ids, out);
+            }
+        }
+        true
+    }
+
+    /// A listed elector that leads renews without reading. Returns whether it wrote.
+    pub(crate) fn renew<O, P>(
+        &mut self,
+        now: Instant,
+        ids: &mut (impl MintIds + ?Sized),
+        out: &mut Outbox<O, P>,
+    ) -> bool {
+        if self.stopped || self.pending.is_some() || !self.is_leader(now) {
+            return false;
+        }
+        let Some(observed) = self
+            .observed
+            .as_ref()
+            .filter(|o| o.holder == self.config.identity && !o.resource_version.is_empty())
+        else {
+            return false;
+        };
+        let request = self.write_request(observed, true);
+        self.send(now, Step::Update, request, ids, out);
+        true
+    }
+
+    /// Ends this term at once and writes the Lease free, so that another replica may take
+    /// it one observation later (the table calls this once the shard's reconciles ended).
+    pub(crate) fn release<O, P>(
+        &mut self,
+        now: Instant,
+        ids: &mut (impl MintIds + ?Sized),
+        out: &mut Outbox<O, P>,
+    ) {
+        if !self.is_leader(now) {
+            return;
+        }
+        // A write of ours still on its way would be answered after the release was sent;
+        // its answer is dropped with it.
+        self.pending = None;
+        if let Some(observed) = &self.observed
+            && observed.holder == self.config.identity
+            && !observed.resource_version.is_empty()
+        {
+            let spec = LeaseSpec {
+                holder: String::new(),
+                lease_duration_seconds: 1,
+                acquire_time: None,
+                transitions: observed.transitions,
+                labels: self.labels.clone(),
+            };
+            let resource_version = observed.resource_version.clone();
+            self.send(
+                now,
+                Step::Release,
+                LeaseRequest::Update {
+                    resource_version,
+                    spec,
+                },
+                ids,
+                out,
+            );
+        }
+        self.lose(LostReason::Rebalanced, out);
+    }
+
+    /// The LIST did not show the Lease: the next campaign creates it. Kept while leading
+    /// or writing, when the LIST may simply predate the write.
+    pub(crate) fn forget(&mut self, now: Instant) {
+        if self.pending.is_none() && !self.is_leader(now) {
+            self.observed = None;
+        }
+    }
+
+    /// What the table's LIST showed of this elector's Lease.
+    pub(crate) fn observe_listed<O, P>(
+        &mut self,
+        now: Instant,
+        lease: LeaseBody,
+        out: &mut Outbox<O, P>,
+    ) -> Result<(), String> {
+        self.observe(now, lease, out)
     }
 
     fn succeeded<O, P>(
@@ -513,10 +676,19 @@ impl Elector {
         }
         self.terms += 1;
         let transitions = self.observed.as_ref().map_or(0, |o| o.transitions);
-        out.push_back(Output::Event(Event::LeadershipAcquired {
-            identity: self.config.identity.clone(),
-            transitions,
-        }));
+        let identity = self.config.identity.clone();
+        match self.role {
+            Role::Election => out.push_back(Output::Event(Event::LeadershipAcquired {
+                identity,
+                transitions,
+            })),
+            Role::Shard(shard) => out.push_back(Output::Event(Event::ShardAcquired {
+                shard,
+                identity,
+                transitions,
+            })),
+            Role::Member => {}
+        }
         Change::Acquired
     }
 
@@ -536,21 +708,26 @@ impl Elector {
     }
 
     fn schedule(&mut self, now: Instant) {
-        if !self.stopped {
+        // A listed elector is driven by its table's retry period.
+        if !self.stopped && self.role == Role::Election {
             self.next_try = Some(now + self.config.retry_period);
         }
     }
 
     fn lose<O, P>(&mut self, reason: LostReason, out: &mut Outbox<O, P>) {
         self.lead_until = None;
-        out.push_back(Output::Event(Event::LeadershipLost {
-            identity: self.config.identity.clone(),
-            reason,
-        }));
+        match self.role {
+            Role::Election => out.push_back(Output::Event(Event::LeadershipLost {
+                identity: self.config.identity.clone(),
+                reason,
+            })),
+            Role::Shard(shard) => out.push_back(Output::Event(Event::ShardLost { shard, reason })),
+            Role::Member => {}
+        }
     }
 
-    /// Reads a Lease body: a new resourceVersion is a change, seen now.
-    fn observe<O, P>(
+    /// Reads a Lease body (a GET's, or a write's answer).
+    fn observe_body<O, P>(
         &mut self,
         now: Instant,
         body: &[u8],
@@ -564,6 +741,16 @@ impl Elector {
         }
         let lease: LeaseBody =
             serde_json::from_slice(body).map_err(|e| format!("lease body: {e}"))?;
+        self.observe(now, lease, out)
+    }
+
+    /// A new resourceVersion is a change, seen now.
+    fn observe<O, P>(
+        &mut self,
+        now: Instant,
+        lease: LeaseBody,
+        out: &mut Outbox<O, P>,
+    ) -> Result<(), String> {
         let resource_version = lease
             .metadata
             .resource_version
@@ -577,7 +764,8 @@ impl Elector {
             return Ok(());
         }
         let holder = lease.spec.holder_identity.unwrap_or_default();
-        if self.observed.as_ref().is_none_or(|o| o.holder != holder) {
+        if self.role == Role::Election && self.observed.as_ref().is_none_or(|o| o.holder != holder)
+        {
             out.push_back(Output::Event(Event::LeaderObserved {
                 holder: (!holder.is_empty()).then(|| holder.clone()),
             }));

@@ -90,6 +90,7 @@
 //! | `source::reflector` | cursor, LIST / WATCH, relist | `cache.Reflector` |
 //! | `source::secondary` | sources of other kinds: own reflector and store, objects mapped to parents | `Owns`, `Watches` |
 //! | [`election`], [`metrics`] | leader election on a Lease; the loop's metrics | `leaderelection`, controller-runtime's metrics |
+//! | [`shard`] | parent keys split across replicas, a Lease per shard, balanced by membership Leases | timebertt's controller sharding, KEP-5866's `shardRange` |
 //! | `controller::{queue, retry}` | dedup queue; per-key backoff | `workqueue`, rate limiter |
 //! | `controller::own_writes` | a key waits until its sources' cursors reach its own writes | KEP-5647's consistency store |
 //! | `controller::config` | settings and their bounds | `Options` |
@@ -100,6 +101,7 @@ mod controller;
 pub mod election;
 mod hashing;
 pub mod metrics;
+pub mod shard;
 mod source;
 mod step_line;
 mod string_map;
@@ -120,6 +122,7 @@ pub use controller::reconcile_loop::{Lifecycle, ReconcileLoop, Stats};
 pub use controller::retry::Backoff;
 pub use election::{ElectionConfig, Leadership, OnLost};
 pub use metrics::Metrics;
+pub use shard::{ShardBy, ShardConfig, ShardKey, Sharding};
 pub use source::params::{InitialListStrategy, WatchParams};
 pub use source::reflector::{MAX_LISTING_BYTES, MAX_LISTING_ITEMS};
 pub use source::store::{CacheChange, Store};

@@ -244,6 +244,14 @@ pub struct Metrics {
     pub own_writes_untracked_total: u64,
     /// `reconcile_loop_own_writes_waiting`: keys whose writes are not observed yet.
     pub own_writes_waiting: u64,
+    /// `reconcile_loop_shards_held`: `Some(shards)` this replica holds when sharded.
+    pub shards_held: Option<u64>,
+    /// `reconcile_loop_shard_transitions_total`: shard terms begun and ended here (each
+    /// ended one a handover).
+    pub shard_transitions_total: u64,
+    /// `reconcile_loop_shard_takeover_seconds`: from first seeing a shard free or expired to
+    /// holding it.
+    pub shard_takeover_seconds: Histogram<40>,
 }
 
 impl Default for Metrics {
@@ -280,6 +288,9 @@ impl Default for Metrics {
             own_write_timeouts_total: 0,
             own_writes_untracked_total: 0,
             own_writes_waiting: 0,
+            shards_held: None,
+            shard_transitions_total: 0,
+            shard_takeover_seconds: Histogram::new(&RECONCILE_TIME_BUCKETS),
         }
     }
 }

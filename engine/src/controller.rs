@@ -256,6 +256,32 @@ where
         self
     }
 
+    /// Splits the parent keys into `shards` shards, one `coordination.k8s.io/v1` Lease
+    /// each, in `namespace`: this replica reconciles a key only while it holds the key's
+    /// shard, and the replicas running this controller share the shards evenly
+    /// ([`reconcile_core::shard`]). The identity is the hostname plus a random suffix;
+    /// [`Controller::sharding_with`] sets every setting.
+    #[must_use]
+    pub fn sharding(self, namespace: &str, name: &str, shards: u32) -> Self
+    where
+        P: reconcile_core::ShardKey,
+    {
+        let identity = crate::election::default_identity();
+        self.sharding_with(reconcile_core::ShardConfig::new(
+            namespace, name, &identity, shards,
+        ))
+    }
+
+    /// [`Controller::sharding`] with every setting given.
+    #[must_use]
+    pub fn sharding_with(mut self, sharding: reconcile_core::ShardConfig) -> Self
+    where
+        P: reconcile_core::ShardKey,
+    {
+        self.config = self.config.sharding(sharding);
+        self
+    }
+
     /// Sends the election's Lease requests through `transport` (by default, the primary
     /// source's): for an in-process primary, or a Lease in another cluster.
     #[must_use]

@@ -313,6 +313,7 @@ where
             self.published.publish(self.cache.clone());
             self.shared.publish(self.core.stats(), self.core.cursor());
             self.shared.publish_leadership(self.core.leadership());
+            self.shared.publish_sharding(self.core.sharding());
             self.shared.metrics.publish(self.core.metrics());
             if self.core.lifecycle() == Lifecycle::Stopped {
                 return Ok(());
@@ -372,24 +373,35 @@ where
             return;
         }
         let inbox = self.inbox.clone();
-        let released = timeout(&self.runtime, self.limits.lease_request, async move {
-            while let Ok(msg) = inbox.recv().await {
+        let expected = pending.len();
+        // A sharded replica releases every shard it holds and its membership: all are
+        // awaited, under one bound.
+        let mut answers = Vec::with_capacity(expected);
+        let _ = timeout(&self.runtime, self.limits.lease_request, async {
+            while answers.len() < expected
+                && let Ok(msg) = inbox.recv().await
+            {
                 if let Msg::Lease(req, response) = msg
                     && pending.contains(&req)
                 {
-                    return Some(response);
+                    answers.push(response);
                 }
             }
-            None
         })
-        .await
-        .flatten();
-        match released {
-            Some(LeaseResponse::Response { status, .. }) if status < 300 => {
-                tracing::info!("lease released");
+        .await;
+        for answer in &answers {
+            match answer {
+                LeaseResponse::Response { status, .. } if *status < 300 => {
+                    tracing::info!("lease released");
+                }
+                other => tracing::warn!(answer = ?other, "lease not released"),
             }
-            Some(other) => tracing::warn!(answer = ?other, "lease not released"),
-            None => tracing::warn!("lease release unanswered"),
+        }
+        if answers.len() < expected {
+            tracing::warn!(
+                unanswered = expected - answers.len(),
+                "lease release unanswered"
+            );
         }
     }
 
@@ -884,6 +896,24 @@ where
             }
             Event::LeaderObserved { holder } => tracing::info!(?holder, "leader observed"),
             Event::LeaseFailed { req, error } => tracing::info!(%req, %error, "lease try failed"),
+            Event::ShardAcquired {
+                shard,
+                identity,
+                transitions,
+            } => tracing::info!(shard, %identity, transitions, "shard held"),
+            Event::ShardLost {
+                shard,
+                reason:
+                    reason @ (reconcile_core::election::LostReason::Stopped
+                    | reconcile_core::election::LostReason::Rebalanced),
+            } => tracing::info!(shard, %reason, "shard handed over"),
+            Event::ShardLost { shard, reason } => tracing::warn!(shard, %reason, "shard lost"),
+            Event::ShardReleasing { shard, running } => {
+                tracing::info!(shard, running, "shard given up to rebalance");
+            }
+            Event::ShardMembers { live, target } => {
+                tracing::info!(live, target, "shard members");
+            }
             other => tracing::debug!(event = %other, "core event"),
         }
     }

@@ -39,13 +39,26 @@ pub(crate) fn lease_request(
     namespace: &str,
     name: &str,
     request: &LeaseRequest,
-) -> Result<http::Request<Vec<u8>>, http::Error> {
+) -> Result<http::Request<Vec<u8>>, String> {
     let collection = format!("/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases");
     let item = format!("{collection}/{name}");
     let now = micro_time_now();
     let builder = http::Request::builder().header(http::header::ACCEPT, "application/json");
-    match request {
+    let built = match request {
         LeaseRequest::Get => builder.method(http::Method::GET).uri(item).body(Vec::new()),
+        LeaseRequest::List { label_selector } => {
+            // kube-core writes the query as it writes every LIST's.
+            let params = kube_core::params::ListParams::default().labels(label_selector);
+            let request = kube_core::Request::new(collection)
+                .list(&params)
+                .map_err(|e| e.to_string())?;
+            let (mut parts, body) = request.into_parts();
+            parts.headers.insert(
+                http::header::ACCEPT,
+                http::HeaderValue::from_static("application/json"),
+            );
+            return Ok(http::Request::from_parts(parts, body));
+        }
         LeaseRequest::Create(spec) => builder
             .method(http::Method::POST)
             .uri(collection)
@@ -62,7 +75,8 @@ pub(crate) fn lease_request(
                 spec.to_json(namespace, name, Some(resource_version), &now)
                     .into_bytes(),
             ),
-    }
+    };
+    built.map_err(|e| e.to_string())
 }
 
 /// Sends one Lease request and reads its answer, giving up after `limit`.

@@ -59,6 +59,7 @@ struct State {
     stats: Stats,
     cursor: Option<String>,
     leadership: Option<reconcile_core::Leadership>,
+    sharding: Option<reconcile_core::Sharding>,
 }
 
 /// State shared by the driver task and every handle.
@@ -115,6 +116,14 @@ impl<O> Shared<O> {
         let mut state = self.state();
         if state.leadership != leadership {
             state.leadership = leadership;
+        }
+    }
+
+    /// Publishes the shards as the core sees them after a turn.
+    pub(crate) fn publish_sharding(&self, sharding: Option<reconcile_core::Sharding>) {
+        let mut state = self.state();
+        if state.sharding != sharding {
+            state.sharding = sharding;
         }
     }
 
@@ -249,6 +258,13 @@ impl<O, P> Handle<O, P> {
     #[must_use]
     pub fn leadership(&self) -> Option<reconcile_core::Leadership> {
         self.shared.state().leadership.clone()
+    }
+
+    /// The shards as this replica last saw them: held, being given up, replicas live, the
+    /// target. `None` when not sharded.
+    #[must_use]
+    pub fn sharding(&self) -> Option<reconcile_core::Sharding> {
+        self.shared.state().sharding.clone()
     }
 
     /// Whether reconciles may run: always without an election, while leading with one.

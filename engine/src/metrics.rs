@@ -34,6 +34,9 @@
 //! | `reconcile_loop_synced` | `controller` | 1 once every source has listed |
 //! | `reconcile_loop_leader` | `controller` | 1 while leading (only with an election) |
 //! | `reconcile_loop_leadership_transitions_total` | `controller` | terms begun and lost here |
+//! | `reconcile_loop_shards_held` | `controller` | shards this replica holds (only when sharded) |
+//! | `reconcile_loop_shard_transitions_total` | `controller` | shard terms begun and ended here |
+//! | `reconcile_loop_shard_takeover_seconds` | `controller` | from first seeing a shard free or expired to holding it |
 //!
 //! Gauges are as of the driver's last turn.
 
@@ -358,6 +361,28 @@ impl Collector for ControllerMetrics {
                 "1 while this candidate holds the leader election's Lease",
                 controller,
                 if leading { 1.0 } else { 0.0 },
+            )?;
+        }
+        if let Some(held) = m.shards_held {
+            gauge(
+                e,
+                "reconcile_loop_shards_held",
+                "Shards whose Lease this replica holds",
+                controller,
+                held as f64,
+            )?;
+            counter(
+                e,
+                "reconcile_loop_shard_transitions",
+                "Shard terms begun and ended by this replica",
+                &[(controller, m.shard_transitions_total)],
+            )?;
+            histogram(
+                e,
+                "reconcile_loop_shard_takeover_seconds",
+                "From first seeing a shard free or expired to holding it",
+                controller,
+                &m.shard_takeover_seconds,
             )?;
         }
         counter(

@@ -9,6 +9,7 @@ use crate::controller::key_map::KeyMap;
 use crate::controller::predicate::Predicate;
 use crate::controller::retry::Backoff;
 use crate::election::{ElectionConfig, ElectionConfigError};
+use crate::shard::{ShardBy, ShardConfig, ShardConfigError, ShardKey};
 use crate::source::params::WatchParams;
 use crate::source::secondary::SecondarySpec;
 use crate::vocabulary::SourceId;
@@ -72,6 +73,9 @@ pub struct Config<O, P> {
     pub(crate) misuse: Option<ConfigError>,
     /// Leader election: reconciles run only while this candidate leads (default: off).
     pub election: Option<ElectionConfig>,
+    /// Sharding: a key is reconciled only while this replica holds its shard (default:
+    /// off). Set with [`Config::sharding`].
+    pub(crate) sharding: Option<(ShardConfig, ShardText<P>)>,
     /// Which updates of the primary's objects wake their parent (default: every new
     /// resourceVersion).
     pub predicate: Option<Predicate<O>>,
@@ -96,6 +100,9 @@ pub struct Config<O, P> {
     /// deadline, as controller-runtime.
     pub reconcile_timeout: Option<Duration>,
 }
+
+/// The text of a key that its shard is hashed from ([`ShardKey::shard_text`]).
+pub(crate) type ShardText<P> = for<'a> fn(&'a P, ShardBy) -> std::borrow::Cow<'a, str>;
 
 /// How a secondary source's objects map to parents, as far as a trace header can say.
 ///
@@ -212,6 +219,7 @@ impl<O, P> Clone for Config<O, P> {
                 .collect(),
             misuse: self.misuse.clone(),
             election: self.election.clone(),
+            sharding: self.sharding.clone(),
             predicate: self.predicate.clone(),
             priority: self.priority,
             read_own_writes: self.read_own_writes,
@@ -266,6 +274,7 @@ impl<O, P> Config<O, P> {
             list_deadline: Duration::from_secs(300),
             max_listing_bytes: crate::source::reflector::MAX_LISTING_BYTES,
             election: None,
+            sharding: None,
             predicate: None,
             priority: false,
             read_own_writes: Some(DEFAULT_OWN_WRITES_WAIT),
@@ -444,6 +453,24 @@ impl<O, P> Config<O, P> {
         self
     }
 
+    /// Splits the parent keys into shards, one Lease each: a key is reconciled only while
+    /// this replica holds its shard ([`shard`](crate::shard)). The sources list and watch
+    /// every object, as with an election.
+    #[must_use]
+    pub fn sharding(mut self, sharding: ShardConfig) -> Self
+    where
+        P: ShardKey,
+    {
+        self.sharding = Some((sharding, <P as ShardKey>::shard_text));
+        self
+    }
+
+    /// The shard settings, when sharded.
+    #[must_use]
+    pub fn shard_config(&self) -> Option<&ShardConfig> {
+        self.sharding.as_ref().map(|(c, _)| c)
+    }
+
     /// Checks every bound.
     ///
     /// # Errors
@@ -469,6 +496,12 @@ impl<O, P> Config<O, P> {
         }
         if let Some(election) = &self.election {
             election.validate().map_err(ConfigError::Election)?;
+        }
+        if let Some((sharding, _)) = &self.sharding {
+            if self.election.is_some() {
+                return Err(ConfigError::ElectionAndSharding);
+            }
+            sharding.validate().map_err(ConfigError::Sharding)?;
         }
         if self.read_own_writes.is_some_and(|w| w.is_zero()) {
             return Err(ConfigError::ZeroDelay("read_own_writes"));
@@ -538,6 +571,14 @@ pub enum ConfigError {
     /// The election's settings.
     #[error("leader election: {0}")]
     Election(ElectionConfigError),
+    /// The shard set's settings.
+    #[error("sharding: {0}")]
+    Sharding(ShardConfigError),
+    /// Sharding and leader election exclude each other: each shard is an election.
+    #[error(
+        "sharding and leader election exclude each other: each shard is an election of its own"
+    )]
+    ElectionAndSharding,
     /// [`Config::secondary_predicate`] was called before any secondary source was added.
     #[error("secondary_predicate: no secondary source was added before it")]
     NoSecondary,

@@ -6,7 +6,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::controller::config::{Config, ConfigError, SourceConfig};
+use crate::controller::config::{Config, ConfigError, ShardText, SourceConfig};
 use crate::controller::key_map::KeyMap;
 use crate::controller::own_writes::{CursorState, Gate, OwnWrites, Released};
 use crate::controller::queue::WorkQueue;
@@ -16,6 +16,7 @@ use crate::election::{
 };
 use crate::hashing::FixedState;
 use crate::metrics::{Metrics, ResultLabel, seconds};
+use crate::shard::{ShardChange, ShardTable, Sharding};
 use crate::source::Change;
 use crate::source::in_process::InProcessSource;
 use crate::source::reflector::{Reflector, Timing};
@@ -190,6 +191,10 @@ pub struct ReconcileLoop<O, P> {
     predicate_name: Option<Arc<str>>,
     /// The election, when configured: dispatch waits for leadership.
     elector: Option<Elector>,
+    /// The shard table, when sharded: a key is dispatched only inside this replica's term
+    /// on its shard.
+    shards: Option<ShardTable<Arc<P>>>,
+    shard_text: Option<ShardText<P>>,
     on_lost: OnLost,
     /// Keys waiting for their writes to be observed; `None` when read your own writes is off.
     own_writes: Option<OwnWrites<Arc<P>>>,
@@ -244,10 +249,15 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
         let mut store = Store::default();
         let predicate_name = config.predicate.as_ref().map(|p| Arc::from(p.to_string()));
         store.set_predicate(config.predicate);
-        let on_lost = config
-            .election
-            .as_ref()
-            .map_or(OnLost::Cancel, |e| e.on_lost);
+        let on_lost = match (&config.election, &config.sharding) {
+            (Some(e), _) => e.on_lost,
+            (None, Some((s, _))) => s.on_lost,
+            (None, None) => OnLost::Cancel,
+        };
+        let (shards, shard_text) = match config.sharding {
+            Some((sharding, text)) => (Some(ShardTable::new(sharding)), Some(text)),
+            None => (None, None),
+        };
         Ok(ReconcileLoop {
             own_writes: config
                 .read_own_writes
@@ -256,6 +266,8 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
             run_deadlines: BTreeMap::new(),
             run_deadline_order: BTreeSet::new(),
             elector: config.election.map(Elector::new),
+            shards,
+            shard_text,
             on_lost,
             key_map: config.key_map,
             concurrency: config.concurrency,
@@ -300,6 +312,7 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
             (Lifecycle::Draining, Input::Drain) => {}
             (Lifecycle::Draining, Input::Reconciled { ticket, outcome }) => {
                 self.handle_reconciled(now, ticket, outcome);
+                self.shard_reconcile_ended(now);
                 self.finish_drain();
             }
             (
@@ -312,6 +325,7 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
             ) => {
                 // Nothing is dispatched again: the writes need no wait.
                 self.handle_reconciled(now, ticket, outcome);
+                self.shard_reconcile_ended(now);
                 self.finish_drain();
             }
             (
@@ -332,6 +346,7 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
                     let change = elector.handle_timeout(now, &mut self.ids, &mut self.out);
                     self.leadership_changed(change);
                 }
+                self.shard_timeout(now);
                 self.finish_drain();
             }
             (Lifecycle::Stopped, Input::Stop) => {}
@@ -343,6 +358,7 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
             }
             (Lifecycle::Running, Input::Reconciled { ticket, outcome }) => {
                 self.handle_reconciled(now, ticket, outcome);
+                self.shard_reconcile_ended(now);
             }
             (
                 Lifecycle::Running,
@@ -355,6 +371,7 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
                 if let Some(parent) = self.handle_reconciled(now, ticket, outcome) {
                     self.record_writes(now, &parent, &writes);
                 }
+                self.shard_reconcile_ended(now);
             }
             (Lifecycle::Running, input) => {
                 if let Some(input) = self.route_to_secondary(now, input) {
@@ -449,6 +466,9 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
         if let Some(elector) = &mut self.elector {
             elector.start(self.now, &mut self.ids, &mut self.out);
         }
+        if let Some(table) = &mut self.shards {
+            table.start(self.now, &mut self.ids, &mut self.out);
+        }
         match &mut self.source {
             Source::Kubernetes(reflector) => {
                 reflector.start(self.now, &mut self.ids, &mut self.out);
@@ -477,6 +497,13 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
         self.event(Event::Draining {
             running: self.in_flight.len(),
         });
+        if self.shards.is_some() {
+            let running = self.running_by_shard();
+            if let Some(table) = &mut self.shards {
+                table.drain(self.now, &running, &mut self.ids, &mut self.out);
+            }
+            self.apply_shard_changes();
+        }
         self.finish_drain();
     }
 
@@ -511,6 +538,11 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
         }
         if let Some(elector) = &mut self.elector {
             elector.stop(self.now, &mut self.ids, &mut self.out);
+        }
+        if let Some(table) = &mut self.shards {
+            table.stop(self.now, &mut self.ids, &mut self.out);
+            // Every run is cancelled below.
+            table.take_changes();
         }
         for ticket in std::mem::take(&mut self.in_flight).into_keys() {
             self.out
@@ -688,6 +720,13 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
     }
 
     fn handle_lease(&mut self, now: Instant, req: RequestId, response: LeaseResponse) {
+        if self.shards.as_ref().is_some_and(|t| t.owns_request(req)) {
+            let running = self.running_by_shard();
+            if let Some(table) = &mut self.shards {
+                table.handle_response(now, req, response, &running, &mut self.ids, &mut self.out);
+            }
+            return self.apply_shard_changes();
+        }
         let Some(elector) = self.elector.as_mut().filter(|e| e.owns_request(req)) else {
             return self.stale("lease response");
         };
@@ -706,21 +745,117 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
             ElectionChange::Lost => {
                 self.metrics.leadership_transitions_total += 1;
                 if self.on_lost == OnLost::Cancel {
-                    // Abandoned runs go back to the queue, for this candidate's next term.
-                    self.in_flight_since = 0;
-                    self.run_deadlines.clear();
-                    self.run_deadline_order.clear();
-                    for (ticket, (parent, _)) in std::mem::take(&mut self.in_flight) {
-                        self.queue.done(&parent);
+                    self.cancel_runs(None);
+                }
+            }
+        }
+    }
+
+    /// Cancels the running reconciles (of one shard's keys, or all); abandoned runs go back
+    /// to the queue, for this replica's next term.
+    fn cancel_runs(&mut self, shard: Option<u32>) {
+        let tickets: Vec<Ticket> = self
+            .in_flight
+            .iter()
+            .filter(|(_, (parent, _))| shard.is_none() || self.shard_of(parent) == shard)
+            .map(|(ticket, _)| *ticket)
+            .collect();
+        for ticket in tickets {
+            let Some((parent, started)) = self.in_flight.remove(&ticket) else {
+                continue;
+            };
+            self.in_flight_since -= u128::from(started.as_nanos());
+            if let Some(at) = self.run_deadlines.remove(&ticket) {
+                self.run_deadline_order.remove(&(at, ticket));
+            }
+            self.queue.done(&parent);
+            if !self.queue.is_wanted(&parent) {
+                self.metrics.workqueue_adds_total += 1;
+                self.queued_at.entry(parent.clone()).or_insert(self.now);
+            }
+            self.queue.add(parent);
+            self.out
+                .push_back(Output::Command(Command::CancelReconcile { ticket }));
+        }
+    }
+
+    /// The shard of `parent`, when sharded.
+    fn shard_of(&self, parent: &P) -> Option<u32> {
+        let (table, text) = (self.shards.as_ref()?, self.shard_text?);
+        let config = table.config();
+        Some(config.shard_of_text(&text(parent, config.by)))
+    }
+
+    /// Reconciles running per shard.
+    fn running_by_shard(&self) -> BTreeMap<u32, usize> {
+        let mut running = BTreeMap::new();
+        for (parent, _) in self.in_flight.values() {
+            if let Some(shard) = self.shard_of(parent) {
+                *running.entry(shard).or_insert(0) += 1;
+            }
+        }
+        running
+    }
+
+    fn shard_timeout(&mut self, now: Instant) {
+        if self.shards.is_none() {
+            return;
+        }
+        let running = self.running_by_shard();
+        if let Some(table) = &mut self.shards {
+            table.handle_timeout(now, &running, &mut self.ids, &mut self.out);
+        }
+        self.apply_shard_changes();
+    }
+
+    fn shard_reconcile_ended(&mut self, now: Instant) {
+        if !self.shards.as_ref().is_some_and(ShardTable::has_releasing) {
+            return;
+        }
+        let running = self.running_by_shard();
+        if let Some(table) = &mut self.shards {
+            table.reconcile_ended(now, &running, &mut self.ids, &mut self.out);
+        }
+        self.apply_shard_changes();
+    }
+
+    /// Acts on what the shard table's last step did: an acquired shard's parked keys are
+    /// queued, a lost or given-up shard's runs cancelled.
+    fn apply_shard_changes(&mut self) {
+        let Some(table) = &mut self.shards else {
+            return;
+        };
+        let changes = table.take_changes();
+        for took in table.take_takeovers() {
+            self.metrics
+                .shard_takeover_seconds
+                .observe(took.as_secs_f64());
+        }
+        for change in changes {
+            match change {
+                ShardChange::Acquired(shard) => {
+                    self.metrics.shard_transitions_total += 1;
+                    let parked = self
+                        .shards
+                        .as_mut()
+                        .map(|t| t.take_parked(shard))
+                        .unwrap_or_default();
+                    for parent in parked {
                         if !self.queue.is_wanted(&parent) {
                             self.metrics.workqueue_adds_total += 1;
                             self.queued_at.entry(parent.clone()).or_insert(self.now);
                         }
                         self.queue.add(parent);
-                        self.out
-                            .push_back(Output::Command(Command::CancelReconcile { ticket }));
+                    }
+                    self.dispatch_due = true;
+                }
+                ShardChange::Lost(shard) => {
+                    self.metrics.shard_transitions_total += 1;
+                    if self.on_lost == OnLost::Cancel {
+                        self.cancel_runs(Some(shard));
                     }
                 }
+                ShardChange::Cancel(shard) => self.cancel_runs(Some(shard)),
             }
         }
     }
@@ -730,6 +865,7 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
             let change = elector.handle_timeout(now, &mut self.ids, &mut self.out);
             self.leadership_changed(change);
         }
+        self.shard_timeout(now);
         self.fire_run_deadlines(now);
         match &mut self.source {
             Source::Kubernetes(reflector) => {
@@ -808,6 +944,9 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
             .elector
             .as_ref()
             .and_then(Elector::deadline)
+            .into_iter()
+            .chain(self.shards.as_ref().and_then(ShardTable::deadline))
+            .reduce(|a, b| if b.0 < a.0 { b } else { a })
             .map(|(at, wake)| Deadline {
                 at,
                 wake: match wake {
@@ -1012,7 +1151,17 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
         m.own_writes_waiting = self.own_writes.as_ref().map_or(0, |o| o.len() as u64);
         m.synced = self.synced;
         m.leader = self.elector.as_ref().map(|e| e.is_leader(self.now));
+        m.shards_held = self
+            .shards
+            .as_ref()
+            .map(|t| t.sharding(self.now).held.len() as u64);
         m
+    }
+
+    /// The shards as this replica sees them; `None` when not sharded.
+    #[must_use]
+    pub fn sharding(&self) -> Option<Sharding> {
+        self.shards.as_ref().map(|t| t.sharding(self.now))
     }
 
     /// Reconciles running now.
@@ -1166,10 +1315,26 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
         {
             return;
         }
+        if self
+            .shards
+            .as_ref()
+            .is_some_and(|t| !t.may_dispatch_any(self.now))
+        {
+            return;
+        }
         while self.in_flight.len() < self.concurrency {
             let Some(parent) = self.queue.pop() else {
                 break;
             };
+            if let Some(shard) = self.shard_of(&parent)
+                && let Some(table) = &mut self.shards
+                && !table.may_dispatch(shard, self.now)
+            {
+                // Another replica's key for now: kept for the term this replica may win.
+                self.queue.done(&parent);
+                table.park(shard, parent);
+                continue;
+            }
             if !self.gate_own_writes(&parent) {
                 continue;
             }

@@ -10,6 +10,12 @@ use bytes::Bytes;
 pub enum LeaseRequest {
     /// `GET` the Lease.
     Get,
+    /// `GET` the namespace's Leases whose labels match `label_selector` (the shard table's
+    /// one read per retry period; the command's `name` is not used).
+    List {
+        /// A label selector, as the apiserver reads `labelSelector`.
+        label_selector: String,
+    },
     /// `POST` a new Lease with this spec.
     Create(LeaseSpec),
     /// `PUT` the Lease with this spec, if its resourceVersion is still `resource_version`
@@ -33,6 +39,9 @@ pub struct LeaseSpec {
     pub acquire_time: Option<String>,
     /// `leaseTransitions`.
     pub transitions: u32,
+    /// `metadata.labels`, sorted by key: how a shard table finds its Leases (empty for a
+    /// plain election, whose Lease has none).
+    pub labels: Vec<(String, String)>,
 }
 
 impl LeaseSpec {
@@ -49,6 +58,14 @@ impl LeaseSpec {
         let mut metadata = serde_json::json!({ "name": name, "namespace": namespace });
         if let Some(rv) = resource_version {
             metadata["resourceVersion"] = rv.into();
+        }
+        if !self.labels.is_empty() {
+            metadata["labels"] = self
+                .labels
+                .iter()
+                .map(|(k, v)| (k.clone(), serde_json::Value::from(v.as_str())))
+                .collect::<serde_json::Map<_, _>>()
+                .into();
         }
         let holder = if self.holder.is_empty() {
             serde_json::Value::Null
@@ -75,6 +92,7 @@ impl fmt::Display for LeaseRequest {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             LeaseRequest::Get => f.write_str("get"),
+            LeaseRequest::List { label_selector } => write!(f, "list {label_selector}"),
             LeaseRequest::Create(spec) => write!(f, "create {spec}"),
             LeaseRequest::Update {
                 resource_version,
@@ -120,6 +138,8 @@ pub enum LostReason {
     RenewDeadline,
     /// The loop stopped (the Lease was released if so configured).
     Stopped,
+    /// A shard given up so that another replica can hold it (the table's balance).
+    Rebalanced,
 }
 
 impl fmt::Display for LostReason {
@@ -127,6 +147,7 @@ impl fmt::Display for LostReason {
         f.write_str(match self {
             LostReason::RenewDeadline => "renew deadline passed",
             LostReason::Stopped => "stopped",
+            LostReason::Rebalanced => "given up to rebalance",
         })
     }
 }

@@ -344,6 +344,37 @@ pub enum Event<P> {
         /// Why.
         reason: LostReason,
     },
+    /// This replica began a term on a shard's Lease: that shard's keys may be dispatched.
+    ShardAcquired {
+        /// The shard.
+        shard: u32,
+        /// This replica.
+        identity: String,
+        /// The shard Lease's `leaseTransitions` after the win.
+        transitions: u32,
+    },
+    /// This replica's term on a shard ended: none of that shard's keys starts here.
+    ShardLost {
+        /// The shard.
+        shard: u32,
+        /// Why.
+        reason: LostReason,
+    },
+    /// This replica gives a shard up to rebalance: its keys start no more, and its Lease
+    /// is written free once the `running` reconciles of its keys have ended.
+    ShardReleasing {
+        /// The shard.
+        shard: u32,
+        /// That shard's reconciles still running here.
+        running: usize,
+    },
+    /// The shard table's view of the replicas changed.
+    ShardMembers {
+        /// Replicas whose membership Lease is live, this one included.
+        live: usize,
+        /// Shards this replica holds at most: `ceil(shards / live)`.
+        target: usize,
+    },
     /// The Lease names a new holder (`None`: released, or never held).
     LeaderObserved {
         /// The holder now.
@@ -901,6 +932,21 @@ impl<P: fmt::Display> fmt::Display for Event<P> {
                 write!(f, "leadership lost {identity} ({reason})")
             }
             Event::LeaseFailed { req, error } => write!(f, "lease {req} failed ({error})"),
+            Event::ShardAcquired {
+                shard,
+                identity,
+                transitions,
+            } => write!(
+                f,
+                "shard {shard} held by {identity} transitions={transitions}"
+            ),
+            Event::ShardLost { shard, reason } => write!(f, "shard {shard} lost ({reason})"),
+            Event::ShardReleasing { shard, running } => {
+                write!(f, "shard {shard} releasing running={running}")
+            }
+            Event::ShardMembers { live, target } => {
+                write!(f, "shard members live={live} target={target}")
+            }
             Event::LeaderObserved { holder: Some(h) } => write!(f, "leader is {h}"),
             Event::Draining { running } => write!(f, "draining running={running}"),
             Event::Filtered { source, key, by } if *source == SourceId::PRIMARY => {

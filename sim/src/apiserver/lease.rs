@@ -57,6 +57,22 @@ pub struct LeaseStore {
     foreign_writes: u64,
 }
 
+/// Whether a Lease's labels match a selector of `key=value` terms joined by commas.
+#[must_use]
+pub fn matches_labels(lease: &Value, selector: &str) -> bool {
+    let labels = lease.pointer("/metadata/labels");
+    selector
+        .split(',')
+        .filter(|term| !term.is_empty())
+        .all(|term| match term.split_once('=') {
+            Some((k, v)) => labels
+                .and_then(|l| l.get(k))
+                .and_then(Value::as_str)
+                .is_some_and(|have| have == v),
+            None => false,
+        })
+}
+
 fn status(code: u16, reason: &str, message: &str) -> LeaseAnswer {
     LeaseAnswer::Response {
         status: code,
@@ -149,6 +165,7 @@ impl LeaseStore {
                 Some(stored) => (self.ok(200, stored), None),
                 None => (not_found(), None),
             },
+            LeaseRequest::List { label_selector } => (self.list(label_selector), None),
             LeaseRequest::Create(spec) => {
                 if self.current.is_some() {
                     return (
@@ -193,6 +210,26 @@ impl LeaseStore {
                 let answer = self.write(200, spec, wall);
                 (answer, self.applied())
             }
+        }
+    }
+
+    /// The LIST of this one Lease: its items are the Lease when its labels match every
+    /// `key=value` of `label_selector` (the only form the shard table sends).
+    fn list(&self, label_selector: &str) -> LeaseAnswer {
+        let items: Vec<&Value> = self
+            .current
+            .iter()
+            .map(|s| &s.value)
+            .filter(|v| matches_labels(v, label_selector))
+            .collect();
+        LeaseAnswer::Response {
+            status: 200,
+            body: serde_json::json!({
+                "kind": "LeaseList", "apiVersion": "coordination.k8s.io/v1",
+                "metadata": {"resourceVersion": self.rv.to_string()},
+                "items": items,
+            })
+            .to_string(),
         }
     }
 
@@ -243,6 +280,7 @@ mod tests {
             lease_duration_seconds: 15,
             acquire_time: None,
             transitions: 0,
+            labels: vec![("reconcile-loop.dev/shard-set".into(), "ctl".into())],
         }
     }
 
@@ -258,6 +296,32 @@ mod tests {
             resource_version: rv.into(),
             spec: spec(holder),
         }
+    }
+
+    #[test]
+    fn a_list_shows_the_lease_when_its_labels_match() {
+        let mut store = LeaseStore::new("ns", "ctl");
+        let wall = "2026-01-01T00:00:00.000000Z";
+        let list = |store: &mut LeaseStore, selector: &str| {
+            let request = LeaseRequest::List {
+                label_selector: selector.into(),
+            };
+            let LeaseAnswer::Response { status: 200, body } =
+                store.handle(Instant::ZERO, &request, wall).0
+            else {
+                panic!("a LIST is answered")
+            };
+            let v: Value = serde_json::from_str(&body).unwrap();
+            v["items"].as_array().unwrap().len()
+        };
+        assert_eq!(list(&mut store, "reconcile-loop.dev/shard-set=ctl"), 0);
+        store.handle(Instant::ZERO, &LeaseRequest::Create(spec("a")), wall);
+        assert_eq!(list(&mut store, "reconcile-loop.dev/shard-set=ctl"), 1);
+        assert_eq!(list(&mut store, "reconcile-loop.dev/shard-set=other"), 0);
+        assert_eq!(
+            list(&mut store, "missing=x,reconcile-loop.dev/shard-set=ctl"),
+            0
+        );
     }
 
     #[test]

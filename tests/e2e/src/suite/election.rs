@@ -145,7 +145,7 @@ impl<D: DriverUnderTest> Candidate<D> {
                         LeaseRequest::Create(spec) | LeaseRequest::Update { spec, .. } => {
                             spec.holder == self.identity
                         }
-                        LeaseRequest::Get => false,
+                        LeaseRequest::Get | LeaseRequest::List { .. } => false,
                     };
                     if ours {
                         sent.insert(req, at);

@@ -1,0 +1,676 @@
+//! Sharding across replicas: several cores, one in-test Lease store answering at once, an
+//! in-process source of the same pods on every replica, and the virtual clock. Each test
+//! checks, from the record of every reconcile's run, that no key ran on two replicas at
+//! once, and what the shards' balance and handovers must be.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use reconcile_core::pod::PodView;
+use reconcile_core::{
+    Command, Config, Event, Input, Instant, KeyMap, LeaseRequest, LeaseResponse, ObjectKey,
+    Outcome, Output, ReconcileLoop, RequestId, ShardConfig, Sharding, SourceEvent, StreamId,
+    Ticket,
+};
+use serde_json::Value;
+
+const SHARDS: u32 = 12;
+const PODS: usize = 60;
+
+fn pod(name: &str, rv: u64) -> PodView {
+    serde_json::from_str(&format!(
+        r#"{{"metadata":{{"name":"{name}","namespace":"ns","resourceVersion":"{rv}"}}}}"#
+    ))
+    .unwrap()
+}
+
+fn secs(s: f64) -> Instant {
+    Instant::from_duration(Duration::from_secs_f64(s))
+}
+
+/// The apiserver's Leases: resourceVersions, optimistic concurrency, LIST by label.
+#[derive(Default)]
+struct Leases {
+    rv: u64,
+    stored: BTreeMap<String, (u64, Value)>,
+}
+
+fn status(code: u16) -> LeaseResponse {
+    LeaseResponse::Response {
+        status: code,
+        body: format!(r#"{{"kind":"Status","code":{code}}}"#).into(),
+    }
+}
+
+impl Leases {
+    fn handle(&mut self, name: &str, request: &LeaseRequest) -> LeaseResponse {
+        let ok = |code: u16, v: &Value| LeaseResponse::Response {
+            status: code,
+            body: v.to_string().into(),
+        };
+        let write = |this: &mut Self, code: u16, spec: &reconcile_core::election::LeaseSpec| {
+            this.rv += 1;
+            let json = spec.to_json(
+                "ns",
+                name,
+                Some(&this.rv.to_string()),
+                "2026-12-01T00:00:00.000000Z",
+            );
+            let value: Value = serde_json::from_str(&json).unwrap();
+            this.stored
+                .insert(name.to_owned(), (this.rv, value.clone()));
+            ok(code, &value)
+        };
+        match request {
+            LeaseRequest::Get => match self.stored.get(name) {
+                Some((_, v)) => ok(200, v),
+                None => status(404),
+            },
+            LeaseRequest::List { label_selector } => {
+                let (key, want) = label_selector.split_once('=').unwrap();
+                let items: Vec<&Value> = self
+                    .stored
+                    .values()
+                    .map(|(_, v)| v)
+                    .filter(|v| {
+                        v.pointer(&format!("/metadata/labels/{}", key.replace('/', "~1")))
+                            .and_then(Value::as_str)
+                            == Some(want)
+                    })
+                    .collect();
+                ok(
+                    200,
+                    &serde_json::json!({"kind": "LeaseList", "items": items}),
+                )
+            }
+            LeaseRequest::Create(spec) => {
+                if self.stored.contains_key(name) {
+                    return status(409);
+                }
+                write(self, 201, spec)
+            }
+            LeaseRequest::Update {
+                resource_version,
+                spec,
+            } => match self.stored.get(name) {
+                None => status(404),
+                Some((rv, _)) if rv.to_string() != *resource_version => status(409),
+                Some(_) => write(self, 200, spec),
+            },
+        }
+    }
+
+    fn holder(&self, name: &str) -> Option<String> {
+        self.stored
+            .get(name)
+            .and_then(|(_, v)| v.pointer("/spec/holderIdentity"))
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    }
+}
+
+struct Run {
+    replica: usize,
+    key: String,
+    start: Instant,
+    end: Option<Instant>,
+}
+
+struct Replica {
+    core: ReconcileLoop<PodView, ObjectKey>,
+    alive: bool,
+    stream: Option<StreamId>,
+    /// Running reconciles: when each will finish.
+    running: BTreeMap<Ticket, (usize, Instant)>,
+    leases: Vec<(RequestId, String, LeaseRequest)>,
+}
+
+struct Fleet {
+    replicas: Vec<Replica>,
+    leases: Leases,
+    now: Instant,
+    pods: BTreeMap<String, u64>,
+    runs: Vec<Run>,
+    /// How long each reconcile takes, by key (default 100 ms).
+    slow: BTreeMap<String, Duration>,
+    partitioned: BTreeSet<usize>,
+    /// Shard events, and with `trace` every Lease exchange, one line each.
+    log: String,
+    trace: bool,
+    shards: u32,
+}
+
+impl Fleet {
+    fn new(replicas: usize) -> Self {
+        Self::with(replicas, SHARDS, false)
+    }
+
+    fn with(replicas: usize, shards: u32, trace: bool) -> Self {
+        let mut fleet = Fleet {
+            trace,
+            shards,
+            replicas: Vec::new(),
+            leases: Leases::default(),
+            now: Instant::ZERO,
+            pods: (0..PODS).map(|i| (format!("p{i}"), 1)).collect(),
+            runs: Vec::new(),
+            slow: BTreeMap::new(),
+            partitioned: BTreeSet::new(),
+            log: String::new(),
+        };
+        for _ in 0..replicas {
+            fleet.add();
+        }
+        fleet
+    }
+
+    fn config(&self, identity: &str) -> ShardConfig {
+        ShardConfig::new("ns", "ctl", identity, self.shards)
+    }
+
+    fn add(&mut self) -> usize {
+        let i = self.replicas.len();
+        let config = Config::in_process(KeyMap::by_object())
+            .concurrency(4)
+            .sharding(self.config(&format!("r{i}")));
+        let mut core = ReconcileLoop::new(config, self.now).unwrap();
+        core.handle_input(self.now, Input::Start);
+        self.replicas.push(Replica {
+            core,
+            alive: true,
+            stream: None,
+            running: BTreeMap::new(),
+            leases: Vec::new(),
+        });
+        self.drain(i);
+        i
+    }
+
+    /// Drains one replica's outputs and performs them; Lease answers and the source's
+    /// first listing are fed back at once.
+    fn drain(&mut self, i: usize) {
+        loop {
+            let mut inputs = Vec::new();
+            loop {
+                let r = &mut self.replicas[i];
+                let output = r.core.poll_output();
+                match output {
+                    Output::Timeout(_) => break,
+                    Output::Command(Command::OpenSource { stream }) => {
+                        r.stream = Some(stream);
+                        let pods = self.pods.iter().map(|(n, rv)| pod(n, *rv)).collect();
+                        inputs.push(Input::SourceEvent {
+                            stream,
+                            event: SourceEvent::Replace(pods),
+                        });
+                    }
+                    Output::Command(Command::Lease {
+                        req, name, request, ..
+                    }) => r.leases.push((req, name, request)),
+                    Output::Command(Command::Reconcile { ticket, parent, .. }) => {
+                        let key = parent.name().to_owned();
+                        let took = self
+                            .slow
+                            .get(&key)
+                            .copied()
+                            .unwrap_or(Duration::from_millis(100));
+                        r.running.insert(ticket, (self.runs.len(), self.now + took));
+                        self.runs.push(Run {
+                            replica: i,
+                            key,
+                            start: self.now,
+                            end: None,
+                        });
+                    }
+                    Output::Command(Command::CancelReconcile { ticket }) => {
+                        if let Some((run, _)) = r.running.remove(&ticket) {
+                            self.runs[run].end = Some(self.now);
+                        }
+                    }
+                    Output::Event(
+                        e @ (Event::ShardAcquired { .. }
+                        | Event::ShardLost { .. }
+                        | Event::ShardReleasing { .. }
+                        | Event::ShardMembers { .. }),
+                    ) => {
+                        let at = self.now.saturating_duration_since(Instant::ZERO);
+                        let _ = writeln!(
+                            self.log,
+                            "{:>10} r{i}  {e}",
+                            format!("{:.3}s", at.as_secs_f64())
+                        );
+                    }
+                    Output::Command(_) | Output::Event(_) => {}
+                }
+            }
+            let leases = std::mem::take(&mut self.replicas[i].leases);
+            for (req, name, request) in leases {
+                let response = if self.partitioned.contains(&i) {
+                    LeaseResponse::TransportError("connection refused".into())
+                } else {
+                    self.leases.handle(&name, &request)
+                };
+                if self.trace {
+                    let answer = match &response {
+                        LeaseResponse::Response { status, body } => {
+                            let v: Value = serde_json::from_slice(body).unwrap_or_default();
+                            match v.get("items").and_then(Value::as_array) {
+                                Some(items) => format!("{status} items={}", items.len()),
+                                None => status.to_string(),
+                            }
+                        }
+                        LeaseResponse::TransportError(e) => e.clone(),
+                    };
+                    let _ = writeln!(
+                        self.log,
+                        "{:>10} r{i}  {req} {request} {name} -> {answer}",
+                        format!(
+                            "{:.3}s",
+                            self.now
+                                .saturating_duration_since(Instant::ZERO)
+                                .as_secs_f64()
+                        ),
+                    );
+                }
+                inputs.push(Input::Lease { req, response });
+            }
+            if inputs.is_empty() {
+                return;
+            }
+            for input in inputs {
+                self.replicas[i].core.handle_input(self.now, input);
+            }
+        }
+    }
+
+    /// Runs the fleet until `until`: timers, reconciles' ends, in time order.
+    fn run_until(&mut self, until: Instant) {
+        loop {
+            let next = self
+                .replicas
+                .iter()
+                .filter(|r| r.alive)
+                .flat_map(|r| {
+                    r.core
+                        .poll_timeout()
+                        .map(|d| d.at)
+                        .into_iter()
+                        .chain(r.running.values().map(|(_, end)| *end))
+                })
+                .min();
+            let Some(next) = next.filter(|&n| n <= until) else {
+                self.now = until;
+                return;
+            };
+            self.now = next.max(self.now);
+            for i in 0..self.replicas.len() {
+                if !self.replicas[i].alive {
+                    continue;
+                }
+                let done: Vec<Ticket> = self.replicas[i]
+                    .running
+                    .iter()
+                    .filter(|(_, (_, end))| *end <= self.now)
+                    .map(|(t, _)| *t)
+                    .collect();
+                for ticket in done {
+                    let (run, _) = self.replicas[i].running.remove(&ticket).unwrap();
+                    self.runs[run].end = Some(self.now);
+                    self.replicas[i].core.handle_input(
+                        self.now,
+                        Input::Reconciled {
+                            ticket,
+                            outcome: Outcome::Success,
+                        },
+                    );
+                }
+                if self.replicas[i]
+                    .core
+                    .poll_timeout()
+                    .is_some_and(|d| d.at <= self.now)
+                {
+                    self.replicas[i].core.handle_input(self.now, Input::Timeout);
+                }
+                self.drain(i);
+            }
+        }
+    }
+
+    /// A new version of every pod, on every live replica.
+    fn touch_all(&mut self) {
+        for rv in self.pods.values_mut() {
+            *rv += 1;
+        }
+        for i in 0..self.replicas.len() {
+            if !self.replicas[i].alive {
+                continue;
+            }
+            let stream = self.replicas[i].stream.unwrap();
+            for (name, rv) in self.pods.clone() {
+                self.replicas[i].core.handle_input(
+                    self.now,
+                    Input::SourceEvent {
+                        stream,
+                        event: SourceEvent::Upsert(pod(&name, rv)),
+                    },
+                );
+            }
+            self.drain(i);
+        }
+    }
+
+    /// The process dies: nothing of it runs again, its Leases are left to expire.
+    fn kill(&mut self, i: usize) {
+        let r = &mut self.replicas[i];
+        r.alive = false;
+        for (_, (run, _)) in std::mem::take(&mut r.running) {
+            self.runs[run].end = Some(self.now);
+        }
+    }
+
+    fn stop(&mut self, i: usize) {
+        self.replicas[i].core.handle_input(self.now, Input::Stop);
+        self.drain(i);
+        self.kill(i);
+    }
+
+    fn sharding(&self, i: usize) -> Sharding {
+        self.replicas[i].core.sharding().unwrap()
+    }
+
+    fn held(&self, i: usize) -> Vec<u32> {
+        self.sharding(i).held
+    }
+
+    /// No key ran on two replicas at once.
+    fn check_safety(&self) -> Result<(), String> {
+        let mut by_key: BTreeMap<&str, Vec<&Run>> = BTreeMap::new();
+        for run in &self.runs {
+            by_key.entry(&run.key).or_default().push(run);
+        }
+        for (key, runs) in by_key {
+            for (i, a) in runs.iter().enumerate() {
+                for b in &runs[i + 1..] {
+                    if a.replica == b.replica {
+                        continue;
+                    }
+                    let a_end = a.end.unwrap_or(self.now);
+                    let b_end = b.end.unwrap_or(self.now);
+                    if a.start < b_end && b.start < a_end {
+                        return Err(format!(
+                            "{key} ran on r{} from {:?} to {:?} and on r{} from {:?} to {:?}",
+                            a.replica, a.start, a_end, b.replica, b.start, b_end
+                        ));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Every shard is held by exactly one live replica, none holds more than the target.
+    fn check_balance(&self) -> Result<(), String> {
+        let live: Vec<usize> = (0..self.replicas.len())
+            .filter(|&i| self.replicas[i].alive)
+            .collect();
+        let target = (self.shards as usize).div_ceil(live.len());
+        let mut owner = BTreeMap::new();
+        for &i in &live {
+            let held = self.held(i);
+            if held.len() > target {
+                return Err(format!("r{i} holds {held:?}, more than {target}"));
+            }
+            for s in held {
+                if let Some(other) = owner.insert(s, i) {
+                    return Err(format!("shard {s} held by r{other} and r{i}"));
+                }
+            }
+        }
+        if owner.len() != self.shards as usize {
+            let n = self.shards;
+            return Err(format!(
+                "only {} of {n} shards held: {owner:?}",
+                owner.len()
+            ));
+        }
+        Ok(())
+    }
+
+    fn owner_of(&self, key: &str) -> Option<usize> {
+        let shard = self
+            .config("any")
+            .shard_of(&ObjectKey::new(Some("ns"), key));
+        (0..self.replicas.len()).find(|&i| self.replicas[i].alive && self.held(i).contains(&shard))
+    }
+}
+
+#[test]
+fn three_replicas_share_twelve_shards_and_each_key_runs_on_its_owner_only() {
+    let mut fleet = Fleet::new(3);
+    fleet.run_until(secs(20.0));
+    fleet.check_balance().unwrap();
+    for i in 0..3 {
+        assert_eq!(
+            fleet.held(i).len(),
+            4,
+            "r{i}: {:?}\n{}",
+            fleet.sharding(i),
+            fleet.log
+        );
+        assert_eq!(fleet.sharding(i).live, 3);
+    }
+    let from = fleet.runs.len();
+    fleet.touch_all();
+    fleet.run_until(secs(25.0));
+    // Every pod's latest version was reconciled, once, by its shard's holder.
+    let mut runs: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    for run in &fleet.runs[from..] {
+        runs.entry(&run.key).or_default().push(run.replica);
+    }
+    assert_eq!(runs.len(), PODS);
+    for (key, replicas) in runs {
+        assert_eq!(replicas, [fleet.owner_of(key).unwrap()], "{key}");
+    }
+    fleet.check_safety().unwrap();
+}
+
+#[test]
+fn a_killed_replicas_shards_move_within_lease_plus_retry_and_no_key_runs_twice() {
+    let mut fleet = Fleet::new(3);
+    fleet.run_until(secs(20.0));
+    fleet.check_balance().unwrap();
+    let orphaned = fleet.held(2);
+    fleet.kill(2);
+    // Lease 15 s, retry 2 s: a survivor first sees the last renewal within one retry
+    // period, waits the lease out, and takes the shard at its next retry period (the dead
+    // replica's membership expires with it): lease + 2 × retry after the death.
+    fleet.run_until(secs(20.0 + 15.0 + 2.0 * 2.0 + 0.5));
+    fleet.check_balance().unwrap();
+    for s in &orphaned {
+        assert!(
+            fleet.held(0).contains(s) || fleet.held(1).contains(s),
+            "shard {s} not taken over\n{}",
+            fleet.log
+        );
+    }
+    fleet.touch_all();
+    fleet.run_until(secs(45.0));
+    fleet.check_safety().unwrap();
+    let takeovers = fleet.replicas[0]
+        .core
+        .metrics()
+        .shard_takeover_seconds
+        .count()
+        + fleet.replicas[1]
+            .core
+            .metrics()
+            .shard_takeover_seconds
+            .count();
+    assert!(
+        takeovers >= orphaned.len() as u64,
+        "takeovers measured: {takeovers}"
+    );
+}
+
+#[test]
+fn an_added_replica_gets_its_share_and_only_the_excess_moves() {
+    let mut fleet = Fleet::new(2);
+    fleet.run_until(secs(20.0));
+    fleet.check_balance().unwrap();
+    let before: Vec<Vec<u32>> = (0..2).map(|i| fleet.held(i)).collect();
+    assert_eq!(before[0].len() + before[1].len(), SHARDS as usize);
+    fleet.add();
+    fleet.run_until(secs(40.0));
+    fleet.check_balance().unwrap();
+    for i in 0..3 {
+        assert_eq!(fleet.held(i).len(), 4, "r{i}\n{}", fleet.log);
+    }
+    // Each old replica gave up exactly its two over the target, and kept the rest.
+    for (i, had) in before.iter().enumerate() {
+        let kept = fleet.held(i).iter().filter(|s| had.contains(s)).count();
+        assert_eq!(kept, 4, "r{i} kept {kept} of {had:?}");
+    }
+    fleet.touch_all();
+    fleet.run_until(secs(45.0));
+    fleet.check_safety().unwrap();
+}
+
+#[test]
+fn a_shard_given_up_waits_for_its_running_reconcile_before_its_lease_is_free() {
+    let mut fleet = Fleet::new(1);
+    fleet.run_until(secs(10.0));
+    assert_eq!(fleet.held(0).len(), SHARDS as usize);
+    // Every key reconciles for 3 s from now on; the newcomer's arrival makes r0 give up
+    // six shards while their keys run.
+    for name in fleet.pods.keys().cloned().collect::<Vec<_>>() {
+        fleet.slow.insert(name, Duration::from_secs(3));
+    }
+    fleet.touch_all();
+    fleet.add();
+    fleet.run_until(secs(30.0));
+    fleet.check_balance().unwrap();
+    fleet.check_safety().unwrap();
+    assert!(
+        fleet.log.lines().any(|l| l
+            .split_once("releasing running=")
+            .is_some_and(|(_, n)| n.trim() != "0")),
+        "{}",
+        fleet.log
+    );
+    // No run of r0 was cancelled: each ended after its full 3 s, before r1 took the shard.
+    for run in fleet
+        .runs
+        .iter()
+        .filter(|r| r.replica == 0 && r.start >= secs(10.0))
+    {
+        // Still running at the end is fine: r0 works through its half, four at a time.
+        if let Some(end) = run.end {
+            let took = end.saturating_duration_since(run.start);
+            assert_eq!(took, Duration::from_secs(3), "{} was cut short", run.key);
+        }
+    }
+}
+
+#[test]
+fn a_handover_cancels_what_outlasts_its_drain_bound() {
+    let mut fleet = Fleet::new(1);
+    fleet.run_until(secs(10.0));
+    for name in fleet.pods.keys().cloned().collect::<Vec<_>>() {
+        fleet.slow.insert(name, Duration::from_secs(60));
+    }
+    fleet.touch_all();
+    fleet.add();
+    fleet.run_until(secs(40.0));
+    fleet.check_balance().unwrap();
+    fleet.check_safety().unwrap();
+    let cut = fleet
+        .runs
+        .iter()
+        .filter(|r| r.replica == 0 && r.end.is_some_and(|e| e < r.start + Duration::from_secs(60)))
+        .count();
+    assert!(
+        cut > 0,
+        "the 5 s drain bound cancelled the runs of the shards given up"
+    );
+}
+
+#[test]
+fn a_partitioned_replica_stops_dispatching_before_its_shards_are_taken() {
+    let mut fleet = Fleet::new(2);
+    fleet.run_until(secs(20.0));
+    let cut_off = fleet.held(1);
+    fleet.partitioned.insert(1);
+    for name in fleet.pods.keys().cloned().collect::<Vec<_>>() {
+        fleet.slow.insert(name, Duration::from_secs(1));
+    }
+    // Changes keep coming to both replicas' caches while r1 is cut off from the Leases.
+    for t in 0..20 {
+        fleet.touch_all();
+        fleet.run_until(secs(21.0 + f64::from(t) * 1.5));
+    }
+    fleet.check_safety().unwrap();
+    assert!(
+        fleet.held(1).is_empty(),
+        "r1's terms ended at its renew deadline"
+    );
+    for s in cut_off {
+        assert!(fleet.held(0).contains(&s), "r0 took shard {s}");
+    }
+    // Healed: r1 comes back and gets its share again.
+    fleet.partitioned.clear();
+    fleet.run_until(secs(90.0));
+    fleet.check_balance().unwrap();
+    fleet.check_safety().unwrap();
+}
+
+#[test]
+fn a_graceful_stop_hands_every_shard_over_at_once() {
+    let mut fleet = Fleet::new(2);
+    fleet.run_until(secs(20.0));
+    let handed = fleet.held(1);
+    fleet.stop(1);
+    // Released Leases (holder none, 1 s) are taken at the survivor's next retry period,
+    // well before a lease duration.
+    fleet.run_until(secs(20.0 + 2.0 * 2.0 + 1.5));
+    for s in handed {
+        assert!(fleet.held(0).contains(&s), "shard {s}\n{}", fleet.log);
+    }
+    fleet.check_balance().unwrap();
+    assert!(fleet.leases.holder("ctl-shard-0").is_some());
+}
+
+#[test]
+fn the_safety_check_fires_on_overlapping_runs() {
+    let mut fleet = Fleet::new(1);
+    fleet.runs.push(Run {
+        replica: 0,
+        key: "p1".into(),
+        start: secs(1.0),
+        end: Some(secs(3.0)),
+    });
+    fleet.runs.push(Run {
+        replica: 1,
+        key: "p1".into(),
+        start: secs(2.0),
+        end: Some(secs(4.0)),
+    });
+    assert!(fleet.check_safety().unwrap_err().contains("p1 ran on r0"));
+    // The first replica took every shard alone; the second arrived after it, and the first
+    // gives up the excess only at its next retry period.
+    let fleet = Fleet::new(2);
+    let error = fleet.check_balance().unwrap_err();
+    assert!(error.contains("r0 holds"), "{error}");
+}
+
+#[test]
+fn two_replicas_protocol_reads_as_one_line_per_step() {
+    // r0 starts alone and takes both shards; r1 joins at 3 s; r0 gives one up at its next
+    // retry period and r1 takes it at its own.
+    let mut fleet = Fleet::with(1, 2, true);
+    fleet.run_until(secs(3.0));
+    fleet.add();
+    fleet.run_until(secs(9.0));
+    fleet.check_balance().unwrap();
+    insta::assert_snapshot!(fleet.log);
+}

@@ -245,6 +245,9 @@ pub(crate) struct Elector {
     next_try: Option<Instant>,
     terms: u64,
     stopped: bool,
+    /// When the answer to this elector's last successful write was read: a LIST sent
+    /// before then may show the Lease as it was before the write.
+    written_at: Option<Instant>,
 }
 
 /// What one input did to leadership.
@@ -277,6 +280,7 @@ impl Elector {
             next_try: None,
             terms: 0,
             stopped: false,
+            written_at: None,
         }
     }
 
@@ -436,7 +440,10 @@ impl Elector {
                 Err(e) => self.failed(now, pending, e, out),
             },
             (Step::Create | Step::Update, 200 | 201) => match self.observe_body(now, &body, out) {
-                Ok(()) => self.succeeded(now, pending, out),
+                Ok(()) => {
+                    self.written_at = Some(now);
+                    self.succeeded(now, pending, out)
+                }
                 Err(e) => self.failed(now, pending, e, out),
             },
             (Step::Update, 409) => {
@@ -643,14 +650,28 @@ impl Elector {
         }
     }
 
-    /// What the table's LIST showed of this elector's Lease.
+    /// What the table's LIST, sent at `list_sent`, showed of this elector's Lease. A LIST
+    /// may have been served before a write of ours that was answered first: then it shows
+    /// the Lease as it was, and taking it in would make the next write conflict. Such a
+    /// LIST, and one that crosses a write still on its way, is not taken in; the next one
+    /// is.
     pub(crate) fn observe_listed<O, P>(
         &mut self,
         now: Instant,
         lease: LeaseBody,
+        list_sent: Instant,
         out: &mut Outbox<O, P>,
     ) -> Result<(), String> {
+        if self.pending.is_some() || self.written_at.is_some_and(|at| at >= list_sent) {
+            return Ok(());
+        }
         self.observe(now, lease, out)
+    }
+
+    /// Whether a LIST sent at `list_sent` speaks for this Lease (see
+    /// [`Elector::observe_listed`]); when not, its absence from the LIST means nothing.
+    pub(crate) fn takes_list(&self, list_sent: Instant) -> bool {
+        self.pending.is_none() && self.written_at.is_none_or(|at| at < list_sent)
     }
 
     fn succeeded<O, P>(

@@ -139,6 +139,9 @@ struct Fleet {
     log: String,
     trace: bool,
     shards: u32,
+    /// The apiserver serves each turn's LISTs before that turn's writes, and their answers
+    /// come last: a LIST shows the Leases as they were before writes already answered.
+    stale_lists: bool,
 }
 
 impl Fleet {
@@ -150,6 +153,7 @@ impl Fleet {
         let mut fleet = Fleet {
             trace,
             shards,
+            stale_lists: false,
             replicas: Vec::new(),
             leases: Leases::default(),
             now: Instant::ZERO,
@@ -244,13 +248,24 @@ impl Fleet {
                     Output::Command(_) | Output::Event(_) => {}
                 }
             }
-            let leases = std::mem::take(&mut self.replicas[i].leases);
+            let mut leases = std::mem::take(&mut self.replicas[i].leases);
+            if self.stale_lists {
+                // Served first, answered last.
+                leases.sort_by_key(|(_, _, r)| !matches!(r, LeaseRequest::List { .. }));
+            }
+            let mut answers = Vec::new();
             for (req, name, request) in leases {
                 let response = if self.partitioned.contains(&i) {
                     LeaseResponse::TransportError("connection refused".into())
                 } else {
                     self.leases.handle(&name, &request)
                 };
+                answers.push((req, name, request, response));
+            }
+            if self.stale_lists {
+                answers.sort_by_key(|(_, _, r, _)| matches!(r, LeaseRequest::List { .. }));
+            }
+            for (req, name, request, response) in answers {
                 if self.trace {
                     let answer = match &response {
                         LeaseResponse::Response { status, body } => {
@@ -533,6 +548,30 @@ fn an_added_replica_gets_its_share_and_only_the_excess_moves() {
     }
     fleet.touch_all();
     fleet.run_until(secs(45.0));
+    fleet.check_safety().unwrap();
+}
+
+#[test]
+fn a_list_served_before_a_renewal_does_not_undo_it() {
+    // Every LIST shows the renewals of its own turn undone. Taken in, each would make the
+    // next renewal, and the release of a shard given up, conflict: the newcomer would wait
+    // for the released shards to expire, a whole lease.
+    let mut fleet = Fleet::new(2);
+    fleet.stale_lists = true;
+    fleet.run_until(secs(20.0));
+    fleet.check_balance().unwrap();
+    let joined = fleet.now;
+    fleet.add();
+    fleet.run_until(joined + Duration::from_secs(5));
+    fleet.check_balance().unwrap();
+    for i in 0..3 {
+        assert_eq!(fleet.held(i).len(), 4, "r{i}\n{}", fleet.log);
+    }
+    assert!(
+        !fleet.log.contains("lost (renew deadline"),
+        "a renewal conflicted:\n{}",
+        fleet.log
+    );
     fleet.check_safety().unwrap();
 }
 

@@ -276,9 +276,11 @@ impl<K: Ord> ShardTable<K> {
         ids: &mut (impl MintIds + ?Sized),
         out: &mut Outbox<O, P>,
     ) {
-        if self.list.is_some_and(|(r, _)| r == req) {
+        if let Some((r, sent)) = self.list
+            && r == req
+        {
             self.list = None;
-            match self.read_list(now, response, out) {
+            match self.read_list(now, sent, response, out) {
                 Ok(()) => self.rebalance(now, running, ids, out),
                 Err(error) => out.push_back(Output::Event(Event::LeaseFailed { req, error })),
             }
@@ -400,6 +402,7 @@ impl<K: Ord> ShardTable<K> {
     fn read_list<O, P>(
         &mut self,
         now: Instant,
+        sent: Instant,
         response: LeaseResponse,
         out: &mut Outbox<O, P>,
     ) -> Result<(), String> {
@@ -432,7 +435,7 @@ impl<K: Ord> ShardTable<K> {
                 if lease.spec.holder_identity.as_deref() == Some(self.config.identity.as_str()) {
                     self.published = true;
                 }
-                self.member.observe_listed(now, lease, out)?;
+                self.member.observe_listed(now, lease, sent, out)?;
             } else if let Some(i) = name
                 .strip_prefix(&shard_prefix)
                 .and_then(|i| i.parse::<u32>().ok())
@@ -441,7 +444,7 @@ impl<K: Ord> ShardTable<K> {
                 seen[i as usize] = true;
                 self.shards[i as usize]
                     .elector
-                    .observe_listed(now, lease, out)?;
+                    .observe_listed(now, lease, sent, out)?;
             } else if name.starts_with(&member_prefix) && members.len() < MAX_MEMBERS {
                 let resource_version = lease.metadata.resource_version.unwrap_or_default();
                 let at = match self.members.get(&name) {
@@ -460,11 +463,11 @@ impl<K: Ord> ShardTable<K> {
             }
         }
         self.members = members;
-        if !own_seen {
+        if !own_seen && self.member.takes_list(sent) {
             self.member.forget(now);
         }
         for (i, seen) in seen.into_iter().enumerate() {
-            if !seen {
+            if !seen && self.shards[i].elector.takes_list(sent) {
                 self.shards[i].elector.forget(now);
             }
         }

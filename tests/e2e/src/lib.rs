@@ -112,7 +112,8 @@ macro_rules! kinds_suite {
     };
 }
 
-/// Leader election between two controllers on the apiserver, the graceful stop and the
+/// Leader election between two controllers on the apiserver, sharding across three, the
+/// graceful stop and the
 /// priority queue (how a controller is operated), in a module `election` so that
 /// `cargo test election` selects them.
 #[macro_export]
@@ -125,6 +126,11 @@ macro_rules! election_suite {
             $crate::cases!($driver, election:
                 a_standby_takes_over_at_once_when_the_leader_stops,
                 a_standby_takes_over_within_the_lease_when_the_leader_is_cut_off,
+            );
+            $crate::cases!($driver, sharding:
+                three_replicas_share_the_cells_and_each_runs_only_its_own,
+                a_killed_replicas_shards_move_within_the_lease,
+                an_added_replica_restores_the_balance,
             );
             $crate::cases!($driver, shutdown:
                 a_graceful_stop_finishes_a_slow_reconcile_and_cancels_one_past_the_timeout,

@@ -13,4 +13,5 @@ pub mod helpers;
 pub mod kinds;
 pub mod kwok;
 pub mod priority;
+pub mod sharding;
 pub mod shutdown;

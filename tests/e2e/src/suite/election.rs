@@ -37,6 +37,13 @@ pub struct Cuttable<T> {
     cut: Arc<AtomicBool>,
 }
 
+impl<T> Cuttable<T> {
+    /// `inner`, refusing every request sent once `cut` is set.
+    pub fn new(inner: T, cut: Arc<AtomicBool>) -> Self {
+        Cuttable { inner, cut }
+    }
+}
+
 impl<T: Transport> Transport for Cuttable<T> {
     fn send(
         &self,

@@ -104,6 +104,13 @@ pub(crate) fn record(write: Written) {
     });
 }
 
+/// Whether this thread is polling a reconcile's future now. A simulated transport uses it
+/// to aim a fault at reconciles only (the test kit's `reconcile-panic`).
+#[must_use]
+pub fn polling_a_reconcile() -> bool {
+    CURRENT.with(|current| current.borrow().is_some())
+}
+
 /// A reconcile's future, polled with its log named as the current one.
 pub(crate) struct Recording<F: ?Sized> {
     pub(crate) log: WriteLog,

@@ -140,7 +140,7 @@ fn every_fault_shows_in_the_log_and_the_generator_still_converges() {
     let one = |k: K| Faults::none().with(k).per_seed(3);
     // A fault on the next LIST or WATCH needs one to come: a drop or a 410 brings it.
     let with_drops = |k: K| one(k).with(K::WatchDrop).with(K::Expired);
-    let cases: [(K, Faults, &[&str]); 14] = [
+    let cases: [(K, Faults, &[&str]); 16] = [
         (K::WatchDrop, one(K::WatchDrop), &["cut (dropped)"]),
         (K::Expired, one(K::Expired), &["ERROR 410 Expired"]),
         (
@@ -183,6 +183,16 @@ fn every_fault_shows_in_the_log_and_the_generator_still_converges() {
             K::CrashAfterWrite,
             one(K::CrashAfterWrite),
             &["crash: controller #1 dies"],
+        ),
+        (
+            K::ReconcilePanic,
+            one(K::ReconcilePanic),
+            &["-> the reconcile panics (injected"],
+        ),
+        (
+            K::RollingRestart,
+            one(K::RollingRestart),
+            &["rolling restart: controller #1 drained and returned"],
         ),
     ];
     for (kind, faults, evidence) in cases {

@@ -12,6 +12,8 @@ pub(crate) struct Request<'a> {
     pub(crate) incarnation: u64,
     /// The request itself.
     pub(crate) http: &'a http::Request<Vec<u8>>,
+    /// Sent from inside a reconcile (the engine's reconcile future was being polled).
+    pub(crate) in_reconcile: bool,
 }
 
 impl Request<'_> {
@@ -48,6 +50,11 @@ pub(crate) enum Verdict {
     /// The cluster serves it, then the answer is lost: the caller sees a transport error
     /// (a timeout after the commit).
     LoseAnswer,
+    /// The cluster serves it, and the answer arrives this much later.
+    ServeLate(std::time::Duration),
+    /// Never reaches the cluster: the caller's task panics with this message (only ever
+    /// given for a request sent from inside a reconcile, whose panic the engine catches).
+    Panic(String),
 }
 
 /// How the open watches were cut.

@@ -7,6 +7,7 @@ use std::collections::VecDeque;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use bytes::Bytes;
 use futures_lite::Stream;
@@ -46,9 +47,31 @@ impl Transport for SimTransport {
             };
             let label = format!("the reply to {} {}", request.method(), request.uri());
             Sleep::new(Arc::clone(&shared), arrives, Some(label)).await;
-            serve(&shared, &request, incarnation)
+            let in_reconcile = reconcile_engine::writes::polling_a_reconcile();
+            match serve(&shared, &request, incarnation, in_reconcile) {
+                Served::Now(result) => result,
+                Served::Late(late, result) => {
+                    let at = shared.lock().now + late;
+                    let label = format!("the late reply to {} {}", request.method(), request.uri());
+                    Sleep::new(Arc::clone(&shared), at, Some(label)).await;
+                    result
+                }
+                // Outside the lock, and without the panic hook's report: the engine catches
+                // a reconcile's panic and counts it as a failed run.
+                Served::Panic(message) => std::panic::resume_unwind(Box::new(message)),
+            }
         })
     }
+}
+
+/// How a request was served.
+enum Served {
+    /// Answered now.
+    Now(Result<http::Response<BodyStream>, TransportError>),
+    /// Served now, answered this much later.
+    Late(Duration, Result<http::Response<BodyStream>, TransportError>),
+    /// Not served: the sender's task panics with this message.
+    Panic(String),
 }
 
 /// Serves `request` at the current virtual time and logs it.
@@ -56,7 +79,8 @@ fn serve(
     shared: &Arc<Shared>,
     request: &http::Request<Vec<u8>>,
     incarnation: u64,
-) -> Result<http::Response<BodyStream>, TransportError> {
+    in_reconcile: bool,
+) -> Served {
     let mut st = shared.lock();
     let before = st.cluster.resource_version();
     let now = st.cluster_now();
@@ -64,13 +88,24 @@ fn serve(
     let seen = Request {
         incarnation,
         http: request,
+        in_reconcile,
     };
     let mut hooks = st.hooks.take();
     let verdict = hooks
         .as_mut()
         .map_or(Verdict::Serve, |h| h.before(st.now, &seen, &st.cluster));
+    let mut late = None;
     let (reply, lose) = match verdict {
         Verdict::Serve => (st.cluster.serve(now, request), false),
+        Verdict::ServeLate(by) => {
+            late = Some(by);
+            (st.cluster.serve(now, request), false)
+        }
+        Verdict::Panic(message) => {
+            st.log(format_args!("{target} -> the reconcile panics ({message})"));
+            st.hooks = hooks;
+            return Served::Panic(message);
+        }
         Verdict::ServeInstead(instead) => {
             st.log(format_args!("{target} (answered as {})", instead.uri()));
             (st.cluster.serve(now, &instead), false)
@@ -92,7 +127,7 @@ fn serve(
         Verdict::Unreachable(message) => {
             st.log(format_args!("{target} -> unreachable ({message})"));
             st.hooks = hooks;
-            return Err(TransportError::new(message));
+            return Served::Now(Err(TransportError::new(message)));
         }
     };
     let status = match &reply {
@@ -114,9 +149,9 @@ fn serve(
         }
         drop(st);
         drop(wake);
-        return Err(TransportError::new(
+        return Served::Now(Err(TransportError::new(
             "the request timed out after the apiserver received it (injected)",
-        ));
+        )));
     }
     let (status, content_type, body): (u16, &str, BodyStream) = match reply {
         Reply::Response(response) => {
@@ -150,11 +185,15 @@ fn serve(
     }
     drop(st);
     drop(wake);
-    http::Response::builder()
+    let result = http::Response::builder()
         .status(status)
         .header(http::header::CONTENT_TYPE, content_type)
         .body(body)
-        .map_err(|e| TransportError::new(format!("building the response: {e}")))
+        .map_err(|e| TransportError::new(format!("building the response: {e}")));
+    match late {
+        Some(by) => Served::Late(by, result),
+        None => Served::Now(result),
+    }
 }
 
 /// Wakes its waker when dropped, which the caller does after dropping the state's lock guard.

@@ -41,11 +41,19 @@ pub enum FaultKind {
     Crash,
     /// As [`FaultKind::Crash`], right after the controller's `n`-th write is applied.
     CrashAfterWrite,
+    /// The next write a reconcile makes panics inside that reconcile, unapplied: the
+    /// runtime must turn the panic into an error and go on.
+    ReconcilePanic,
+    /// A rolling update: from the next write a reconcile makes, every such write is
+    /// answered late for a while, and the controller gets the shutdown signal while that
+    /// first one waits. It drains (its slow reconciles finish), returns, and a new process
+    /// starts at once; one that does not return within 60 s is killed.
+    RollingRestart,
 }
 
 impl FaultKind {
     /// Every kind, in declaration order.
-    pub const ALL: [FaultKind; 14] = [
+    pub const ALL: [FaultKind; 16] = [
         FaultKind::WatchDrop,
         FaultKind::Expired,
         FaultKind::ApiserverRestart,
@@ -60,6 +68,8 @@ impl FaultKind {
         FaultKind::LostAnswer,
         FaultKind::Crash,
         FaultKind::CrashAfterWrite,
+        FaultKind::ReconcilePanic,
+        FaultKind::RollingRestart,
     ];
 
     /// Its name in summaries: `watch-drop`, `stale-list`, …
@@ -80,6 +90,8 @@ impl FaultKind {
             FaultKind::LostAnswer => "lost-answer",
             FaultKind::Crash => "crash",
             FaultKind::CrashAfterWrite => "crash-after-write",
+            FaultKind::ReconcilePanic => "reconcile-panic",
+            FaultKind::RollingRestart => "rolling-restart",
         }
     }
 
@@ -236,6 +248,15 @@ pub enum Fault {
     Crash,
     /// [`FaultKind::CrashAfterWrite`]: after the controller's `n`-th write in the run.
     CrashAfterWrite(u32),
+    /// [`FaultKind::ReconcilePanic`].
+    ReconcilePanic,
+    /// [`FaultKind::RollingRestart`].
+    RollingRestart {
+        /// How long reconciles' writes are slow, from the signal.
+        lasting: Duration,
+        /// How late each of their answers is.
+        by: Duration,
+    },
 }
 
 impl Fault {
@@ -262,6 +283,11 @@ impl Fault {
             FaultKind::WriteError => Fault::WriteError(code(rng)),
             FaultKind::LostAnswer => Fault::LostAnswer,
             FaultKind::Crash => Fault::Crash,
+            FaultKind::ReconcilePanic => Fault::ReconcilePanic,
+            FaultKind::RollingRestart => Fault::RollingRestart {
+                lasting: Duration::from_millis(rng.range(1_000, 20_000)),
+                by: Duration::from_millis(rng.range(200, 5_000)),
+            },
             FaultKind::CrashAfterWrite => {
                 Fault::CrashAfterWrite(u32::try_from(rng.range(1, 8)).unwrap_or(1))
             }
@@ -286,6 +312,8 @@ impl Fault {
             Fault::LostAnswer => FaultKind::LostAnswer,
             Fault::Crash => FaultKind::Crash,
             Fault::CrashAfterWrite(_) => FaultKind::CrashAfterWrite,
+            Fault::ReconcilePanic => FaultKind::ReconcilePanic,
+            Fault::RollingRestart { .. } => FaultKind::RollingRestart,
         }
     }
 }
@@ -330,6 +358,16 @@ impl fmt::Display for Fault {
             Fault::CrashAfterWrite(n) => write!(
                 f,
                 "crash-after-write: the controller dies right after its write #{n}"
+            ),
+            Fault::ReconcilePanic => write!(
+                f,
+                "reconcile-panic: the next write a reconcile makes panics in it"
+            ),
+            Fault::RollingRestart { lasting, by } => write!(
+                f,
+                "rolling-restart: reconciles' writes {}ms late for {}ms, and the shutdown signal",
+                by.as_millis(),
+                lasting.as_millis()
             ),
         }
     }

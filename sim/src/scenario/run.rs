@@ -279,6 +279,9 @@ struct KitState {
     armed: Vec<Fault>,
     /// No request reaches the apiserver before this (a restart).
     unreachable_until: Duration,
+    /// Until then, every write a reconcile makes is answered this much late (a rolling
+    /// restart's slow reconciles).
+    slow_reconciles: Option<(Duration, Duration)>,
     /// The controller's writes (every incarnation), and the applied ones.
     writes: u64,
     applied: u32,
@@ -291,6 +294,8 @@ struct KitState {
     /// `n` of each crash due after the `n`-th applied write.
     crash_after: Vec<u32>,
     crash_now: bool,
+    /// A rolling restart's signal is due: a reconcile is in flight, its write slow.
+    drain_now: bool,
     /// An incarnation whose future returned before the shutdown signal.
     exited: Option<u64>,
     /// The incarnations sent the shutdown signal.
@@ -351,6 +356,26 @@ impl Hooks for KitHooks {
         }
         self.before = None;
         self.rv_before = cluster.resource_version();
+        if request.is_write() && request.in_reconcile {
+            if take_armed(&mut kit, |f| matches!(f, Fault::ReconcilePanic)).is_some() {
+                return Verdict::Panic(format!("injected by the test kit at {target}"));
+            }
+            if let Some(Fault::RollingRestart { lasting, by }) =
+                take_armed(&mut kit, |f| matches!(f, Fault::RollingRestart { .. }))
+            {
+                // The signal comes while this reconcile waits for its slow answer.
+                kit.slow_reconciles = Some((now + lasting, by));
+                kit.drain_now = true;
+            }
+            if let Some((until, by)) = kit.slow_reconciles
+                && now < until
+            {
+                if self.lines {
+                    self.before = object_of(cluster, request.http);
+                }
+                return Verdict::ServeLate(by);
+            }
+        }
         if request.is_write() {
             if self.lines {
                 self.before = object_of(cluster, request.http);
@@ -441,6 +466,9 @@ impl Hooks for KitHooks {
                 }
             }
         }
+        if kit.drain_now && wake.is_none() {
+            wake = kit.waker.take();
+        }
         if request.incarnation > 0 {
             kit.requests += 1;
         }
@@ -490,6 +518,8 @@ fn is_armed(fault: Fault) -> bool {
             | Fault::WriteConflict
             | Fault::WriteError(_)
             | Fault::LostAnswer
+            | Fault::ReconcilePanic
+            | Fault::RollingRestart { .. }
     )
 }
 
@@ -782,6 +812,8 @@ impl Driver {
             kit.armed.clear();
             kit.crash_after.clear();
             kit.crash_now = false;
+            kit.drain_now = false;
+            kit.slow_reconciles = None;
         }
         let hung = self.kit.lock().played.contains(&FaultKind::HangingWatches);
         if hung {
@@ -976,6 +1008,41 @@ impl Driver {
         self.handle.kill(n);
     }
 
+    /// A rolling update's restart: the shutdown signal, the drain (bounded by
+    /// [`STOP_LIMIT`], then killed, as the kubelet kills past the grace period), and the
+    /// next process at once.
+    async fn rolling_restart(&mut self) {
+        let n = self.incarnation;
+        mark(
+            &self.handle,
+            &self.kit,
+            format_args!(
+                "rolling restart: the shutdown signal to controller #{n}, a reconcile waiting on a slow write"
+            ),
+        );
+        self.kit.lock().signalled.insert(n);
+        self.handle.signal(n);
+        let deadline = self.handle.now() + STOP_LIMIT;
+        while !self.kit.lock().returned.contains(&n) && self.handle.now() < deadline {
+            self.handle.sleep(Duration::from_millis(100)).await;
+        }
+        let drained = self.kit.lock().returned.contains(&n);
+        let tasks = self.handle.kill(n);
+        mark(
+            &self.handle,
+            &self.kit,
+            format_args!(
+                "rolling restart: controller #{n} {} ({tasks} tasks left); the next starts",
+                if drained {
+                    "drained and returned"
+                } else {
+                    "did not return within the grace period: killed"
+                }
+            ),
+        );
+        self.launch(Duration::ZERO);
+    }
+
     fn failed(&self) -> bool {
         self.kit.lock().violation.is_some()
     }
@@ -989,10 +1056,18 @@ impl Driver {
     /// write falls due, and restarting it when its process exited.
     async fn wait_until(&mut self, at: Duration) {
         loop {
-            let (due, exited) = {
+            let (due, exited, drain) = {
                 let mut kit = self.kit.lock();
-                (std::mem::take(&mut kit.crash_now), kit.exited.take())
+                (
+                    std::mem::take(&mut kit.crash_now),
+                    kit.exited.take(),
+                    std::mem::take(&mut kit.drain_now),
+                )
             };
+            if drain {
+                self.rolling_restart().await;
+                continue;
+            }
             if let Some(n) = exited
                 && n == self.incarnation
             {
@@ -1009,7 +1084,7 @@ impl Driver {
             let kit = Arc::clone(&self.kit);
             let crash = std::future::poll_fn(move |cx| {
                 let mut st = kit.lock();
-                if st.crash_now || st.exited.is_some() {
+                if st.crash_now || st.exited.is_some() || st.drain_now {
                     Poll::Ready(())
                 } else {
                     st.waker = Some(cx.waker().clone());
@@ -1131,12 +1206,15 @@ impl Driver {
             Fault::Coalesce(lasting) => self.handle.coalesce_until(now + lasting),
             Fault::Crash => self.crash(),
             Fault::CrashAfterWrite(_) => {}
+            // Armed: the signal waits for a reconcile's write to slow down.
+            Fault::RollingRestart { .. } => self.kit.lock().armed.push(fault),
             Fault::ListError(_)
             | Fault::WatchError(_)
             | Fault::StaleList { .. }
             | Fault::WriteConflict
             | Fault::WriteError(_)
-            | Fault::LostAnswer => self.kit.lock().armed.push(fault),
+            | Fault::LostAnswer
+            | Fault::ReconcilePanic => self.kit.lock().armed.push(fault),
         }
     }
 }

@@ -266,3 +266,53 @@ fn reading_its_own_writes_keeps_a_polling_controller_from_a_duplicate_create() {
     let summary = polling(Some(Duration::from_secs(5))).explore(0..seeds().min(300));
     eprintln!("with read-your-own-writes: {summary}");
 }
+
+#[test]
+fn a_failing_seeds_trace_carries_the_kits_faults_and_the_report_draws_them() {
+    let f = caught(Bug::StaleDuplicate);
+    assert!(!f.traces.is_empty(), "{f}");
+    let mut noted = 0;
+    for path in &f.traces {
+        let text = std::fs::read_to_string(path).expect("the trace is written");
+        let trace = reconcile_trace::Trace::parse(&path.display().to_string(), &text)
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let notes: Vec<&str> = trace
+            .entries
+            .iter()
+            .filter(|e| matches!(e.record, reconcile_trace::Record::Note))
+            .filter_map(|e| e.note.as_deref())
+            .collect();
+        assert!(
+            notes.iter().any(|n| n.contains("starts")),
+            "{}: {notes:?}",
+            path.display()
+        );
+        noted += notes.iter().filter(|n| n.contains("kit: fault ")).count();
+        // The report's step lines, which its timeline draws as marks, show each of them.
+        let mode = reconcile_sim::report::Mode::Replay(reconcile_sim::ReplayOptions::default());
+        let report = reconcile_sim::report::build(&trace, &mode).expect("the trace reports");
+        for note in &notes {
+            assert!(
+                report.timeline.step_line.iter().any(|l| l.contains(*note)),
+                "{}: the report lacks {note:?}",
+                path.display()
+            );
+        }
+        // Drawn as marks on the timeline.
+        let marks = report
+            .timeline
+            .items
+            .iter()
+            .filter(|i| i.kind == reconcile_sim::report::Kind::Note && i.label.contains("kit:"))
+            .count();
+        assert!(
+            marks >= notes.len().min(1),
+            "{}: no kit mark drawn",
+            path.display()
+        );
+    }
+    assert!(
+        noted > 0,
+        "a fault of the minimized schedule is noted in a trace: {f}"
+    );
+}

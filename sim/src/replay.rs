@@ -560,6 +560,11 @@ impl Replay<'_> {
                 );
                 self.handle_io(io);
             }
+            Record::Note => {
+                if let Some(note) = &entry.note {
+                    self.h.note(note);
+                }
+            }
             Record::Advance { .. } => {}
             Record::Fault(fault) => self.fault(fault),
             Record::ReconcileAll => {

@@ -476,6 +476,9 @@ pub enum Record {
     ReconcileAll,
     /// Stop the loop.
     Stop,
+    /// Nothing happens; the entry's note is shown at its time (the test kit's faults and
+    /// restarts, in the trace of the process they hit).
+    Note,
 }
 
 /// An in-process source write, with the objects as raw JSON.
@@ -972,6 +975,12 @@ fn parse_record(l: &Line<'_>) -> Result<Record, String> {
         "fault" => Record::Fault(parse_fault(l)?),
         "stop" => Record::Stop,
         "reconcile_all" => Record::ReconcileAll,
+        "note" => {
+            if l.note.as_deref().is_none_or(str::is_empty) {
+                return Err("a note record needs \"note\"".into());
+            }
+            Record::Note
+        }
         other => return Err(format!("unknown record kind {other:?}")),
     })
 }
@@ -1182,6 +1191,7 @@ impl Entry {
             Record::Fault(_) => "fault",
             Record::Stop => "stop",
             Record::ReconcileAll => "reconcile_all",
+            Record::Note => "note",
         };
         out.push_str(&serde_json::Value::from(kind).to_string());
         if let Some(at) = self.at {
@@ -1296,7 +1306,7 @@ impl Entry {
             }
             Record::Advance { by } => push_num(&mut out, "by_s", by.as_secs_f64()),
             Record::Fault(fault) => push_fault(&mut out, fault),
-            Record::Stop | Record::ReconcileAll => {}
+            Record::Stop | Record::ReconcileAll | Record::Note => {}
         }
         if let Some(note) = &self.note {
             push_str(&mut out, "note", note);

@@ -3,10 +3,10 @@
 //! starts and kills the controller's incarnations, plays the schedule, and runs the
 //! oracles in order.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::panic::AssertUnwindSafe;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Poll, Waker};
 use std::time::Duration;
@@ -244,10 +244,17 @@ pub(crate) fn run(
         writes: st.writes,
         request_count: st.requests,
     };
+    let (marks, started) = (
+        std::mem::take(&mut st.marks),
+        std::mem::take(&mut st.started),
+    );
     drop(st);
+    // Its tasks go with it, and with them every trace recorder: each file is whole.
+    drop(sim);
     if let Some((dir, stem)) = trace {
         let text: String = outcome.log.iter().map(|l| format!("{l}\n")).collect();
         let _ = std::fs::write(dir.join(format!("{stem}.log")), text);
+        note_traces(&dir, &stem, &marks, &started);
     }
     outcome
 }
@@ -309,6 +316,11 @@ struct KitState {
     lines: Vec<String>,
     requests: u64,
     played: Vec<FaultKind>,
+    /// The kit's markers (actions, faults, restarts, oracle steps) with their times, for
+    /// the traces ([`note_traces`]); at most [`MAX_LINES`].
+    marks: Vec<(Duration, String)>,
+    /// When each incarnation's controller function started.
+    started: BTreeMap<u64, Duration>,
 }
 
 impl KitState {
@@ -504,8 +516,60 @@ fn mark(handle: &SimHandle, kit: &Kit, line: impl fmt::Display) {
         if st.lines.len() < MAX_LINES {
             st.lines.push(format!("{} -- {line}", stamp(at)));
         }
+        if st.marks.len() < MAX_LINES {
+            st.marks.push((at, line.clone()));
+        }
     }
     handle.note(line);
+}
+
+/// Writes the kit's markers into each incarnation's trace as `note` records at their
+/// times, so that `reconcile-sim report` draws the faults, actions and restarts on the
+/// timeline of the process they hit. A trace's times count from its controller's start.
+fn note_traces(
+    dir: &Path,
+    stem: &str,
+    marks: &[(Duration, String)],
+    started: &BTreeMap<u64, Duration>,
+) {
+    let starts: Vec<(u64, Duration)> = started.iter().map(|(n, at)| (*n, *at)).collect();
+    for (i, (n, start)) in starts.iter().enumerate() {
+        let end = starts.get(i + 1).map_or(Duration::MAX, |(_, next)| *next);
+        let path = dir.join(format!("{stem}-{n}.trace.jsonl"));
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            continue;
+        };
+        let mut pending = marks
+            .iter()
+            .filter(|(at, _)| at >= start && *at < end)
+            .map(|(at, line)| (at.saturating_sub(*start).as_secs_f64(), line))
+            .peekable();
+        let mut out = String::with_capacity(text.len() + 4096);
+        let note = |out: &mut String, t: f64, line: &str| {
+            let record =
+                serde_json::json!({"record": "note", "t": t, "note": format!("kit: {line}")});
+            out.push_str(&record.to_string());
+            out.push('\n');
+        };
+        for (k, record) in text.lines().enumerate() {
+            // The header first; then each record after the marks before it.
+            let t = (k > 0)
+                .then(|| serde_json::from_str::<Value>(record).ok())
+                .flatten()
+                .and_then(|v| v.get("t").and_then(Value::as_f64));
+            if let Some(t) = t {
+                while let Some((at, line)) = pending.next_if(|(at, _)| *at < t) {
+                    note(&mut out, at, line);
+                }
+            }
+            out.push_str(record);
+            out.push('\n');
+        }
+        for (at, line) in pending {
+            note(&mut out, at, line);
+        }
+        let _ = std::fs::write(&path, out);
+    }
 }
 
 /// Whether `fault` waits for the next request it fits, rather than acting at its time.
@@ -1128,6 +1192,7 @@ impl Driver {
                 if delay > Duration::ZERO {
                     handle.sleep(delay).await;
                 }
+                kit.lock().started.insert(n, handle.now());
                 mark(&handle, &kit, format_args!("controller #{n} starts"));
                 controller(&env).await;
                 let wake = {

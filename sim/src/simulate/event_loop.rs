@@ -982,6 +982,11 @@ impl Sim<'_> {
                     self.handle_io(io);
                 }
             }
+            Record::Note => {
+                if let Some(note) = &entry.note {
+                    self.h.note(note);
+                }
+            }
             Record::Advance { .. } => {}
             Record::Fault(fault) => {
                 // A fault naming a source hits that source's resource alone.

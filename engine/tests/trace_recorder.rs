@@ -15,7 +15,7 @@ use k8s_openapi::api::core::v1::Secret;
 use reconcile_core::pod::PodView;
 use reconcile_core::{
     Command, Config, Input, Instant, KeyMap, ListResponse, Object, ObjectKey, Outcome, Output,
-    ReconcileLoop, RequestId, SourceEvent, StreamId, Ticket, WatchParams,
+    OwnWrite, ReconcileLoop, RequestId, SourceEvent, SourceId, StreamId, Ticket, WatchParams,
 };
 use reconcile_engine::{
     Action, BoxFuture, Controller, Reconcile, Recorder, Source, SourceResource, TraceRecorder,
@@ -268,6 +268,48 @@ fn the_file_stops_at_its_byte_bound_and_stays_a_readable_prefix() {
     let (text, trace) = read(&path);
     assert!(text.len() <= 4096, "{} bytes", text.len());
     assert!(trace.entries.len() > 5, "a prefix, not nothing");
+}
+
+#[test]
+fn a_reconcile_that_wrote_is_written_with_its_writes() {
+    // Read your own writes: the outcome goes with what the run wrote, so a replay holds the
+    // key as the run did.
+    let path = temp("wrote.jsonl");
+    let mut d = Drive::new(
+        pods().read_own_writes(Some(Duration::from_secs(9))),
+        &path,
+        |r| r,
+    );
+    d.list(0.5, &pod_list(10, &[pod("a", 5)]));
+    let ticket = d.running.remove(0);
+    d.feed(
+        0.6,
+        Input::ReconciledWrote {
+            ticket,
+            outcome: Outcome::Success,
+            writes: vec![OwnWrite::new(SourceId::PRIMARY, "20")],
+        },
+    );
+    d.recorder.finish(d.now);
+    let (text, trace) = read(&path);
+    let writes: Vec<&Vec<OwnWrite>> = trace
+        .entries
+        .iter()
+        .filter_map(|e| match &e.record {
+            Record::Reconcile { writes, .. } => Some(writes),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        writes,
+        [&vec![OwnWrite::new(SourceId::PRIMARY, "20")]],
+        "{text}"
+    );
+    assert_eq!(
+        trace.header.read_own_writes,
+        Some(Duration::from_secs(9)),
+        "{text}"
+    );
 }
 
 #[test]

@@ -503,7 +503,10 @@ impl Replay<'_> {
                 parent,
                 outcome,
                 duration,
-            } => self.h.script(parent.clone(), outcome.clone(), *duration),
+                writes,
+            } => self
+                .h
+                .script_writing(parent.clone(), outcome.clone(), *duration, writes.clone()),
             Record::Source(op) => {
                 if self.p[s].source.is_none() {
                     self.meet(Wake::SourceReopen);

@@ -78,6 +78,14 @@ fn random_record(rng: &mut Rng, case: u64) -> Record {
             parent: Some(String::from_utf8_lossy(&payload(rng, 20)).into_owned()),
             outcome: ScriptedOutcome::Error(String::from_utf8_lossy(&payload(rng, 30)).into()),
             duration: Duration::from_millis(rng.below(5000)),
+            writes: (0..rng.below(3))
+                .map(|n| {
+                    reconcile_core::OwnWrite::new(
+                        reconcile_core::SourceId::nth(n),
+                        String::from_utf8_lossy(&payload(rng, 12)).into_owned(),
+                    )
+                })
+                .collect(),
         },
         _ => Record::Fault(Fault::GoneStorm {
             count: rng.below(4) as u32,

@@ -282,6 +282,10 @@ pub struct Header {
     /// The secondary sources (version 2): `S1` first. Their objects are decoded as the
     /// primary's type in a replay, which keeps names, versions and owners.
     pub secondaries: Vec<reconcile_core::SecondaryConfig>,
+    /// How long a key waits at most for its own writes (`Config::read_own_writes`;
+    /// `read_own_writes_s`, written only when not the core's default of 5 s; `null` turns
+    /// the wait off), so a replay holds as the recorded run did.
+    pub read_own_writes: Option<Duration>,
 }
 
 impl Default for Header {
@@ -303,6 +307,7 @@ impl Default for Header {
             bookmark_interval: Some(Duration::from_secs(60)),
             gone_as: GoneAs::Frame,
             secondaries: Vec::new(),
+            read_own_writes: Some(reconcile_core::DEFAULT_OWN_WRITES_WAIT),
         }
     }
 }
@@ -457,6 +462,11 @@ pub enum Record {
         outcome: ScriptedOutcome,
         /// How long it runs.
         duration: Duration,
+        /// What it wrote (`writes`, left out when empty): each write's source and the
+        /// resourceVersion the apiserver answered, fed back with the outcome
+        /// ([`Input::ReconciledWrote`](reconcile_core::Input::ReconciledWrote)) so a replay
+        /// holds the key for its own writes as the recorded run did.
+        writes: Vec<reconcile_core::OwnWrite>,
     },
     /// An in-process source write.
     Source(SourceOp),
@@ -554,6 +564,16 @@ struct Line<'a> {
     count: Option<u32>,
     cursor: Option<bool>,
     source: Option<u64>,
+    writes: Option<Vec<WriteLine>>,
+}
+
+/// One write of a `reconcile` record: the source caching the written kind (the primary when
+/// left out) and the answered resourceVersion.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WriteLine {
+    source: Option<u64>,
+    resource_version: String,
 }
 
 /// A header's `wire_format`: absent is JSON.
@@ -592,6 +612,8 @@ struct HeaderLine {
     bookmark_interval_s: Option<Option<f64>>,
     gone_as: Option<String>,
     secondaries: Option<Vec<SecondaryLine>>,
+    #[serde(default, deserialize_with = "present")]
+    read_own_writes_s: Option<Option<f64>>,
 }
 
 /// One secondary source in a version 2 header.
@@ -725,6 +747,11 @@ impl Header {
             },
             gone_as,
             secondaries,
+            read_own_writes: match h.read_own_writes_s {
+                None => d.read_own_writes,
+                Some(None) => None,
+                Some(Some(s)) => Some(positive("read_own_writes_s", s)?),
+            },
         };
         if let Some(selector) = &header.label_selector {
             crate::selector::Selector::parse(selector)
@@ -778,6 +805,12 @@ impl Header {
             "bookmark_interval_s".into(),
             self.bookmark_interval.map(|d| d.as_secs_f64()).into(),
         );
+        if self.read_own_writes != Header::default().read_own_writes {
+            m.insert(
+                "read_own_writes_s".into(),
+                self.read_own_writes.map(|d| d.as_secs_f64()).into(),
+            );
+        }
         if self.gone_as == GoneAs::Status {
             m.insert("gone_as".into(), "status".into());
         }
@@ -952,6 +985,17 @@ fn parse_record(l: &Line<'_>) -> Result<Record, String> {
                 }
             },
             duration: seconds("duration_s", l.duration_s.unwrap_or(0.0))?,
+            writes: l
+                .writes
+                .iter()
+                .flatten()
+                .map(|w| {
+                    reconcile_core::OwnWrite::new(
+                        reconcile_core::SourceId::nth(w.source.unwrap_or(0)),
+                        w.resource_version.clone(),
+                    )
+                })
+                .collect(),
         },
         "source" => Record::Source(match l.op.as_deref() {
             Some("upsert") => SourceOp::Upsert(raw(l.object.ok_or("upsert needs \"object\"")?)),
@@ -1255,6 +1299,7 @@ impl Entry {
                 parent,
                 outcome,
                 duration,
+                writes,
             } => {
                 if let Some(p) = parent {
                     push_str(&mut out, "parent", p);
@@ -1282,6 +1327,24 @@ impl Entry {
                 }
                 if !duration.is_zero() {
                     push_num(&mut out, "duration_s", duration.as_secs_f64());
+                }
+                if !writes.is_empty() {
+                    let list: Vec<serde_json::Value> = writes
+                        .iter()
+                        .map(|w| {
+                            let mut o = serde_json::Map::new();
+                            if w.source != reconcile_core::SourceId::PRIMARY {
+                                o.insert("source".into(), w.source.get().into());
+                            }
+                            o.insert("resource_version".into(), w.resource_version.clone().into());
+                            serde_json::Value::Object(o)
+                        })
+                        .collect();
+                    push_raw(
+                        &mut out,
+                        "writes",
+                        &serde_json::Value::from(list).to_string(),
+                    );
                 }
             }
             Record::Source(op) => match op {

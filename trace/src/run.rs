@@ -10,6 +10,7 @@
 //! | [`Input::WatchLine`] | `frame` (the exact bytes) |
 //! | [`Input::WatchEnd`] | `watch_end` (clean / transport) |
 //! | [`Input::Reconciled`] | a `reconcile` script, placed before the input that dispatched it |
+//! | [`Input::ReconciledWrote`] | the same, with its `writes` (source and resourceVersion of each) |
 //! | [`Input::ReconcileAll`] | `reconcile_all` |
 //! | [`Input::Stop`] | `stop` |
 //! | [`Input::SourceEvent`] | `source` (upsert / delete / replace), when the recorder can write the objects as JSON |
@@ -23,8 +24,8 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt;
 
 use reconcile_core::{
-    Command, Config, Input, Instant, KeyBy, ListResponse, Outcome, RequestId, SourceConfig,
-    SourceEvent, StreamEnd, StreamId, Ticket,
+    Command, Config, Input, Instant, KeyBy, ListResponse, Outcome, OwnWrite, RequestId,
+    SourceConfig, SourceEvent, StreamEnd, StreamId, Ticket,
 };
 
 use crate::{Entry, Header, Payload, Record, RecordedEnd, ScriptedOutcome, SourceOp, Trace};
@@ -71,6 +72,7 @@ pub fn header_for<O, P>(description: &str, config: &Config<O, P>) -> Header {
         retry_delay: config.retry_delay,
         backoff: (config.backoff.base, config.backoff.cap),
         secondaries: config.secondaries().cloned().collect(),
+        read_own_writes: config.read_own_writes,
         ..defaults
     }
 }
@@ -281,13 +283,13 @@ impl TraceBuilder {
                     }
                 }
             }
-            // A trace keeps no writes yet: its replay reads them as a run that wrote nothing.
-            Input::Reconciled { ticket, outcome }
-            | Input::ReconciledWrote {
-                ticket, outcome, ..
-            } => {
-                self.reconciled(at, *ticket, outcome);
-            }
+            Input::Reconciled { ticket, outcome } => self.reconciled(at, *ticket, outcome, &[]),
+            // The writes go with the outcome, so a replay holds the key for them too.
+            Input::ReconciledWrote {
+                ticket,
+                outcome,
+                writes,
+            } => self.reconciled(at, *ticket, outcome, writes),
             Input::Stop => push(&mut self.held, Record::Stop, None),
             Input::ReconcileAll => push(&mut self.held, Record::ReconcileAll, None),
             Input::SourceEvent { event, .. } => {
@@ -324,7 +326,7 @@ impl TraceBuilder {
         }
     }
 
-    fn reconciled(&mut self, at: Instant, ticket: Ticket, outcome: &Outcome) {
+    fn reconciled(&mut self, at: Instant, ticket: Ticket, outcome: &Outcome, writes: &[OwnWrite]) {
         let Some((before, since, parent)) = self.dispatched.remove(&ticket) else {
             return;
         };
@@ -349,6 +351,7 @@ impl TraceBuilder {
                     },
                 },
                 duration: at.saturating_duration_since(since),
+                writes: writes.to_vec(),
             },
         );
         match before {

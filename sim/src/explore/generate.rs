@@ -191,6 +191,7 @@ pub fn generate(seed: u64, long: bool) -> (Trace, &'static str) {
                 parent,
                 outcome,
                 duration: Duration::ZERO,
+                writes: Vec::new(),
             },
         ));
     }

@@ -292,6 +292,7 @@ pub fn generate_many(seed: u64, long: bool) -> (Trace, &'static str) {
                 parent,
                 outcome,
                 duration: Duration::ZERO,
+                writes: Vec::new(),
             },
         );
     }

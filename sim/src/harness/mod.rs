@@ -20,13 +20,14 @@ use reconcile_core::election::LostReason;
 use reconcile_core::pod::PodView;
 use reconcile_core::{
     Backoff, CacheChange, Command, Config, ConfigError, Deadline, ElectionConfig, Event, Input,
-    Instant, KeyMap, Members, Object as _, ObjectKey, Outcome, Output, ReconcileLoop, Related,
-    RelistReason, RequestId, SourceId, StepLine, StreamId, Ticket, WatchParams, WatchRetryReason,
+    Instant, KeyMap, Members, Object as _, ObjectKey, Outcome, Output, OwnWrite, ReconcileLoop,
+    Related, RelistReason, RequestId, SourceId, StepLine, StreamId, Ticket, WatchParams,
+    WatchRetryReason,
 };
 
 use crate::clock::Clock;
 use crate::meta_view::MetaView;
-use crate::trace::{Header, ScriptedOutcome};
+use crate::trace::Header;
 
 mod invariants;
 mod observed;
@@ -34,6 +35,7 @@ mod reconciles;
 mod render;
 mod wakes;
 
+use crate::harness::reconciles::Script;
 use crate::harness::wakes::{Placed, Starvation, note_observed, woken_by};
 pub use observed::Observation;
 
@@ -94,7 +96,8 @@ pub fn config(header: &Header) -> Result<Config<PodView, String>, ConfigError> {
         .resync(header.resync)
         .backoff(header.backoff.0, header.backoff.1)
         .retry_delay(header.retry_delay)
-        .source_retry_delay(header.retry_delay);
+        .source_retry_delay(header.retry_delay)
+        .read_own_writes(header.read_own_writes);
     config.validate()?;
     Ok(config)
 }
@@ -117,6 +120,8 @@ pub struct Dispatch {
 struct Running {
     parent: String,
     outcome: Outcome,
+    /// What the run wrote (a recorded run's), fed back with its outcome.
+    writes: Vec<OwnWrite>,
 }
 
 /// What the harness learned from a step that its caller (the mode) must act on.
@@ -172,7 +177,7 @@ pub struct Harness {
     running: BTreeMap<Ticket, Running>,
     /// Reconcile completions by (time, ticket): ordered, so ties resolve the same way always.
     completions: BTreeSet<(Instant, Ticket)>,
-    scripts: VecDeque<(Option<String>, ScriptedOutcome, Duration)>,
+    scripts: VecDeque<Script>,
     slow: VecDeque<Duration>,
     failing: u32,
     /// Invariant bookkeeping.
@@ -839,13 +844,14 @@ impl Harness {
                 {
                     // The injected driver bug: acknowledged, never seen by the user's code.
                     self.count("reconcile lost by the driver (injected bug)");
-                    let (_, duration) = self.outcome_for(&parent);
+                    let (_, duration, _) = self.outcome_for(&parent);
                     self.completions.insert((self.now + duration, ticket));
                     self.running.insert(
                         ticket,
                         Running {
                             parent,
                             outcome: Outcome::Success,
+                            writes: Vec::new(),
                         },
                     );
                     return;
@@ -862,9 +868,16 @@ impl Harness {
                         self.last_dispatch.insert(parent.clone(), dispatch);
                     }
                 }
-                let (outcome, duration) = self.outcome_for(&parent);
+                let (outcome, duration, writes) = self.outcome_for(&parent);
                 self.completions.insert((self.now + duration, ticket));
-                self.running.insert(ticket, Running { parent, outcome });
+                self.running.insert(
+                    ticket,
+                    Running {
+                        parent,
+                        outcome,
+                        writes,
+                    },
+                );
             }
             Command::CancelReconcile { ticket } => {
                 self.running.remove(&ticket);

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use reconcile_core::{Input, Instant, Outcome};
+use reconcile_core::{Input, Instant, Outcome, OwnWrite};
 
 use crate::trace::ScriptedOutcome;
 
@@ -18,7 +18,24 @@ impl Harness {
 
     /// Queues a scripted outcome for the next reconcile of `parent` (any when `None`).
     pub fn script(&mut self, parent: Option<String>, outcome: ScriptedOutcome, d: Duration) {
-        self.scripts.push_back((parent, outcome, d));
+        self.script_writing(parent, outcome, d, Vec::new());
+    }
+
+    /// As [`Harness::script`], for a run that wrote `writes` (a recorded run's): its outcome
+    /// goes back as [`Input::ReconciledWrote`], so the core holds the key for them.
+    pub fn script_writing(
+        &mut self,
+        parent: Option<String>,
+        outcome: ScriptedOutcome,
+        d: Duration,
+        writes: Vec<OwnWrite>,
+    ) {
+        self.scripts.push_back(Script {
+            parent,
+            outcome,
+            duration: d,
+            writes,
+        });
     }
 
     /// The next `count` reconciles take `d`.
@@ -52,6 +69,7 @@ impl Harness {
         self.completions.remove(&(at, ticket));
         let running = self.running.remove(&ticket)?;
         let outcome = running.outcome;
+        let writes = running.writes;
         let parent = running.parent;
         if let Some(s) = &mut self.starvation {
             s.step.completed = Some(parent.clone());
@@ -76,20 +94,38 @@ impl Harness {
                     requeue_after: None,
                 } => format!("error-handled await-change ({error})"),
             };
-            format!("reconciled {ticket} {parent} {how}")
+            let wrote: String = writes
+                .iter()
+                .map(|w| format!(" wrote {}@{}", w.source, w.resource_version))
+                .collect();
+            format!("reconciled {ticket} {parent} {how}{wrote}")
         } else {
             String::new()
         };
-        Some(self.step_input(|| text, Input::Reconciled { ticket, outcome }))
+        let input = if writes.is_empty() {
+            Input::Reconciled { ticket, outcome }
+        } else {
+            Input::ReconciledWrote {
+                ticket,
+                outcome,
+                writes,
+            }
+        };
+        Some(self.step_input(|| text, input))
     }
 
-    pub(super) fn outcome_for(&mut self, parent: &str) -> (Outcome, Duration) {
+    pub(super) fn outcome_for(&mut self, parent: &str) -> (Outcome, Duration, Vec<OwnWrite>) {
         let scripted = self
             .scripts
             .iter()
-            .position(|(p, _, _)| p.as_deref().is_none_or(|p| p == parent));
+            .position(|s| s.parent.as_deref().is_none_or(|p| p == parent));
         if let Some(i) = scripted
-            && let Some((_, outcome, d)) = self.scripts.remove(i)
+            && let Some(Script {
+                outcome,
+                duration: d,
+                writes,
+                ..
+            }) = self.scripts.remove(i)
         {
             let outcome = match outcome {
                 ScriptedOutcome::Ok => Outcome::Success,
@@ -103,13 +139,26 @@ impl Harness {
                     requeue_after,
                 },
             };
-            return (outcome, d);
+            return (outcome, d, writes);
         }
         let duration = self.slow.pop_front().unwrap_or(self.default_duration);
         if self.failing > 0 {
             self.failing -= 1;
-            return (Outcome::Error("injected failure".into()), duration);
+            return (
+                Outcome::Error("injected failure".into()),
+                duration,
+                Vec::new(),
+            );
         }
-        (Outcome::Success, duration)
+        (Outcome::Success, duration, Vec::new())
     }
+}
+
+/// A scripted outcome for the next reconcile of `parent` (any when `None`).
+#[derive(Debug)]
+pub(super) struct Script {
+    parent: Option<String>,
+    outcome: ScriptedOutcome,
+    duration: Duration,
+    writes: Vec<OwnWrite>,
 }

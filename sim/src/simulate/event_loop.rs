@@ -942,10 +942,13 @@ impl Sim<'_> {
                 }
             }
             Record::List { .. } | Record::Watch { .. } | Record::WatchEnd(_) => {}
+            // A recorded run's writes name the recorded apiserver's resourceVersions, which
+            // the world here does not number alike: they are not waited for.
             Record::Reconcile {
                 parent,
                 outcome,
                 duration,
+                ..
             } => self.h.script(parent.clone(), outcome.clone(), *duration),
             Record::Source(op) => {
                 match op {

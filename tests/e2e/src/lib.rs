@@ -87,7 +87,8 @@ macro_rules! apiserver_suite {
 
 /// Controllers of other kinds than pods (`reconcile-examples`' bodies: Deployments, a
 /// CRD's status, `DynamicObject` ConfigMaps, metadata-only Secrets, an operator owning
-/// ConfigMaps), in a module `kinds` so that `cargo test kinds` selects them.
+/// ConfigMaps), and the helpers of issue 28 (finalizer, events, read your own writes, the
+/// reconcile timeout), in a module `kinds` so that `cargo test kinds` selects them.
 #[macro_export]
 macro_rules! kinds_suite {
     ($driver:ty) => {
@@ -107,6 +108,10 @@ macro_rules! kinds_suite {
             );
             $crate::cases!($driver, helpers:
                 a_finalizer_holds_a_widget_until_its_cleanup_and_events_become_a_series,
+            );
+            $crate::cases!($driver, own_writes:
+                a_rerun_after_a_write_is_held_until_the_watch_shows_the_write,
+                a_reconcile_past_its_timeout_is_cancelled_counted_and_retried,
             );
         }
     };
@@ -138,6 +143,17 @@ macro_rules! election_suite {
             $crate::cases!($driver, priority:
                 live_changes_go_ahead_of_the_initial_list_which_still_drains,
             );
+
+            /// A measurement (minutes, 50 000 pods), not a test: run it alone, in release,
+            /// with `-- --ignored failover` (see `docs/leader-election.md`).
+            #[test]
+            #[ignore = "a measurement on 10 000 and 50 000 pods; run with --ignored"]
+            fn failover_warm_against_cold_standby() {
+                $crate::run_case::<$driver, _, _>(
+                    "failover_warm_against_cold_standby",
+                    $crate::suite::election::failover_warm_against_cold_standby::<$driver>,
+                );
+            }
         }
     };
 }

@@ -12,6 +12,7 @@ pub mod exec;
 pub mod helpers;
 pub mod kinds;
 pub mod kwok;
+pub mod own_writes;
 pub mod priority;
 pub mod sharding;
 pub mod shutdown;

@@ -389,3 +389,346 @@ pub async fn a_standby_takes_over_within_the_lease_when_the_leader_is_cut_off<
     a.shutdown(&case).await;
     b.shutdown(&case).await;
 }
+
+// ---------------------------------------------------------------------------------------
+// Warm standby against cold: a measurement, not a test (ignored; see `election_suite!`).
+// ---------------------------------------------------------------------------------------
+
+/// A transport for the measurement's replicas: cut like [`Cuttable`], and, for a cold
+/// replica's source, sending nothing until its gate opens (when the replica leads), so its
+/// LIST starts only after it won the Lease, as controller-runtime's caches do without
+/// `EnableWarmup`.
+#[derive(Clone)]
+pub struct Staged<T> {
+    inner: T,
+    cut: Arc<AtomicBool>,
+    gate: Option<crate::suite::own_writes::Gate>,
+}
+
+impl<T: Transport> Transport for Staged<T> {
+    fn send(
+        &self,
+        request: http::Request<Vec<u8>>,
+    ) -> BoxFuture<Result<http::Response<BodyStream>, TransportError>> {
+        if self.cut.load(Ordering::SeqCst) {
+            return Box::pin(async { Err(TransportError("connection cut by the case".into())) });
+        }
+        match &self.gate {
+            None => self.inner.send(request),
+            Some(gate) => {
+                let (gate, inner) = (gate.clone(), self.inner.clone());
+                Box::pin(async move {
+                    gate.opened().await;
+                    inner.send(request).await
+                })
+            }
+        }
+    }
+}
+
+/// One replica of the measurement: a controller with leader election over the pods, whose
+/// reconcile notes the instant of its first call.
+struct Replica<D: DriverUnderTest> {
+    handle: Handle<PodView, String>,
+    task: Option<<D::Runtime as reconcile_engine::Runtime>::Task>,
+    watcher: Option<<D::Runtime as reconcile_engine::Runtime>::Task>,
+    cut: Arc<AtomicBool>,
+    first_reconcile: Arc<std::sync::OnceLock<Instant>>,
+    /// When it was first seen leading (and so, a cold one, began to list).
+    leading_at: Arc<std::sync::OnceLock<Instant>>,
+}
+
+/// How long a replica may take to sync 50 000 pods on a busy machine.
+const SYNC_LIMIT: Duration = Duration::from_secs(600);
+
+impl<D: DriverUnderTest> Replica<D> {
+    async fn start(case: &Case<D>, ns: &str, lease: &str, identity: &str, cold: bool) -> Self {
+        use reconcile_engine::Runtime as _;
+        let inner = D::connect(
+            case.env
+                .kubeconfig_path(reconcile_k8s_env::ApiServer::Cached),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{}: cannot connect: {e}", case.name));
+        let cut = Arc::new(AtomicBool::new(false));
+        let gate = cold.then(crate::suite::own_writes::Gate::default);
+        let lease_transport = Staged {
+            inner: inner.clone(),
+            cut: Arc::clone(&cut),
+            gate: None,
+        };
+        let transport = Staged {
+            inner,
+            cut: Arc::clone(&cut),
+            gate: gate.clone(),
+        };
+        let source = Source::<PodView, Staged<D::Transport>>::pods(transport, Some(ns))
+            .labels("app=e2e")
+            .timeout(60);
+        let mut election = ElectionConfig::new(ns, lease, identity);
+        election.lease_duration = LEASE_DURATION;
+        election.renew_deadline = RENEW_DEADLINE;
+        election.retry_period = RETRY_PERIOD;
+        let controller = Controller::with_runtime(D::runtime(), source, KeyMap::by_label(CELL))
+            .resync(None)
+            .limits(Limits {
+                lease_request: Duration::from_secs(2),
+                ..Limits::default()
+            })
+            .leader_election_with(election)
+            .lease_transport(lease_transport);
+        let handle = controller.handle();
+        let first_reconcile: Arc<std::sync::OnceLock<Instant>> = Arc::default();
+        let first = Arc::clone(&first_reconcile);
+        let task = case.runtime.spawn(Box::pin(async move {
+            let _ = controller
+                .run(
+                    |_req: reconcile_engine::Reconcile<PodView, String>,
+                     first: Arc<std::sync::OnceLock<Instant>>| async move {
+                        first.get_or_init(Instant::now);
+                        Ok::<_, std::convert::Infallible>(reconcile_engine::Action::await_change())
+                    },
+                    default_error_policy,
+                    first,
+                )
+                .await;
+        }));
+        // Notes when the replica is first seen leading (polled every millisecond), and
+        // then lets a cold one's source start.
+        let leading_at: Arc<std::sync::OnceLock<Instant>> = Arc::default();
+        let watcher = {
+            let (handle, leading_at, runtime) = (
+                handle.clone(),
+                Arc::clone(&leading_at),
+                case.runtime.clone(),
+            );
+            case.runtime.spawn(Box::pin(async move {
+                while !handle.is_stopped() {
+                    // Not `is_leader()`, which also holds before the first election state.
+                    if handle.leadership().is_some_and(|l| l.leading) {
+                        leading_at.get_or_init(Instant::now);
+                        if let Some(gate) = gate {
+                            gate.open();
+                        }
+                        return;
+                    }
+                    runtime
+                        .sleep_until(runtime.now() + Duration::from_millis(1))
+                        .await;
+                }
+            }))
+        };
+        if !cold {
+            timeout(&case.runtime, SYNC_LIMIT, handle.synced())
+                .await
+                .unwrap_or_else(|| panic!("{}: {identity} did not sync", case.name))
+                .unwrap_or_else(|e| panic!("{}: {identity}: {e}", case.name));
+        }
+        Replica {
+            handle,
+            task: Some(task),
+            watcher: Some(watcher),
+            cut,
+            first_reconcile,
+            leading_at,
+        }
+    }
+
+    async fn stop(&mut self, case: &Case<D>) {
+        self.handle.stop();
+        let _ = timeout(&case.runtime, WAIT, self.handle.stopped()).await;
+        self.task.take();
+        self.watcher.take();
+    }
+}
+
+/// Pods named `p<i>` for `i` in `from..to`, ten to a cell, with no node (nothing but the
+/// apiserver touches them), created by eight threads.
+fn create_pods<D: DriverUnderTest>(case: &Case<D>, ns: &str, from: usize, to: usize) {
+    let api = case.api();
+    let threads = 8;
+    std::thread::scope(|scope| {
+        for t in 0..threads {
+            scope.spawn(move || {
+                for i in (from + t..to).step_by(threads) {
+                    let cell = format!("c{}", i / 10);
+                    let pod = crate::suite::own_writes::quiet_pod(
+                        &format!("p{i}"),
+                        &[("app", "e2e"), (CELL, &cell)],
+                    );
+                    api.create_pod(ns, &pod)
+                        .unwrap_or_else(|e| panic!("create pod p{i}: {e}"));
+                }
+            });
+        }
+    });
+}
+
+/// How a leader was lost.
+#[derive(Debug, Clone, Copy)]
+enum Loss {
+    /// Stopped gracefully: it releases the Lease.
+    Stopped,
+    /// Cut off from the apiserver (as a crash looks to the others): its Lease expires.
+    Cut,
+}
+
+/// One failover: seconds from the loss to the new leader's first reconcile, and to when it
+/// was first seen leading (when a cold standby begins to list).
+async fn failover<D: DriverUnderTest>(
+    case: &Case<D>,
+    ns: &str,
+    lease: &str,
+    cold: bool,
+    loss: Loss,
+) -> (f64, Option<f64>) {
+    let mut a = Replica::start(case, ns, lease, "leader", false).await;
+    crate::harness::eventually(&case.runtime, SYNC_LIMIT, "the leader reconciles", || {
+        a.first_reconcile
+            .get()
+            .map(|_| ())
+            .ok_or_else(|| format!("{:?}", a.handle.leadership()))
+    })
+    .await;
+    let mut b = Replica::start(case, ns, lease, "standby", cold).await;
+    let standby = b.handle.clone();
+    crate::harness::eventually(
+        &case.runtime,
+        WAIT,
+        "the standby sees the leader",
+        || match standby.leadership() {
+            Some(l) if l.holder.as_deref() == Some("leader") && !l.leading => Ok(()),
+            other => Err(format!("{other:?}")),
+        },
+    )
+    .await;
+    assert_eq!(
+        b.handle.is_synced(),
+        !cold,
+        "{}: a warm standby has synced, a cold one has not listed",
+        case.name
+    );
+    assert!(
+        b.first_reconcile.get().is_none(),
+        "{}: the standby reconciled",
+        case.name
+    );
+    let lost = Instant::now();
+    match loss {
+        Loss::Stopped => a.stop(case).await,
+        Loss::Cut => a.cut.store(true, Ordering::SeqCst),
+    }
+    let first = Arc::clone(&b.first_reconcile);
+    let at = crate::harness::eventually(
+        &case.runtime,
+        SYNC_LIMIT,
+        "the new leader's first reconcile",
+        || first.get().copied().ok_or_else(|| "not yet".to_owned()),
+    )
+    .await;
+    assert!(
+        b.leading_at.get().is_none_or(|t| *t >= lost),
+        "{}: the standby led before the loss",
+        case.name
+    );
+    let leading = b
+        .leading_at
+        .get()
+        .map(|t| t.saturating_duration_since(lost).as_secs_f64());
+    a.stop(case).await;
+    b.stop(case).await;
+    ((at - lost).as_secs_f64(), leading)
+}
+
+/// Seconds from a leader's loss to the new leader's first reconcile, with a warm standby
+/// (listing and watching all along, this runtime's behaviour) against a cold one (which
+/// lists only once it leads, controller-runtime's without `EnableWarmup`), at each size of
+/// `RECONCILE_FAILOVER_SIZES` (default `10000,50000` pods), `RECONCILE_FAILOVER_RUNS` runs
+/// each (default 3; the median is reported), for a leader stopped gracefully and one cut
+/// off. Lease 4 s, renew deadline 3 s, retry 0.5 s. Prints a Markdown table.
+pub async fn failover_warm_against_cold_standby<D: DriverUnderTest>(case: Case<D>) {
+    let _steady = case.env.steady();
+    let ns = case.namespace();
+    let sizes: Vec<usize> = std::env::var("RECONCILE_FAILOVER_SIZES")
+        .unwrap_or_else(|_| "10000,50000".into())
+        .split(',')
+        .map(|s| s.trim().parse().expect("RECONCILE_FAILOVER_SIZES: numbers"))
+        .collect();
+    let runs: usize = std::env::var("RECONCILE_FAILOVER_RUNS")
+        .ok()
+        .map_or(3, |s| s.parse().expect("RECONCILE_FAILOVER_RUNS: a number"));
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let spread = |v: &[f64]| {
+        let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = v.iter().copied().fold(0.0, f64::max);
+        format!("{lo:.2} – {hi:.2}")
+    };
+    let mut rows = Vec::new();
+    let mut created = 0;
+    let mut n = 0;
+    for size in sizes {
+        let since = Instant::now();
+        create_pods(&case, &ns, created, size);
+        created = size;
+        eprintln!(
+            "{} [{}]: {size} pods in place ({:.0}s)",
+            case.name,
+            D::NAME,
+            since.elapsed().as_secs_f64()
+        );
+        for loss in [Loss::Stopped, Loss::Cut] {
+            for cold in [false, true] {
+                let mut firsts = Vec::new();
+                let mut leads = Vec::new();
+                for _ in 0..runs {
+                    n += 1;
+                    let lease = format!("{LEASE}-{n}");
+                    let (first, leading) = failover(&case, &ns, &lease, cold, loss).await;
+                    eprintln!(
+                        "{} [{}]: {size} pods, {loss:?}, {}: first reconcile {first:.3}s after the loss (leading {leading:?})",
+                        case.name,
+                        D::NAME,
+                        if cold { "cold" } else { "warm" }
+                    );
+                    firsts.push(first);
+                    leads.extend(leading);
+                }
+                let lead = if leads.is_empty() {
+                    "—".to_owned()
+                } else {
+                    format!("{:.2}", median(leads.clone()))
+                };
+                // From leading to the first reconcile: a cold standby's LIST is in here.
+                let after: Vec<f64> = firsts
+                    .iter()
+                    .zip(&leads)
+                    .map(|(f, l)| (f - l).max(0.0))
+                    .collect();
+                let after = if after.is_empty() {
+                    "—".to_owned()
+                } else {
+                    format!("{:.2}", median(after))
+                };
+                rows.push(format!(
+                    "| {size} | {} | {} | {:.2} | {} | {lead} | {after} |",
+                    match loss {
+                        Loss::Stopped => "stopped (Lease released)",
+                        Loss::Cut => "cut off (Lease expires)",
+                    },
+                    if cold { "cold" } else { "warm" },
+                    median(firsts.clone()),
+                    spread(&firsts),
+                ));
+            }
+        }
+    }
+    eprintln!(
+        "\n{} [{}], {runs} run(s) each, median (spread), seconds from the loss:\n\n| pods | leader | standby | first reconcile | spread | leading | leading → first reconcile |\n|---:|---|---|---:|---|---:|---:|\n{}\n",
+        case.name,
+        D::NAME,
+        rows.join("\n")
+    );
+}

@@ -1,6 +1,6 @@
 //! The operator test kit's throughput: configmap-generator with 10 generators and 50 user
 //! actions, every fault on, seeds per second on every core (`cargo bench -p
-//! reconcile-examples --bench scenario`; `SCENARIO_SEEDS`, default 10,000). Each seed is a
+//! reconcile-sim --bench scenario`; `SCENARIO_SEEDS`, default 10,000). Each seed is a
 //! whole run: the schedule, the controller from its first LIST to its clean stop, the
 //! 10 simulated minutes of the no-hot-loop oracle, the restart of the idempotence oracle.
 //! The run proves its work before its figure counts: every seed clean, and the summary's

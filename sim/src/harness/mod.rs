@@ -35,7 +35,6 @@ mod reconciles;
 mod render;
 mod wakes;
 
-use crate::harness::reconciles::Script;
 use crate::harness::wakes::{Placed, Starvation, note_observed, woken_by};
 pub use observed::Observation;
 
@@ -974,4 +973,13 @@ fn woken_objects(
         }
     }
     objects
+}
+
+/// A scripted outcome for the next reconcile of `parent` (any when `None`).
+#[derive(Debug)]
+struct Script {
+    parent: Option<String>,
+    outcome: crate::trace::ScriptedOutcome,
+    duration: Duration,
+    writes: Vec<reconcile_core::OwnWrite>,
 }

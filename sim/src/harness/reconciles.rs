@@ -154,11 +154,3 @@ impl Harness {
     }
 }
 
-/// A scripted outcome for the next reconcile of `parent` (any when `None`).
-#[derive(Debug)]
-pub(super) struct Script {
-    parent: Option<String>,
-    outcome: ScriptedOutcome,
-    duration: Duration,
-    writes: Vec<OwnWrite>,
-}

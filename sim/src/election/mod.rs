@@ -74,11 +74,16 @@ mod terms;
 
 pub use crate::explore::report::ElectionTotals;
 pub use explore::{MAX_MINIMIZED, explore, items, minimize};
-pub use generate::{DEFAULT_DRIFT, PROFILES, check_drift, generate};
+pub use generate::{
+    DEFAULT_DRIFT, MAX_REPLICAS, PROFILES, SHARD_PROFILES, check_drift, generate, generate_sharded,
+};
 pub use run::run;
 pub use scenario::{
     CandidatePlan, ElectionFault, LEASE_NAME, LEASE_NAMESPACE, MAX_CANDIDATES, MAX_ITEMS,
-    MAX_TIME_MS, PartitionMode, Scenario, ScenarioError, WorkOp,
+    MAX_TIME_MS, PartitionMode, SHARD_SET, Scenario, ScenarioError, WorkOp,
 };
-pub use state::{ElectionReport, MAX_HELD, MAX_INBOX, RunOptions};
-pub use terms::{NO_LEADER, OUTSIDE_TERM, TWO_LEADERS, liveness_bound};
+pub use state::{ElectionReport, MAX_HELD, MAX_INBOX, RunOptions, Sabotage};
+pub use terms::{
+    NO_LEADER, NO_SHARD_OWNER, NOT_RECONCILED_BY_OWNER, OUTSIDE_TERM, TWO_LEADERS, TWO_OWNERS,
+    UNBALANCED, liveness_bound,
+};

@@ -166,6 +166,13 @@ impl Run<'_> {
         } else if applied.is_some() {
             self.count("sharding: membership lease written");
         }
+        let answer = if self.opts.sabotage == Some(Sabotage::HideMembers)
+            && matches!(msg.request, LeaseRequest::List { .. })
+        {
+            self.hide_members(p, answer)
+        } else {
+            answer
+        };
         if matches!(answer, LeaseAnswer::Response { status: 422, .. }) {
             // An update without a resourceVersion: a Lease takes no unconditional update.
             self.count("election: lease update without resourceVersion refused (422)");
@@ -182,13 +189,38 @@ impl Run<'_> {
             (
                 Some(Sabotage::ShortLease),
                 LeaseRequest::Create(spec) | LeaseRequest::Update { spec, .. },
-            ) if shard.is_some() => {
+            ) if shard.is_some() || self.shard_set.is_some() => {
                 spec.lease_duration_seconds = 1;
             }
-            (Some(Sabotage::HideMembers), LeaseRequest::List { label_selector }) => {
-                *label_selector = format!("{SHARD_ROLE_LABEL}=shard,{label_selector}");
-            }
             _ => {}
+        }
+    }
+
+    /// [`Sabotage::HideMembers`]: a LIST answer to process `p` without the other replicas'
+    /// membership Leases.
+    fn hide_members(&self, p: usize, answer: LeaseAnswer) -> LeaseAnswer {
+        let (Some(set), LeaseAnswer::Response { status: 200, body }) = (&self.shard_set, &answer)
+        else {
+            return answer;
+        };
+        let Ok(mut list) = serde_json::from_str::<serde_json::Value>(body) else {
+            return answer;
+        };
+        let mut own = set.clone();
+        own.identity.clone_from(&self.procs[p].identity);
+        let own = own.member_lease();
+        if let Some(items) = list
+            .get_mut("items")
+            .and_then(serde_json::Value::as_array_mut)
+        {
+            items.retain(|item| {
+                let member = item["metadata"]["labels"][SHARD_ROLE_LABEL] == "member";
+                !member || item["metadata"]["name"] == own.as_str()
+            });
+        }
+        LeaseAnswer::Response {
+            status: 200,
+            body: list.to_string(),
         }
     }
 

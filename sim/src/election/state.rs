@@ -58,7 +58,7 @@ pub enum Sabotage {
     /// Every Lease write is stored with `leaseDurationSeconds: 1`, so others take a shard
     /// over while its holder still counts on its term (a handover that does not wait).
     ShortLease,
-    /// Every LIST leaves out the membership Leases: each replica counts itself alone and
+    /// Every LIST leaves out the other replicas' membership Leases: each counts itself alone and
     /// takes every free shard ([`UNBALANCED`](crate::election::UNBALANCED) fires).
     HideMembers,
     /// Every write to shard 0's Lease (the election's Lease, unsharded) is refused, for

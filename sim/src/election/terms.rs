@@ -418,8 +418,7 @@ impl Run<'_> {
             if want.is_empty() && !p.known_parents.contains(parent) {
                 continue;
             }
-            let seen: Option<Vec<(String, String)>> =
-                p.last_dispatch.get(parent).map(|d| seen_members(d));
+            let seen: Option<Vec<(String, String)>> = p.last_dispatch.get(parent).map(seen_members);
             if seen.as_ref() != Some(&want) {
                 found.push(format!(
                     "{parent} (shard {shard}): its owner {} last reconciled it {}, membership is {want:?} since {changed_at}",

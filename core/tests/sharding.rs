@@ -709,6 +709,32 @@ fn a_handover_waiting_for_an_unanswered_renewal_does_not_spin() {
     fleet.check_balance().unwrap();
 }
 
+/// Reconciles cancelled by a handover free their slots, which go at once to queued keys of
+/// the shards kept: the loop must not wait for some unrelated input to dispatch again. Found
+/// by the simulator's sharded seeds (an owner that never reconciled a key queued behind
+/// reconciles its rebalancing cancelled).
+#[test]
+fn slots_freed_by_a_handover_are_refilled_at_once() {
+    let mut fleet = Fleet::new(1);
+    fleet.run_until(secs(10.0));
+    for name in fleet.pods.keys().cloned().collect::<Vec<_>>() {
+        fleet.slow.insert(name, Duration::from_secs(120));
+    }
+    fleet.touch_all();
+    fleet.run_until(secs(10.5));
+    assert_eq!(fleet.replicas[0].running.len(), 4, "all four slots busy");
+    fleet.add();
+    // r0 gives up half its shards; past the drain bound their reconciles are cancelled.
+    fleet.run_until(secs(30.0));
+    assert!(fleet.held(0).len() <= 6, "{:?}", fleet.held(0));
+    assert_eq!(
+        fleet.replicas[0].running.len(),
+        4,
+        "the cancelled reconciles' slots run keys of the shards r0 kept"
+    );
+    fleet.check_safety().unwrap();
+}
+
 #[test]
 fn a_graceful_stop_hands_every_shard_over_at_once() {
     let mut fleet = Fleet::new(2);

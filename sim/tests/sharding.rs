@@ -270,15 +270,14 @@ fn one_sharded_seed_one_run_byte_for_byte() {
     }
 }
 
-/// The 6 of the first 10,000 sharded seeds that still fail (1818, 2352, 2928, 5400, 6239,
-/// 7212), minimized, all on [`NOT_RECONCILED_BY_OWNER`] after apiserver restarts or
-/// partitions: the owner at the end never reconciled a key's last change (seed 2928: `d`
-/// takes shard 4 at +322.9 s and relists at +324.0 s with the new member of `cell-3`, but
-/// never dispatches `cell-3`). Not yet diagnosed: a core bug or a checker too strict; kept
-/// here, ignored, to be run with `--ignored` until it passes.
+/// The 6 of the first 10,000 sharded seeds (1818, 2352, 2928, 5400, 6239, 7212), minimized,
+/// that failed [`NOT_RECONCILED_BY_OWNER`] after apiserver restarts or partitions: the owner
+/// at the end never reconciled a key's last change (seed 2928: `d` takes shard 4 at
+/// +322.9 s, relists at +324.0 s with the new member of `cell-3` queued behind three
+/// reconciles, gives up the shards those run on, cancels them, and never dispatches again).
+/// The core now refills the slots a handover frees at once; they keep every invariant.
 #[test]
-#[ignore = "issue 33: 6 of 10,000 sharded seeds fail the owner-convergence check, undiagnosed"]
-fn known_failing_sharded_seeds() {
+fn the_seeds_that_found_the_dispatch_stall_keep_every_invariant() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sharding");
     let mut failing = Vec::new();
     for seed in [1818, 2352, 2928, 5400, 6239, 7212] {

@@ -558,7 +558,7 @@ impl Elector {
     }
 
     /// A listed elector tries to take its Lease: creates it when the LIST did not show it,
-    /// writes itself in when it is claimable. Returns whether it wrote.
+    /// writes itself in when it is claimable and its version is known. Returns whether it wrote.
     pub(crate) fn campaign<O, P>(
         &mut self,
         now: Instant,
@@ -571,6 +571,10 @@ impl Elector {
         }
         match self.observed.clone() {
             None => self.create(now, ids, out),
+            // A write conflicted since the last read, so the version is unknown, and an
+            // update without one is refused (422): the next LIST reads it (issue 33, found
+            // by the simulator's sharded seeds).
+            Some(observed) if observed.resource_version.is_empty() => return false,
             Some(observed) => {
                 let ours = observed.holder == self.config.identity;
                 let request = self.write_request(&observed, ours);

@@ -9,24 +9,50 @@
 //! many-source seeds, every fault profile, the invariants), prints its report and exits 1
 //! when a seed fails (minimized traces go to `target/reconcile-sim-failures`), 2 on a bad
 //! argument or when the report cannot be written.
+//!
+//! `--sharding` (or `--shards N`) runs sharded seeds instead, as `reconcile-sim explore
+//! --sharding` does: 2 to 7 replicas of one shard set under the election's faults.
+//!
+//! ```text
+//! cargo run --release -p reconcile-sim --no-default-features --example swarm -- --sharding 0..10000
+//! ```
 
 use std::io::Write as _;
 use std::process::ExitCode;
 
 use reconcile_sim::explore::{self, ExploreOptions};
 
+/// The options the arguments ask for, and the seeds.
+fn parse(args: &[String]) -> Result<(ExploreOptions, std::ops::Range<u64>), String> {
+    let mut opts = ExploreOptions {
+        out_dir: Some("target/reconcile-sim-failures".into()),
+        ..ExploreOptions::default()
+    };
+    let mut seeds = None;
+    let mut args = args.iter();
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--sharding" => opts.sharding = true,
+            "--shards" => {
+                let n = args.next().ok_or("--shards needs a count")?;
+                opts.shards = Some(n.parse().map_err(|_| format!("--shards {n}: a count"))?);
+                opts.sharding = true;
+            }
+            seed_range => seeds = Some(explore::parse_seeds(seed_range)?),
+        }
+    }
+    opts.election = opts.sharding;
+    Ok((opts, seeds.unwrap_or(0..200)))
+}
+
 fn main() -> ExitCode {
-    let arg = std::env::args().nth(1).unwrap_or_else(|| "0..200".into());
-    let seeds = match explore::parse_seeds(&arg) {
-        Ok(seeds) => seeds,
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let (opts, seeds) = match parse(&args) {
+        Ok(parsed) => parsed,
         Err(e) => {
             let _ = writeln!(std::io::stderr(), "swarm: {e}");
             return ExitCode::from(2);
         }
-    };
-    let opts = ExploreOptions {
-        out_dir: Some("target/reconcile-sim-failures".into()),
-        ..ExploreOptions::default()
     };
     let report = explore::explore(seeds, &opts);
     let mut out = std::io::stdout().lock();

@@ -27,6 +27,8 @@ fn failover(fault: ElectionFault) -> Scenario {
         description: "failover".into(),
         seed: 1,
         candidates: vec![candidate("a", 0), candidate("b", 1_000)],
+        shards: None,
+        handover_drain_ms: 5_000,
         lease_duration_ms: 15_000,
         renew_deadline_ms: 10_000,
         retry_period_ms: 2_000,
@@ -256,7 +258,10 @@ fn a_drift_above_the_bound_makes_two_leaders_and_the_check_catches_it() {
 /// answer that begins it. The liveness check says so.
 #[test]
 fn no_leader_within_the_bound_is_reported() {
-    let mut scenario = failover(ElectionFault::ForeignWrite { at_ms: 1_000 });
+    let mut scenario = failover(ElectionFault::ForeignWrite {
+        at_ms: 1_000,
+        shard: None,
+    });
     scenario.latency_ms = [6_000, 6_000];
     let report = run(&scenario);
     assert!(report.elected.is_none(), "{}", report.output);

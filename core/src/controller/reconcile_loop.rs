@@ -776,6 +776,9 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
             self.queue.add(parent);
             self.out
                 .push_back(Output::Command(Command::CancelReconcile { ticket }));
+            // The slot is free: queued keys of the shards still held may start now, not at
+            // some later input (issue 33, found by the simulator's sharded seeds).
+            self.dispatch_due = true;
         }
     }
 

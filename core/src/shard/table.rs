@@ -216,9 +216,13 @@ impl<K: Ord> ShardTable<K> {
         let list = self
             .list
             .map(|(_, sent)| (sent + self.config.renew_deadline, ElectionWake::Attempt));
+        // A shard with a write on its way is released once that write is answered or
+        // abandoned (the elector's own deadline): its drain bound, past, would only wake the
+        // loop again at once, for ever (issue 33, found by the simulator's sharded seeds).
         let drain = self
             .shards
             .iter()
+            .filter(|s| !s.elector.writing())
             .filter_map(|s| s.releasing_since)
             .map(|since| (since + self.config.handover_drain, ElectionWake::Attempt));
         let electors = self

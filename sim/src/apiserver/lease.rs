@@ -1,14 +1,19 @@
-//! The simulated apiserver's side of leader election: one `coordination.k8s.io/v1` Lease
-//! with a resourceVersion and optimistic concurrency, answered as the apiserver answers.
+//! The simulated apiserver's side of leader election and sharding: the
+//! `coordination.k8s.io/v1` Leases of one namespace ([`LeaseSet`]), by name, with one
+//! resourceVersion sequence and optimistic concurrency, answered as the apiserver answers.
+//! The election uses one of them; a shard set uses one per shard and one per replica.
 //!
 //! | request | answer |
 //! |---|---|
 //! | get | 200 and the Lease, or 404 |
+//! | list | 200 and the Leases whose labels match every `key=value` of the selector, by name |
 //! | create | 201 and the Lease, or 409 `AlreadyExists` |
 //! | update | 200 and the Lease; 404 when there is none; 409 `Conflict` when `resourceVersion` is not the stored one; 422 without one (a Lease allows no unconditional update) |
 //!
-//! While the apiserver restarts every request fails as a refused connection.
+//! While the apiserver restarts every request, to every Lease, fails as a refused
+//! connection.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use reconcile_core::{Instant, LeaseRequest};
@@ -31,6 +36,8 @@ pub enum LeaseAnswer {
 /// A write the store applied.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Applied {
+    /// The Lease written.
+    pub name: String,
     /// The holder written (empty: released).
     pub holder: String,
     /// The Lease's resourceVersion after the write.
@@ -44,18 +51,21 @@ struct Stored {
     value: Value,
 }
 
-/// One Lease and its versions.
+/// The Leases of one namespace, by name, and their versions.
 #[derive(Debug, Clone)]
-pub struct LeaseStore {
+pub struct LeaseSet {
     namespace: String,
-    name: String,
-    /// The last resourceVersion handed out: every write takes the next.
+    /// The last resourceVersion handed out, over every Lease: every write takes the next.
     rv: u64,
-    current: Option<Stored>,
+    /// Every Lease written so far, by name (a Lease is never deleted).
+    leases: BTreeMap<String, Stored>,
     down_until: Option<Instant>,
     /// Writes by others than the candidates (the conflict fault).
     foreign_writes: u64,
 }
+
+/// Leases a set holds at most: creates past it are refused (403, as a quota would).
+pub const MAX_LEASES: usize = 8_192;
 
 /// Whether a Lease's labels match a selector of `key=value` terms joined by commas.
 #[must_use]
@@ -85,42 +95,54 @@ fn status(code: u16, reason: &str, message: &str) -> LeaseAnswer {
     }
 }
 
-impl LeaseStore {
-    /// No Lease yet: the first candidate creates it.
+impl LeaseSet {
+    /// No Lease yet: the first candidate creates each.
     #[must_use]
-    pub fn new(namespace: &str, name: &str) -> Self {
-        LeaseStore {
+    pub fn new(namespace: &str) -> Self {
+        LeaseSet {
             namespace: namespace.to_owned(),
-            name: name.to_owned(),
             rv: 0,
-            current: None,
+            leases: BTreeMap::new(),
             down_until: None,
             foreign_writes: 0,
         }
     }
 
-    /// The holder now (`None` without a Lease; empty when released).
+    /// The holder of `name` now (`None` without that Lease; empty when released).
     #[must_use]
-    pub fn holder(&self) -> Option<&str> {
-        self.current.as_ref().map(|s| s.holder.as_str())
+    pub fn holder(&self, name: &str) -> Option<&str> {
+        self.leases.get(name).map(|s| s.holder.as_str())
     }
 
-    /// The Lease's resourceVersion now.
+    /// The resourceVersion of `name` now.
     #[must_use]
-    pub fn resource_version(&self) -> Option<u64> {
-        self.current.as_ref().map(|s| s.rv)
+    pub fn resource_version(&self, name: &str) -> Option<u64> {
+        self.leases.get(name).map(|s| s.rv)
     }
 
-    /// Every request fails until `now + down`.
+    /// The last resourceVersion handed out, over every Lease.
+    #[must_use]
+    pub fn last_resource_version(&self) -> u64 {
+        self.rv
+    }
+
+    /// Every Lease's name and holder, by name.
+    pub fn holders(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.leases
+            .iter()
+            .map(|(name, s)| (name.as_str(), s.holder.as_str()))
+    }
+
+    /// Every request, to every Lease, fails until `now + down`.
     pub fn restart(&mut self, now: Instant, down: Duration) {
         self.down_until = Some(now + down);
     }
 
-    /// Another writer changes the Lease (an annotation, say), which gives it a new
+    /// Another writer changes Lease `name` (an annotation, say), which gives it a new
     /// resourceVersion and leaves its spec alone: a candidate's next conditional write
-    /// conflicts. `None` when there is no Lease yet.
-    pub fn foreign_write(&mut self) -> Option<u64> {
-        let stored = self.current.as_mut()?;
+    /// conflicts. `None` when there is no such Lease yet.
+    pub fn foreign_write(&mut self, name: &str) -> Option<u64> {
+        let stored = self.leases.get_mut(name)?;
         self.rv += 1;
         self.foreign_writes += 1;
         stored.rv = self.rv;
@@ -138,12 +160,13 @@ impl LeaseStore {
         Some(self.rv)
     }
 
-    /// Answers `request` arriving at `now`; `wall` is the writer's wall clock, RFC 3339,
-    /// written as `renewTime` (and `acquireTime` unless kept). Also returns the write, when
-    /// one was applied.
+    /// Answers `request` for Lease `name` (unused by a LIST) arriving at `now`; `wall` is
+    /// the writer's wall clock, RFC 3339, written as `renewTime` (and `acquireTime` unless
+    /// kept). Also returns the write, when one was applied.
     pub fn handle(
         &mut self,
         now: Instant,
+        name: &str,
         request: &LeaseRequest,
         wall: &str,
     ) -> (LeaseAnswer, Option<Applied>) {
@@ -157,17 +180,17 @@ impl LeaseStore {
             status(
                 404,
                 "NotFound",
-                "leases.coordination.k8s.io \"lease\" not found",
+                &format!("leases.coordination.k8s.io {name:?} not found"),
             )
         };
         match request {
-            LeaseRequest::Get => match &self.current {
-                Some(stored) => (self.ok(200, stored), None),
+            LeaseRequest::Get => match self.leases.get(name) {
+                Some(stored) => (ok(200, stored), None),
                 None => (not_found(), None),
             },
             LeaseRequest::List { label_selector } => (self.list(label_selector), None),
             LeaseRequest::Create(spec) => {
-                if self.current.is_some() {
+                if self.leases.contains_key(name) {
                     return (
                         status(
                             409,
@@ -177,14 +200,17 @@ impl LeaseStore {
                         None,
                     );
                 }
-                let answer = self.write(201, spec, wall);
-                (answer, self.applied())
+                if self.leases.len() >= MAX_LEASES {
+                    return (status(403, "Forbidden", "exceeded quota: leases"), None);
+                }
+                let answer = self.write(201, name, spec, wall);
+                (answer, self.applied(name))
             }
             LeaseRequest::Update {
                 resource_version,
                 spec,
             } => {
-                let Some(stored_rv) = self.current.as_ref().map(|s| s.rv) else {
+                let Some(stored_rv) = self.leases.get(name).map(|s| s.rv) else {
                     return (not_found(), None);
                 };
                 if resource_version.is_empty() {
@@ -207,18 +233,19 @@ impl LeaseStore {
                         None,
                     );
                 }
-                let answer = self.write(200, spec, wall);
-                (answer, self.applied())
+                let answer = self.write(200, name, spec, wall);
+                (answer, self.applied(name))
             }
         }
     }
 
-    /// The LIST of this one Lease: its items are the Lease when its labels match every
-    /// `key=value` of `label_selector` (the only form the shard table sends).
+    /// The LIST of the namespace's Leases whose labels match every `key=value` of
+    /// `label_selector` (the only form the shard table sends), by name; its
+    /// resourceVersion is the set's latest.
     fn list(&self, label_selector: &str) -> LeaseAnswer {
         let items: Vec<&Value> = self
-            .current
-            .iter()
+            .leases
+            .values()
             .map(|s| &s.value)
             .filter(|v| matches_labels(v, label_selector))
             .collect();
@@ -233,29 +260,24 @@ impl LeaseStore {
         }
     }
 
-    fn applied(&self) -> Option<Applied> {
-        self.current.as_ref().map(|s| Applied {
+    fn applied(&self, name: &str) -> Option<Applied> {
+        self.leases.get(name).map(|s| Applied {
+            name: name.to_owned(),
             holder: s.holder.clone(),
             rv: s.rv,
         })
     }
 
-    fn ok(&self, code: u16, stored: &Stored) -> LeaseAnswer {
-        LeaseAnswer::Response {
-            status: code,
-            body: stored.value.to_string(),
-        }
-    }
-
     fn write(
         &mut self,
         code: u16,
+        name: &str,
         spec: &reconcile_core::election::LeaseSpec,
         wall: &str,
     ) -> LeaseAnswer {
         self.rv += 1;
         let rv = self.rv.to_string();
-        let json = spec.to_json(&self.namespace, &self.name, Some(&rv), wall);
+        let json = spec.to_json(&self.namespace, name, Some(&rv), wall);
         // The core's own rendering: it is JSON, or the core is broken and the reads say so.
         let value = serde_json::from_str(&json).unwrap_or(Value::Null);
         let stored = Stored {
@@ -263,9 +285,16 @@ impl LeaseStore {
             holder: spec.holder.clone(),
             value,
         };
-        let answer = self.ok(code, &stored);
-        self.current = Some(stored);
+        let answer = ok(code, &stored);
+        self.leases.insert(name.to_owned(), stored);
         answer
+    }
+}
+
+fn ok(code: u16, stored: &Stored) -> LeaseAnswer {
+    LeaseAnswer::Response {
+        status: code,
+        body: stored.value.to_string(),
     }
 }
 
@@ -300,14 +329,14 @@ mod tests {
 
     #[test]
     fn a_list_shows_the_lease_when_its_labels_match() {
-        let mut store = LeaseStore::new("ns", "ctl");
+        let mut store = LeaseSet::new("ns");
         let wall = "2026-01-01T00:00:00.000000Z";
-        let list = |store: &mut LeaseStore, selector: &str| {
+        let list = |store: &mut LeaseSet, selector: &str| {
             let request = LeaseRequest::List {
                 label_selector: selector.into(),
             };
             let LeaseAnswer::Response { status: 200, body } =
-                store.handle(Instant::ZERO, &request, wall).0
+                store.handle(Instant::ZERO, "ctl", &request, wall).0
             else {
                 panic!("a LIST is answered")
             };
@@ -315,7 +344,7 @@ mod tests {
             v["items"].as_array().unwrap().len()
         };
         assert_eq!(list(&mut store, "reconcile-loop.dev/shard-set=ctl"), 0);
-        store.handle(Instant::ZERO, &LeaseRequest::Create(spec("a")), wall);
+        store.handle(Instant::ZERO, "ctl", &LeaseRequest::Create(spec("a")), wall);
         assert_eq!(list(&mut store, "reconcile-loop.dev/shard-set=ctl"), 1);
         assert_eq!(list(&mut store, "reconcile-loop.dev/shard-set=other"), 0);
         assert_eq!(
@@ -326,19 +355,29 @@ mod tests {
 
     #[test]
     fn get_create_and_update_answer_as_the_apiserver_does() {
-        let mut store = LeaseStore::new("ns", "ctl");
+        let mut store = LeaseSet::new("ns");
         let now = Instant::ZERO;
         let wall = "2026-01-01T00:00:00.000000Z";
-        assert_eq!(code(&store.handle(now, &LeaseRequest::Get, wall).0), 404);
-        assert_eq!(code(&store.handle(now, &update("1", "a"), wall).0), 404);
-        let (answer, applied) = store.handle(now, &LeaseRequest::Create(spec("a")), wall);
+        assert_eq!(
+            code(&store.handle(now, "ctl", &LeaseRequest::Get, wall).0),
+            404
+        );
+        assert_eq!(
+            code(&store.handle(now, "ctl", &update("1", "a"), wall).0),
+            404
+        );
+        let (answer, applied) = store.handle(now, "ctl", &LeaseRequest::Create(spec("a")), wall);
         assert_eq!(code(&answer), 201);
         assert_eq!(applied.unwrap().holder, "a");
         assert_eq!(
-            code(&store.handle(now, &LeaseRequest::Create(spec("b")), wall).0),
+            code(
+                &store
+                    .handle(now, "ctl", &LeaseRequest::Create(spec("b")), wall)
+                    .0
+            ),
             409
         );
-        let (answer, applied) = store.handle(now, &LeaseRequest::Get, wall);
+        let (answer, applied) = store.handle(now, "ctl", &LeaseRequest::Get, wall);
         assert!(applied.is_none());
         let LeaseAnswer::Response { status: 200, body } = answer else {
             panic!("{answer:?}")
@@ -348,39 +387,119 @@ mod tests {
         assert_eq!(v["spec"]["holderIdentity"], "a");
         assert_eq!(v["spec"]["renewTime"], wall);
         // Optimistic concurrency: only the stored version may be written over.
-        assert_eq!(code(&store.handle(now, &update("0", "b"), wall).0), 409);
-        assert_eq!(code(&store.handle(now, &update("", "b"), wall).0), 422);
-        let (answer, applied) = store.handle(now, &update("1", "b"), wall);
+        assert_eq!(
+            code(&store.handle(now, "ctl", &update("0", "b"), wall).0),
+            409
+        );
+        assert_eq!(
+            code(&store.handle(now, "ctl", &update("", "b"), wall).0),
+            422
+        );
+        let (answer, applied) = store.handle(now, "ctl", &update("1", "b"), wall);
         assert_eq!(code(&answer), 200);
         assert_eq!(
             applied,
             Some(Applied {
+                name: "ctl".into(),
                 holder: "b".into(),
                 rv: 2
             })
         );
-        assert_eq!(store.holder(), Some("b"));
+        assert_eq!(store.holder("ctl"), Some("b"));
     }
 
     #[test]
     fn another_writer_bumps_the_version_and_a_restart_refuses_everything() {
-        let mut store = LeaseStore::new("ns", "ctl");
+        let mut store = LeaseSet::new("ns");
         let wall = "2026-01-01T00:00:00.000000Z";
-        assert_eq!(store.foreign_write(), None);
-        store.handle(Instant::ZERO, &LeaseRequest::Create(spec("a")), wall);
-        assert_eq!(store.foreign_write(), Some(2));
-        assert_eq!(store.holder(), Some("a"));
+        assert_eq!(store.foreign_write("ctl"), None);
+        store.handle(Instant::ZERO, "ctl", &LeaseRequest::Create(spec("a")), wall);
+        assert_eq!(store.foreign_write("ctl"), Some(2));
+        assert_eq!(store.holder("ctl"), Some("a"));
         assert_eq!(
-            code(&store.handle(Instant::ZERO, &update("1", "a"), wall).0),
+            code(
+                &store
+                    .handle(Instant::ZERO, "ctl", &update("1", "a"), wall)
+                    .0
+            ),
             409
         );
         store.restart(Instant::ZERO, Duration::from_secs(5));
         assert_eq!(
-            code(&store.handle(Instant::ZERO, &LeaseRequest::Get, wall).0),
+            code(
+                &store
+                    .handle(Instant::ZERO, "ctl", &LeaseRequest::Get, wall)
+                    .0
+            ),
             0
         );
         let later = Instant::from_duration(Duration::from_secs(5));
-        assert_eq!(code(&store.handle(later, &update("2", "a"), wall).0), 200);
-        assert_eq!(store.resource_version(), Some(3));
+        assert_eq!(
+            code(&store.handle(later, "ctl", &update("2", "a"), wall).0),
+            200
+        );
+        assert_eq!(store.resource_version("ctl"), Some(3));
+    }
+
+    #[test]
+    fn leases_share_one_version_sequence_a_list_selects_by_label_and_a_restart_hits_all() {
+        let mut set = LeaseSet::new("ns");
+        let wall = "2026-01-01T00:00:00.000000Z";
+        let now = Instant::ZERO;
+        let mut other = spec("z");
+        other.labels.clear();
+        assert_eq!(
+            code(
+                &set.handle(now, "s-0", &LeaseRequest::Create(spec("a")), wall)
+                    .0
+            ),
+            201
+        );
+        assert_eq!(
+            code(
+                &set.handle(now, "s-1", &LeaseRequest::Create(spec("b")), wall)
+                    .0
+            ),
+            201
+        );
+        assert_eq!(
+            code(&set.handle(now, "x", &LeaseRequest::Create(other), wall).0),
+            201
+        );
+        assert_eq!(set.resource_version("s-0"), Some(1));
+        assert_eq!(set.resource_version("s-1"), Some(2));
+        assert_eq!(set.last_resource_version(), 3);
+        // s-0's version is 1: a write with s-1's conflicts.
+        assert_eq!(
+            code(&set.handle(now, "s-0", &update("2", "c"), wall).0),
+            409
+        );
+        let (answer, applied) = set.handle(now, "s-1", &update("2", "c"), wall);
+        assert_eq!(code(&answer), 200);
+        assert_eq!(applied.map(|a| (a.name, a.rv)), Some(("s-1".into(), 4)));
+        let request = LeaseRequest::List {
+            label_selector: "reconcile-loop.dev/shard-set=ctl".into(),
+        };
+        let LeaseAnswer::Response { status: 200, body } = set.handle(now, "", &request, wall).0
+        else {
+            panic!("a LIST is answered")
+        };
+        let v: Value = serde_json::from_str(&body).unwrap();
+        let names: Vec<&str> = v["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|i| i["metadata"]["name"].as_str())
+            .collect();
+        assert_eq!(names, ["s-0", "s-1"]);
+        assert_eq!(v["metadata"]["resourceVersion"], "4");
+        assert_eq!(set.foreign_write("s-0"), Some(5));
+        assert_eq!(set.foreign_write("missing"), None);
+        set.restart(now, Duration::from_secs(1));
+        for name in ["s-0", "s-1", "x"] {
+            assert_eq!(code(&set.handle(now, name, &LeaseRequest::Get, wall).0), 0);
+        }
+        let holders: Vec<(&str, &str)> = set.holders().collect();
+        assert_eq!(holders, [("s-0", "a"), ("s-1", "c"), ("x", "z")]);
     }
 }

@@ -175,8 +175,18 @@ enum Cmd {
         election: bool,
         /// The clock rate drift election seeds draw within, a fraction (default 0.19, just
         /// inside the 0.2 the default durations tolerate; above it safety can break).
-        #[arg(long, requires = "election")]
+        #[arg(long)]
         election_drift: Option<f64>,
+        /// Sharded seeds (implies --election): 2 to 7 replicas of one shard set of 1 to 16
+        /// shards, a Lease per shard and one per replica, replicas added, crashed and stopped
+        /// under the election's faults; checks that no key is dispatched in two replicas'
+        /// overlapping terms of its shard, that every shard is held once faults heal, the
+        /// balance, and that every key's last change is reconciled by its shard's owner.
+        #[arg(long, conflicts_with_all = ["faults", "sources", "priority"])]
+        sharding: bool,
+        /// Sharded seeds of this many shards each (implies --sharding).
+        #[arg(long, conflicts_with_all = ["faults", "sources", "priority"])]
+        shards: Option<u32>,
         /// Busy seeds: one worker, a large first listing, a live stream to a few hot
         /// parents that never runs dry, relists, resyncs and reconcile-all triggers, with
         /// the core's priority queue on; checks that every low-priority key is dispatched
@@ -204,6 +214,12 @@ enum Cmd {
         /// The seed's long workload.
         #[arg(long, requires = "seed")]
         long: bool,
+        /// Generate the sharded seed instead (as `explore --sharding` runs it).
+        #[arg(long, requires = "seed")]
+        sharding: bool,
+        /// Generate the sharded seed of this many shards (as `explore --shards N`).
+        #[arg(long, requires = "seed")]
+        shards: Option<u32>,
         /// Print the scenario as JSON instead of running it.
         #[arg(long)]
         scenario: bool,
@@ -398,10 +414,17 @@ fn run(cli: Cli) -> Result<bool, Failure> {
             sources,
             election,
             election_drift,
+            sharding,
+            shards,
             priority,
             quiet,
         } => {
             let seeds = explore::parse_seeds(&seeds)?;
+            let sharding = sharding || shards.is_some();
+            let election = election || sharding;
+            if election_drift.is_some() && !election {
+                return Err("--election-drift needs --election or --sharding".into());
+            }
             let election_drift =
                 election_drift.map_or(Ok(election::DEFAULT_DRIFT), election::check_drift)?;
             let inject = faults
@@ -416,6 +439,8 @@ fn run(cli: Cli) -> Result<bool, Failure> {
                 sources,
                 election,
                 election_drift,
+                sharding,
+                shards,
                 priority,
                 ..ExploreOptions::default()
             };
@@ -446,6 +471,8 @@ fn run(cli: Cli) -> Result<bool, Failure> {
             seed,
             election_drift,
             long,
+            sharding,
+            shards,
             scenario,
             json,
             quiet,
@@ -460,7 +487,11 @@ fn run(cli: Cli) -> Result<bool, Failure> {
                 (None, Some(seed)) => {
                     let drift = election_drift
                         .map_or(Ok(election::DEFAULT_DRIFT), election::check_drift)?;
-                    election::generate(seed, long, drift).0
+                    if sharding || shards.is_some() {
+                        election::generate_sharded(seed, long, drift, shards).0
+                    } else {
+                        election::generate(seed, long, drift).0
+                    }
                 }
                 (None, None) => return Err("a scenario file or --seed".into()),
             };

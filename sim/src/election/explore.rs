@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use reconcile_core::Instant;
 
-use crate::election::generate::{DEFAULT_DRIFT, generate};
+use crate::election::generate::{DEFAULT_DRIFT, generate, generate_sharded};
 use crate::election::run::run;
 use crate::election::scenario::{ElectionFault, Scenario, ScenarioError, WorkOp};
 use crate::election::state::{ElectionReport, RunOptions};
@@ -26,11 +26,13 @@ fn quiet() -> RunOptions {
         render: Render::Quiet,
         max_steps: 2_000_000,
         check: true,
+        sabotage: None,
     }
 }
 
 /// Runs every election seed in `seeds` (the seeds' own stream: election seed 7 has nothing
-/// to do with world seed 7). `opts.inject` and `opts.sources` do not apply.
+/// to do with world seed 7), or with `opts.sharding` every sharded seed (a stream of their
+/// own again). `opts.inject` and `opts.sources` do not apply.
 #[must_use]
 pub fn explore(seeds: Range<u64>, opts: &ExploreOptions) -> ExploreReport {
     let drift = opts.election_drift;
@@ -44,7 +46,11 @@ pub fn explore(seeds: Range<u64>, opts: &ExploreOptions) -> ExploreReport {
     };
     let mut minimized = 0;
     for seed in seeds {
-        let (scenario, profile) = generate(seed, opts.long, drift);
+        let (scenario, profile) = if opts.sharding {
+            generate_sharded(seed, opts.long, drift, opts.shards)
+        } else {
+            generate(seed, opts.long, drift)
+        };
         let result = run(&scenario, &quiet()).unwrap_or_else(|e| configuration_failure(&e));
         report.seeds += 1;
         opts.progress.done(report.seeds);
@@ -130,6 +136,8 @@ fn configuration_failure(e: &ScenarioError) -> ElectionReport {
         heal: Instant::ZERO,
         bound: Duration::ZERO,
         elected: None,
+        shards: 0,
+        balance: None,
         closest_handover: None,
         end: Instant::ZERO,
     }
@@ -137,11 +145,16 @@ fn configuration_failure(e: &ScenarioError) -> ElectionReport {
 
 /// The explore flags that select these seeds again.
 fn mode_flags(opts: &ExploreOptions) -> String {
-    if opts.election_drift == DEFAULT_DRIFT {
-        " --election".into()
-    } else {
-        format!(" --election --election-drift {}", opts.election_drift)
+    let mut flags = " --election".to_owned();
+    match (opts.sharding, opts.shards) {
+        (true, Some(n)) => flags.push_str(&format!(" --shards {n}")),
+        (true, None) => flags.push_str(" --sharding"),
+        (false, _) => {}
     }
+    if opts.election_drift != DEFAULT_DRIFT {
+        flags.push_str(&format!(" --election-drift {}", opts.election_drift));
+    }
+    flags
 }
 
 /// Faults plus workload operations: what minimization removes.

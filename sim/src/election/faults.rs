@@ -2,7 +2,7 @@
 
 use crate::harness::Harness;
 
-use crate::election::scenario::{ElectionFault, PartitionMode};
+use crate::election::scenario::{ElectionFault, LEASE_NAME, PartitionMode};
 use crate::election::state::*;
 
 impl Run<'_> {
@@ -18,8 +18,7 @@ impl Run<'_> {
                 && self
                     .procs
                     .get(c.proc_)
-                    .and_then(|p| p.term)
-                    .is_some_and(|t| self.now < c.clock.real(t.until))
+                    .is_some_and(|p| p.term.values().any(|t| self.now < c.clock.real(t.until)))
         });
         leading.or_else(|| self.cands.iter().position(usable))
     }
@@ -78,13 +77,18 @@ impl Run<'_> {
                 self.note(&text);
                 self.count("election: process paused");
             }
-            ElectionFault::ForeignWrite { .. } => match self.lease.foreign_write() {
-                Some(rv) => {
-                    self.note(&format!("fault: {fault}: rv={rv}"));
-                    self.count("election: foreign write to the lease");
+            ElectionFault::ForeignWrite { shard, .. } => {
+                match self.lease.foreign_write(&match &self.shard_set {
+                    Some(set) => set.shard_lease(shard.unwrap_or(0) % set.shards.max(1)),
+                    None => LEASE_NAME.to_owned(),
+                }) {
+                    Some(rv) => {
+                        self.note(&format!("fault: {fault}: rv={rv}"));
+                        self.count("election: foreign write to the lease");
+                    }
+                    None => self.note(&format!("fault skipped, no Lease yet: {fault}")),
                 }
-                None => self.note(&format!("fault skipped, no Lease yet: {fault}")),
-            },
+            }
             ElectionFault::Stop { target, .. } => {
                 let Some(c) = self.resolve(target, true) else {
                     return self.note(&format!("fault skipped, nobody to hit: {fault}"));

@@ -4,11 +4,12 @@
 use std::time::Duration;
 
 use bytes::Bytes;
+use reconcile_core::shard::SHARD_ROLE_LABEL;
 use reconcile_core::{Input, Instant, LeaseRequest, LeaseResponse, RequestId, StreamEnd};
 
 use crate::apiserver::lease::LeaseAnswer;
 use crate::clock::rfc3339;
-use crate::harness::Render;
+use crate::harness::{Harness, Render};
 
 use crate::election::scenario::PartitionMode;
 use crate::election::state::*;
@@ -29,7 +30,14 @@ impl Run<'_> {
 
     // ----- stepping a candidate -----
 
-    pub(super) fn send_lease(&mut self, c: usize, p: usize, req: RequestId, request: LeaseRequest) {
+    pub(super) fn send_lease(
+        &mut self,
+        c: usize,
+        p: usize,
+        req: RequestId,
+        name: String,
+        request: LeaseRequest,
+    ) {
         let now = self.now;
         let Some(h) = &self.cands[c].h else {
             return;
@@ -37,6 +45,7 @@ impl Run<'_> {
         let local = h.now();
         let msg = LeaseMsg {
             req,
+            name,
             request,
             sent_local: local,
             sent_real: now,
@@ -117,16 +126,29 @@ impl Run<'_> {
     }
 
     /// A Lease request reaches the apiserver: answered, and its answer sent back.
-    pub(super) fn arrive(&mut self, c: usize, p: usize, msg: LeaseMsg) {
+    pub(super) fn arrive(&mut self, c: usize, p: usize, mut msg: LeaseMsg) {
         let now = self.now;
-        let before = self.lease.holder().map(str::to_owned);
-        let (answer, applied) = self.lease.handle(now, &msg.request, &msg.wall);
-        if let Some(applied) = applied {
+        let shard = self.shard_of_lease(&msg.name);
+        self.sabotage(shard, &mut msg.request);
+        let before = self.lease.holder(&msg.name).map(str::to_owned);
+        let (answer, applied) = if self.opts.sabotage == Some(Sabotage::StallShard)
+            && shard == Some(0)
+            && !matches!(msg.request, LeaseRequest::Get)
+        {
+            let refused = "connection refused (shard 0 stalled, injected)".to_owned();
+            (LeaseAnswer::Transport(refused), None)
+        } else {
+            self.lease.handle(now, &msg.name, &msg.request, &msg.wall)
+        };
+        if let Some(applied) = &applied
+            && let Some(shard) = shard
+        {
             if applied.holder == self.procs[p].identity {
                 let until = msg.sent_local + self.renew_deadline;
                 let proc_ = &mut self.procs[p];
-                proc_.latent = Some(proc_.latent.map_or(until, |l| l.max(until)));
-                if let Some(term) = &mut proc_.term {
+                let latent = proc_.latent.entry(shard).or_insert(until);
+                *latent = (*latent).max(until);
+                if let Some(term) = proc_.term.get_mut(&shard) {
                     term.until = term.until.max(until);
                 }
             }
@@ -141,7 +163,16 @@ impl Run<'_> {
                 }
             };
             self.count(path);
+        } else if applied.is_some() {
+            self.count("sharding: membership lease written");
         }
+        let answer = if self.opts.sabotage == Some(Sabotage::HideMembers)
+            && matches!(msg.request, LeaseRequest::List { .. })
+        {
+            self.hide_members(p, answer)
+        } else {
+            answer
+        };
         if matches!(answer, LeaseAnswer::Response { status: 422, .. }) {
             // An update without a resourceVersion: a Lease takes no unconditional update.
             self.count("election: lease update without resourceVersion refused (422)");
@@ -149,6 +180,48 @@ impl Run<'_> {
         let at = now + self.latency(p, msg.req, 1);
         let reply = self.reply(msg.req, answer, msg.sent_real);
         self.schedule(at, c, p, reply);
+    }
+
+    /// What [`Sabotage::ShortLease`] and [`Sabotage::HideMembers`] do to a request on its
+    /// way to the store.
+    fn sabotage(&mut self, shard: Option<u32>, request: &mut LeaseRequest) {
+        match (self.opts.sabotage, request) {
+            (
+                Some(Sabotage::ShortLease),
+                LeaseRequest::Create(spec) | LeaseRequest::Update { spec, .. },
+            ) if shard.is_some() || self.shard_set.is_some() => {
+                spec.lease_duration_seconds = 1;
+            }
+            _ => {}
+        }
+    }
+
+    /// [`Sabotage::HideMembers`]: a LIST answer to process `p` without the other replicas'
+    /// membership Leases.
+    fn hide_members(&self, p: usize, answer: LeaseAnswer) -> LeaseAnswer {
+        let (Some(set), LeaseAnswer::Response { status: 200, body }) = (&self.shard_set, &answer)
+        else {
+            return answer;
+        };
+        let Ok(mut list) = serde_json::from_str::<serde_json::Value>(body) else {
+            return answer;
+        };
+        let mut own = set.clone();
+        own.identity.clone_from(&self.procs[p].identity);
+        let own = own.member_lease();
+        if let Some(items) = list
+            .get_mut("items")
+            .and_then(serde_json::Value::as_array_mut)
+        {
+            items.retain(|item| {
+                let member = item["metadata"]["labels"][SHARD_ROLE_LABEL] == "member";
+                !member || item["metadata"]["name"] == own.as_str()
+            });
+        }
+        LeaseAnswer::Response {
+            status: 200,
+            body: list.to_string(),
+        }
     }
 
     /// An answer reaching a partitioned candidate: refused, lost, or held.
@@ -207,14 +280,18 @@ impl Run<'_> {
                 |core, now| core.handle_input(now, Input::Lease { req, response }),
             )
         });
-        if ok && sent_real >= self.heal && self.elected.is_none() {
-            let leading = self.cands[c]
-                .h
-                .as_ref()
-                .and_then(|h| h.core().leadership())
-                .is_some_and(|l| l.leading);
-            if leading {
-                self.elected = Some(self.now);
+        if ok && sent_real >= self.heal {
+            let held: Vec<u32> = match self.cands[c].h.as_ref().map(Harness::core) {
+                Some(core) if self.shard_set.is_some() => {
+                    core.sharding().map(|s| s.held).unwrap_or_default()
+                }
+                Some(core) if core.leadership().is_some_and(|l| l.leading) => vec![0],
+                _ => Vec::new(),
+            };
+            for shard in held {
+                if let Some(first) = self.held_since_heal.get_mut(shard as usize) {
+                    first.get_or_insert(self.now);
+                }
             }
         }
     }

@@ -175,7 +175,8 @@ impl Run<'_> {
     pub(super) fn membership_moved(&mut self, before: Option<String>, after: Option<String>) {
         for parent in before.into_iter().chain(after) {
             self.parents_seen.insert(parent.clone());
-            self.membership_changed.insert(parent, self.now);
+            self.membership_changed.insert(parent.clone(), self.now);
+            self.rogue_dispatch(parent);
         }
         let bound = self.parents_seen.len().max(1);
         for c in &mut self.cands {
@@ -183,6 +184,20 @@ impl Run<'_> {
                 h.set_queue_bound(bound);
             }
         }
+    }
+
+    /// [`Sabotage::Rogue`]: the first candidate's process, when running, dispatches every
+    /// parent whose pods change, holding its shard or not.
+    fn rogue_dispatch(&mut self, parent: String) {
+        if self.opts.sabotage != Some(Sabotage::Rogue) {
+            return;
+        }
+        let Some(c) = self.cands.first().filter(|c| c.h.is_some()) else {
+            return;
+        };
+        let p = c.proc_;
+        self.count("rogue dispatch (injected)");
+        self.dispatched(p, parent);
     }
 
     /// Every open watch of every candidate gets the frame for the world's last change.

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use reconcile_core::{Command, Instant, KeyBy};
 
-use crate::apiserver::lease::LeaseStore;
+use crate::apiserver::lease::LeaseSet;
 use crate::apiserver::world::World;
 use crate::clock::Clock;
 use crate::harness::{
@@ -67,6 +67,17 @@ impl<'a> Run<'a> {
             })
             .collect();
         let (heal, bound) = liveness_bound(s);
+        let shard_set = s.shard_config("", false);
+        let shards = s.shards.unwrap_or(1);
+        let r_min = s
+            .candidates
+            .iter()
+            .map(|c| c.rate_ppm)
+            .min()
+            .unwrap_or(crate::clock::PPM);
+        let retry_real = Clock::new(Instant::ZERO, Instant::ZERO, r_min)
+            .real(at_ms(s.retry_period_ms))
+            .since_origin();
         let last_op = s.workload.iter().map(WorkOp::at_ms).max().unwrap_or(0);
         let horizon = (heal + bound).max(at_ms(last_op)) + Duration::from_secs(s.settle_s);
         Run {
@@ -77,7 +88,12 @@ impl<'a> Run<'a> {
             key_by: KeyBy::Label("cell".into()),
             now: Instant::ZERO,
             out: String::new(),
-            lease: LeaseStore::new(LEASE_NAMESPACE, LEASE_NAME),
+            lease: LeaseSet::new(LEASE_NAMESPACE),
+            shard_set,
+            shards,
+            held_since_heal: vec![None; shards as usize],
+            balance_at: heal + bound + retry_real,
+            balance: None,
             cands,
             procs: Vec::new(),
             agenda: BTreeMap::new(),
@@ -92,7 +108,6 @@ impl<'a> Run<'a> {
             heal,
             bound,
             horizon,
-            elected: None,
             liveness_reported: false,
             resolved: vec![None; s.faults.len()],
             takeovers: 0,
@@ -101,6 +116,7 @@ impl<'a> Run<'a> {
     }
 
     pub(super) fn report(self) -> ElectionReport {
+        let elected = self.elected();
         let mut violations = self.violations;
         violations.sort_by_key(|v| v.at);
         ElectionReport {
@@ -113,7 +129,9 @@ impl<'a> Run<'a> {
             takeovers: self.takeovers,
             heal: self.heal,
             bound: self.bound,
-            elected: self.elected,
+            elected,
+            shards: self.shards,
+            balance: self.balance,
             closest_handover: self.closest_handover,
             end: self.now,
         }
@@ -187,6 +205,7 @@ impl<'a> Run<'a> {
                 break;
             };
             self.check_liveness(t);
+            self.check_balance(t);
             if t > self.horizon {
                 break;
             }
@@ -212,17 +231,24 @@ impl<'a> Run<'a> {
             }
         }
         self.check_liveness(self.horizon.max(self.now) + Duration::from_nanos(1));
-        // Who leads at the end, for the convergence check: the latest term still running.
-        let leader = (0..self.procs.len())
-            .filter(|&p| {
-                self.procs[p]
-                    .term
-                    .is_some_and(|t| self.now < self.clock_of(p).real(t.until))
+        self.check_balance(self.horizon.max(self.now) + Duration::from_nanos(1));
+        // Who holds each shard at the end (leads, unsharded), for the convergence check: the
+        // latest term on it still running.
+        let owners: Vec<Option<usize>> = (0..self.shards)
+            .map(|shard| {
+                (0..self.procs.len())
+                    .filter(|&p| {
+                        self.procs[p]
+                            .term
+                            .get(&shard)
+                            .is_some_and(|t| self.now < self.clock_of(p).real(t.until))
+                    })
+                    .max_by_key(|&p| self.procs[p].term.get(&shard).map(|t| t.start))
             })
-            .max_by_key(|&p| self.procs[p].term.map(|t| t.start));
+            .collect();
         // Terms still open end now (or at their deadline): every dispatch before is known.
         for p in 0..self.procs.len() {
-            self.close_term(p, self.now);
+            self.close_terms(p, self.now);
         }
         if self.opts.check {
             self.check_caches();
@@ -233,26 +259,54 @@ impl<'a> Run<'a> {
                 self.retire(p, h);
             }
         }
-        if self.opts.check
-            && let Some(leader) = leader
-        {
-            self.check_converged(leader);
+        if self.opts.check {
+            if self.shard_set.is_some() {
+                self.check_owned(&owners);
+            } else if let Some(leader) = owners.first().copied().flatten() {
+                self.check_converged(leader);
+            }
         }
-        let summary = format!(
-            "end: {} steps, {} reconciles, {} terms, {} takeovers; healed at {}, leader elected {} (bound {}s); lease rv={} holder={}",
-            self.retired_steps,
-            self.retired_reconciles,
-            self.procs.iter().map(|p| p.terms).sum::<u64>(),
-            self.takeovers,
-            self.heal,
-            self.elected
-                .map_or_else(|| "never".to_owned(), |t| format!("at {t}")),
-            self.bound.as_secs_f64(),
-            self.lease
-                .resource_version()
-                .map_or_else(|| "-".to_owned(), |rv| rv.to_string()),
-            self.lease.holder().unwrap_or("-"),
-        );
+        let summary = if let Some(set) = &self.shard_set {
+            let holders: Vec<String> = (0..self.shards)
+                .map(|i| {
+                    let holder = self.lease.holder(&set.shard_lease(i)).unwrap_or("-");
+                    format!("{i}={}", if holder.is_empty() { "-" } else { holder })
+                })
+                .collect();
+            format!(
+                "end: {} steps, {} reconciles, {} terms, {} takeovers; healed at {}, every shard held {} (bound {}s); balance {}; leases rv={} shards {}",
+                self.retired_steps,
+                self.retired_reconciles,
+                self.procs.iter().map(|p| p.terms).sum::<u64>(),
+                self.takeovers,
+                self.heal,
+                self.elected()
+                    .map_or_else(|| "never".to_owned(), |t| format!("at {t}")),
+                self.bound.as_secs_f64(),
+                self.balance.map_or_else(
+                    || "unchecked".to_owned(),
+                    |(at, most, limit)| format!("at {at}: most held {most}, limit {limit}")
+                ),
+                self.lease.last_resource_version(),
+                holders.join(" "),
+            )
+        } else {
+            format!(
+                "end: {} steps, {} reconciles, {} terms, {} takeovers; healed at {}, leader elected {} (bound {}s); lease rv={} holder={}",
+                self.retired_steps,
+                self.retired_reconciles,
+                self.procs.iter().map(|p| p.terms).sum::<u64>(),
+                self.takeovers,
+                self.heal,
+                self.elected()
+                    .map_or_else(|| "never".to_owned(), |t| format!("at {t}")),
+                self.bound.as_secs_f64(),
+                self.lease
+                    .resource_version(LEASE_NAME)
+                    .map_or_else(|| "-".to_owned(), |rv| rv.to_string()),
+                self.lease.holder(LEASE_NAME).unwrap_or("-"),
+            )
+        };
         self.note(&summary);
     }
 
@@ -315,10 +369,11 @@ impl<'a> Run<'a> {
     pub(super) fn after(&mut self, c: usize, io: StepIo) {
         let p = self.cands[c].proc_;
         // The core reports a won term before the reconciles it starts.
-        for change in io.leadership {
+        let changes = io.leadership.into_iter().map(|change| (0, change));
+        for (shard, change) in changes.chain(io.shards) {
             match change {
-                LeadershipChange::Acquired => self.open_term(p),
-                LeadershipChange::Lost => self.close_term(p, self.now),
+                LeadershipChange::Acquired => self.open_term(p, shard),
+                LeadershipChange::Lost => self.close_term(p, shard, self.now),
             }
         }
         for parent in io.dispatched {
@@ -348,7 +403,9 @@ impl<'a> Run<'a> {
                 self.cands[c].alive.remove(&stream);
                 self.cands[c].open.remove(&stream);
             }
-            Command::Lease { req, request, .. } => self.send_lease(c, p, req, request),
+            Command::Lease {
+                req, name, request, ..
+            } => self.send_lease(c, p, req, name, request),
             _ => {}
         }
     }
@@ -440,30 +497,44 @@ impl<'a> Run<'a> {
             cand: c,
             identity: identity.clone(),
             dispatches: Vec::new(),
-            term: None,
-            last_end: None,
-            latent: None,
+            term: BTreeMap::new(),
+            last_end: BTreeMap::new(),
+            latent: BTreeMap::new(),
             terms: 0,
             last_dispatch: BTreeMap::new(),
             known_parents: BTreeSet::new(),
         });
-        let election = self.s.election(&identity, self.cands[c].drain);
         let candidate = Candidate {
             name: identity.clone(),
             clock: self.cands[c].clock,
         };
-        match Harness::for_candidate(
-            &self.header,
-            election,
-            candidate,
-            self.now,
-            self.opts.render,
-            self.opts.max_steps,
-        ) {
+        let built = match self.s.shard_config(&identity, self.cands[c].drain) {
+            Some(shards) => Harness::for_replica(
+                &self.header,
+                shards,
+                candidate,
+                self.now,
+                self.opts.render,
+                self.opts.max_steps,
+            ),
+            None => Harness::for_candidate(
+                &self.header,
+                self.s.election(&identity, self.cands[c].drain),
+                candidate,
+                self.now,
+                self.opts.render,
+                self.opts.max_steps,
+            ),
+        };
+        match built {
             Ok(mut h) => {
                 h.set_default_duration(ms(self.s.reconcile_ms));
                 h.check_cursors();
                 h.set_queue_bound(self.parents_seen.len().max(1));
+                if self.opts.sabotage == Some(Sabotage::LoseDispatches) {
+                    let from = self.cands[c].clock.local(self.heal.max(self.now));
+                    h.lose_dispatches_from(from);
+                }
                 let cand = &mut self.cands[c];
                 cand.proc_ = p;
                 cand.h = Some(h);

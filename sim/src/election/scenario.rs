@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use reconcile_core::ElectionConfig;
+use reconcile_core::{ElectionConfig, ShardConfig};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -16,6 +16,10 @@ pub const LEASE_NAMESPACE: &str = "default";
 
 /// The Lease's name.
 pub const LEASE_NAME: &str = "reconcile-sim";
+
+/// A sharded run's shard set: Leases `reconcile-sim-shard-<i>` and
+/// `reconcile-sim-member-<hash>` in [`LEASE_NAMESPACE`].
+pub const SHARD_SET: &str = "reconcile-sim";
 
 /// The latest instant anything may happen at, in ms (30 simulated days).
 pub const MAX_TIME_MS: u64 = 30 * 86_400_000;
@@ -38,6 +42,14 @@ pub struct Scenario {
     pub seed: u64,
     /// The candidates, in the order ties between them are broken.
     pub candidates: Vec<CandidatePlan>,
+    /// Sharded: the candidates are replicas of one shard set of this many shards (1 to
+    /// [`MAX_SHARDS`](reconcile_core::shard::MAX_SHARDS)), each shard its own Lease;
+    /// `None`: they run for one election's Lease.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shards: Option<u32>,
+    /// Sharded: how long a shard given up waits for its running reconciles, ms (5 s).
+    #[serde(default = "default_handover_drain_ms")]
+    pub handover_drain_ms: u64,
     /// `lease_duration`, ms (client-go's default 15 s).
     #[serde(default = "default_lease_duration_ms")]
     pub lease_duration_ms: u64,
@@ -78,6 +90,9 @@ fn default_renew_deadline_ms() -> u64 {
 }
 fn default_retry_period_ms() -> u64 {
     2_000
+}
+fn default_handover_drain_ms() -> u64 {
+    5_000
 }
 fn one() -> usize {
     1
@@ -239,6 +254,9 @@ pub enum ElectionFault {
     ForeignWrite {
         /// When, ms.
         at_ms: u64,
+        /// Sharded: whose shard's Lease (modulo the shards; shard 0 when absent).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        shard: Option<u32>,
     },
     /// `target` stops gracefully (a leader releases the Lease); restarted after
     /// `restart_after_ms` as a new process with a new identity, unless `None`.
@@ -269,7 +287,7 @@ impl ElectionFault {
             ElectionFault::ApiserverRestart { at_ms, .. }
             | ElectionFault::Partition { at_ms, .. }
             | ElectionFault::Pause { at_ms, .. }
-            | ElectionFault::ForeignWrite { at_ms }
+            | ElectionFault::ForeignWrite { at_ms, .. }
             | ElectionFault::Stop { at_ms, .. }
             | ElectionFault::Crash { at_ms, .. } => *at_ms,
         }
@@ -405,6 +423,23 @@ impl Scenario {
         e
     }
 
+    /// The shard set's settings for `identity`, when sharded.
+    #[must_use]
+    pub fn shard_config(&self, identity: &str, drain: bool) -> Option<ShardConfig> {
+        let shards = self.shards?;
+        let mut c = ShardConfig::new(LEASE_NAMESPACE, SHARD_SET, identity, shards);
+        c.lease_duration = Duration::from_millis(self.lease_duration_ms);
+        c.renew_deadline = Duration::from_millis(self.renew_deadline_ms);
+        c.retry_period = Duration::from_millis(self.retry_period_ms);
+        c.handover_drain = Duration::from_millis(self.handover_drain_ms);
+        c.on_lost = if drain {
+            reconcile_core::OnLost::Drain
+        } else {
+            reconcile_core::OnLost::Cancel
+        };
+        Some(c)
+    }
+
     /// The index of the candidate named `name`.
     #[must_use]
     pub fn candidate(&self, name: &str) -> Option<usize> {
@@ -459,6 +494,14 @@ impl Scenario {
         self.election("x", false)
             .validate()
             .or_else(|e| invalid(format!("election: {e}")))?;
+        if self.handover_drain_ms > MAX_TIME_MS {
+            return invalid(format!("handover_drain_ms at most {MAX_TIME_MS}"));
+        }
+        if let Some(config) = self.shard_config("x", false) {
+            config
+                .validate()
+                .or_else(|e| invalid(format!("sharding: {e}")))?;
+        }
         if self.latency_ms[0] > self.latency_ms[1] || self.latency_ms[1] > 60_000 {
             return invalid("latency_ms: [min, max] with min <= max <= 60000");
         }

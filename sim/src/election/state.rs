@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use reconcile_core::{Instant, KeyBy, LeaseRequest, LeaseResponse, RequestId, StreamEnd, StreamId};
 
-use crate::apiserver::lease::LeaseStore;
+use crate::apiserver::lease::LeaseSet;
 use crate::apiserver::world::{Frame, World};
 use crate::clock::Clock;
 use crate::harness::{Dispatch, Harness, PathCounts, Render, Violation};
@@ -30,6 +30,9 @@ pub struct RunOptions {
     /// Check the quiescence invariants at the end (each cache equals the world, each parent
     /// reconciled with its final members).
     pub check: bool,
+    /// A bug injected on purpose, to show that an invariant fires (tests only; `None` in
+    /// every exploration).
+    pub sabotage: Option<Sabotage>,
 }
 
 impl Default for RunOptions {
@@ -38,8 +41,34 @@ impl Default for RunOptions {
             render: Render::Text,
             max_steps: 5_000_000,
             check: true,
+            sabotage: None,
         }
     }
+}
+
+/// A bug the simulator injects around the replicas (never in the core), each to show that
+/// one invariant of a sharded run fires.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sabotage {
+    /// The first candidate's process also dispatches every parent whose pods change, whether
+    /// it holds the parent's shard or not (a replica that ignores its table):
+    /// [`TWO_OWNERS`](crate::election::TWO_OWNERS) and
+    /// [`OUTSIDE_TERM`](crate::election::OUTSIDE_TERM) fire.
+    Rogue,
+    /// Every Lease write is stored with `leaseDurationSeconds: 1`, so others take a shard
+    /// over while its holder still counts on its term (a handover that does not wait).
+    ShortLease,
+    /// Every LIST leaves out the other replicas' membership Leases: each counts itself alone and
+    /// takes every free shard ([`UNBALANCED`](crate::election::UNBALANCED) fires).
+    HideMembers,
+    /// Every write to shard 0's Lease (the election's Lease, unsharded) is refused, for
+    /// ever: a fault that never heals ([`NO_SHARD_OWNER`](crate::election::NO_SHARD_OWNER)
+    /// fires, or [`NO_LEADER`](crate::election::NO_LEADER)).
+    StallShard,
+    /// Once the faults healed, every replica's driver acknowledges reconciles without
+    /// running them ([`NOT_RECONCILED_BY_OWNER`](crate::election::NOT_RECONCILED_BY_OWNER)
+    /// fires).
+    LoseDispatches,
 }
 
 /// What an election run produced.
@@ -63,8 +92,14 @@ pub struct ElectionReport {
     pub heal: Instant,
     /// How long after `heal` a leader must be elected.
     pub bound: Duration,
-    /// When the first leader after `heal` was elected.
+    /// When the first leader after `heal` was elected; sharded, when the last shard to be
+    /// held after `heal` was.
     pub elected: Option<Instant>,
+    /// Shards in the run (1 for an election).
+    pub shards: u32,
+    /// Sharded: when the balance was checked (`heal + bound + retry_period / r_min`), and
+    /// the most shards one replica held then over its limit `ceil(shards / live) + 1`.
+    pub balance: Option<(Instant, usize, usize)>,
     /// The closest handover: a term's start minus the end of the latest term of every other
     /// process, the least over the run, in ns (negative: the terms overlapped).
     pub closest_handover: Option<i64>,
@@ -84,14 +119,16 @@ pub(super) fn at_ms(t: u64) -> Instant {
 pub(super) struct Proc {
     pub(super) cand: usize,
     pub(super) identity: String,
-    /// Every dispatch, in time order: (real instant, parent).
-    pub(super) dispatches: Vec<(Instant, String)>,
-    pub(super) term: Option<Term>,
-    /// The latest term end (real) of this process, once one closed.
-    pub(super) last_end: Option<Instant>,
-    /// Local instant until which the writes the store applied for this process keep
-    /// everyone else waiting: the latest such write's local send instant + renew_deadline.
-    pub(super) latent: Option<Instant>,
+    /// Every dispatch, in time order: (real instant, parent, the parent's shard).
+    pub(super) dispatches: Vec<(Instant, String, u32)>,
+    /// Its running term on each shard (shard 0 alone for an election).
+    pub(super) term: BTreeMap<u32, Term>,
+    /// The latest term end (real) of this process per shard, once one closed.
+    pub(super) last_end: BTreeMap<u32, Instant>,
+    /// Per shard, the local instant until which the writes the store applied for this
+    /// process keep everyone else waiting: the latest such write's local send instant +
+    /// renew_deadline.
+    pub(super) latent: BTreeMap<u32, Instant>,
     pub(super) terms: u64,
     /// Its harness's last dispatch per parent, once the harness is retired.
     pub(super) last_dispatch: BTreeMap<String, Dispatch>,
@@ -130,6 +167,8 @@ pub(super) struct Cand {
 
 pub(super) struct LeaseMsg {
     pub(super) req: RequestId,
+    /// The Lease named (empty for a LIST).
+    pub(super) name: String,
     pub(super) request: LeaseRequest,
     pub(super) sent_local: Instant,
     pub(super) sent_real: Instant,
@@ -175,7 +214,16 @@ pub(super) struct Run<'a> {
     pub(super) now: Instant,
     pub(super) out: String,
     pub(super) world: World,
-    pub(super) lease: LeaseStore,
+    pub(super) lease: LeaseSet,
+    /// Sharded: the set's settings (the identity is each process's own).
+    pub(super) shard_set: Option<reconcile_core::ShardConfig>,
+    /// Shards in the run (1 for an election).
+    pub(super) shards: u32,
+    /// Per shard, when it was first held after `heal`.
+    pub(super) held_since_heal: Vec<Option<Instant>>,
+    /// Sharded: when the balance is checked, and whether it was.
+    pub(super) balance_at: Instant,
+    pub(super) balance: Option<(Instant, usize, usize)>,
     pub(super) cands: Vec<Cand>,
     pub(super) procs: Vec<Proc>,
     pub(super) agenda: BTreeMap<(Instant, u64), Delivery>,
@@ -190,7 +238,6 @@ pub(super) struct Run<'a> {
     pub(super) heal: Instant,
     pub(super) bound: Duration,
     pub(super) horizon: Instant,
-    pub(super) elected: Option<Instant>,
     pub(super) liveness_reported: bool,
     /// The candidate each fault hit, for its healing.
     pub(super) resolved: Vec<Option<usize>>,

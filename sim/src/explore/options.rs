@@ -30,6 +30,11 @@ pub struct ExploreOptions {
     /// The clock rate drift election seeds draw within (a fraction; the default is just
     /// inside the 20 % the default durations tolerate).
     pub election_drift: f64,
+    /// With `election`: sharded seeds instead ([`crate::election`]'s sharded mode): 2 to 7
+    /// replicas share the Leases of one shard set, replicas added, crashed and stopped.
+    pub sharding: bool,
+    /// With `sharding`: every seed has this many shards (else each seed draws 1 to 16).
+    pub shards: Option<u32>,
     /// Busy seeds instead ([`BUSY_PROFILES`](crate::explore::BUSY_PROFILES)): one worker, a live stream that never runs
     /// dry, the core's priority queue on and the starvation invariant checked.
     pub priority: bool,
@@ -84,6 +89,8 @@ impl Default for ExploreOptions {
             sources: Sources::Both,
             election: false,
             election_drift: crate::election::generate::DEFAULT_DRIFT,
+            sharding: false,
+            shards: None,
             priority: false,
             starvation_rule: crate::starvation::CORE_NORMAL_IN_A_ROW,
             progress: SeedProgress::default(),

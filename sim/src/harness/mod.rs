@@ -21,8 +21,8 @@ use reconcile_core::pod::PodView;
 use reconcile_core::{
     Backoff, CacheChange, Command, Config, ConfigError, Deadline, ElectionConfig, Event, Input,
     Instant, KeyMap, Members, Object as _, ObjectKey, Outcome, Output, OwnWrite, ReconcileLoop,
-    Related, RelistReason, RequestId, SourceId, StepLine, StreamId, Ticket, WatchParams,
-    WatchRetryReason,
+    Related, RelistReason, RequestId, ShardConfig, SourceId, StepLine, StreamId, Ticket,
+    WatchParams, WatchRetryReason,
 };
 
 use crate::clock::Clock;
@@ -133,6 +133,9 @@ pub struct StepIo {
     pub dispatched: Vec<String>,
     /// Leadership won or lost in this step, in order (election only).
     pub leadership: Vec<LeadershipChange>,
+    /// Terms on shards won or lost in this step, in order (sharding only): `ShardAcquired`
+    /// and `ShardLost`.
+    pub shards: Vec<(u32, LeadershipChange)>,
 }
 
 /// A change of leadership the core reported.
@@ -266,6 +269,24 @@ impl Harness {
         max_steps: u64,
     ) -> Result<Self, ConfigError> {
         let config = config(header)?.leader_election(election);
+        Self::build(config, header, Some(candidate), real, render, max_steps)
+    }
+
+    /// A harness over a fresh core configured by `header` that is one replica of the shard
+    /// set `shards` (as `shards.identity`), started at real instant `real` on `candidate`'s
+    /// clock.
+    ///
+    /// # Errors
+    /// When the header's or the shard set's settings are out of the core's bounds.
+    pub fn for_replica(
+        header: &Header,
+        shards: ShardConfig,
+        candidate: Candidate,
+        real: Instant,
+        render: Render,
+        max_steps: u64,
+    ) -> Result<Self, ConfigError> {
+        let config = config(header)?.sharding(shards);
         Self::build(config, header, Some(candidate), real, render, max_steps)
     }
 
@@ -621,6 +642,12 @@ impl Harness {
                             io.leadership.push(LeadershipChange::Acquired);
                         }
                         Event::LeadershipLost { .. } => io.leadership.push(LeadershipChange::Lost),
+                        Event::ShardAcquired { shard, .. } => {
+                            io.shards.push((shard, LeadershipChange::Acquired));
+                        }
+                        Event::ShardLost { shard, .. } => {
+                            io.shards.push((shard, LeadershipChange::Lost));
+                        }
                         _ => {}
                     }
                     self.on_event(&event);
@@ -780,6 +807,15 @@ impl Harness {
                 ..
             } => "election: term ended by stop",
             Event::LeaderObserved { .. } => "election: new holder observed",
+            Event::ShardAcquired { .. } => "sharding: shard acquired",
+            Event::ShardLost {
+                reason: LostReason::RenewDeadline,
+                ..
+            } => "sharding: shard term ended at its renew deadline",
+            Event::ShardLost { .. } => "sharding: shard term ended (released or stopped)",
+            Event::ShardReleasing { running: 0, .. } => "sharding: shard given up, idle",
+            Event::ShardReleasing { .. } => "sharding: shard given up, draining its reconciles",
+            Event::ShardMembers { .. } => "sharding: membership changed",
             Event::LeaseFailed { error, .. } => {
                 if error == "conflict" {
                     "election: lease conflict (409)"

@@ -153,4 +153,3 @@ impl Harness {
         (Outcome::Success, duration, Vec::new())
     }
 }
-

@@ -174,6 +174,8 @@ pub(crate) fn run(
         ),
     );
     let kit = Arc::new(Kit::default());
+    // Only a traced run's markers go anywhere: the others are not kept.
+    kit.lock().keep_marks = trace.is_some();
     let mut setup = Vec::new();
     sim.cluster(|cluster, now| {
         for crd in &scenario.crds {
@@ -319,6 +321,7 @@ struct KitState {
     /// The kit's markers (actions, faults, restarts, oracle steps) with their times, for
     /// the traces ([`note_traces`]); at most [`MAX_LINES`].
     marks: Vec<(Duration, String)>,
+    keep_marks: bool,
     /// When each incarnation's controller function started.
     started: BTreeMap<u64, Duration>,
 }
@@ -516,7 +519,7 @@ fn mark(handle: &SimHandle, kit: &Kit, line: impl fmt::Display) {
         if st.lines.len() < MAX_LINES {
             st.lines.push(format!("{} -- {line}", stamp(at)));
         }
-        if st.marks.len() < MAX_LINES {
+        if st.keep_marks && st.marks.len() < MAX_LINES {
             st.marks.push((at, line.clone()));
         }
     }

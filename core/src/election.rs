@@ -379,28 +379,9 @@ impl Elector {
         // so the Lease is left to expire.
         if leading
             && self.config.release_on_stop
-            && let Some(observed) = &self.observed
-            && observed.holder == self.config.identity
-            && !observed.resource_version.is_empty()
+            && let Some(request) = self.release_request()
         {
-            let spec = LeaseSpec {
-                holder: String::new(),
-                lease_duration_seconds: 1,
-                acquire_time: None,
-                transitions: observed.transitions,
-                labels: self.labels.clone(),
-            };
-            let resource_version = observed.resource_version.clone();
-            self.send(
-                now,
-                Step::Release,
-                LeaseRequest::Update {
-                    resource_version,
-                    spec,
-                },
-                ids,
-                out,
-            );
+            self.send(now, Step::Release, request, ids, out);
         }
         if self.lead_until.is_some() {
             self.lose(LostReason::Stopped, out);
@@ -620,30 +601,30 @@ impl Elector {
         // A write of ours still on its way would be answered after the release was sent;
         // its answer is dropped with it.
         self.pending = None;
-        if let Some(observed) = &self.observed
-            && observed.holder == self.config.identity
-            && !observed.resource_version.is_empty()
-        {
-            let spec = LeaseSpec {
+        if let Some(request) = self.release_request() {
+            self.send(now, Step::Release, request, ids, out);
+        }
+        self.lose(LostReason::Rebalanced, out);
+    }
+
+    /// The write that frees the Lease (no holder, 1 s), when this candidate holds the
+    /// version it last saw: after a conflict the version is unknown, an update without one
+    /// would be refused, and the Lease is left to expire.
+    fn release_request(&self) -> Option<LeaseRequest> {
+        let observed = self
+            .observed
+            .as_ref()
+            .filter(|o| o.holder == self.config.identity && !o.resource_version.is_empty())?;
+        Some(LeaseRequest::Update {
+            resource_version: observed.resource_version.clone(),
+            spec: LeaseSpec {
                 holder: String::new(),
                 lease_duration_seconds: 1,
                 acquire_time: None,
                 transitions: observed.transitions,
                 labels: self.labels.clone(),
-            };
-            let resource_version = observed.resource_version.clone();
-            self.send(
-                now,
-                Step::Release,
-                LeaseRequest::Update {
-                    resource_version,
-                    spec,
-                },
-                ids,
-                out,
-            );
-        }
-        self.lose(LostReason::Rebalanced, out);
+            },
+        })
     }
 
     /// The LIST did not show the Lease: the next campaign creates it. Kept while leading

@@ -1154,10 +1154,7 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
         m.own_writes_waiting = self.own_writes.as_ref().map_or(0, |o| o.len() as u64);
         m.synced = self.synced;
         m.leader = self.elector.as_ref().map(|e| e.is_leader(self.now));
-        m.shards_held = self
-            .shards
-            .as_ref()
-            .map(|t| t.sharding(self.now).held.len() as u64);
+        m.shards_held = self.shards.as_ref().map(|t| t.held_count(self.now) as u64);
         m
     }
 

@@ -189,6 +189,14 @@ impl<K: Ord> ShardTable<K> {
         self.shards.iter().any(|s| s.releasing_since.is_some())
     }
 
+    /// Shards held now, without building the whole view (the metrics take it every turn).
+    pub(crate) fn held_count(&self, now: Instant) -> usize {
+        self.shards
+            .iter()
+            .filter(|s| s.elector.is_leader(now))
+            .count()
+    }
+
     pub(crate) fn sharding(&self, now: Instant) -> Sharding {
         let held = (0..self.config.shards)
             .filter(|&i| self.shards[i as usize].elector.is_leader(now))

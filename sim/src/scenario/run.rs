@@ -1056,11 +1056,7 @@ impl Driver {
         );
         self.kit.lock().signalled.insert(n);
         self.handle.signal(n);
-        let deadline = self.handle.now() + STOP_LIMIT;
-        while !self.kit.lock().returned.contains(&n) && self.handle.now() < deadline {
-            self.handle.sleep(Duration::from_millis(100)).await;
-        }
-        if self.kit.lock().returned.contains(&n) {
+        if self.await_return(n).await {
             self.handle.sleep(AFTER_STOP).await;
         } else {
             mark(
@@ -1089,11 +1085,7 @@ impl Driver {
         );
         self.kit.lock().signalled.insert(n);
         self.handle.signal(n);
-        let deadline = self.handle.now() + STOP_LIMIT;
-        while !self.kit.lock().returned.contains(&n) && self.handle.now() < deadline {
-            self.handle.sleep(Duration::from_millis(100)).await;
-        }
-        let drained = self.kit.lock().returned.contains(&n);
+        let drained = self.await_return(n).await;
         let tasks = self.handle.kill(n);
         mark(
             &self.handle,
@@ -1108,6 +1100,16 @@ impl Driver {
             ),
         );
         self.launch(Duration::ZERO);
+    }
+
+    /// Waits, at most [`STOP_LIMIT`], for incarnation `n`'s future to return after the
+    /// signal; whether it did.
+    async fn await_return(&self, n: u64) -> bool {
+        let deadline = self.handle.now() + STOP_LIMIT;
+        while !self.kit.lock().returned.contains(&n) && self.handle.now() < deadline {
+            self.handle.sleep(Duration::from_millis(100)).await;
+        }
+        self.kit.lock().returned.contains(&n)
     }
 
     fn failed(&self) -> bool {

@@ -884,6 +884,29 @@ const RELIST_WINDOW: Duration = Duration::from_secs(5);
 /// case installed this CRD moments before (it took from 0.1 s to 34 s in trial runs).
 const GC_WAIT: Duration = Duration::from_secs(120);
 
+/// Whether a WATCH of `resource` is open on the watch-cache-on apiserver, which only
+/// kube-controller-manager's garbage collector uses for the operator case's kinds (its
+/// controller talks to the other apiserver). Read from the apiserver's
+/// `apiserver_longrunning_requests` gauge.
+fn collector_watches<D: DriverUnderTest>(case: &Case<D>, resource: &str) -> Result<String, String> {
+    let text = case
+        .api()
+        .request_text("GET", "/metrics", None)
+        .map_err(|e| format!("GET /metrics: {e}"))?;
+    let want = format!("resource=\"{resource}\"");
+    let open: f64 = text
+        .lines()
+        .filter(|l| l.starts_with("apiserver_longrunning_requests{"))
+        .filter(|l| l.contains(&want) && l.contains("verb=\"WATCH\""))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    if open > 0.0 {
+        Ok(format!("{open} open"))
+    } else {
+        Err(format!("no open WATCH of {resource}"))
+    }
+}
+
 /// Step timings of a case, printed as each step completes (shown with `--nocapture`).
 struct Laps<R> {
     case: String,
@@ -1138,7 +1161,24 @@ pub async fn an_operator_owning_configmaps_keeps_them_in_step<D: DriverUnderTest
     );
 
     // The generator goes; the reconcile does nothing; the garbage collector removes the
-    // child after its owner.
+    // child after its owner. Only once the collector watches generators: an owner deleted
+    // before that is never observed, and the collector's only other way to learn of it, a
+    // lookup retried with a backoff that had grown while the kind was unknown to it, came
+    // more than 120 s later in one CI run.
+    let gc_watch = eventually(
+        &case.runtime,
+        GC_WAIT,
+        "kube-controller-manager's garbage collector to watch configmapgenerators",
+        || collector_watches(&case, "configmapgenerators"),
+    )
+    .await;
+    // A moment for that watch, counted when its request arrives, to take its snapshot.
+    case.runtime
+        .sleep_until(case.runtime.now() + Duration::from_secs(1))
+        .await;
+    laps.done(&format!(
+        "the garbage collector watches generators ({gc_watch})"
+    ));
     delete(&case, &generator);
     let seen_delete = seen.clone();
     case.eventually(

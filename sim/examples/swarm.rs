@@ -10,6 +10,8 @@
 //! when a seed fails (minimized traces go to `target/reconcile-sim-failures`), 2 on a bad
 //! argument or when the report cannot be written.
 //!
+//! Seeds run on every core (`--jobs N` to choose); the report is the same for any number.
+//!
 //! `--sharding` (or `--shards N`) runs sharded seeds instead, as `reconcile-sim explore
 //! --sharding` does: 2 to 7 replicas of one shard set under the election's faults.
 //!
@@ -26,6 +28,9 @@ use reconcile_sim::explore::{self, ExploreOptions};
 fn parse(args: &[String]) -> Result<(ExploreOptions, std::ops::Range<u64>), String> {
     let mut opts = ExploreOptions {
         out_dir: Some("target/reconcile-sim-failures".into()),
+        jobs: std::thread::available_parallelism()
+            .map_or(1, std::num::NonZero::get)
+            .min(explore::MAX_JOBS),
         ..ExploreOptions::default()
     };
     let mut seeds = None;
@@ -37,6 +42,14 @@ fn parse(args: &[String]) -> Result<(ExploreOptions, std::ops::Range<u64>), Stri
                 let n = args.next().ok_or("--shards needs a count")?;
                 opts.shards = Some(n.parse().map_err(|_| format!("--shards {n}: a count"))?);
                 opts.sharding = true;
+            }
+            "--jobs" | "-j" => {
+                let n = args.next().ok_or("--jobs needs a count")?;
+                opts.jobs = n
+                    .parse()
+                    .ok()
+                    .filter(|n| (1..=explore::MAX_JOBS).contains(n))
+                    .ok_or_else(|| format!("--jobs {n}: 1 to {}", explore::MAX_JOBS))?;
             }
             seed_range => seeds = Some(explore::parse_seeds(seed_range)?),
         }

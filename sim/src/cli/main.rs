@@ -198,6 +198,10 @@ enum Cmd {
         /// profiles and fault paths.
         #[arg(long, short, conflicts_with = "verbose")]
         quiet: bool,
+        /// Threads to run seeds on (default: the machine's cores). The report, the
+        /// reproducers and the minimized traces are the same for any number.
+        #[arg(long, short)]
+        jobs: Option<usize>,
     },
     /// Run one election scenario step by step: a file (as explore writes for a failing
     /// seed), or a generated seed.
@@ -418,8 +422,18 @@ fn run(cli: Cli) -> Result<bool, Failure> {
             shards,
             priority,
             quiet,
+            jobs,
         } => {
             let seeds = explore::parse_seeds(&seeds)?;
+            let jobs = match jobs {
+                Some(n) if (1..=explore::MAX_JOBS).contains(&n) => n,
+                Some(n) => {
+                    return Err(format!("--jobs {n}: expected 1 to {}", explore::MAX_JOBS).into());
+                }
+                None => std::thread::available_parallelism()
+                    .map_or(1, std::num::NonZero::get)
+                    .min(explore::MAX_JOBS),
+            };
             let sharding = sharding || shards.is_some();
             let election = election || sharding;
             if election_drift.is_some() && !election {
@@ -442,6 +456,7 @@ fn run(cli: Cli) -> Result<bool, Failure> {
                 sharding,
                 shards,
                 priority,
+                jobs,
                 ..ExploreOptions::default()
             };
             let bar = progress::seeds(seeds.end - seeds.start, quiet);

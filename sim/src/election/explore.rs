@@ -14,6 +14,7 @@ use crate::election::scenario::{ElectionFault, Scenario, ScenarioError, WorkOp};
 use crate::election::state::{ElectionReport, RunOptions};
 use crate::explore::minimize::ddmin;
 use crate::explore::options::ExploreOptions;
+use crate::explore::parallel::{map_blocks, map_items};
 use crate::explore::report::{ElectionTotals, ExploreReport, Failure};
 use crate::harness::{Render, Violation};
 
@@ -35,16 +36,57 @@ fn quiet() -> RunOptions {
 /// own again). `opts.inject` and `opts.sources` do not apply.
 #[must_use]
 pub fn explore(seeds: Range<u64>, opts: &ExploreOptions) -> ExploreReport {
-    let drift = opts.election_drift;
     let mut report = ExploreReport {
         mode_flags: mode_flags(opts),
+        election: Some(ElectionTotals {
+            drift: opts.election_drift,
+            ..ElectionTotals::default()
+        }),
         ..ExploreReport::default()
     };
+    let counted = opts.counting_progress();
+    let mut failing = Vec::new();
+    for (block, scenarios) in map_blocks(seeds, opts.jobs, |r| explore_block(r, &counted)) {
+        report.absorb(block);
+        failing.extend(scenarios);
+    }
+    // The first MAX_MINIMIZED failures, in seed order, are minimized after the run, so what
+    // is written does not depend on which thread found what.
+    let numbered: Vec<(usize, (Scenario, &'static str))> =
+        failing.into_iter().enumerate().collect();
+    let finished = map_items(&numbered, opts.jobs, |(i, (scenario, invariant))| {
+        let small = if opts.minimize && *i < MAX_MINIMIZED {
+            minimize(scenario, invariant)
+        } else {
+            scenario.clone()
+        };
+        (items(&small), small)
+    });
+    for (failure, (records, small)) in report.failures.iter_mut().zip(finished) {
+        failure.records.1 = records;
+        failure.minimized = opts.out_dir.as_ref().and_then(|dir| {
+            std::fs::create_dir_all(dir).ok()?;
+            let path = dir.join(format!("seed-{}.election.json", failure.seed));
+            std::fs::write(&path, small.to_json()).ok()?;
+            Some(path)
+        });
+    }
+    report
+}
+
+/// The seeds of one block, in order; failures are reported unminimized, with their
+/// scenarios and the invariant each broke first.
+fn explore_block(
+    seeds: Range<u64>,
+    opts: &ExploreOptions,
+) -> (ExploreReport, Vec<(Scenario, &'static str)>) {
+    let drift = opts.election_drift;
+    let mut report = ExploreReport::default();
     let mut totals = ElectionTotals {
         drift,
         ..ElectionTotals::default()
     };
-    let mut minimized = 0;
+    let mut failing = Vec::new();
     for seed in seeds {
         let (scenario, profile) = if opts.sharding {
             generate_sharded(seed, opts.long, drift, opts.shards)
@@ -95,29 +137,20 @@ pub fn explore(seeds: Range<u64>, opts: &ExploreOptions) -> ExploreReport {
             ));
         }
         if let Some(violation) = result.violations.first().cloned() {
-            let small = if opts.minimize && minimized < MAX_MINIMIZED {
-                minimized += 1;
-                minimize(&scenario, violation.invariant)
-            } else {
-                scenario.clone()
-            };
-            let written = opts.out_dir.as_ref().and_then(|dir| {
-                std::fs::create_dir_all(dir).ok()?;
-                let path = dir.join(format!("seed-{seed}.election.json"));
-                std::fs::write(&path, small.to_json()).ok()?;
-                Some(path)
-            });
+            let records = items(&scenario);
+            let invariant = violation.invariant;
             report.failures.push(Failure {
                 seed,
                 profile,
                 violation,
-                records: (items(&scenario), items(&small)),
-                minimized: written,
+                records: (records, records),
+                minimized: None,
             });
+            failing.push((scenario, invariant));
         }
     }
     report.election = Some(totals);
-    report
+    (report, failing)
 }
 
 fn configuration_failure(e: &ScenarioError) -> ElectionReport {

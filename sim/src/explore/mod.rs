@@ -10,6 +10,7 @@
 //! | `generate.rs`, `many.rs`, `busy.rs` | the workloads: one-source, many-source, busy (`--priority`) |
 //! | `run.rs` | one trace run quietly with every invariant checked |
 //! | `minimize.rs` | delta debugging over a failing seed's records |
+//! | `parallel.rs` | seeds on several threads, merged back in seed order |
 //! | `report.rs` | what an exploration found, as text |
 //!
 //! Election seeds are explored by [`crate::election::explore`], into the same report.
@@ -19,6 +20,7 @@ mod generate;
 mod many;
 pub(crate) mod minimize;
 pub(crate) mod options;
+pub(crate) mod parallel;
 mod profiles;
 pub(crate) mod report;
 mod run;
@@ -28,6 +30,7 @@ pub use generate::generate;
 pub use many::generate_many;
 pub use minimize::{MAX_MINIMIZE_RUNS, ddmin, minimize, minimize_with};
 pub use options::{ExploreOptions, MAX_SEEDS, SeedProgress, Sources, parse_seeds};
+pub use parallel::MAX_JOBS;
 pub use profiles::{
     MANY_SOURCE_PROFILES, PAGED_PROFILES, PROFILES, PROTOBUF_PROFILES, ask_for_protobuf,
     many_sources, page_size_for, protobuf_for, streaming_for,
@@ -73,7 +76,8 @@ fn fault_flag(entry: &Entry) -> String {
     }
 }
 
-/// Runs every seed in `seeds`.
+/// Runs every seed in `seeds`, on up to [`ExploreOptions::jobs`] threads; the report is the
+/// same for any number.
 #[must_use]
 pub fn explore(seeds: Range<u64>, opts: &ExploreOptions) -> ExploreReport {
     if opts.election {
@@ -92,13 +96,69 @@ pub fn explore(seeds: Range<u64>, opts: &ExploreOptions) -> ExploreReport {
         },
         ..ExploreReport::default()
     };
-    let run_one = |trace: &Trace, pages: Option<u32>, streaming: Option<StreamingLists>| {
-        if opts.priority {
-            run_busy(trace, opts.long, opts.starvation_rule)
+    let counted = opts.counting_progress();
+    let mut failing = Vec::new();
+    for (block, inputs) in parallel::map_blocks(seeds, opts.jobs, |r| explore_block(r, &counted)) {
+        report.absorb(block);
+        failing.extend(inputs);
+    }
+    // Minimized after the run, in the failures' order, so that what is written does not
+    // depend on which thread found what.
+    let finished = parallel::map_items(&failing, opts.jobs, |f| f.finish(opts));
+    for (failure, (records, path)) in report.failures.iter_mut().zip(finished) {
+        failure.records.1 = records;
+        failure.minimized = path;
+    }
+    report
+}
+
+/// A failing seed's run, kept to minimize it once every seed has run.
+struct Failing {
+    seed: u64,
+    trace: Trace,
+    pages: Option<u32>,
+    streaming: Option<StreamingLists>,
+    invariant: &'static str,
+}
+
+impl Failing {
+    /// Minimizes (if asked) and writes the trace: its records, and where it went.
+    fn finish(&self, opts: &ExploreOptions) -> (usize, Option<std::path::PathBuf>) {
+        let small = if opts.minimize {
+            minimize_with(&self.trace, self.invariant, |t| {
+                run_one(opts, t, self.pages, self.streaming)
+            })
         } else {
-            run_listing(trace, opts.long, pages, streaming)
-        }
-    };
+            self.trace.clone()
+        };
+        let written = opts.out_dir.as_ref().and_then(|dir| {
+            std::fs::create_dir_all(dir).ok()?;
+            let path = dir.join(format!("seed-{}.min.jsonl", self.seed));
+            reconcile_trace::write_private(&path, small.to_jsonl().as_bytes()).ok()?;
+            Some(path)
+        });
+        (small.entries.len(), written)
+    }
+}
+
+/// One seed's trace run as the options say: busy, or listing (paged, streaming).
+fn run_one(
+    opts: &ExploreOptions,
+    trace: &Trace,
+    pages: Option<u32>,
+    streaming: Option<StreamingLists>,
+) -> crate::simulate::RunReport {
+    if opts.priority {
+        run_busy(trace, opts.long, opts.starvation_rule)
+    } else {
+        run_listing(trace, opts.long, pages, streaming)
+    }
+}
+
+/// The seeds of one block, in order; failures are reported unminimized.
+fn explore_block(seeds: Range<u64>, opts: &ExploreOptions) -> (ExploreReport, Vec<Failing>) {
+    let mut report = ExploreReport::default();
+    let mut failing = Vec::new();
     for seed in seeds {
         let (mut trace, profile) = if opts.priority {
             generate_busy(seed, opts.long)
@@ -117,7 +177,7 @@ pub fn explore(seeds: Range<u64>, opts: &ExploreOptions) -> ExploreReport {
             ask_for_protobuf(&mut trace);
             report.protobuf_seeds += 1;
         }
-        let result = run_one(&trace, pages, streaming);
+        let result = run_one(opts, &trace, pages, streaming);
         report.seeds += 1;
         opts.progress.done(report.seeds);
         report.steps += result.steps;
@@ -149,29 +209,24 @@ pub fn explore(seeds: Range<u64>, opts: &ExploreOptions) -> ExploreReport {
             ));
         }
         if let Some(violation) = result.violations.first().cloned() {
-            let small = if opts.minimize {
-                minimize_with(&trace, violation.invariant, |t| {
-                    run_one(t, pages, streaming)
-                })
-            } else {
-                trace.clone()
-            };
-            let minimized = opts.out_dir.as_ref().and_then(|dir| {
-                std::fs::create_dir_all(dir).ok()?;
-                let path = dir.join(format!("seed-{seed}.min.jsonl"));
-                reconcile_trace::write_private(&path, small.to_jsonl().as_bytes()).ok()?;
-                Some(path)
+            let records = trace.entries.len();
+            failing.push(Failing {
+                seed,
+                trace,
+                pages,
+                streaming,
+                invariant: violation.invariant,
             });
             report.failures.push(Failure {
                 seed,
                 profile,
                 violation,
-                records: (trace.entries.len(), small.entries.len()),
-                minimized,
+                records: (records, records),
+                minimized: None,
             });
         }
     }
-    report
+    (report, failing)
 }
 
 #[cfg(test)]

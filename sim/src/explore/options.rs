@@ -46,10 +46,29 @@ pub struct ExploreOptions {
     /// Told after each seed is done, with how many are: the command line's progress bar.
     /// Nothing by default; it never changes what a seed does.
     pub progress: SeedProgress,
+    /// Threads the seeds run on (1 to [`MAX_JOBS`](crate::explore::MAX_JOBS)); the report
+    /// is the same for any number.
+    pub jobs: usize,
+}
+
+impl ExploreOptions {
+    /// These options with a progress that counts seeds done on every thread, and tells
+    /// this one's progress the total.
+    pub(crate) fn counting_progress(&self) -> ExploreOptions {
+        let outer = self.progress.clone();
+        let done = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        ExploreOptions {
+            progress: SeedProgress::new(move |_| {
+                let n = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+                outer.done(n);
+            }),
+            ..self.clone()
+        }
+    }
 }
 
 /// A callback for seeds done ([`ExploreOptions::progress`]): `done(n)` after the `n`-th seed
-/// of a run, from the thread running the exploration.
+/// of a run, from whichever thread ran it.
 #[derive(Clone, Default)]
 pub struct SeedProgress(Option<std::sync::Arc<dyn Fn(u64) + Send + Sync>>);
 
@@ -94,6 +113,7 @@ impl Default for ExploreOptions {
             priority: false,
             starvation_rule: crate::starvation::CORE_NORMAL_IN_A_ROW,
             progress: SeedProgress::default(),
+            jobs: 1,
         }
     }
 }

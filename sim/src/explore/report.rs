@@ -69,7 +69,52 @@ pub struct ExploreReport {
     pub election: Option<ElectionTotals>,
 }
 
+impl ElectionTotals {
+    /// Adds a later block's figures; ties go to the earlier seed, as in one sequential run.
+    fn absorb(&mut self, later: ElectionTotals) {
+        self.terms += later.terms;
+        self.takeovers += later.takeovers;
+        if let Some((gap, seed)) = later.closest_handover
+            && self.closest_handover.is_none_or(|(g, _)| gap < g)
+        {
+            self.closest_handover = Some((gap, seed));
+        }
+        if let Some((took, bound, seed)) = later.slowest_election {
+            let ratio = |d: Duration, b: Duration| d.as_secs_f64() / b.as_secs_f64().max(1e-9);
+            if self
+                .slowest_election
+                .is_none_or(|(d, b, _)| ratio(took, bound) > ratio(d, b))
+            {
+                self.slowest_election = Some((took, bound, seed));
+            }
+        }
+    }
+}
+
 impl ExploreReport {
+    /// Adds the report of the block of seeds right after this one's: the merged report is
+    /// the one a single run over both blocks gives.
+    pub(crate) fn absorb(&mut self, later: ExploreReport) {
+        self.seeds += later.seeds;
+        for (profile, n) in later.profiles {
+            *self.profiles.entry(profile).or_default() += n;
+        }
+        for (path, (seeds, times)) in later.paths {
+            let e = self.paths.entry(path).or_default();
+            e.0 += seeds;
+            e.1 += times;
+        }
+        self.steps += later.steps;
+        self.protobuf_seeds += later.protobuf_seeds;
+        self.failures.extend(later.failures);
+        self.lines.extend(later.lines);
+        match (&mut self.election, later.election) {
+            (Some(mine), Some(theirs)) => mine.absorb(theirs),
+            (mine @ None, theirs) => *mine = theirs,
+            (Some(_), None) => {}
+        }
+    }
+
     /// The report as text: per-seed lines (verbose), failures with their reproduction
     /// commands, then how often each fault path was reached. `long` must match the run.
     #[must_use]

@@ -34,14 +34,18 @@ fn simulate_ends_with_its_summary_and_is_silent_with_q() {
     let steps = step_lines(&text(&out.stdout));
     assert_eq!(
         text(&out.stderr),
-        format!(
-            "{cell}: {steps} steps, to +900.000s simulated; invariants not checked (--check checks them)\n"
-        )
+        format!("{cell}: {steps} steps, to +900.000s simulated; every invariant held\n"),
+        "checked by default, as report checks"
+    );
+    let out = run(&["simulate", &cell, "--no-check"]);
+    assert!(
+        text(&out.stderr).ends_with("; invariants not checked (--no-check)\n"),
+        "{out:?}"
     );
     let out = run(&["simulate", &cell, "--check"]);
     assert!(
         text(&out.stderr).ends_with("; every invariant held\n"),
-        "{out:?}"
+        "--check is still accepted: {out:?}"
     );
     for q in ["-q", "--quiet"] {
         let out = run(&["simulate", &cell, q]);

@@ -10,7 +10,7 @@ use reconcile_sim::simulate::RunReport;
 #[must_use]
 pub fn simulate(file: &Path, report: &RunReport, checked: bool) -> String {
     let checks = match (checked, report.violations.len()) {
-        (false, 0) => "invariants not checked (--check checks them)".to_owned(),
+        (false, 0) => "invariants not checked (--no-check)".to_owned(),
         (true, 0) => "every invariant held".to_owned(),
         (_, 1) => "1 violation".to_owned(),
         (_, n) => format!("{n} violations"),

@@ -157,7 +157,7 @@ impl ExploreReport {
             } else if let Some(path) = &f.minimized {
                 let _ = writeln!(
                     out,
-                    "  minimized ({} of {} records): cargo run -p reconcile-sim -- simulate --check --settle {}{} {}",
+                    "  minimized ({} of {} records): cargo run -p reconcile-sim -- simulate --settle {}{} {}",
                     f.records.1,
                     f.records.0,
                     settle(!short).as_secs(),

@@ -50,7 +50,7 @@ pub const ALWAYS_CHECKED: &[&str] = &[
     "queue unbounded",
 ];
 
-/// The invariants world mode adds (`simulate`), the last four only with `--check`.
+/// The invariants world mode adds (`simulate`), the last four unless `--no-check`.
 pub const WORLD_CHECKED: &[&str] = &[
     "WATCH without a cursor from a LIST or a frame",
     "step limit",

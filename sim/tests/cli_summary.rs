@@ -229,3 +229,43 @@ fn progress_shows_on_a_terminal_only() {
     let _ = std::fs::remove_dir_all(&dir);
     assert!(!shown.contains("seeds"), "-q shows no bar: {shown:?}");
 }
+
+#[test]
+fn v_says_what_each_command_read_on_every_subcommand_and_explore_v_prints_each_seed() {
+    let cell = trace("cell-pool.jsonl");
+    let page = std::env::temp_dir().join(format!("reconcile-sim-v-{}.html", std::process::id()));
+    let page = page.to_str().unwrap();
+    for args in [
+        vec!["simulate", &cell, "-q", "-v"],
+        vec!["-v", "replay", &cell, "-q"],
+        vec!["report", &cell, "-o", page, "-q", "--verbose"],
+        vec!["import", "--from", "trace", &cell, "-v"],
+    ] {
+        let out = run(&args);
+        assert!(out.status.success(), "{args:?}: {out:?}");
+        let stderr = text(&out.stderr);
+        assert!(
+            stderr.contains(&format!("read {cell}: ")) && stderr.contains(" records"),
+            "{args:?}: {stderr}"
+        );
+        assert!(!stderr.contains('\u{1b}'), "no colour on a pipe: {stderr}");
+        let quiet = run(&args
+            .iter()
+            .copied()
+            .filter(|a| *a != "-v" && *a != "--verbose")
+            .collect::<Vec<_>>());
+        assert!(
+            !text(&quiet.stderr).contains("read "),
+            "{args:?} without -v: {quiet:?}"
+        );
+    }
+    let _ = std::fs::remove_file(page);
+    let out = run(&["explore", "--seeds", "0..2", "-v"]);
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.starts_with("seed 0: ") && stdout.contains("\nseed 1: "),
+        "{stdout}"
+    );
+    let out = run(&["explore", "--seeds", "0..2", "-v", "-q"]);
+    assert_eq!(out.status.code(), Some(2), "-q and -v conflict: {out:?}");
+}

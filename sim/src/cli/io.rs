@@ -80,7 +80,17 @@ pub fn read_trace(path: &Path, from: Option<Format>) -> Result<Trace, String> {
     let name = path.display().to_string();
     let bytes = read_bytes(path)?;
     let text = trace::utf8_text(&name, &bytes).map_err(|e| e.to_string())?;
-    import::import(&name, trace::strip_bom(text), from).map_err(|e| e.to_string())
+    let trace = import::import(&name, trace::strip_bom(text), from).map_err(|e| e.to_string())?;
+    tracing::info!(
+        "read {name}: {} bytes, {} records{}",
+        bytes.len(),
+        trace.entries.len(),
+        from.map_or_else(
+            || " (format recognised by content)".to_owned(),
+            |f| format!(" (--from {f})")
+        )
+    );
+    Ok(trace)
 }
 
 /// The standard output as a run's sink (unbuffered beyond the run's own chunks).

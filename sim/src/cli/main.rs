@@ -32,6 +32,11 @@ use reconcile_sim::{Render, ReplayOptions, SimOptions};
 struct Cli {
     #[command(subcommand)]
     command: Cmd,
+    /// More on stderr: -v what each command reads and writes (and, for explore, a line per
+    /// seed with its profile and outcome), -vv the runtime's debug lines, -vvv everything.
+    /// RUST_LOG, when set, decides the log lines instead.
+    #[arg(long, short, global = true, action = clap::ArgAction::Count)]
+    verbose: u8,
 }
 
 #[derive(Subcommand)]
@@ -163,9 +168,6 @@ enum Cmd {
         /// Where to write minimized traces of failing seeds.
         #[arg(long, default_value = "target/reconcile-sim-failures")]
         out: PathBuf,
-        /// Print each seed's profile and outcome.
-        #[arg(long, short)]
-        verbose: bool,
         /// Add a fault to every seed (NAME[:ARG]@SECONDS, as for simulate).
         #[arg(long = "fault")]
         faults: Vec<String>,
@@ -247,6 +249,7 @@ fn read(path: &Path, from: Option<Format>) -> Result<Trace, String> {
 }
 
 fn run(cli: Cli) -> Result<bool, Failure> {
+    let verbose = cli.verbose > 0;
     match cli.command {
         Cmd::Simulate {
             file,
@@ -420,7 +423,6 @@ fn run(cli: Cli) -> Result<bool, Failure> {
             seeds,
             long,
             out,
-            verbose,
             faults,
             sources,
             election,
@@ -562,14 +564,22 @@ fn run_failure(file: &Path, e: reconcile_sim::simulate::RunError) -> Failure {
 fn main() -> ExitCode {
     // Warnings (an insecure connection setting, a failed credential refresh) and whatever
     // `RUST_LOG` asks for, on stderr: stdout carries the command's output.
+    let cli = Cli::parse();
+    let level = match cli.verbose {
+        0 => "warn",
+        1 => "info",
+        2 => "debug",
+        _ => "trace",
+    };
     let _ = tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level)),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .try_init();
-    match run(Cli::parse()) {
+    match run(cli) {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::from(1),
         Err(failure) => {

@@ -269,3 +269,61 @@ fn v_says_what_each_command_read_on_every_subcommand_and_explore_v_prints_each_s
     let out = run(&["explore", "--seeds", "0..2", "-v", "-q"]);
     assert_eq!(out.status.code(), Some(2), "-q and -v conflict: {out:?}");
 }
+
+/// `--help` explains the jargon once, word for word as docs/trace-format.md does.
+#[test]
+fn help_explains_the_words_the_docs_explain() {
+    let help = text(&run(&["--help"]).stdout);
+    let (_, words) = help
+        .split_once("Words used:\n")
+        .expect("a glossary in --help");
+    // Each entry: the word in its column, then its meaning over one or more lines.
+    let mut entries: Vec<(String, String)> = Vec::new();
+    for line in words.lines() {
+        let (word, meaning) = (
+            line.get(2..19).unwrap_or("").trim(),
+            line.get(19..).unwrap_or("").trim(),
+        );
+        if word.is_empty() {
+            if let Some((_, m)) = entries.last_mut() {
+                m.push(' ');
+                m.push_str(meaning);
+            }
+        } else {
+            entries.push((word.to_owned(), meaning.to_owned()));
+        }
+    }
+    let docs = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../docs/trace-format.md"
+    ))
+    .unwrap();
+    let (_, table) = docs
+        .split_once("## Words used")
+        .expect("the docs' glossary");
+    let rows: Vec<(String, String)> = table
+        .lines()
+        .skip_while(|l| !l.starts_with('|'))
+        .take_while(|l| l.starts_with('|'))
+        .filter(|l| !l.starts_with("| word") && !l.starts_with("|---"))
+        .map(|l| {
+            let cells: Vec<&str> = l.trim_matches('|').split(" | ").map(str::trim).collect();
+            (cells[0].to_owned(), cells[1].replace('`', ""))
+        })
+        .collect();
+    assert!(entries.len() >= 10, "{entries:?}");
+    let plain: Vec<(String, String)> = entries
+        .into_iter()
+        .map(|(w, m)| (w, m.replace('`', "")))
+        .collect();
+    assert_eq!(
+        plain, rows,
+        "--help and docs/trace-format.md explain different words"
+    );
+    for jargon in ["world mode", "stale inputs", "frames skipped", "cursor, rv"] {
+        assert!(
+            rows.iter().any(|(w, _)| w == jargon),
+            "{jargon} unexplained"
+        );
+    }
+}

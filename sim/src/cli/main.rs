@@ -23,11 +23,36 @@ use reconcile_sim::report;
 use reconcile_sim::trace::{self, Trace};
 use reconcile_sim::{Render, ReplayOptions, SimOptions};
 
+/// The words the commands and the report use, explained once (`--help`; the same list is
+/// in docs/trace-format.md).
+const WORDS: &str = "\
+Words used:
+  trace            a recorded or generated conversation with the apiserver: one JSON record
+                   per line (LISTs, WATCH frames, stream ends, faults, pushes)
+  world mode       simulate: a simulated apiserver holds the trace's objects as a versioned
+                   history and answers whatever the controller asks, faults included
+  replay mode      replay: each request is answered with the next recorded response; a
+                   request the recording does not have next is a divergence
+  cursor, rv       the resourceVersion the controller watches from: the last LIST's, then
+                   each frame's; `cursor rv=N` in a report is where the run ended
+  relist           a new LIST after the cursor was refused (410 Gone, 504) or was lost
+  frames skipped   watch frames that did not decode but named a resourceVersion: skipped,
+                   with the cursor moved past them, as client-go does
+  stale inputs     answers that came for a request or stream the controller had already
+                   given up (after a relist or a stop): counted and ignored
+  settle           simulated seconds the run goes on after the trace's last record, for
+                   the faults to heal and the controller to converge
+  invariant        a rule every run must keep (the store equals the world once quiet, every
+                   parent reconciled after its last change, ...); a broken one is a violation
+  seed, profile    explore: a seed draws a fault profile (which faults, how often) and a
+                   workload; the same seed runs the same way on any machine";
+
 #[derive(Parser)]
 #[command(
     name = "reconcile-sim",
     version,
-    about = "Deterministic replay and simulation for reconcile-core"
+    about = "Deterministic replay and simulation for reconcile-core",
+    after_long_help = WORDS
 )]
 struct Cli {
     #[command(subcommand)]

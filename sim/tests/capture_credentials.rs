@@ -2,6 +2,7 @@
 //! `--exec-timeout` and is killed at it (on the real https apiserver of `reconcile-k8s-env`),
 //! and insecure connection settings are warned about on stderr, as every driver-built
 //! transport warns.
+#![cfg(feature = "capture-cli")]
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -4,6 +4,7 @@
 //! 141 when the output pipe was closed (as a shell reports a program a closed pipe killed),
 //! with no message. Output is written as it is produced; nothing panics on bad input.
 
+#[cfg(feature = "capture-cli")]
 mod capture;
 mod io;
 mod progress;
@@ -157,6 +158,7 @@ enum Cmd {
     /// Record a cluster's LIST and WATCH of one resource type as a trace (redacted), until
     /// --duration, SIGINT, SIGTERM or SIGHUP (streamed to the file as it goes); replay
     /// reproduces the conversation.
+    #[cfg(feature = "capture-cli")]
     Capture(capture::CaptureArgs),
     /// Convert a capture into a trace (printed, or written with --output).
     Import {
@@ -405,6 +407,7 @@ fn run(cli: Cli) -> Result<bool, Failure> {
             }
             Ok(built.summary.violations.is_empty())
         }
+        #[cfg(feature = "capture-cli")]
         Cmd::Capture(args) => {
             capture::run(args)?;
             Ok(true)

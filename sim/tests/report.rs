@@ -184,6 +184,12 @@ fn assert_clean(check: &serde_json::Value, what: &str) {
         serde_json::json!([]),
         "{what}: keyboard step navigation"
     );
+    // Issue 32: hover tooltips, pinned lanes, the lane filter, next / previous error.
+    assert_eq!(
+        check["interaction"]["problems"],
+        serde_json::json!([]),
+        "{what}: interaction"
+    );
 }
 
 fn write(report: &report::Report, name: &str) -> PathBuf {
@@ -642,4 +648,167 @@ fn a_broken_invariant_is_marked_fail_in_chromium() {
         serde_json::json!([]),
         "violations visible in the default view"
     );
+}
+
+/// A run with faults: each fault is a labelled mark on a lane of its own, not a tick among
+/// the core's steps.
+#[test]
+fn faults_get_a_lane_of_their_own_each_labelled_by_name() {
+    let r = report::build(&load("cell-pool.jsonl"), &with_faults()).expect("report");
+    let t = &r.timeline;
+    let lane = t
+        .lanes
+        .iter()
+        .position(|l| l.name == "faults")
+        .expect("a faults lane");
+    let labels: Vec<&str> = t
+        .items
+        .iter()
+        .filter(|i| i.lane as usize == lane)
+        .map(|i| i.label.as_str())
+        .collect();
+    assert_eq!(labels, ["watch-drop", "list-fail x1 status=503"]);
+    let core = t.lanes.iter().position(|l| l.name == "core").unwrap();
+    assert!(
+        t.items
+            .iter()
+            .filter(|i| i.lane as usize == core)
+            .all(|i| !i.label.starts_with("fault")),
+        "no fault left among the core's steps"
+    );
+}
+
+fn with_faults() -> Mode {
+    match checked() {
+        Mode::Simulate(mut o) => {
+            for f in ["watch_drop@30", "list_fail:503@50"] {
+                o.faults
+                    .push(reconcile_sim::trace::parse_fault_flag(f).expect("fault"));
+            }
+            Mode::Simulate(o)
+        }
+        m @ Mode::Replay(_) => m,
+    }
+}
+
+/// The same run in Chromium: the faults lane is pinned on top with the streams, its marks
+/// named; the failures it causes are reached with E; hovering, filtering and scrolling work.
+#[test]
+fn a_run_with_faults_in_chromium() {
+    let Some(browser) = chromium() else { return };
+    let r = report::build(&load("cell-pool.jsonl"), &with_faults()).expect("report");
+    let html = write(&r, "cell-pool-faults.html");
+    let check = selfcheck(&browser, &html);
+    assert_clean(&check, "cell-pool with faults");
+    let i = &check["interaction"];
+    assert_eq!(
+        i["faults"],
+        serde_json::json!(["faults: watch-drop", "faults: list-fail x1 status=503"])
+    );
+    assert!(i["pinned_rows"].as_u64() >= Some(4), "{i}");
+    assert!(
+        i["failures"].as_u64() >= Some(2),
+        "the failed LIST and b's reconcile: {i}"
+    );
+}
+
+/// The palette: colours that share a lane stay apart for a viewer with deuteranopia
+/// (Machado et al. 2009, severity 1), so a failure never looks like the success beside it.
+#[test]
+fn colours_sharing_a_lane_stay_apart_under_deuteranopia() {
+    let js = include_str!("../src/report/page.js");
+    let colours = palette(js);
+    let lanes: &[&[&str]] = &[
+        &["list", "list_failed", "relist"],
+        &[
+            "watch",
+            "frame",
+            "bookmark",
+            "error_frame",
+            "watch_end",
+            "watch_failed",
+        ],
+        &[
+            "reconcile_ok",
+            "reconcile_requeue",
+            "reconcile_error",
+            "reconcile_cancelled",
+            "backoff",
+            "requeue",
+        ],
+        &["core", "note"],
+        &[
+            "fault",
+            "violation",
+            "reconcile_error",
+            "list_failed",
+            "error_frame",
+        ],
+    ];
+    let mut close = Vec::new();
+    for lane in lanes {
+        for (a, x) in lane.iter().enumerate() {
+            for y in &lane[a + 1..] {
+                let d = seen_apart(colours[*x], colours[*y]);
+                if d < MIN_APART {
+                    close.push(format!("{x} {y}: {d:.1}"));
+                }
+            }
+        }
+    }
+    assert!(close.is_empty(), "too close under deuteranopia: {close:?}");
+    // The check fires: the old palette's reconcile error and ERROR frame, two reds.
+    assert!(seen_apart([0xf0, 0x44, 0x38], [0xd9, 0x2d, 0x20]) < MIN_APART);
+}
+
+/// The least distance (in 8-bit sRGB units, after the simulation) two colours of a lane keep.
+const MIN_APART: f64 = 45.0;
+
+fn palette(js: &str) -> std::collections::BTreeMap<&str, [u8; 3]> {
+    let start = js.find("var COLORS = {").expect("COLORS in page.js");
+    let body = &js[start..start + js[start..].find("};").expect("end of COLORS")];
+    body.split(',')
+        .filter_map(|entry| {
+            let (k, v) = entry.split_once(':')?;
+            let k = k
+                .rsplit(|c: char| c.is_whitespace() || c == '{')
+                .next()?
+                .trim();
+            let hex = v.trim().trim_matches('"').trim_start_matches('#');
+            let byte = |i: usize| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok();
+            Some((k, [byte(0)?, byte(2)?, byte(4)?]))
+        })
+        .collect()
+}
+
+/// Distance between two colours as a deuteranope sees them.
+fn seen_apart(a: [u8; 3], b: [u8; 3]) -> f64 {
+    fn linear(c: u8) -> f64 {
+        let c = f64::from(c) / 255.0;
+        if c <= 0.04045 {
+            c / 12.92
+        } else {
+            ((c + 0.055) / 1.055).powf(2.4)
+        }
+    }
+    fn srgb(c: f64) -> f64 {
+        let c = c.clamp(0.0, 1.0);
+        255.0
+            * if c <= 0.003_130_8 {
+                c * 12.92
+            } else {
+                1.055 * c.powf(1.0 / 2.4) - 0.055
+            }
+    }
+    const M: [[f64; 3]; 3] = [
+        [0.367_322, 0.860_646, -0.227_968],
+        [0.280_085, 0.672_501, 0.047_413],
+        [-0.011_820, 0.042_940, 0.968_881],
+    ];
+    let sim = |c: [u8; 3]| {
+        let l = c.map(linear);
+        M.map(|row| srgb(row[0] * l[0] + row[1] * l[1] + row[2] * l[2]))
+    };
+    let (x, y) = (sim(a), sim(b));
+    ((x[0] - y[0]).powi(2) + (x[1] - y[1]).powi(2) + (x[2] - y[2]).powi(2)).sqrt()
 }

@@ -6,12 +6,16 @@
   var started = performance.now();
   var data = JSON.parse(document.getElementById("data").textContent);
   var ROW = 20;
+  // One family of hues per kind of lane: streams blue and cyan, their failures orange to
+  // brown, reconciles green and violet with a red failure, faults magenta, violations
+  // maroon. Colours sharing a lane stay apart under simulated deuteranopia
+  // (sim/tests/report.rs checks it).
   var COLORS = {
-    list: "#2e90fa", list_failed: "#f04438", relist: "#dc6803", watch: "#b2ccff",
-    frame: "#155eef", bookmark: "#98a2b3", error_frame: "#d92d20", watch_end: "#475467",
-    watch_failed: "#f79009", reconcile_ok: "#12b76a", reconcile_requeue: "#7a5af8",
+    list: "#2e90fa", list_failed: "#fb6514", relist: "#06aed4", watch: "#b2ccff",
+    frame: "#155eef", bookmark: "#98a2b3", error_frame: "#93370d", watch_end: "#475467",
+    watch_failed: "#fdb022", reconcile_ok: "#12b76a", reconcile_requeue: "#7a5af8",
     reconcile_error: "#f04438", reconcile_cancelled: "#98a2b3", backoff: "#fec84b",
-    requeue: "#d9d6fe", core: "#667085", note: "#0e9384", violation: "#b42318"
+    requeue: "#d9d6fe", core: "#667085", note: "#eaaa08", fault: "#c11574", violation: "#55160c"
   };
   // Failures: never thinner than FAIL_MIN_PX, and marked with a triangle at the lane's top,
   // so a failed reconcile of zero width (reconciles take no time unless asked) still shows.
@@ -59,6 +63,14 @@
   // Steps as the summary counts them: the last line ("# end: ...") is the run's end, no step.
   var totalSteps = data.step_line.length;
   data.summary.counts.forEach(function (c) { if (c[0] === "steps" && c[1] <= totalSteps) { totalSteps = c[1]; } });
+  // Failures and violations in time order, for "next / previous error".
+  var failures = [];
+  for (i = 0; i < n; i++) { if (FAIL_KINDS[kindName[i]] === 1) { failures.push(i); } }
+  failures.sort(function (x, y) { return it.t0[x] - it.t0[y] || x - y; });
+  // Rows: the lanes shown, in order. The lanes that are not parents come first and stay
+  // pinned on top (when they fit in 40 % of the tallest plot); the parents scroll under them, and
+  // the filter hides those whose name does not match.
+  var rows = [], rowOf = new Array(lanes.length).fill(-1), pinnedRows = 0, filterText = "";
   var view = { a: 0, b: end };
   var selected = -1;
   var currentStep = -1;
@@ -142,20 +154,74 @@
   }
 
   // ---- lanes ----
+  var laneEls = [];
   function laneLabels() {
+    var pinnedEl = document.getElementById("lanes-pinned");
     var inner = document.getElementById("lanes-inner");
-    var frag = document.createDocumentFragment();
+    var pinFrag = document.createDocumentFragment(), frag = document.createDocumentFragment();
     lanes.forEach(function (lane, i) {
       var e = el("div", "lane group-" + lane.group, lane.name);
       e.dataset.lane = lane.name;
       e.dataset.group = lane.group;
       e.dataset.items = String(laneStart[i + 1] - laneStart[i]);
       e.title = lane.name;
-      frag.appendChild(e);
+      laneEls.push(e);
+      (lane.group === "parent" ? frag : pinFrag).appendChild(e);
     });
+    pinnedEl.appendChild(pinFrag);
     inner.appendChild(frag);
     var h = Math.min(lanes.length * ROW + 16, Math.max(window.innerHeight * 0.62, 200));
     document.documentElement.style.setProperty("--plot-height", Math.round(h) + "px");
+    layout();
+  }
+
+  // Rows from the lanes and the filter; the labels follow (hidden, striped, pinned).
+  function layout() {
+    var pinned = [], rest = [];
+    lanes.forEach(function (lane, l) {
+      if (lane.group !== "parent") { pinned.push(l); return; }
+      var shown = !filterText || lane.name.toLowerCase().indexOf(filterText) >= 0;
+      laneEls[l].classList.toggle("filtered", !shown);
+      if (shown) { rest.push(l); }
+    });
+    // The tallest the plot may be (it is shorter only when every lane fits anyway).
+    var plotH = Math.max(lanesEl.clientHeight || 0, window.innerHeight * 0.62, 200);
+    pinnedRows = pinned.length > 0 && pinned.length * ROW <= plotH * 0.4 ? pinned.length : 0;
+    document.getElementById("lanes-pinned").classList.toggle("pinned", pinnedRows > 0);
+    rows = pinned.concat(rest);
+    rowOf.fill(-1);
+    rows.forEach(function (l, r) {
+      rowOf[l] = r;
+      laneEls[l].classList.toggle("odd", r % 2 === 1);
+    });
+    redraw();
+  }
+
+  // Where lane `l` is on the canvas, with the lanes scrolled to `top`; null when hidden.
+  function laneY(l, top) {
+    var r = rowOf[l];
+    if (r < 0) { return null; }
+    if (r < pinnedRows) { return r * ROW; }
+    var y = r * ROW - top;
+    return y + ROW <= pinnedRows * ROW ? null : y;
+  }
+
+  // Scrolls lane `l` into view (a filtered-out lane clears the filter first).
+  function scrollToLane(l) {
+    if (rowOf[l] < 0) { setFilter(""); }
+    var r = rowOf[l];
+    if (r < pinnedRows) { return; }
+    var top = lanesEl.scrollTop, h = lanesEl.clientHeight || ROW, pinH = pinnedRows * ROW;
+    if (r * ROW < top + pinH || (r + 1) * ROW > top + h) {
+      lanesEl.scrollTop = Math.max(0, r * ROW - pinH - Math.max((h - pinH) / 2 - ROW, 0));
+    }
+  }
+
+  function setFilter(text) {
+    filterText = text.trim().toLowerCase();
+    var input = document.getElementById("lane-filter");
+    if (input.value.trim().toLowerCase() !== filterText) { input.value = text; }
+    layout();
   }
 
   // ---- drawing ----
@@ -226,15 +292,29 @@
     var top = lanesEl.scrollTop;
     var span = view.b - view.a;
     var scale = s.w / span;
-    var firstLane = Math.max(0, Math.floor(top / ROW));
-    var lastLane = Math.min(lanes.length - 1, Math.floor((top + s.h) / ROW));
+    var pinH = pinnedRows * ROW;
+    var firstRow = Math.max(pinnedRows, Math.floor((top + pinH) / ROW));
+    var lastRow = Math.min(rows.length - 1, Math.floor((top + s.h) / ROW));
+    var visible = [];
+    for (var pr = 0; pr < pinnedRows; pr++) { visible.push(pr); }
+    for (var vr = firstRow; vr <= lastRow; vr++) { visible.push(vr); }
     var drawn = 0;
     ctx.font = "11px system-ui, sans-serif";
     ctx.textBaseline = "middle";
     var lastPx = {};
-    for (var l = firstLane; l <= lastLane; l++) {
-      var y = l * ROW - top;
-      if (l % 2 === 1) { ctx.fillStyle = "#f5f7fa"; ctx.fillRect(0, y, s.w, ROW); }
+    for (var v = 0; v < visible.length; v++) {
+      var row = visible[v];
+      var l = rows[row];
+      if (v === pinnedRows && pinnedRows > 0) {
+        // The parents scroll under the pinned lanes: nothing of theirs is drawn there.
+        ctx.save();
+        ctx.beginPath();
+        ctx.rect(0, pinH, s.w, s.h - pinH);
+        ctx.clip();
+      }
+      var y = laneY(l, top);
+      if (y === null) { continue; }
+      if (row % 2 === 1) { ctx.fillStyle = "#f5f7fa"; ctx.fillRect(0, y, s.w, ROW); }
       var lo = laneStart[l], hi = laneStart[l + 1];
       var i0 = lowerBound(lo, hi, view.a - laneMaxDur[l]);
       lastPx = {};
@@ -273,11 +353,17 @@
           }
         }
       }
+      var labelEnd = -Infinity;
       for (var m = 0; m < marks.length; m += 2) {
         var mk = kindName[marks[m]];
         ctx.fillStyle = COLORS[mk] || "#000";
         if (FAIL_KINDS[mk] === 1) { continue; }
         ctx.fillRect(marks[m + 1] - 1, y + 3, 2, ROW - 6);
+        // A fault is named beside its tick, where the previous name leaves room.
+        if (mk === "fault" && it.label[marks[m]] && marks[m + 1] + 3 > labelEnd) {
+          ctx.fillText(it.label[marks[m]], marks[m + 1] + 3, y + ROW / 2);
+          labelEnd = marks[m + 1] + 3 + ctx.measureText(it.label[marks[m]]).width + 6;
+        }
       }
       // Failures last, on top of everything in the lane: at least FAIL_MIN_PX wide, with a
       // triangle above.
@@ -297,9 +383,13 @@
         ctx.fill();
       }
     }
-    if (selected >= 0) {
-      var sl = it.lane[selected];
-      var sy = sl * ROW - top;
+    if (pinnedRows > 0 && visible.length > pinnedRows) { ctx.restore(); }
+    if (pinnedRows > 0) {
+      ctx.fillStyle = "#98a2b3";
+      ctx.fillRect(0, pinH - 1, s.w, 1);
+    }
+    var sy = selected >= 0 ? laneY(it.lane[selected], top) : null;
+    if (sy !== null) {
       var sx0 = (it.t0[selected] - view.a) * scale, sx1 = (it.t1[selected] - view.a) * scale;
       ctx.strokeStyle = "#101828";
       ctx.lineWidth = 2;
@@ -344,8 +434,9 @@
 
   // ---- selection ----
   function hit(x, y) {
-    var lane = Math.floor((y + lanesEl.scrollTop) / ROW);
-    if (lane < 0 || lane >= lanes.length) { return -1; }
+    var row = y < pinnedRows * ROW ? Math.floor(y / ROW) : Math.floor((y + lanesEl.scrollTop) / ROW);
+    if (row < 0 || row >= rows.length) { return -1; }
+    var lane = rows[row];
     var w = canvas.clientWidth || 1;
     var scale = w / (view.b - view.a);
     var slack = 4 / scale;
@@ -384,9 +475,7 @@
     var i = stepFirst[step];
     if (i >= 0) {
       select(i);
-      var lane = it.lane[i];
-      var top = lanesEl.scrollTop, h = lanesEl.clientHeight || ROW;
-      if (lane * ROW < top || (lane + 1) * ROW > top + h) { lanesEl.scrollTop = Math.max(0, lane * ROW - h / 2); }
+      scrollToLane(it.lane[i]);
       var w = view.b - view.a;
       if (it.t0[i] < view.a || it.t0[i] > view.b) { setView(it.t0[i] - w / 2, it.t0[i] + w / 2); }
     } else {
@@ -401,15 +490,46 @@
     redraw();
   }
 
+  // An item in words: its lane, kind, label and time (the header, and the tooltip).
+  function describe(i) {
+    var head = lanes[it.lane[i]].name + " · " + kindName[i].replace(/_/g, " ") + (it.label[i] ? " · " + it.label[i] : "") + " · " + fmt(it.t0[i]);
+    if (it.t1[i] > it.t0[i]) { head += " … " + fmt(it.t1[i]) + " (" + fmtSpan(it.t1[i] - it.t0[i]) + ")"; }
+    return head;
+  }
+
+  // The next (dir 1) or previous (-1) failure or violation from the selection (or from the
+  // view's start): selected, its lane scrolled in and the view centred on it.
+  function goToError(dir) {
+    if (!failures.length) { return -1; }
+    var pos = failures.indexOf(selected);
+    var next;
+    if (pos >= 0) {
+      next = Math.min(Math.max(pos + dir, 0), failures.length - 1);
+    } else {
+      var t = selected >= 0 ? it.t0[selected] : view.a;
+      next = -1;
+      for (var q = 0; q < failures.length; q++) {
+        if (dir > 0 ? it.t0[failures[q]] >= t : it.t0[failures[q]] <= t) {
+          next = q;
+          if (dir > 0) { break; }
+        }
+      }
+      if (next < 0) { next = dir > 0 ? failures.length - 1 : 0; }
+    }
+    var i = failures[next];
+    select(i);
+    scrollToLane(it.lane[i]);
+    var w = view.b - view.a;
+    if (it.t0[i] < view.a + w * 0.05 || it.t0[i] > view.b - w * 0.05) { setView(it.t0[i] - w / 2, it.t0[i] + w / 2); }
+    return i;
+  }
+
   var selfchecking = false;
   function select(i) {
     selected = i;
     var endLine = document.getElementById("end-step-line");
     if (i < 0) { redraw(); return; }
-    var k = kindName[i];
-    var head = lanes[it.lane[i]].name + " · " + k.replace(/_/g, " ") + (it.label[i] ? " · " + it.label[i] : "") + " · " + fmt(it.t0[i]);
-    if (it.t1[i] > it.t0[i]) { head += " … " + fmt(it.t1[i]) + " (" + fmtSpan(it.t1[i] - it.t0[i]) + ")"; }
-    document.getElementById("detail-head").textContent = head;
+    document.getElementById("detail-head").textContent = describe(i);
     showStep(it.step[i]);
     rememberStep(it.step[i]);
     if (it.end_step[i] !== it.step[i]) {
@@ -447,6 +567,30 @@
     select(hit(e.clientX - r.left, e.clientY - r.top));
     canvas.focus();
   });
+  // Hover: what is under the pointer, in words, beside it.
+  var tooltip = document.getElementById("tooltip");
+  function hover(x, y) {
+    var i = drag && drag.moved ? -1 : hit(x, y);
+    if (i < 0) { tooltip.hidden = true; return -1; }
+    tooltip.textContent = describe(i);
+    tooltip.hidden = false;
+    var w = canvas.clientWidth || 1;
+    tooltip.style.left = Math.min(x + 12, Math.max(w - tooltip.offsetWidth - 4, 0)) + "px";
+    tooltip.style.top = (y + 16) + "px";
+    return i;
+  }
+  canvas.addEventListener("mousemove", function (e) {
+    var r = canvas.getBoundingClientRect();
+    hover(e.clientX - r.left, e.clientY - r.top);
+  });
+  canvas.addEventListener("mouseleave", function () { tooltip.hidden = true; });
+  document.getElementById("lane-filter").addEventListener("input", function (e) { setFilter(e.target.value); });
+  document.getElementById("prev-error").addEventListener("click", function () { goToError(-1); });
+  document.getElementById("next-error").addEventListener("click", function () { goToError(1); });
+  if (!failures.length) {
+    document.getElementById("prev-error").disabled = true;
+    document.getElementById("next-error").disabled = true;
+  }
   // Fit: to the activity first; when the view is already that, to the whole run.
   function fit() {
     if (fitEnd < end && !(view.a === fitStart && view.b === fitEnd)) {
@@ -475,8 +619,15 @@
   document.getElementById("prev-step").addEventListener("click", function () { goToStep(currentStep - 1); });
   document.getElementById("next-step").addEventListener("click", function () { goToStep(currentStep + 1); });
   window.addEventListener("keydown", function (e) {
+    if (e.target && e.target.id === "lane-filter") {
+      if (e.key === "Escape") { setFilter(""); e.target.blur(); }
+      return;
+    }
     var span = view.b - view.a;
     switch (e.key) {
+      case "/": document.getElementById("lane-filter").focus(); break;
+      case "e": goToError(1); break;
+      case "E": goToError(-1); break;
       case "+": case "=": zoom(0.5); break;
       case "-": zoom(2); break;
       case "0": fit(); break;
@@ -519,12 +670,12 @@
     for (var fi = 0; fi < n && out.failures.total < 200; fi++) {
       if (FAIL_KINDS[kindName[fi]] !== 1 || it.t0[fi] > view.b || it.t1[fi] < view.a) { continue; }
       out.failures.total++;
-      lanesEl.scrollTop = Math.max(0, it.lane[fi] * ROW - ROW);
+      scrollToLane(it.lane[fi]);
       draw();
       var sc = canvas.clientWidth / (view.b - view.a);
       var fx0c = (it.t0[fi] - view.a) * sc, fx1c = (it.t1[fi] - view.a) * sc;
       var fcx = fx1c - fx0c >= FAIL_MIN_PX ? (Math.max(fx0c, 0) + Math.min(fx1c, canvas.clientWidth)) / 2 : failX(fx0c, fx1c, canvas.clientWidth);
-      var fcy = it.lane[fi] * ROW - lanesEl.scrollTop + ROW / 2;
+      var fcy = laneY(it.lane[fi], lanesEl.scrollTop) + ROW / 2;
       var want = COLORS[kindName[fi]];
       var got = [hex(fcx - 2, fcy), hex(fcx, fcy), hex(fcx + 2, fcy)];
       if (got.every(function (g) { return g === want; })) { out.failures.visible++; } else {
@@ -562,6 +713,72 @@
       select(-1);
       setView(fitStart, fitEnd);
     }
+    // Interaction (issue 32): what a person does with the mouse and the keys, each checked
+    // against what the page must then show.
+    out.interaction = { problems: [], pinned_rows: pinnedRows, failures: failures.length, faults: [] };
+    var ip = out.interaction.problems;
+    for (var fl = 0; fl < n; fl++) { if (kindName[fl] === "fault") { out.interaction.faults.push(lanes[it.lane[fl]].name + ": " + it.label[fl]); } }
+    // Hover: the tooltip over an item says what the header would.
+    var hi0 = laneStart[rows[0]];
+    if (hi0 < laneStart[rows[0] + 1]) {
+      var hw = Math.max(it.t1[hi0] - it.t0[hi0], 2e6);
+      setView(it.t0[hi0] - hw * 0.1, it.t0[hi0] + hw * 1.1);
+      draw();
+      var hr = canvas.getBoundingClientRect();
+      var hx = (it.t0[hi0] - view.a) / (view.b - view.a) * canvas.clientWidth + (it.t1[hi0] > it.t0[hi0] ? 2 : 0);
+      canvas.dispatchEvent(new MouseEvent("mousemove", { clientX: hr.left + hx, clientY: hr.top + laneY(rows[0], lanesEl.scrollTop) + ROW / 2, bubbles: true }));
+      if (tooltip.hidden || tooltip.textContent !== describe(hi0)) { ip.push("hover: tooltip " + (tooltip.hidden ? "hidden" : tooltip.textContent) + ", not " + describe(hi0)); }
+      canvas.dispatchEvent(new MouseEvent("mousemove", { clientX: hr.left + 1, clientY: hr.bottom + 50, bubbles: true }));
+      canvas.dispatchEvent(new MouseEvent("mouseleave", { bubbles: true }));
+      if (!tooltip.hidden) { ip.push("hover: the tooltip stayed after the pointer left"); }
+    }
+    // Pinned lanes: with the parents scrolled to the end, the first lane is still on top.
+    lanesEl.scrollTop = lanesEl.scrollHeight;
+    draw();
+    if (pinnedRows > 0) {
+      var dy = laneEls[rows[0]].getBoundingClientRect().top - lanesEl.getBoundingClientRect().top;
+      if (Math.abs(dy) > 1 || laneY(rows[0], lanesEl.scrollTop) !== 0) { ip.push("pinned: the first lane moved by " + dy + " px when the parents scrolled"); }
+    }
+    lanesEl.scrollTop = 0;
+    // The filter: the last parent's name keeps the parents that contain it, and only those.
+    var parents = lanes.filter(function (ln) { return ln.group === "parent"; });
+    if (parents.length) {
+      var word = parents[parents.length - 1].name;
+      var want = parents.filter(function (ln) { return ln.name.toLowerCase().indexOf(word.toLowerCase()) >= 0; }).length;
+      var input = document.getElementById("lane-filter");
+      input.value = word;
+      input.dispatchEvent(new Event("input", { bubbles: true }));
+      var shownParents = document.querySelectorAll("#lanes-inner .lane:not(.filtered)").length;
+      if (shownParents !== want || rows.length !== lanes.length - parents.length + want) { ip.push("filter " + word + ": " + shownParents + " parent lanes shown, " + rows.length + " rows, not " + want); }
+      input.value = "";
+      input.dispatchEvent(new Event("input", { bubbles: true }));
+      if (rows.length !== lanes.length) { ip.push("filter cleared: " + rows.length + " rows of " + lanes.length); }
+    }
+    // Next / previous error: E from the run's start selects the first failure, again the
+    // second, shift+E back; each one's lane shown and its time in view.
+    if (failures.length) {
+      select(-1);
+      setView(-end * 0.02, end * 0.1);
+      var press = function (key) { window.dispatchEvent(new KeyboardEvent("keydown", { key: key, bubbles: true, cancelable: true })); };
+      var expectErr = function (q, what) {
+        var fi2 = failures[q];
+        if (selected !== fi2) { ip.push(what + ": selected " + selected + ", not failure " + q + " (" + fi2 + ")"); return; }
+        if (laneY(it.lane[fi2], lanesEl.scrollTop) === null) { ip.push(what + ": its lane is not shown"); }
+        if (it.t0[fi2] < view.a || it.t0[fi2] > view.b) { ip.push(what + ": not in view"); }
+        if (document.getElementById("detail-head").textContent !== describe(fi2)) { ip.push(what + ": header"); }
+      };
+      press("e");
+      expectErr(0, "E");
+      if (failures.length > 1) {
+        press("e");
+        expectErr(1, "E again");
+        press("E");
+        expectErr(0, "shift+E");
+      }
+      select(-1);
+    }
+    history.replaceState(null, "", "#selfcheck");
+    setView(fitStart, fitEnd);
     // Zoom: a wheel event over the canvas narrows the view.
     var before = view.b - view.a;
     var r = canvas.getBoundingClientRect();
@@ -578,10 +795,10 @@
         tried++;
         var w = Math.max(it.t1[i] - it.t0[i], 2e6);
         setView(it.t0[i] - w * 0.1, it.t0[i] + w * 1.1);
-        lanesEl.scrollTop = l * ROW;
+        scrollToLane(l);
         draw();
         var x = (it.t0[i] - view.a) / (view.b - view.a) * canvas.clientWidth + (it.t1[i] > it.t0[i] ? 2 : 0);
-        var y = l * ROW - lanesEl.scrollTop + ROW / 2;
+        var y = laneY(l, lanesEl.scrollTop) + ROW / 2;
         r = canvas.getBoundingClientRect();
         canvas.dispatchEvent(new MouseEvent("click", { clientX: r.left + x, clientY: r.top + y, bubbles: true }));
         var shown = document.getElementById("step-line").textContent;

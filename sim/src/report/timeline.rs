@@ -26,8 +26,10 @@ pub const MAX_LANES: usize = 20_000;
 pub enum LaneGroup {
     /// A source's LIST or WATCH (or in-process source) requests.
     Stream,
-    /// The core's own steps: start, stop, timers, triggers, notes and faults.
+    /// The core's own steps: start, stop, timers, triggers and notes.
     Core,
+    /// The faults injected into the run, each labelled with its name.
+    Faults,
     /// Broken invariants.
     Violations,
     /// One parent's reconciles, backoffs and requeues.
@@ -79,8 +81,10 @@ pub enum Kind {
     Requeue,
     /// A step of the core's own (mark).
     Core,
-    /// A note or a fault (mark).
+    /// A note (mark).
     Note,
+    /// An injected fault, labelled with its name (mark).
+    Fault,
     /// A broken invariant (mark).
     Violation,
 }
@@ -105,6 +109,7 @@ impl Kind {
         Kind::Requeue,
         Kind::Core,
         Kind::Note,
+        Kind::Fault,
         Kind::Violation,
     ];
 
@@ -511,8 +516,15 @@ impl Timeline {
             end = end.max(t);
             step_t.push(t);
             if let Some(note) = &step.note {
-                let lane = b.lane(LaneGroup::Core, "core");
-                b.push(lane, t, Kind::Note, index, short(note));
+                // `# fault: NAME ...` lines (simulate's, for each fault it injects) get a
+                // lane of their own, labelled; other notes stay with the core's steps.
+                if let Some(fault) = note.strip_prefix("fault: ") {
+                    let lane = b.lane(LaneGroup::Faults, "faults");
+                    b.push(lane, t, Kind::Fault, index, short(fault));
+                } else {
+                    let lane = b.lane(LaneGroup::Core, "core");
+                    b.push(lane, t, Kind::Note, index, short(note));
+                }
                 continue;
             }
             let input = step.input.as_deref().unwrap_or("");

@@ -549,6 +549,17 @@ fn a_failing_explore_seed_prints_the_report_command_and_its_report_shows_the_vio
         "{:?}",
         r.summary.violations
     );
+    // In Chromium, the violation is visible in the view the page opens on, and E reaches it.
+    if let Some(browser) = chromium() {
+        std::fs::write(&html, r.to_html()).expect("write report");
+        let check = selfcheck(&browser, &html);
+        assert_clean(&check, "a failing explore seed");
+        assert!(
+            check["failures"]["total"].as_u64() >= Some(1),
+            "the violation is in the default view: {}",
+            check["failures"]
+        );
+    }
     let _ = std::fs::remove_dir_all(dir);
 }
 

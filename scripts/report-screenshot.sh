@@ -17,7 +17,7 @@ cargo run -q -p reconcile-sim -- report sim/traces/cell-pool.jsonl --reconcile-d
 profile="$(mktemp -d)"
 trap 'rm -rf "$profile"' EXIT
 "$browser" --headless --no-sandbox --disable-gpu --disable-dev-shm-usage --no-first-run \
-  --hide-scrollbars --user-data-dir="$profile" --window-size=1400,470 \
+  --hide-scrollbars --user-data-dir="$profile" --window-size=1400,510 \
   --virtual-time-budget=3000 --screenshot="$(pwd)/$out" \
   "file://$html#view=-1,40&step=12" 2>/dev/null
 echo "wrote $out"

@@ -581,6 +581,14 @@ fn cell_pool_at_a_glance_in_chromium() {
         check["failures"]
     );
     assert_eq!(check["keyboard"]["tried"], true);
+    // The overview strip shows the run's shape in the default view: frames and reconciles
+    // per second, and b's failure.
+    let o = &check["overview"];
+    assert_eq!(o["frames"], 17, "{o}");
+    assert_eq!(o["reconciles"], 9, "{o}");
+    assert!(o["max_rate"].as_f64() > Some(0.0), "{o}");
+    assert!(o["drawn"].as_u64() >= Some(5), "{o}");
+    assert!(o["failures"].as_u64() >= Some(1), "{o}");
     let fit = &check["fit"];
     let (b, end, active) = (
         fit["b"].as_f64().unwrap(),

@@ -252,6 +252,75 @@
     return (m < 1.5 ? 1 : m < 3.5 ? 2 : m < 7.5 ? 5 : 10) * p;
   }
 
+  // ---- overview ----
+  // Sorted times, so each column of the overview is two binary searches per series.
+  function sortedTimes(pred, field) {
+    var out = [];
+    for (var q = 0; q < n; q++) { if (pred(kindName[q])) { out.push(it[field][q]); } }
+    out.sort(function (x, y) { return x - y; });
+    return out;
+  }
+  function isReconcile(k) { return k.indexOf("reconcile_") === 0; }
+  var ovFrames = sortedTimes(function (k) { return k === "frame" || k === "bookmark" || k === "error_frame"; }, "t0");
+  var ovStarts = sortedTimes(isReconcile, "t0");
+  var ovEnds = sortedTimes(isReconcile, "t1");
+  var ovFails = sortedTimes(function (k) { return FAIL_KINDS[k] === 1; }, "t0");
+  function countBelow(arr, t) {
+    var lo = 0, hi = arr.length;
+    while (lo < hi) { var mid = (lo + hi) >>> 1; if (arr[mid] < t) { lo = mid + 1; } else { hi = mid; } }
+    return lo;
+  }
+  var overviewEl = document.getElementById("overview");
+  var octx = overviewEl.getContext("2d");
+  var overviewLast = null;
+  function drawOverview() {
+    var s = size(overviewEl, octx);
+    octx.clearRect(0, 0, s.w, s.h);
+    var bin = 3, cols = Math.max(1, Math.floor(s.w / bin));
+    var span = view.b - view.a, per = span / cols, secs = per / 1e9;
+    var frames = [], starts = [], flight = [], fails = [];
+    var maxRate = 0, maxFlight = 0;
+    for (var c = 0; c < cols; c++) {
+      var t0 = view.a + c * per, t1 = t0 + per, mid = t0 + per / 2;
+      frames.push((countBelow(ovFrames, t1) - countBelow(ovFrames, t0)) / secs);
+      starts.push((countBelow(ovStarts, t1) - countBelow(ovStarts, t0)) / secs);
+      // Started by the column's middle and not ended by it: running then.
+      flight.push(Math.max(0, countBelow(ovStarts, mid + 1) - countBelow(ovEnds, mid + 1)));
+      fails.push(countBelow(ovFails, t1) - countBelow(ovFails, t0));
+      maxRate = Math.max(maxRate, frames[c], starts[c]);
+      maxFlight = Math.max(maxFlight, flight[c]);
+    }
+    var h = s.h - 2, drawnCols = 0;
+    for (c = 0; c < cols; c++) {
+      var x = c * bin;
+      if (maxFlight > 0 && flight[c] > 0) {
+        octx.fillStyle = "rgba(18,183,106,0.35)";
+        var fh = flight[c] / maxFlight * h;
+        octx.fillRect(x, s.h - fh, bin, fh);
+      }
+      if (maxRate > 0 && frames[c] > 0) {
+        octx.fillStyle = "#155eef";
+        var yh = Math.max(frames[c] / maxRate * h, 1);
+        octx.fillRect(x, s.h - yh, 1, yh);
+      }
+      if (maxRate > 0 && starts[c] > 0) {
+        octx.fillStyle = "#067647";
+        var rh = Math.max(starts[c] / maxRate * h, 1);
+        octx.fillRect(x + 1, s.h - rh, 1, rh);
+      }
+      if (fails[c] > 0) {
+        octx.fillStyle = "#f04438";
+        octx.fillRect(x, 0, bin, 4);
+      }
+      if (frames[c] > 0 || starts[c] > 0 || flight[c] > 0 || fails[c] > 0) { drawnCols++; }
+    }
+    var fmtRate = function (r) { return r >= 100 ? Math.round(r) : r >= 10 ? r.toFixed(0) : r.toFixed(1); };
+    document.getElementById("overview-max").textContent =
+      "top: " + fmtRate(maxRate) + "/s · " + maxFlight + " in flight";
+    overviewLast = { cols: cols, drawn: drawnCols, max_rate: maxRate, max_in_flight: maxFlight,
+      frames: ovFrames.length, reconciles: ovStarts.length, failures: fails.reduce(function (x, y) { return x + y; }, 0) };
+  }
+
   function drawAxis() {
     var s = size(axis, actx);
     actx.clearRect(0, 0, s.w, s.h);
@@ -406,6 +475,7 @@
     }
     drawnLast = drawn;
     drawAxis();
+    drawOverview();
   }
 
   var pending = false;
@@ -715,6 +785,7 @@
     }
     // Interaction (issue 32): what a person does with the mouse and the keys, each checked
     // against what the page must then show.
+    out.overview = overviewLast;
     out.interaction = { problems: [], pinned_rows: pinnedRows, failures: failures.length, faults: [] };
     var ip = out.interaction.problems;
     for (var fl = 0; fl < n; fl++) { if (kindName[fl] === "fault") { out.interaction.faults.push(lanes[it.lane[fl]].name + ": " + it.label[fl]); } }

@@ -327,3 +327,17 @@ fn help_explains_the_words_the_docs_explain() {
         );
     }
 }
+
+/// Without the capture-cli feature, `capture` says how to get it rather than being unknown.
+#[test]
+fn capture_without_its_feature_says_how_to_get_it() {
+    if cfg!(feature = "capture-cli") {
+        return; // built with capture (the workspace's e2e suite asks for it)
+    }
+    let out = run(&["capture", "pods", "-n", "default", "-o", "x.jsonl"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(
+        text(&out.stderr).contains("--features capture-cli"),
+        "{out:?}"
+    );
+}

@@ -160,6 +160,14 @@ enum Cmd {
     /// reproduces the conversation.
     #[cfg(feature = "capture-cli")]
     Capture(capture::CaptureArgs),
+    /// Record a cluster's LIST and WATCH as a trace: not in this build (the capture-cli
+    /// feature, off by default, adds it and its kube, tokio and TLS stack).
+    #[cfg(not(feature = "capture-cli"))]
+    Capture {
+        /// capture's arguments.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
     /// Convert a capture into a trace (printed, or written with --output).
     Import {
         /// The capture's format (recognised by content when absent).
@@ -407,6 +415,13 @@ fn run(cli: Cli) -> Result<bool, Failure> {
             }
             Ok(built.summary.violations.is_empty())
         }
+        #[cfg(not(feature = "capture-cli"))]
+        Cmd::Capture { .. } => Err(
+            "this reconcile-sim was built without capture: run `cargo run -p \
+             reconcile-sim --features capture-cli -- capture ...` (or install it with `cargo \
+             install --path sim --features capture-cli`)"
+                .into(),
+        ),
         #[cfg(feature = "capture-cli")]
         Cmd::Capture(args) => {
             capture::run(args)?;

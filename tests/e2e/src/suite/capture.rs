@@ -227,11 +227,22 @@ fn sim_binary() -> std::path::PathBuf {
         .expect("the test binary's directory");
     let bin = dir.join("reconcile-sim");
     let status = std::process::Command::new(env!("CARGO"))
-        .args(["build", "-p", "reconcile-sim", "--bin", "reconcile-sim"])
+        .args([
+            "build",
+            "-p",
+            "reconcile-sim",
+            "--features",
+            "capture-cli",
+            "--bin",
+            "reconcile-sim",
+        ])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .status()
         .expect("cargo runs");
-    assert!(status.success(), "cargo build -p reconcile-sim: {status}");
+    assert!(
+        status.success(),
+        "cargo build -p reconcile-sim --features capture-cli: {status}"
+    );
     assert!(bin.exists(), "{}", bin.display());
     bin
 }

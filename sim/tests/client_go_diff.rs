@@ -884,3 +884,39 @@ fn client_go_and_the_core_agree_on_100_explore_seeds_or_the_difference_is_record
 fn client_go_and_the_core_agree_on_500_explore_seeds_or_the_difference_is_recorded() {
     explore_check(500);
 }
+
+#[test]
+fn the_explore_check_fires_on_a_difference_of_no_known_class() {
+    let Some(bin) = harness() else { return };
+    // A seed with no frame the typed client cannot decode, its core fed the recording
+    // without its first DELETED frame: the differences that makes are of no known class.
+    let input = explore_inputs(40)
+        .into_iter()
+        .find(|i| {
+            first_undecodable(&i.trace).is_none()
+                && i.trace.entries.iter().any(
+                    |e| matches!(&e.record, Record::Frame { line } if line.to_str_lossy().contains("\"DELETED\"")),
+                )
+        })
+        .expect("a seed with a DELETED frame and no malformed one");
+    let found = compare(&bin, std::slice::from_ref(&input), |_, trace| {
+        let at = trace
+            .entries
+            .iter()
+            .position(|e| matches!(&e.record, Record::Frame { line } if line.to_str_lossy().contains("\"DELETED\"")))
+            .unwrap();
+        trace.entries.remove(at);
+    });
+    let [(_, diffs)] = found.compared.as_slice() else {
+        panic!("{} is compared: {:?}", input.name, found.skipped)
+    };
+    eprintln!(
+        "client_go_diff, {} without a DELETED: {diffs:#?}",
+        input.name
+    );
+    assert!(!diffs.is_empty(), "the lost DELETED shows");
+    assert!(
+        diffs.iter().all(|d| explore_known(&input, d).is_none()),
+        "no difference of a seed without a malformed frame is put down to it: {diffs:#?}"
+    );
+}

@@ -1,5 +1,7 @@
 //! Same trace, same answer as client-go (issue 30): every bundled trace with a primary
-//! LIST/WATCH conversation, and every real capture in `testdata/real` imported as a trace, is
+//! LIST/WATCH conversation (a world-mode one as its run recorded by `simulate_recorded`),
+//! every real capture in `testdata/real` imported as a trace, and the recorded world runs of
+//! one-source `explore` seeds with stream faults (100 here, 500 in an ignored test) are
 //! played to client-go v0.36.3's own informer (`tests/go/informer`, a real `Reflector`, its
 //! default `RealFIFO` and `processDeltas` into the informer's store, a handler recording each
 //! notification) and replayed through the core (`reconcile_sim::replay_observed`). The two are
@@ -18,7 +20,8 @@
 //! it; a difference not listed fails the test, and so does a listed one no longer found.
 //!
 //! The Go harness is built by `tests/go/informer/build.sh` (cached by its go.mod, go.sum and
-//! source). Without a Go toolchain the test prints why and passes, unless `CI` is set: then
+//! source): its test binary, which plays inside a `testing/synctest` bubble, so the
+//! reflector's backoffs take no wall time. Without a Go toolchain the test prints why and passes, unless `CI` is set: then
 //! it fails.
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -187,7 +187,7 @@ func readTrace(path string) (lists []*listAnswer, watches []*watchAnswer, kind s
 		return nil, nil, "", false, err
 	}
 	if strings.Contains(string(whole), `"record":"fault"`) {
-		return nil, nil, "", false, cannotPlay{"a world-mode trace (fault records): its conversation is made by the simulated apiserver, not recorded"}
+		return nil, nil, "", false, cannotPlay{"a world-mode trace (fault records): its conversation is made by the simulated apiserver; play its recording (reconcile_sim::simulate_recorded)"}
 	}
 	f, err := os.Open(path)
 	if err != nil {
@@ -233,7 +233,7 @@ func readTrace(path string) (lists []*listAnswer, watches []*watchAnswer, kind s
 		}
 		switch *l.Record {
 		case "fault":
-			return nil, nil, "", false, cannotPlay{"a world-mode trace (fault records): its conversation is made by the simulated apiserver, not recorded"}
+			return nil, nil, "", false, cannotPlay{"a world-mode trace (fault records): its conversation is made by the simulated apiserver; play its recording (reconcile_sim::simulate_recorded)"}
 		case "list":
 			a := &listAnswer{line: n, status: 200}
 			if l.Status != nil {

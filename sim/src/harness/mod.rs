@@ -544,6 +544,27 @@ impl Harness {
         self.step(describe, |core, now| core.handle_input(now, input))
     }
 
+    /// As [`Harness::step_input`], but recording `recorded` in place of `input`: a LIST body
+    /// the driver streams through the core's decoder is fed decoded, which has no bytes to
+    /// record, and is recorded as the response it was decoded from.
+    pub fn step_input_recorded_as(
+        &mut self,
+        describe: impl FnOnce() -> String,
+        input: Input<PodView>,
+        recorded: &Input<PodView>,
+    ) -> StepIo {
+        if let Some(b) = &mut self.recording {
+            b.input(self.now, recorded, &|_: &PodView| None);
+        }
+        self.step(describe, |core, now| core.handle_input(now, input))
+    }
+
+    /// Whether the run is being recorded ([`Harness::record`]).
+    #[must_use]
+    pub fn recording(&self) -> bool {
+        self.recording.is_some()
+    }
+
     /// Turns on the recording of the run as a trace ([`Harness::take_recording`]).
     pub fn record(&mut self) {
         self.recording.get_or_insert_with(Default::default);

@@ -551,12 +551,28 @@ impl Sim<'_> {
                     _ => None,
                 };
                 let text = self.h.label(|| describe::list(req, &response));
-                let response = match streamed {
-                    Some(list) => ListResponse::Decoded(list),
-                    None => response,
-                };
                 let before = self.secondary_view(source);
-                let io = self.h.step_input(|| text, Input::List { req, response });
+                let io = match streamed {
+                    // Fed decoded, recorded as the body it was decoded from (a recording
+                    // that dropped it would lose every LIST answer whose body has an even
+                    // length).
+                    Some(list) if self.h.recording() => self.h.step_input_recorded_as(
+                        || text,
+                        Input::List {
+                            req,
+                            response: ListResponse::Decoded(list),
+                        },
+                        &Input::List { req, response },
+                    ),
+                    Some(list) => self.h.step_input(
+                        || text,
+                        Input::List {
+                            req,
+                            response: ListResponse::Decoded(list),
+                        },
+                    ),
+                    None => self.h.step_input(|| text, Input::List { req, response }),
+                };
                 self.observe_secondary(source, before);
                 self.handle_io(io);
             }

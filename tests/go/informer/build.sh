@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Builds the client-go informer harness (tests/go/informer, issue 30) and caches the binary,
-# keyed by this module's go.mod, go.sum and main.go, as tests/go/build.sh caches its binaries.
+# keyed by this module's go.mod, go.sum and sources, as tests/go/build.sh caches its binaries.
+# The binary is the package's test binary (`go test -c`): informer_test.go plays the trace
+# inside a testing/synctest bubble, on virtual time; its CLI is main.go's.
 #
 # Usage: bash tests/go/informer/build.sh
 #   Prints the path of the binary as the last line of stdout.
@@ -15,8 +17,8 @@ set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cache_root="${RECONCILE_K8S_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/reconcile-loop}"
-flags_rev="1 cgo=0 trimpath"
-key="$(cd "$here" && { echo "$flags_rev"; cat go.mod go.sum main.go; } | sha256sum | cut -c1-16)"
+flags_rev="2 cgo=0 trimpath test-c"
+key="$(cd "$here" && { echo "$flags_rev"; cat go.mod go.sum main.go informer_test.go; } | sha256sum | cut -c1-16)"
 out="$cache_root/informer/$key"
 
 if [[ -x "$out/informer" ]]; then
@@ -44,7 +46,7 @@ export CGO_ENABLED=0
 # The committed go.sum is the pin: refuse to change it during a build.
 export GOFLAGS="-mod=readonly ${GOFLAGS:-}"
 echo "informer/build.sh: building the client-go informer harness into $out" >&2
-(cd "$here" && "$GO" build -trimpath -o "$tmp/informer" .)
+(cd "$here" && "$GO" test -c -trimpath -o "$tmp/informer" .)
 rm -rf "$out"
 mv "$tmp" "$out"
 trap - EXIT

@@ -15,16 +15,20 @@
 // trace delivered on that stream, ended as the trace ends it. When a kind's answers are used
 // up the call blocks until the harness stops, so an exhausted trace leaves the reflector idle.
 //
-// Time. Nothing that changes the output depends on the wall clock: the answers are served in
+// Time. Nothing that changes the output depends on the clock: the answers are served in
 // order as the reflector asks, and a request is recorded only once every object queued before
 // it has been handed to the handler (counted through the informer's Transform, which the
-// RealFIFO calls once per queued object). The reflector's own clock is real (the informer
-// API does not let a caller set it): its backoffs only delay, and its "very short watch"
+// RealFIFO calls once per queued object). The informer API lets a caller set neither the
+// reflector's clock nor its backoff, so the harness the tests run (informer_test.go, this
+// package built by `go test -c`) plays inside a testing/synctest bubble: the reflector's
+// clock is virtual, its backoffs before a relist pass at once, and its "very short watch"
 // check (a clean end under 1 s with no event) is made to see what the trace saw: a watch the
-// trace kept open 1 s or more with no frame is held open 1.1 s of real time before it ends.
+// trace kept open 1 s or more with no frame is held open 1.1 s (virtual) before it ends.
+// Everything in the bubble blocks on channels, sync.Cond or timers (durably), never on I/O.
+// `go run . TRACE.jsonl` plays the same on the real clock.
 //
-// Usage: informer TRACE.jsonl   (exit 0 with JSON on stdout; 2 on a bad trace; 3 on a
-// trace this harness cannot play, with the reason on stderr)
+// Usage: informer TRACE.jsonl   (the test binary build.sh builds; exit 0 with JSON on stdout; 2 on a bad trace; 3 on a
+// trace this harness cannot play, with the reason on stderr; 1 when the play fails)
 package main
 
 import (
@@ -54,9 +58,14 @@ import (
 	"k8s.io/klog/v2"
 )
 
-// How long the whole play may take in real time before it is abandoned (a bound, never
-// reached by a trace that plays out).
-const playBound = 120 * time.Second
+// How long the whole play may take on the clock it runs on before it is abandoned (a bound,
+// never reached by a trace that plays out): real time under main, virtual time in the
+// synctest bubble of informer_test.go, where a day of the reflector's backoffs takes
+// milliseconds.
+const (
+	realPlayBound    = 120 * time.Second
+	virtualPlayBound = 24 * time.Hour
+)
 
 // line is every field of a trace line this harness reads.
 type line struct {
@@ -178,7 +187,7 @@ func readTrace(path string) (lists []*listAnswer, watches []*watchAnswer, kind s
 		return nil, nil, "", false, err
 	}
 	if strings.Contains(string(whole), `"record":"fault"`) {
-		return nil, nil, "", false, cannotPlay{"a world-mode trace (fault records): its conversation is made by the simulated apiserver, not recorded"}
+		return nil, nil, "", false, cannotPlay{"a world-mode trace (fault records): its conversation is made by the simulated apiserver; play its recording (reconcile_sim::simulate_recorded)"}
 	}
 	f, err := os.Open(path)
 	if err != nil {
@@ -224,7 +233,7 @@ func readTrace(path string) (lists []*listAnswer, watches []*watchAnswer, kind s
 		}
 		switch *l.Record {
 		case "fault":
-			return nil, nil, "", false, cannotPlay{"a world-mode trace (fault records): its conversation is made by the simulated apiserver, not recorded"}
+			return nil, nil, "", false, cannotPlay{"a world-mode trace (fault records): its conversation is made by the simulated apiserver; play its recording (reconcile_sim::simulate_recorded)"}
 		case "list":
 			a := &listAnswer{line: n, status: 200}
 			if l.Status != nil {
@@ -603,23 +612,12 @@ func meta(obj any) (rv string, labels map[string]string) {
 	return "", nil
 }
 
-func main() {
-	klog.SetOutput(os.Stderr)
-	klog.LogToStderr(false)
-	if len(os.Args) != 2 {
-		fmt.Fprintln(os.Stderr, "usage: informer TRACE.jsonl")
-		os.Exit(2)
-	}
-	lists, watches, kind, streaming, err := readTrace(os.Args[1])
-	var cp cannotPlay
-	if errors.As(err, &cp) {
-		fmt.Fprintln(os.Stderr, "cannot play:", cp.why)
-		os.Exit(3)
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
+// play runs client-go's informer on the answers until the trace is used up and the
+// reflector is idle, and returns what it did. It does no I/O and reads time only through
+// the time package, so run inside a synctest bubble (informer_test.go) every timer of the
+// reflector and of the harness is virtual; run by main it is real. It fails when the play
+// has not settled within playBound of the clock it runs on.
+func play(lists []*listAnswer, watches []*watchAnswer, kind string, streaming bool, playBound time.Duration) (Output, error) {
 	h := &harness{kind: kind, streaming: streaming, seen: map[*unstructured.Unstructured]bool{}, lists: lists, watches: watches, requests: []Request{}, notes: []Notification{}}
 	h.cond = sync.NewCond(&h.mu)
 	handler := cache.ResourceEventHandlerDetailedFuncs{
@@ -654,6 +652,7 @@ func main() {
 		Transform:     h.transform,
 	})
 	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	done := make(chan struct{})
 	go func() {
 		ctrl.RunWithContext(ctx)
@@ -663,28 +662,25 @@ func main() {
 	// Wait until every answer is used (or the reflector waits for one the trace lacks) and
 	// the reflector is idle with everything it queued handled.
 	deadline := time.Now().Add(playBound)
-	h.mu.Lock()
-	timedOut := false
-	go func() {
-		time.Sleep(playBound)
+	bound := time.AfterFunc(playBound, func() {
 		h.mu.Lock()
 		h.cond.Broadcast()
 		h.mu.Unlock()
-	}()
+	})
+	defer bound.Stop()
+	h.mu.Lock()
+	timedOut := false
 	for {
 		if h.parked && h.quiet() {
 			break
 		}
-		if time.Now().After(deadline) {
+		if !time.Now().Before(deadline) {
 			timedOut = true
 			break
 		}
 		h.cond.Wait()
 	}
 	h.stopped = true
-	if timedOut {
-		fmt.Fprintf(os.Stderr, "informer: queued %d, handled %d, expected %d, parked %v, requests %+v\n", h.queued, h.handled, h.expect, h.parked, h.requests)
-	}
 	out := Output{
 		Informer:        "client-go v0.36.3 NewInformerWithOptions, RealFIFO (AtomicFIFO, UnlockWhileProcessingFIFO)",
 		Requests:        h.requests,
@@ -694,11 +690,16 @@ func main() {
 		UnplayedLists:   len(h.lists),
 		UnplayedWatches: len(h.watches),
 	}
+	var err error
+	if timedOut {
+		err = fmt.Errorf("the play did not settle within %v: queued %d, handled %d, expected %d, parked %v, requests %+v", playBound, h.queued, h.handled, h.expect, h.parked, h.requests)
+	}
 	h.cond.Broadcast()
 	h.mu.Unlock()
-	if timedOut {
-		fmt.Fprintln(os.Stderr, "informer: the play did not settle within", playBound)
-		os.Exit(1)
+	if err != nil {
+		cancel()
+		<-done
+		return out, err
 	}
 	keys := store.ListKeys()
 	sort.Strings(keys)
@@ -708,14 +709,52 @@ func main() {
 		out.Store[k] = StoreEntry{RV: rv, Labels: labels}
 	}
 	cancel()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
+	<-done
+	return out, nil
+}
+
+// load reads the trace named on the command line, exiting 2 on a bad trace and 3 on one
+// this harness cannot play.
+func load(args []string) (lists []*listAnswer, watches []*watchAnswer, kind string, streaming bool) {
+	if len(args) != 2 {
+		fmt.Fprintln(os.Stderr, "usage: informer TRACE.jsonl")
+		os.Exit(2)
 	}
-	enc := json.NewEncoder(os.Stdout)
+	lists, watches, kind, streaming, err := readTrace(args[1])
+	var cp cannotPlay
+	if errors.As(err, &cp) {
+		fmt.Fprintln(os.Stderr, "cannot play:", cp.why)
+		os.Exit(3)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	return lists, watches, kind, streaming
+}
+
+// write prints what the play did, or why it failed (exit 1).
+func write(to *os.File, out Output, err error) int {
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "informer:", err)
+		return 1
+	}
+	enc := json.NewEncoder(to)
 	enc.SetIndent("", " ")
 	if err := enc.Encode(out); err != nil {
 		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+		return 1
 	}
+	return 0
+}
+
+// main plays on the real clock (`go run . TRACE.jsonl`, to watch a play as it happens):
+// the reflector's backoffs are waited out. The harness the tests run is the test binary
+// (informer_test.go, built by build.sh), which plays on virtual time.
+func main() {
+	klog.SetOutput(os.Stderr)
+	klog.LogToStderr(false)
+	lists, watches, kind, streaming := load(os.Args)
+	out, err := play(lists, watches, kind, streaming, realPlayBound)
+	os.Exit(write(os.Stdout, out, err))
 }

@@ -41,6 +41,7 @@
 //! | [`reconcile`] | what a reconcile gets ([`Reconcile`]) and returns ([`Action`]); the error policy |
 //! | [`cache`] | the cache outside the driver: a snapshot per reconcile, a live [`Cache`] reader |
 //! | [`controller`] | the builder, `run` / `start`, `Running` |
+//! | [`streams`] | any `Stream` of objects or store writes as a controller's source ([`Controller::for_stream`]) |
 //! | [`shared`] | shared sources ([`Controller::for_shared`]) and the standalone [`Reflector`] |
 //! | [`api`] | [`ApiClient`]: get, create, replace, patch, `patch_status`, delete of one resource type over any transport |
 //! | [`handle`] | stop, wait, read the cache, push |
@@ -74,6 +75,7 @@ pub mod recorder;
 pub mod runtime;
 pub mod shared;
 pub mod source;
+pub mod streams;
 pub mod tape;
 pub mod trace_recorder;
 pub mod transport;

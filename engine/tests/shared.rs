@@ -233,3 +233,50 @@ fn reflector_shared(
 ) -> reconcile_engine::SharedSource<PodView, Whole> {
     reconcile_engine::SharedSource::of(cache.clone())
 }
+
+/// The documented limitation (`docs/alignment.md`, Shared sources): a subscriber has no
+/// cursor, so a write its reconcile reports to the shared resource is not waited for: the
+/// next change reconciles at once, and no hold is counted.
+#[tokio::test(start_paused = true)]
+async fn a_subscriber_has_no_cursor_so_its_own_writes_are_not_waited_for() {
+    use k8s_openapi::api::core::v1::Pod;
+    let reflector = reflector().await;
+    let source = reflector.handle();
+    let shared = reflector.shared();
+    let reflecting = tokio::spawn(reflector.run());
+    source
+        .replace(vec![pod("a", "x", "z1")])
+        .await
+        .expect("pushed");
+    let controller = Controller::<PodView, String, Paused, NoTransport>::for_shared_with(
+        paused().await,
+        shared,
+        KeyMap::by_label("cell"),
+    )
+    .read_own_writes(Some(std::time::Duration::from_secs(5)));
+    let handle = controller.handle();
+    let seen: Seen = Arc::default();
+    let task = tokio::spawn(controller.run(
+        |request: Reconcile<PodView, String>, seen: Seen| async move {
+            let mut answer = Pod::default();
+            answer.metadata.name = Some("a".into());
+            answer.metadata.namespace = Some("ns".into());
+            answer.metadata.resource_version = Some("99".into());
+            request.wrote(&answer);
+            record(request, seen).await
+        },
+        default_error_policy,
+        Arc::clone(&seen),
+    ));
+    within("synced", handle.synced()).await.expect("synced");
+    until("x reconciled", || members(&seen, "x").is_some()).await;
+    assert_eq!(handle.cursor(), None, "a subscriber has no cursor");
+    source.upsert(pod("b", "x", "z1")).await.expect("pushed");
+    until("the next change reconciles, unheld", || {
+        members(&seen, "x") == Some(vec!["a".into(), "b".into()])
+    })
+    .await;
+    assert_eq!(handle.stats().own_write_holds, 0);
+    stop_cleanly(&handle, task).await;
+    stop_cleanly(&source, reflecting).await;
+}

@@ -14,9 +14,8 @@ use std::time::{Duration, Instant};
 
 use reconcile_bench::replay::{Mode, ReplayServer};
 use reconcile_bench::workload::{self, NAMESPACE, SELECTOR, Workload};
-use reconcile_tokio::engine::{Reflector, SharedSource};
 use reconcile_tokio::{
-    Action, Controller, KeyMap, KubeTransport, PodView, Reconcile, Source, TokioRuntime,
+    Action, Controller, KeyMap, KubeTransport, PodView, Reconcile, Reflector, SharedSource, Source,
     default_error_policy,
 };
 use stats_alloc::{INSTRUMENTED_SYSTEM, StatsAlloc};
@@ -89,7 +88,7 @@ fn child(scenario: &str, url: &str) {
                 (running, None)
             }
             _ => {
-                let reflector = Reflector::<PodView, TokioRuntime, KubeTransport>::new(source(url))
+                let reflector = Reflector::<PodView>::new(source(url))
                     .start()
                     .await
                     .expect("the reflector synced");

@@ -280,3 +280,56 @@ async fn a_subscriber_has_no_cursor_so_its_own_writes_are_not_waited_for() {
     stop_cleanly(&handle, task).await;
     stop_cleanly(&source, reflecting).await;
 }
+
+/// What a late subscriber's trace records of the share: one `Replace` of the whole
+/// snapshot, then each later change as its own source event, in order.
+#[tokio::test(start_paused = true)]
+async fn a_late_subscribers_tape_records_the_snapshot_then_each_change() {
+    use reconcile_core::{Input, SourceEvent};
+    let reflector = reflector().await;
+    let source = reflector.handle();
+    let shared = reflector.shared();
+    let cache = reflector.cache();
+    let reflecting = tokio::spawn(reflector.run());
+    source
+        .replace(vec![pod("a", "x", "z1"), pod("b", "x", "z1")])
+        .await
+        .expect("pushed");
+    source.upsert(pod("c", "y", "z1")).await.expect("pushed");
+    until("the reflector holds three", || cache.state().len() == 3).await;
+    let tape: Tape<PodView, String> = Tape::default();
+    let controller = Controller::<PodView, String, Paused, NoTransport>::for_shared_with(
+        paused().await,
+        shared,
+        KeyMap::by_label("cell"),
+    )
+    .recorder(tape.clone());
+    let handle = controller.handle();
+    let task = tokio::spawn(controller.run(record, default_error_policy, Seen::default()));
+    within("synced", handle.synced()).await.expect("synced");
+    source.delete(pod("a", "x", "z1")).await.expect("pushed");
+    source.upsert(pod("d", "y", "z1")).await.expect("pushed");
+    until("the subscriber holds b, c, d", || {
+        names(&handle.cache().state()) == ["b", "c", "d"]
+    })
+    .await;
+    let events: Vec<String> = tape
+        .all()
+        .into_iter()
+        .filter_map(|(_, r)| match r {
+            Recorded::Input(Input::SourceEvent { event, .. }) => Some(match event {
+                SourceEvent::Replace(all) => format!("replace {}", all.len()),
+                SourceEvent::Upsert(o) => {
+                    format!("upsert {}", o.metadata.name.as_deref().unwrap_or(""))
+                }
+                SourceEvent::Delete(o) => {
+                    format!("delete {}", o.metadata.name.as_deref().unwrap_or(""))
+                }
+            }),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(events, ["replace 3", "delete a", "upsert d"]);
+    stop_cleanly(&handle, task).await;
+    stop_cleanly(&source, reflecting).await;
+}

@@ -352,6 +352,8 @@ struct Share<O> {
     ended: bool,
     /// Subscribers dropped because their buffer was full (each resubscribes).
     lagged: u64,
+    /// Subscriptions made, resubscriptions included.
+    subscriptions: u64,
 }
 
 /// A shared cache's figures ([`Cache::share_stats`]).
@@ -362,6 +364,8 @@ pub struct ShareStats {
     /// Times a subscriber fell a whole buffer behind and was cut off, to resubscribe with a
     /// fresh snapshot.
     pub lagged: u64,
+    /// Subscriptions made so far, resubscriptions included.
+    pub subscriptions: u64,
 }
 
 /// What the driver publishes and every [`Cache`] reads.
@@ -393,6 +397,7 @@ impl<O, P> Published<O, P> {
                 staged: Staged::new(false),
                 ended: false,
                 lagged: 0,
+                subscriptions: 0,
             }),
         }
     }
@@ -489,6 +494,7 @@ impl<O, P> Published<O, P> {
         // A fresh channel with room for one: cannot fail.
         let _ = tx.try_send(Feed::Replace(Arc::new(all)));
         share.subscribers.push(tx);
+        share.subscriptions += 1;
         Some(rx)
     }
 
@@ -498,6 +504,7 @@ impl<O, P> Published<O, P> {
         ShareStats {
             subscribers: share.subscribers.len(),
             lagged: share.lagged,
+            subscriptions: share.subscriptions,
         }
     }
 
@@ -803,7 +810,8 @@ mod tests {
             published.share_stats(),
             ShareStats {
                 subscribers: 1,
-                lagged: 1
+                lagged: 1,
+                subscriptions: 2,
             }
         );
         // It resubscribes: a fresh snapshot.

@@ -315,6 +315,9 @@ where
             self.shared.publish_leadership(self.core.leadership());
             self.shared.publish_sharding(self.core.sharding());
             self.shared.metrics.publish(self.core.metrics());
+            self.shared
+                .metrics
+                .publish_share(self.published.share_stats());
             if self.core.lifecycle() == Lifecycle::Stopped {
                 return Ok(());
             }

@@ -198,6 +198,26 @@ async fn a_subscriber_a_buffer_behind_is_cut_off_and_resubscribes_with_a_fresh_s
     until("resubscribed", || cache.share_stats().subscribers == 1).await;
     source.delete(pod("p1", "x", "z1")).await.expect("pushed");
     until("later changes still arrive", || local.state().len() == 4).await;
+    // The reflector's metrics count it, as of its last turn.
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(
+        &mut text,
+        &reconcile_engine::metrics::registry_with(source.collector()),
+    )
+    .unwrap();
+    assert!(
+        text.contains("reconcile_loop_shared_lagged_total{controller=\"reflector\"} 1")
+            && text.contains("reconcile_loop_shared_subscribers{controller=\"reflector\"} 1"),
+        "{text}"
+    );
+    // A controller nobody subscribed to has no such series.
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(
+        &mut text,
+        &reconcile_engine::metrics::registry_with(handle.collector()),
+    )
+    .unwrap();
+    assert!(!text.contains("reconcile_loop_shared"), "{text}");
     stop_cleanly(&handle, task).await;
     stop_cleanly(&source, reflecting).await;
 }

@@ -72,7 +72,7 @@ pub use smol;
 pub use engine::{
     Action, ApiClient, ApiError, Cache, CacheSnapshot, ControllerMetrics, ElectionConfig,
     Endpoints, Error, Handle, Leadership, Limits, OnLost, Predicate, Reconcile, Recorder, Running,
-    Shutdown, Source, Tape, TraceRecorder, default_error_policy, default_identity,
+    SharedSource, Shutdown, Source, Tape, TraceRecorder, default_error_policy, default_identity,
 };
 pub use reconcile_core::pod::PodView;
 pub use reconcile_core::{KeyMap, Object, ObjectKey, WatchParams};
@@ -99,3 +99,8 @@ pub use transport::{ClientError, ExecError, SmolTransport, TransportOptions};
 /// [`shutdown_on_signal`](engine::Controller::shutdown_on_signal) stops it on SIGINT or
 /// SIGTERM.
 pub type Controller<O, P> = engine::Controller<O, P, SmolRuntime, SmolTransport>;
+
+/// The standalone reflector on smol ([`engine::Reflector`]): a source's cache with no
+/// controller, which controllers subscribe to with
+/// [`Controller::for_shared`](engine::Controller::for_shared).
+pub type Reflector<O> = engine::Reflector<O, SmolRuntime, SmolTransport>;

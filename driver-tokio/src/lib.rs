@@ -92,7 +92,7 @@ pub mod transport;
 pub use engine::{
     Action, ApiClient, ApiError, Cache, CacheSnapshot, ControllerMetrics, ElectionConfig,
     Endpoints, Error, Handle, Leadership, Limits, OnLost, Predicate, Reconcile, Recorder, Running,
-    Shutdown, Source, Tape, TraceRecorder, default_error_policy, default_identity,
+    SharedSource, Shutdown, Source, Tape, TraceRecorder, default_error_policy, default_identity,
 };
 pub use reconcile_core::pod::PodView;
 pub use reconcile_core::{KeyMap, Object, ObjectKey, WatchParams};
@@ -119,3 +119,8 @@ pub use transport::{KubeTransport, KubeTransportOptions};
 /// [`shutdown_on_signal`](engine::Controller::shutdown_on_signal) stops it on SIGINT or
 /// SIGTERM.
 pub type Controller<O, P> = engine::Controller<O, P, TokioRuntime, KubeTransport>;
+
+/// The standalone reflector on tokio ([`engine::Reflector`]): a source's cache with no
+/// controller, which controllers subscribe to with
+/// [`Controller::for_shared`](engine::Controller::for_shared).
+pub type Reflector<O> = engine::Reflector<O, TokioRuntime, KubeTransport>;

@@ -240,11 +240,142 @@ impl<O: Object, P: Ord> CacheSnapshot<O, P> {
     }
 }
 
+/// One change a shared cache sends a subscriber: the objects are the cache's own pointers,
+/// never copies, so a queued change costs a pointer or two whatever the object's size.
+pub(crate) enum Feed<O> {
+    /// The whole cache: the first change of every subscription, and after a relist.
+    Replace(Arc<Vec<Arc<O>>>),
+    /// Inserted or updated.
+    Upsert(Arc<O>),
+    /// Removed; the object is its last cached state.
+    Delete(Arc<O>),
+}
+
+impl<O> Clone for Feed<O> {
+    fn clone(&self) -> Self {
+        match self {
+            Feed::Replace(all) => Feed::Replace(Arc::clone(all)),
+            Feed::Upsert(o) => Feed::Upsert(Arc::clone(o)),
+            Feed::Delete(o) => Feed::Delete(Arc::clone(o)),
+        }
+    }
+}
+
+impl<O> fmt::Debug for Feed<O> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Feed::Replace(all) => write!(f, "Replace({} objects)", all.len()),
+            Feed::Upsert(_) => f.write_str("Upsert"),
+            Feed::Delete(_) => f.write_str("Delete"),
+        }
+    }
+}
+
+/// The most changes staged between two publishes before they collapse into one whole
+/// [`Feed::Replace`]: bounds the staging buffer whatever a turn fed.
+const MAX_STAGED: usize = 4096;
+
+/// The cache changes of one or more drains, not yet published.
+#[derive(Debug)]
+pub(crate) struct Staged<O> {
+    /// Whether the changes are collected one by one (there were subscribers at the drain).
+    collect: bool,
+    changes: Vec<Feed<O>>,
+    /// Send the whole cache instead of `changes`: a relist, too many changes, or changes
+    /// made while nobody was subscribed (one may subscribe before they are published).
+    whole: bool,
+}
+
+impl<O> Staged<O> {
+    /// Nothing staged; `collect` when someone is subscribed.
+    pub(crate) fn new(collect: bool) -> Self {
+        Staged {
+            collect,
+            changes: Vec::new(),
+            whole: false,
+        }
+    }
+}
+
+impl<O: Object> Staged<O> {
+    /// Notes `change`, before it is applied to `cache` (a removal needs the last state).
+    pub(crate) fn note<P: Ord>(
+        &mut self,
+        change: &CacheChange<'_, O, P>,
+        cache: &CacheSnapshot<O, P>,
+    ) {
+        if self.whole {
+            return;
+        }
+        if !self.collect || matches!(change, CacheChange::Cleared) {
+            self.whole = true;
+            self.changes = Vec::new();
+            return;
+        }
+        match change {
+            CacheChange::Cleared => {}
+            CacheChange::Set { object, .. } => self.changes.push(Feed::Upsert(Arc::clone(object))),
+            CacheChange::Removed { key } => {
+                if let Some(last) = cache.get(key) {
+                    self.changes.push(Feed::Delete(last));
+                }
+            }
+        }
+        if self.changes.len() > MAX_STAGED {
+            self.whole = true;
+            self.changes = Vec::new();
+        }
+    }
+}
+
+impl<O> Staged<O> {
+    fn merge(&mut self, later: Staged<O>) {
+        if self.whole || later.whole {
+            self.whole = true;
+            self.changes = Vec::new();
+            return;
+        }
+        self.changes.extend(later.changes);
+        if self.changes.len() > MAX_STAGED {
+            self.whole = true;
+            self.changes = Vec::new();
+        }
+    }
+}
+
+/// The subscribers of a shared cache and what is staged for them.
+struct Share<O> {
+    /// One bounded channel per subscriber, in subscription order.
+    subscribers: Vec<async_channel::Sender<Feed<O>>>,
+    staged: Staged<O>,
+    /// The cache's controller has ended: no one may subscribe.
+    ended: bool,
+    /// Subscribers dropped because their buffer was full (each resubscribes).
+    lagged: u64,
+    /// Subscriptions made, resubscriptions included.
+    subscriptions: u64,
+}
+
+/// A shared cache's figures ([`Cache::share_stats`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ShareStats {
+    /// Subscribers now fed.
+    pub subscribers: usize,
+    /// Times a subscriber fell a whole buffer behind and was cut off, to resubscribe with a
+    /// fresh snapshot.
+    pub lagged: u64,
+    /// Subscriptions made so far, resubscriptions included.
+    pub subscriptions: u64,
+}
+
 /// What the driver publishes and every [`Cache`] reads.
 pub(crate) struct Published<O, P> {
     snapshot: Mutex<CacheSnapshot<O, P>>,
     ready: Mutex<Readiness>,
     changed: Event,
+    /// Taken before `snapshot` whenever both are: a publish and a subscription are ordered
+    /// by it, so a subscriber sees one snapshot then every later change, none twice.
+    share: Mutex<Share<O>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -261,6 +392,32 @@ impl<O, P> Published<O, P> {
             snapshot: Mutex::new(CacheSnapshot::empty()),
             ready: Mutex::new(Readiness::Waiting),
             changed: Event::new(),
+            share: Mutex::new(Share {
+                subscribers: Vec::new(),
+                staged: Staged::new(false),
+                ended: false,
+                lagged: 0,
+                subscriptions: 0,
+            }),
+        }
+    }
+
+    fn share(&self) -> MutexGuard<'_, Share<O>> {
+        // Every update leaves the share whole, so a poisoned lock still holds a valid one.
+        self.share
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Whether anyone is subscribed: the driver collects changes one by one only then.
+    pub(crate) fn has_subscribers(&self) -> bool {
+        !self.share().subscribers.is_empty()
+    }
+
+    /// Keeps a drain's changes for the next [`publish`](Published::publish).
+    pub(crate) fn stage(&self, staged: Staged<O>) {
+        if staged.whole || !staged.changes.is_empty() {
+            self.share().staged.merge(staged);
         }
     }
 
@@ -277,9 +434,83 @@ impl<O, P> Published<O, P> {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Replaces what readers see.
-    pub(crate) fn publish(&self, snapshot: CacheSnapshot<O, P>) {
+    /// Replaces what readers see, and sends the changes staged since the last publish to
+    /// every subscriber. A subscriber whose buffer is full is cut off (its channel closed):
+    /// it resubscribes, with a fresh snapshot.
+    pub(crate) fn publish(&self, snapshot: CacheSnapshot<O, P>)
+    where
+        O: Object,
+        P: Ord,
+    {
+        let mut share = self.share();
+        let staged = std::mem::replace(&mut share.staged, Staged::new(false));
+        if share.subscribers.is_empty() || (!staged.whole && staged.changes.is_empty()) {
+            *self.snapshot() = snapshot;
+            return;
+        }
+        let feed = if staged.whole {
+            vec![Feed::Replace(Arc::new(snapshot.state()))]
+        } else {
+            staged.changes
+        };
         *self.snapshot() = snapshot;
+        let mut lagged = 0;
+        share.subscribers.retain(|tx| {
+            for change in &feed {
+                match tx.try_send(change.clone()) {
+                    Ok(()) => {}
+                    Err(async_channel::TrySendError::Full(_)) => {
+                        tx.close();
+                        lagged += 1;
+                        return false;
+                    }
+                    Err(async_channel::TrySendError::Closed(_)) => return false,
+                }
+            }
+            true
+        });
+        if lagged > 0 {
+            tracing::warn!(
+                lagged,
+                "shared cache: a subscriber fell a buffer behind; it resubscribes"
+            );
+        }
+        share.lagged += lagged;
+    }
+
+    /// Registers a subscriber whose buffer holds `buffer` changes, and queues it the
+    /// published snapshot, both under the share's lock. `None` once the controller ended.
+    pub(crate) fn subscribe(&self, buffer: usize) -> Option<async_channel::Receiver<Feed<O>>>
+    where
+        O: Object,
+        P: Ord,
+    {
+        let mut share = self.share();
+        if share.ended {
+            return None;
+        }
+        let (tx, rx) = async_channel::bounded(buffer.max(1));
+        let all = self.snapshot().state();
+        // A fresh channel with room for one: cannot fail.
+        let _ = tx.try_send(Feed::Replace(Arc::new(all)));
+        share.subscribers.push(tx);
+        share.subscriptions += 1;
+        Some(rx)
+    }
+
+    /// The share's figures.
+    pub(crate) fn share_stats(&self) -> ShareStats {
+        let share = self.share();
+        ShareStats {
+            subscribers: share.subscribers.len(),
+            lagged: share.lagged,
+            subscriptions: share.subscriptions,
+        }
+    }
+
+    /// Whether the controller has ended (no one may subscribe again).
+    pub(crate) fn share_ended(&self) -> bool {
+        self.share().ended
     }
 
     /// The first whole listing is in what readers see.
@@ -288,8 +519,16 @@ impl<O, P> Published<O, P> {
         self.changed.notify(usize::MAX);
     }
 
-    /// The controller ended; a reader still waiting for the first sync stops waiting.
+    /// The controller ended; a reader still waiting for the first sync stops waiting, and
+    /// every subscriber's channel is closed.
     pub(crate) fn set_ended(&self) {
+        {
+            let mut share = self.share();
+            share.ended = true;
+            for tx in share.subscribers.drain(..) {
+                tx.close();
+            }
+        }
         {
             let mut ready = self.readiness();
             if *ready == Readiness::Waiting {
@@ -355,6 +594,24 @@ impl<O: Object, P: Ord> Cache<O, P> {
     #[must_use]
     pub fn members(&self, parent: &P) -> Vec<Arc<O>> {
         self.snapshot().members(parent)
+    }
+
+    /// How many controllers are fed from this cache as a shared source, and how often one
+    /// fell a whole buffer behind and resubscribed.
+    #[must_use]
+    pub fn share_stats(&self) -> ShareStats {
+        self.published.share_stats()
+    }
+
+    /// Subscribes with a buffer of `buffer` changes: a `Replace` of the published cache
+    /// first, then every later change. `None` once the controller ended.
+    pub(crate) fn subscribe(&self, buffer: usize) -> Option<async_channel::Receiver<Feed<O>>> {
+        self.published.subscribe(buffer)
+    }
+
+    /// Whether the cache's controller has ended for good.
+    pub(crate) fn has_ended(&self) -> bool {
+        self.published.share_ended()
     }
 
     /// Whether the first whole listing is in the cache.
@@ -438,5 +695,151 @@ mod tests {
         assert!(live.get(&ObjectKey::new(Some("a"), "node-1")).is_none());
         live.apply(CacheChange::Cleared);
         assert!(live.is_empty() && live.parents().is_empty());
+    }
+
+    /// What a subscriber has queued, as `R:<names>`, `U:<name>`, `D:<name>`.
+    fn queued(rx: &async_channel::Receiver<Feed<PodView>>) -> Vec<String> {
+        let name = |o: &Arc<PodView>| o.key().unwrap().to_string();
+        std::iter::from_fn(|| rx.try_recv().ok())
+            .map(|f| match f {
+                Feed::Replace(all) => {
+                    format!("R:{}", all.iter().map(name).collect::<Vec<_>>().join(","))
+                }
+                Feed::Upsert(o) => format!("U:{}", name(&o)),
+                Feed::Delete(o) => format!("D:{}", name(&o)),
+            })
+            .collect()
+    }
+
+    /// One drain as the driver does it: stage each change against the copy, apply it,
+    /// publish.
+    fn turn(
+        published: &Published<PodView, String>,
+        copy: &mut CacheSnapshot<PodView, String>,
+        changes: &[(&str, Option<&str>)],
+    ) {
+        let mut staged = Staged::new(published.has_subscribers());
+        for (name, cell) in changes {
+            let object = pod("a", name, cell.unwrap_or("p"));
+            let key = object.key().unwrap();
+            let change = match cell {
+                Some(_) => CacheChange::Set {
+                    key: &key,
+                    object: &object,
+                    parent: &String::new(),
+                },
+                None => CacheChange::Removed { key: &key },
+            };
+            staged.note(&change, copy);
+            copy.apply(change);
+        }
+        published.stage(staged);
+        published.publish(copy.clone());
+    }
+
+    #[test]
+    fn a_late_subscriber_gets_the_published_snapshot_then_every_later_change() {
+        let published = Published::new();
+        let mut copy = CacheSnapshot::new(KeyMap::by_label("cell"));
+        turn(&published, &mut copy, &[("x", Some("p")), ("y", Some("p"))]);
+        let rx = published.subscribe(8).unwrap();
+        turn(&published, &mut copy, &[("z", Some("q")), ("x", None)]);
+        assert_eq!(queued(&rx), ["R:a/x,a/y", "U:a/z", "D:a/x"]);
+        assert_eq!(published.share_stats().subscribers, 1);
+    }
+
+    #[test]
+    fn a_subscriber_joining_between_a_drain_and_its_publish_gets_the_whole_cache() {
+        let published = Published::new();
+        let mut copy = CacheSnapshot::new(KeyMap::by_label("cell"));
+        turn(&published, &mut copy, &[("x", Some("p"))]);
+        // The drain ran with nobody subscribed, so its changes were not collected...
+        let mut staged = Staged::new(published.has_subscribers());
+        let object = pod("a", "y", "p");
+        let key = object.key().unwrap();
+        let change = CacheChange::Set {
+            key: &key,
+            object: &object,
+            parent: &String::new(),
+        };
+        staged.note(&change, &copy);
+        copy.apply(change);
+        published.stage(staged);
+        // ...then someone subscribes before the publish: the old snapshot, then the new
+        // whole one, so y is not lost.
+        let rx = published.subscribe(8).unwrap();
+        published.publish(copy.clone());
+        assert_eq!(queued(&rx), ["R:a/x", "R:a/x,a/y"]);
+    }
+
+    #[test]
+    fn a_relist_reaches_subscribers_as_one_replace() {
+        let published = Published::new();
+        let mut copy = CacheSnapshot::new(KeyMap::by_label("cell"));
+        turn(&published, &mut copy, &[("x", Some("p"))]);
+        let rx = published.subscribe(8).unwrap();
+        let mut staged = Staged::new(published.has_subscribers());
+        staged.note(&CacheChange::Cleared, &copy);
+        copy.apply(CacheChange::Cleared);
+        let object = pod("a", "y", "p");
+        let key = object.key().unwrap();
+        let change = CacheChange::Set {
+            key: &key,
+            object: &object,
+            parent: &String::new(),
+        };
+        staged.note(&change, &copy);
+        copy.apply(change);
+        published.stage(staged);
+        published.publish(copy.clone());
+        assert_eq!(queued(&rx), ["R:a/x", "R:a/y"]);
+    }
+
+    #[test]
+    fn a_subscriber_a_buffer_behind_is_cut_off_and_counted() {
+        let published = Published::new();
+        let mut copy = CacheSnapshot::new(KeyMap::by_label("cell"));
+        let slow = published.subscribe(2).unwrap();
+        let quick = published.subscribe(8).unwrap();
+        turn(&published, &mut copy, &[("x", Some("p")), ("y", Some("p"))]);
+        // The slow one had the snapshot and room for one more: cut off after U:a/x.
+        assert!(slow.is_closed());
+        assert_eq!(queued(&slow), ["R:", "U:a/x"]);
+        assert_eq!(queued(&quick), ["R:", "U:a/x", "U:a/y"]);
+        assert_eq!(
+            published.share_stats(),
+            ShareStats {
+                subscribers: 1,
+                lagged: 1,
+                subscriptions: 2,
+            }
+        );
+        // It resubscribes: a fresh snapshot.
+        let again = published.subscribe(2).unwrap();
+        assert_eq!(queued(&again), ["R:a/x,a/y"]);
+    }
+
+    #[test]
+    fn too_many_changes_between_publishes_collapse_into_the_whole_cache() {
+        let published = Published::new();
+        let mut copy = CacheSnapshot::new(KeyMap::by_label("cell"));
+        let rx = published.subscribe(MAX_STAGED + 8).unwrap();
+        let names: Vec<String> = (0..=MAX_STAGED).map(|i| format!("p{i:05}")).collect();
+        let changes: Vec<(&str, Option<&str>)> =
+            names.iter().map(|n| (n.as_str(), Some("p"))).collect();
+        turn(&published, &mut copy, &changes);
+        let got = queued(&rx);
+        assert_eq!(got.len(), 2, "the snapshot, then one replace");
+        assert!(got[1].starts_with("R:a/p00000,"));
+    }
+
+    #[test]
+    fn an_ended_cache_closes_its_subscribers_and_takes_no_more() {
+        let published: Published<PodView, String> = Published::new();
+        let rx = published.subscribe(8).unwrap();
+        published.set_ended();
+        assert!(rx.is_closed());
+        assert!(published.subscribe(8).is_none());
+        assert!(published.share_ended());
     }
 }

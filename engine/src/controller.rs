@@ -480,6 +480,14 @@ where
         self
     }
 
+    /// Runs `task` on a task of its own beside the controller, from its start to its end
+    /// (the feed of a shared source).
+    #[must_use]
+    pub(crate) fn beside(mut self, task: BoxFuture<()>) -> Self {
+        self.triggers.push(task);
+        self
+    }
+
     /// Stops gracefully once `signal` completes.
     #[must_use]
     pub fn graceful_shutdown_on(

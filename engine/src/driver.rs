@@ -27,7 +27,7 @@ use reconcile_core::{
 };
 use tracing::Instrument;
 
-use super::cache::{CacheSnapshot, Published};
+use super::cache::{CacheSnapshot, Published, Staged};
 use super::election::{lease_call, lease_request};
 use super::error::Error;
 use super::handle::{Listed, Msg, Shared};
@@ -315,6 +315,9 @@ where
             self.shared.publish_leadership(self.core.leadership());
             self.shared.publish_sharding(self.core.sharding());
             self.shared.metrics.publish(self.core.metrics());
+            self.shared
+                .metrics
+                .publish_share(self.published.share_stats());
             if self.core.lifecycle() == Lifecycle::Stopped {
                 return Ok(());
             }
@@ -450,7 +453,14 @@ where
         // Inputs only change the store; dispatch happens below, so the copy is in step with
         // every reconcile this drain dispatches.
         let cache = &mut self.cache;
-        self.core.drain_cache_changes(|change| cache.apply(change));
+        // Subscribers of this cache (controllers over it as a shared source) get each change
+        // at the next publish, as one batch with the snapshot it leads to.
+        let mut staged = Staged::new(self.published.has_subscribers());
+        self.core.drain_cache_changes(|change| {
+            staged.note(&change, cache);
+            cache.apply(change);
+        });
+        self.published.stage(staged);
         loop {
             match self.core.poll_output() {
                 Output::Command(command) => {

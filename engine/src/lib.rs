@@ -41,6 +41,8 @@
 //! | [`reconcile`] | what a reconcile gets ([`Reconcile`]) and returns ([`Action`]); the error policy |
 //! | [`cache`] | the cache outside the driver: a snapshot per reconcile, a live [`Cache`] reader |
 //! | [`controller`] | the builder, `run` / `start`, `Running` |
+//! | [`streams`] | any `Stream` of objects or store writes as a controller's source ([`Controller::for_stream`]) |
+//! | [`shared`] | shared sources ([`Controller::for_shared`]) and the standalone [`Reflector`] |
 //! | [`api`] | [`ApiClient`]: get, create, replace, patch, `patch_status`, delete of one resource type over any transport |
 //! | [`handle`] | stop, wait, read the cache, push |
 //! | [`writes`] | the writes a reconcile made, recorded for read your own writes |
@@ -71,14 +73,16 @@ pub mod metrics;
 pub mod reconcile;
 pub mod recorder;
 pub mod runtime;
+pub mod shared;
 pub mod source;
+pub mod streams;
 pub mod tape;
 pub mod trace_recorder;
 pub mod transport;
 pub mod writes;
 
 pub use api::{ApiClient, ApiError};
-pub use cache::{Cache, CacheSnapshot, NeverReady};
+pub use cache::{Cache, CacheSnapshot, NeverReady, ShareStats};
 pub use controller::{Controller, ParentKey, Running};
 pub use driver::{Limits, Shutdown};
 pub use election::default_identity;
@@ -93,6 +97,7 @@ pub use reconcile_core::{ElectionConfig, Leadership, OnLost, Predicate};
 pub use reconcile_trace::Recorded;
 pub use recorder::{Recorder, SourceResource};
 pub use runtime::{BoxFuture, Runtime, ShutdownSignal, Task};
+pub use shared::{Reflector, SharedSource, Whole};
 pub use source::{IntoSource, Source};
 pub use tape::Tape;
 pub use trace_recorder::TraceRecorder;

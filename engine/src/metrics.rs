@@ -32,6 +32,8 @@
 //! | `reconcile_loop_streaming_lists_total` | `controller` | streaming lists applied at their end bookmark, every source |
 //! | `reconcile_loop_streaming_list_fallbacks_total` | `controller` | sources fallen back from streaming lists to LIST+WATCH |
 //! | `reconcile_loop_synced` | `controller` | 1 once every source has listed |
+//! | `reconcile_loop_shared_subscribers` | `controller` | controllers fed from this cache as a shared source (only once one subscribed) |
+//! | `reconcile_loop_shared_lagged_total` | `controller` | subscribers cut off a buffer behind, to resubscribe with a fresh snapshot |
 //! | `reconcile_loop_leader` | `controller` | 1 while leading (only with an election) |
 //! | `reconcile_loop_leadership_transitions_total` | `controller` | terms begun and lost here |
 //! | `reconcile_loop_shards_held` | `controller` | shards this replica holds (only when sharded) |
@@ -51,17 +53,22 @@ use prometheus_client::registry::Registry;
 use reconcile_core::Metrics;
 use reconcile_core::metrics::{Histogram, RelistLabel, ResultLabel};
 
+use super::cache::ShareStats;
+
 /// The latest figures and the name they are labelled with, shared by the driver task (which
 /// writes them once per turn) and every collector.
 #[derive(Debug)]
 pub(crate) struct MetricsCell {
     state: Mutex<(Arc<str>, Metrics)>,
+    /// The controller's cache as a shared source: its subscribers and how many lagged.
+    share: Mutex<ShareStats>,
 }
 
 impl MetricsCell {
     pub(crate) fn new(name: &str) -> Self {
         MetricsCell {
             state: Mutex::new((Arc::from(name), Metrics::default())),
+            share: Mutex::new(ShareStats::default()),
         }
     }
 
@@ -82,6 +89,21 @@ impl MetricsCell {
 
     pub(crate) fn publish(&self, metrics: Metrics) {
         self.state().1 = metrics;
+    }
+
+    /// Publishes the share's figures after a turn.
+    pub(crate) fn publish_share(&self, stats: ShareStats) {
+        *self
+            .share
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = stats;
+    }
+
+    fn share(&self) -> ShareStats {
+        *self
+            .share
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     pub(crate) fn get(&self) -> (Arc<str>, Metrics) {
@@ -354,6 +376,22 @@ impl Collector for ControllerMetrics {
             controller,
             if m.synced { 1.0 } else { 0.0 },
         )?;
+        let share = self.cell.share();
+        if share.subscriptions > 0 {
+            gauge(
+                e,
+                "reconcile_loop_shared_subscribers",
+                "Controllers fed from this cache as a shared source",
+                controller,
+                share.subscribers as f64,
+            )?;
+            counter(
+                e,
+                "reconcile_loop_shared_lagged",
+                "Subscribers cut off a whole buffer behind, each to resubscribe with a fresh snapshot",
+                &[(controller, share.lagged)],
+            )?;
+        }
         if let Some(leading) = m.leader {
             gauge(
                 e,

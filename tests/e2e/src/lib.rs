@@ -88,7 +88,8 @@ macro_rules! apiserver_suite {
 /// Controllers of other kinds than pods (`reconcile-examples`' bodies: Deployments, a
 /// CRD's status, `DynamicObject` ConfigMaps, metadata-only Secrets, an operator owning
 /// ConfigMaps), and the helpers of issue 28 (finalizer, events, read your own writes, the
-/// reconcile timeout), in a module `kinds` so that `cargo test kinds` selects them.
+/// reconcile timeout), shared sources and streams as sources (issue 29), in a module `kinds`
+/// so that `cargo test kinds` selects them.
 #[macro_export]
 macro_rules! kinds_suite {
     ($driver:ty) => {
@@ -108,6 +109,10 @@ macro_rules! kinds_suite {
             );
             $crate::cases!($driver, helpers:
                 a_finalizer_holds_a_widget_until_its_cleanup_and_events_become_a_series,
+            );
+            $crate::cases!($driver, shared:
+                two_controllers_share_one_watch_and_a_late_one_joins,
+                a_controller_over_a_stream_of_objects_reconciles_each,
             );
             $crate::cases!($driver, own_writes:
                 a_rerun_after_a_write_is_held_until_the_watch_shows_the_write,

@@ -15,4 +15,5 @@ pub mod kwok;
 pub mod own_writes;
 pub mod priority;
 pub mod sharding;
+pub mod shared;
 pub mod shutdown;

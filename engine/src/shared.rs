@@ -1,0 +1,295 @@
+//! Shared sources and the standalone reflector: one LIST+WATCH and one cache, feeding any
+//! number of controllers in the process (kube-runtime's `reflect_shared` and
+//! `Controller::for_shared_stream`; kube-rs #1080), each with its own queue, key map and
+//! predicate.
+//!
+//! Any controller's [`Cache`] can be shared: [`Controller::for_shared`] subscribes to it.
+//! A [`Reflector`] is a cache with no controller of its own to speak of (kube-runtime's
+//! `reflector(store, watcher(..))`): a shared source with zero subscribers, which
+//! controllers may subscribe to at any time.
+//!
+//! A subscriber's own source is an in-process one ([`Source::in_process`]), fed from the
+//! shared cache: a `Replace` of the cache as published, then every later change. The
+//! snapshot is taken and the subscriber registered under the lock every publish takes, so
+//! a controller that joins after the sync sees one consistent snapshot followed by each
+//! later change, none lost and none twice (the race kube-rs #1630 describes). The core of
+//! each subscriber sees ordinary in-process source events, which its trace records.
+//!
+//! Each subscriber's buffer holds at most [`SharedSource::buffer`] changes; a queued change
+//! is a pointer into the shared cache, never a copy of the object. A subscriber that falls
+//! a whole buffer behind (its controller's inbox full for that long) is cut off and
+//! resubscribes with a fresh snapshot: level-triggered, so nothing is lost, only coalesced.
+//! [`Cache::share_stats`] counts it.
+//!
+//! A subscriber has no cursor of its own: read your own writes does not wait on a shared
+//! primary (see `docs/alignment.md`, Shared sources).
+
+use std::convert::Infallible;
+use std::fmt;
+use std::sync::Arc;
+
+use reconcile_core::{KeyMap, Object};
+
+use super::cache::{Cache, Feed};
+use super::controller::{Controller, ParentKey, Running};
+use super::driver::Limits;
+use super::error::Error;
+use super::handle::Handle;
+use super::reconcile::{Action, Reconcile, default_error_policy};
+use super::runtime::Runtime;
+use super::source::Source;
+use super::transport::Transport;
+
+/// The default subscriber buffer, in changes.
+pub const DEFAULT_BUFFER: usize = 1024;
+
+/// A cache to subscribe to, with the buffer each subscription gets: what
+/// [`Controller::for_shared`] takes. Made by [`Reflector::shared`] or
+/// [`SharedSource::of`] from any controller's cache.
+pub struct SharedSource<O, Q> {
+    cache: Cache<O, Q>,
+    buffer: usize,
+}
+
+impl<O, Q> Clone for SharedSource<O, Q> {
+    fn clone(&self) -> Self {
+        SharedSource {
+            cache: self.cache.clone(),
+            buffer: self.buffer,
+        }
+    }
+}
+
+impl<O, Q> fmt::Debug for SharedSource<O, Q> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SharedSource")
+            .field("buffer", &self.buffer)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<O, Q> SharedSource<O, Q> {
+    /// `cache` (a [`Reflector`]'s or any controller's) as a source, with a buffer of
+    /// [`DEFAULT_BUFFER`] changes per subscriber.
+    #[must_use]
+    pub fn of(cache: Cache<O, Q>) -> Self {
+        SharedSource {
+            cache,
+            buffer: DEFAULT_BUFFER,
+        }
+    }
+
+    /// Each subscriber's buffer holds at most `changes` changes (at least 1); a subscriber
+    /// further behind is cut off and resubscribes with a fresh snapshot.
+    #[must_use]
+    pub fn buffer(mut self, changes: usize) -> Self {
+        self.buffer = changes.max(1);
+        self
+    }
+
+    /// The shared cache.
+    #[must_use]
+    pub fn cache(&self) -> &Cache<O, Q> {
+        &self.cache
+    }
+}
+
+impl<O, P, R, T> Controller<O, P, R, T>
+where
+    O: Object + Clone + Send + Sync,
+    P: ParentKey,
+    R: Runtime,
+    T: Transport,
+{
+    /// A controller over a shared source (kube-runtime's `for_shared_stream`): its objects
+    /// come from `shared`'s cache, with no LIST or WATCH of its own, grouped by its own
+    /// `key_map` into its own queue. It syncs once the shared cache has synced and its
+    /// snapshot reached this controller's store; it may start at any time.
+    ///
+    /// Each controller's store holds its own copy of each object (the watch, the decoding
+    /// and the shared cache are shared; the per-controller store is not).
+    pub fn for_shared_with<Q>(
+        runtime: R,
+        shared: SharedSource<O, Q>,
+        key_map: impl Into<KeyMap<O, P>>,
+    ) -> Self
+    where
+        Q: Ord + Send + Sync + 'static,
+    {
+        let controller = Self::with_runtime(runtime, Source::in_process(), key_map).name("shared");
+        let handle = controller.handle();
+        controller.beside(Box::pin(feed(shared, handle)))
+    }
+
+    /// [`Controller::for_shared_with`] on the runtime's default value.
+    pub fn for_shared<Q>(shared: SharedSource<O, Q>, key_map: impl Into<KeyMap<O, P>>) -> Self
+    where
+        R: Default,
+        Q: Ord + Send + Sync + 'static,
+    {
+        Self::for_shared_with(R::default(), shared, key_map)
+    }
+}
+
+/// Feeds `handle`'s in-process source from `shared` until either ends: subscribes once the
+/// shared cache is ready, and again with a fresh snapshot whenever cut off for lagging.
+async fn feed<O, Q, P>(shared: SharedSource<O, Q>, handle: Handle<O, P>)
+where
+    O: Object + Clone + Send + Sync,
+    Q: Ord,
+{
+    loop {
+        if shared.cache.wait_until_ready().await.is_err() {
+            let _ = handle
+                .end_source(Some("the shared source ended before its sync".into()))
+                .await;
+            return;
+        }
+        let Some(changes) = shared.cache.subscribe(shared.buffer) else {
+            let _ = handle
+                .end_source(Some("the shared source has ended".into()))
+                .await;
+            return;
+        };
+        while let Ok(change) = changes.recv().await {
+            let pushed = match change {
+                Feed::Replace(all) => {
+                    handle
+                        .replace(all.iter().map(|o| (**o).clone()).collect())
+                        .await
+                }
+                Feed::Upsert(o) => handle.upsert((*o).clone()).await,
+                Feed::Delete(o) => handle.delete((*o).clone()).await,
+            };
+            if pushed.is_err() {
+                // This controller has ended.
+                return;
+            }
+        }
+        if shared.cache.has_ended() {
+            let _ = handle
+                .end_source(Some("the shared source has ended".into()))
+                .await;
+            return;
+        }
+        tracing::info!("shared source: resubscribing after falling behind");
+    }
+}
+
+/// The parent key of a [`Reflector`]: every object of it is under the one `Whole`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Whole;
+
+impl fmt::Display for Whole {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("whole")
+    }
+}
+
+/// A standalone reflector (kube-runtime's `reflector(store, watcher(..))`): a source's
+/// LIST+WATCH into a [`Cache`] with its reader and `wait_until_ready`, and no reconcile of
+/// the user's. Controllers subscribe to it with [`Reflector::shared`] and
+/// [`Controller::for_shared`], before or after it synced.
+///
+/// It runs on the controller machinery with every object under one parent ([`Whole`]) and
+/// a reconcile that does nothing, at most one at a time: a burst of changes costs one empty
+/// run, whatever the number of objects.
+#[doc(alias = "informer")]
+#[doc(alias = "Store")]
+pub struct Reflector<O, R: Runtime, T> {
+    controller: Controller<O, Whole, R, T>,
+}
+
+impl<O, R: Runtime, T> fmt::Debug for Reflector<O, R, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Reflector").finish_non_exhaustive()
+    }
+}
+
+impl<O, R, T> Reflector<O, R, T>
+where
+    O: Object + Send + Sync,
+    R: Runtime,
+    T: Transport,
+{
+    /// A reflector of `source` on `runtime`.
+    pub fn with_runtime(runtime: R, source: Source<O, T>) -> Self {
+        let controller = Controller::with_runtime(runtime, source, KeyMap::new(|_: &O| Ok(Whole)))
+            .name("reflector")
+            .resync(None);
+        Reflector { controller }
+    }
+
+    /// A reflector of `source` on the runtime's default value.
+    pub fn new(source: Source<O, T>) -> Self
+    where
+        R: Default,
+    {
+        Self::with_runtime(R::default(), source)
+    }
+
+    /// Names it, as [`Controller::name`] (default `reflector`).
+    #[must_use]
+    pub fn name(mut self, name: &str) -> Self {
+        self.controller = self.controller.name(name);
+        self
+    }
+
+    /// The reflector's limits ([`Controller::limits`]).
+    #[must_use]
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.controller = self.controller.limits(limits);
+        self
+    }
+
+    /// Wait before every LIST / WATCH retry ([`Controller::retry_delay`]).
+    #[must_use]
+    pub fn retry_delay(mut self, delay: std::time::Duration) -> Self {
+        self.controller = self.controller.retry_delay(delay);
+        self
+    }
+
+    /// The cache it fills (kube-runtime's `reflector::Store`): `get`, `state`,
+    /// `wait_until_ready`.
+    #[must_use]
+    pub fn cache(&self) -> Cache<O, Whole> {
+        self.controller.cache()
+    }
+
+    /// Its cache as a source for [`Controller::for_shared`].
+    #[must_use]
+    pub fn shared(&self) -> SharedSource<O, Whole> {
+        SharedSource::of(self.cache())
+    }
+
+    /// A handle: stop it, wait for it, or push to an in-process source.
+    #[must_use]
+    pub fn handle(&self) -> Handle<O, Whole> {
+        self.controller.handle()
+    }
+
+    /// Runs until stopped.
+    ///
+    /// # Errors
+    /// As [`Controller::run`].
+    pub async fn run(self) -> Result<(), Error> {
+        self.controller
+            .run(reflected, default_error_policy, Arc::new(()))
+            .await
+    }
+
+    /// Starts it on a task of its own and returns once its cache has synced.
+    ///
+    /// # Errors
+    /// As [`Controller::start`].
+    pub async fn start(self) -> Result<Running<O, Whole, R>, Error> {
+        self.controller
+            .start(reflected, default_error_policy, Arc::new(()))
+            .await
+    }
+}
+
+/// A reflector's reconcile: the objects are in the cache already; nothing else to do.
+async fn reflected<O>(_: Reconcile<O, Whole>, _: Arc<()>) -> Result<Action, Infallible> {
+    Ok(Action::await_change())
+}

@@ -1,0 +1,355 @@
+//! Shared sources and the standalone reflector: one source and one cache feeding several
+//! controllers, each with its own key map; a controller that joins after the sync sees the
+//! snapshot then every later change; a subscriber that falls a whole buffer behind is cut
+//! off and resubscribes with a fresh snapshot; a reflector alone is a cache with
+//! `wait_until_ready`. On tokio with paused time (see `support`).
+
+mod support;
+
+use std::sync::Arc;
+
+use reconcile_core::pod::PodView;
+use reconcile_core::{KeyMap, ObjectKey};
+use reconcile_engine::{
+    Action, Controller, Reconcile, Recorded, Reflector, Source, Tape, Whole, default_error_policy,
+};
+use support::{NoTransport, Paused, Seen, names, paused, stop_cleanly, until, within};
+
+/// A pod in namespace `ns` with labels `cell` and `zone`.
+fn pod(name: &str, cell: &str, zone: &str) -> PodView {
+    serde_json::from_str(&format!(
+        r#"{{"metadata":{{"name":"{name}","namespace":"ns","labels":{{"cell":"{cell}","zone":"{zone}"}}}}}}"#
+    ))
+    .expect("a pod")
+}
+
+async fn reflector() -> Reflector<PodView, Paused, NoTransport> {
+    Reflector::with_runtime(paused().await, Source::in_process())
+}
+
+/// A reconcile recording each parent's members.
+async fn record(request: Reconcile<PodView, String>, seen: Seen) -> Result<Action, String> {
+    let (parent, members) = request.into_parts();
+    seen.lock().unwrap().insert(parent, names(&members));
+    Ok(Action::await_change())
+}
+
+fn members(seen: &Seen, parent: &str) -> Option<Vec<String>> {
+    seen.lock().unwrap().get(parent).cloned()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_reflector_alone_is_a_cache_with_wait_until_ready() {
+    let reflector = reflector().await;
+    let handle = reflector.handle();
+    let cache = reflector.cache();
+    assert!(!cache.is_ready());
+    let task = tokio::spawn(reflector.run());
+    handle
+        .replace(vec![pod("a", "x", "z1"), pod("b", "y", "z1")])
+        .await
+        .expect("pushed");
+    within("the reflector's sync", cache.wait_until_ready())
+        .await
+        .expect("ready");
+    assert_eq!(names(&cache.state()), ["a", "b"]);
+    handle.delete(pod("a", "x", "z1")).await.expect("pushed");
+    until("a is gone", || {
+        cache.get(&ObjectKey::new(Some("ns"), "a")).is_none()
+    })
+    .await;
+    assert_eq!(cache.members(&Whole).len(), 1);
+    stop_cleanly(&handle, task).await;
+    assert!(
+        handle.upsert(pod("c", "x", "z1")).await.is_err(),
+        "the reflector ended"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn two_controllers_share_one_source_each_with_its_own_key_map_and_a_third_joins_late() {
+    let reflector = reflector().await;
+    let source = reflector.handle();
+    let shared = reflector.shared();
+    let cache = reflector.cache();
+    let reflecting = tokio::spawn(reflector.run());
+    source
+        .replace(vec![pod("a", "x", "z1"), pod("b", "y", "z1")])
+        .await
+        .expect("pushed");
+
+    let by_cell = Controller::<PodView, String, Paused, NoTransport>::for_shared_with(
+        paused().await,
+        shared.clone(),
+        KeyMap::by_label("cell"),
+    );
+    let by_zone = Controller::<PodView, String, Paused, NoTransport>::for_shared_with(
+        paused().await,
+        shared.clone(),
+        KeyMap::by_label("zone"),
+    );
+    let (cells, zones): (Seen, Seen) = (Arc::default(), Arc::default());
+    let cell_handle = by_cell.handle();
+    let zone_handle = by_zone.handle();
+    let cell_task = tokio::spawn(by_cell.run(record, default_error_policy, Arc::clone(&cells)));
+    let zone_task = tokio::spawn(by_zone.run(record, default_error_policy, Arc::clone(&zones)));
+    within("the cell controller's sync", cell_handle.synced())
+        .await
+        .expect("synced");
+    within("the zone controller's sync", zone_handle.synced())
+        .await
+        .expect("synced");
+    assert_eq!(cache.share_stats().subscribers, 2);
+    until("both controllers saw the snapshot", || {
+        members(&cells, "x") == Some(vec!["a".into()])
+            && members(&zones, "z1") == Some(vec!["a".into(), "b".into()])
+    })
+    .await;
+
+    source.upsert(pod("c", "x", "z2")).await.expect("pushed");
+    until("both saw c, each under its own parent", || {
+        members(&cells, "x") == Some(vec!["a".into(), "c".into()])
+            && members(&zones, "z2") == Some(vec!["c".into()])
+    })
+    .await;
+
+    // A third controller joins after the sync: the snapshot as of its subscription, then
+    // every later change.
+    let late = Controller::<PodView, String, Paused, NoTransport>::for_shared_with(
+        paused().await,
+        shared.clone(),
+        KeyMap::by_label("cell"),
+    );
+    let late_seen: Seen = Arc::default();
+    let late_handle = late.handle();
+    let late_cache = late.cache();
+    let late_task = tokio::spawn(late.run(record, default_error_policy, Arc::clone(&late_seen)));
+    within("the late controller's sync", late_handle.synced())
+        .await
+        .expect("synced");
+    assert_eq!(
+        names(&late_cache.state()),
+        ["a", "b", "c"],
+        "the whole snapshot"
+    );
+    source.delete(pod("a", "x", "z1")).await.expect("pushed");
+    source.upsert(pod("d", "y", "z2")).await.expect("pushed");
+    until("the late controller saw the later changes", || {
+        members(&late_seen, "x") == Some(vec!["c".into()])
+            && members(&late_seen, "y") == Some(vec!["b".into(), "d".into()])
+    })
+    .await;
+    until("and so did the first two", || {
+        members(&cells, "y") == Some(vec!["b".into(), "d".into()])
+            && members(&zones, "z2") == Some(vec!["c".into(), "d".into()])
+    })
+    .await;
+    assert_eq!(cache.share_stats().subscribers, 3);
+    assert_eq!(cache.share_stats().lagged, 0);
+
+    stop_cleanly(&late_handle, late_task).await;
+    stop_cleanly(&cell_handle, cell_task).await;
+    stop_cleanly(&zone_handle, zone_task).await;
+    // Ended subscribers are dropped at the next publish.
+    source.upsert(pod("e", "y", "z2")).await.expect("pushed");
+    until("no subscriber left", || {
+        cache.share_stats().subscribers == 0
+    })
+    .await;
+    stop_cleanly(&source, reflecting).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_subscriber_a_buffer_behind_is_cut_off_and_resubscribes_with_a_fresh_snapshot() {
+    let reflector = reflector().await;
+    let source = reflector.handle();
+    let cache = reflector.cache();
+    let reflecting = tokio::spawn(reflector.run());
+    source.replace(Vec::new()).await.expect("pushed");
+    within("the reflector's sync", cache.wait_until_ready())
+        .await
+        .expect("ready");
+
+    let controller = Controller::<PodView, String, Paused, NoTransport>::for_shared_with(
+        paused().await,
+        reflector_shared(&cache).buffer(2),
+        KeyMap::by_label("cell"),
+    );
+    let handle = controller.handle();
+    let local = controller.cache();
+    let seen: Seen = Arc::default();
+    let task = tokio::spawn(controller.run(record, default_error_policy, Arc::clone(&seen)));
+    within("the subscriber's sync", handle.synced())
+        .await
+        .expect("synced");
+    // Five pushes waiting together reach the reflector in one turn: one publish of five
+    // changes into a buffer of two.
+    for name in ["p1", "p2", "p3", "p4", "p5"] {
+        source.upsert(pod(name, "x", "z1")).await.expect("pushed");
+    }
+    until("the subscriber was cut off", || {
+        cache.share_stats().lagged >= 1
+    })
+    .await;
+    until("and caught up through a fresh snapshot", || {
+        local.state().len() == 5 && members(&seen, "x").is_some_and(|m| m.len() == 5)
+    })
+    .await;
+    until("resubscribed", || cache.share_stats().subscribers == 1).await;
+    source.delete(pod("p1", "x", "z1")).await.expect("pushed");
+    until("later changes still arrive", || local.state().len() == 4).await;
+    // The reflector's metrics count it, as of its last turn.
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(
+        &mut text,
+        &reconcile_engine::metrics::registry_with(source.collector()),
+    )
+    .unwrap();
+    assert!(
+        text.contains("reconcile_loop_shared_lagged_total{controller=\"reflector\"} 1")
+            && text.contains("reconcile_loop_shared_subscribers{controller=\"reflector\"} 1"),
+        "{text}"
+    );
+    // A controller nobody subscribed to has no such series.
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(
+        &mut text,
+        &reconcile_engine::metrics::registry_with(handle.collector()),
+    )
+    .unwrap();
+    assert!(!text.contains("reconcile_loop_shared"), "{text}");
+    stop_cleanly(&handle, task).await;
+    stop_cleanly(&source, reflecting).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_subscriber_of_a_reflector_that_ended_does_not_sync() {
+    let reflector = reflector().await;
+    let source = reflector.handle();
+    let shared = reflector.shared();
+    let reflecting = tokio::spawn(reflector.run());
+    stop_cleanly(&source, reflecting).await;
+    let tape: Tape<PodView, String> = Tape::default();
+    let controller = Controller::<PodView, String, Paused, NoTransport>::for_shared_with(
+        paused().await,
+        shared,
+        KeyMap::by_label("cell"),
+    )
+    .recorder(tape.clone());
+    let handle = controller.handle();
+    let task = tokio::spawn(controller.run(record, default_error_policy, Seen::default()));
+    until("the feed ended the source", || {
+        tape.all()
+            .iter()
+            .any(|(_, r)| matches!(r, Recorded::Input(input) if input.kind() == "source end"))
+    })
+    .await;
+    assert!(!handle.is_synced());
+    stop_cleanly(&handle, task).await;
+}
+
+fn reflector_shared(
+    cache: &reconcile_engine::Cache<PodView, Whole>,
+) -> reconcile_engine::SharedSource<PodView, Whole> {
+    reconcile_engine::SharedSource::of(cache.clone())
+}
+
+/// The documented limitation (`docs/alignment.md`, Shared sources): a subscriber has no
+/// cursor, so a write its reconcile reports to the shared resource is not waited for: the
+/// next change reconciles at once, and no hold is counted.
+#[tokio::test(start_paused = true)]
+async fn a_subscriber_has_no_cursor_so_its_own_writes_are_not_waited_for() {
+    use k8s_openapi::api::core::v1::Pod;
+    let reflector = reflector().await;
+    let source = reflector.handle();
+    let shared = reflector.shared();
+    let reflecting = tokio::spawn(reflector.run());
+    source
+        .replace(vec![pod("a", "x", "z1")])
+        .await
+        .expect("pushed");
+    let controller = Controller::<PodView, String, Paused, NoTransport>::for_shared_with(
+        paused().await,
+        shared,
+        KeyMap::by_label("cell"),
+    )
+    .read_own_writes(Some(std::time::Duration::from_secs(5)));
+    let handle = controller.handle();
+    let seen: Seen = Arc::default();
+    let task = tokio::spawn(controller.run(
+        |request: Reconcile<PodView, String>, seen: Seen| async move {
+            let mut answer = Pod::default();
+            answer.metadata.name = Some("a".into());
+            answer.metadata.namespace = Some("ns".into());
+            answer.metadata.resource_version = Some("99".into());
+            request.wrote(&answer);
+            record(request, seen).await
+        },
+        default_error_policy,
+        Arc::clone(&seen),
+    ));
+    within("synced", handle.synced()).await.expect("synced");
+    until("x reconciled", || members(&seen, "x").is_some()).await;
+    assert_eq!(handle.cursor(), None, "a subscriber has no cursor");
+    source.upsert(pod("b", "x", "z1")).await.expect("pushed");
+    until("the next change reconciles, unheld", || {
+        members(&seen, "x") == Some(vec!["a".into(), "b".into()])
+    })
+    .await;
+    assert_eq!(handle.stats().own_write_holds, 0);
+    stop_cleanly(&handle, task).await;
+    stop_cleanly(&source, reflecting).await;
+}
+
+/// What a late subscriber's trace records of the share: one `Replace` of the whole
+/// snapshot, then each later change as its own source event, in order.
+#[tokio::test(start_paused = true)]
+async fn a_late_subscribers_tape_records_the_snapshot_then_each_change() {
+    use reconcile_core::{Input, SourceEvent};
+    let reflector = reflector().await;
+    let source = reflector.handle();
+    let shared = reflector.shared();
+    let cache = reflector.cache();
+    let reflecting = tokio::spawn(reflector.run());
+    source
+        .replace(vec![pod("a", "x", "z1"), pod("b", "x", "z1")])
+        .await
+        .expect("pushed");
+    source.upsert(pod("c", "y", "z1")).await.expect("pushed");
+    until("the reflector holds three", || cache.state().len() == 3).await;
+    let tape: Tape<PodView, String> = Tape::default();
+    let controller = Controller::<PodView, String, Paused, NoTransport>::for_shared_with(
+        paused().await,
+        shared,
+        KeyMap::by_label("cell"),
+    )
+    .recorder(tape.clone());
+    let handle = controller.handle();
+    let task = tokio::spawn(controller.run(record, default_error_policy, Seen::default()));
+    within("synced", handle.synced()).await.expect("synced");
+    source.delete(pod("a", "x", "z1")).await.expect("pushed");
+    source.upsert(pod("d", "y", "z1")).await.expect("pushed");
+    until("the subscriber holds b, c, d", || {
+        names(&handle.cache().state()) == ["b", "c", "d"]
+    })
+    .await;
+    let events: Vec<String> = tape
+        .all()
+        .into_iter()
+        .filter_map(|(_, r)| match r {
+            Recorded::Input(Input::SourceEvent { event, .. }) => Some(match event {
+                SourceEvent::Replace(all) => format!("replace {}", all.len()),
+                SourceEvent::Upsert(o) => {
+                    format!("upsert {}", o.metadata.name.as_deref().unwrap_or(""))
+                }
+                SourceEvent::Delete(o) => {
+                    format!("delete {}", o.metadata.name.as_deref().unwrap_or(""))
+                }
+            }),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(events, ["replace 3", "delete a", "upsert d"]);
+    stop_cleanly(&handle, task).await;
+    stop_cleanly(&source, reflecting).await;
+}

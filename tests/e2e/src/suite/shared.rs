@@ -1,0 +1,208 @@
+//! Shared sources and streams as sources on the apiserver (issue 29): two controllers over
+//! one `Reflector` send one LIST and one WATCH between them, as counted at the transport,
+//! and a third that joins after the sync sees the snapshot then every later change; a
+//! controller over a stream of objects reconciles each as it comes.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use reconcile_core::KeyMap;
+use reconcile_core::pod::PodView;
+use reconcile_engine::{
+    Action, BodyStream, BoxFuture, Controller, Reconcile, Reflector, Source, Transport,
+    TransportError, default_error_policy,
+};
+use reconcile_k8s_env::{ApiServer, pod_manifest};
+use serde_json::Value;
+
+use crate::harness::{Case, DriverUnderTest, WAIT, eventually};
+
+/// A transport that counts the LISTs and WATCHes sent through it.
+#[derive(Clone)]
+struct Counting<T> {
+    inner: T,
+    counts: Arc<Counts>,
+}
+
+#[derive(Default)]
+struct Counts {
+    lists: AtomicUsize,
+    watches: AtomicUsize,
+}
+
+impl<T: Transport> Transport for Counting<T> {
+    fn send(
+        &self,
+        request: http::Request<Vec<u8>>,
+    ) -> BoxFuture<Result<http::Response<BodyStream>, TransportError>> {
+        let watch = request
+            .uri()
+            .query()
+            .is_some_and(|q| q.split('&').any(|p| p == "watch=true"));
+        if watch {
+            self.counts.watches.fetch_add(1, Ordering::SeqCst);
+        } else if request.method() == http::Method::GET {
+            self.counts.lists.fetch_add(1, Ordering::SeqCst);
+        }
+        self.inner.send(request)
+    }
+}
+
+/// What each parent's latest run saw.
+type Seen = Arc<Mutex<BTreeMap<String, Vec<String>>>>;
+
+async fn record(request: Reconcile<PodView, String>, seen: Seen) -> Result<Action, String> {
+    let (parent, members) = request.into_parts();
+    let names = members
+        .iter()
+        .filter_map(|p| p.metadata.name.as_deref().map(str::to_owned))
+        .collect();
+    seen.lock().unwrap().insert(parent, names);
+    Ok(Action::await_change())
+}
+
+fn pod(name: &str, cell: &str) -> Value {
+    pod_manifest(name, &[("app", "e2e"), ("cell", cell)])
+}
+
+fn create<D: DriverUnderTest>(case: &Case<D>, ns: &str, name: &str, cell: &str) {
+    case.api()
+        .create_pod(ns, &pod(name, cell))
+        .unwrap_or_else(|e| panic!("create pod in {ns}: {e}"));
+}
+
+async fn saw<D: DriverUnderTest>(
+    case: &Case<D>,
+    who: &str,
+    seen: &Seen,
+    parent: &str,
+    names: &[&str],
+) {
+    let what = format!("{who}: {parent} = {names:?} ({})", case.name);
+    eventually(&case.runtime, WAIT, &what, || {
+        let got = seen.lock().unwrap().get(parent).cloned();
+        match got {
+            Some(got) if got.iter().map(String::as_str).eq(names.iter().copied()) => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+}
+
+/// Two controllers over one reflector, each with its own key map (by cell, by name), and a
+/// third that joins after the sync: one LIST and one WATCH in all.
+pub async fn two_controllers_share_one_watch_and_a_late_one_joins<D: DriverUnderTest>(
+    case: Case<D>,
+) {
+    let _steady = case.env.steady();
+    let ns = case.namespace();
+    create(&case, &ns, "a1", "a");
+    create(&case, &ns, "b1", "b");
+    let transport = D::connect(case.env.kubeconfig_path(ApiServer::Cached))
+        .await
+        .unwrap_or_else(|e| panic!("{}: cannot connect: {e}", case.name));
+    let counts = Arc::new(Counts::default());
+    let counting = Counting {
+        inner: transport,
+        counts: Arc::clone(&counts),
+    };
+    let source =
+        Source::<PodView, Counting<D::Transport>>::pods(counting, Some(&ns)).labels("app=e2e");
+    let reflector = Reflector::with_runtime(D::runtime(), source);
+    let shared = reflector.shared();
+    let reflecting = reflector.start().await.expect("the reflector synced");
+    let cache = reflecting.cache();
+    assert_eq!(cache.state().len(), 2);
+
+    let start = |key_map: KeyMap<PodView, String>, seen: &Seen| {
+        Controller::<PodView, String, D::Runtime, Counting<D::Transport>>::for_shared_with(
+            D::runtime(),
+            shared.clone(),
+            key_map,
+        )
+        .start(record, default_error_policy, Arc::clone(seen))
+    };
+    let (cells, names): (Seen, Seen) = (Seen::default(), Seen::default());
+    let by_cell = start(KeyMap::by_label("cell"), &cells)
+        .await
+        .expect("synced");
+    let by_name = start(KeyMap::by_name(), &names).await.expect("synced");
+    saw(&case, "by cell", &cells, "a", &["a1"]).await;
+    saw(&case, "by name", &names, &format!("{ns}/b1"), &["b1"]).await;
+
+    create(&case, &ns, "a2", "a");
+    saw(&case, "by cell", &cells, "a", &["a1", "a2"]).await;
+    saw(&case, "by name", &names, &format!("{ns}/a2"), &["a2"]).await;
+
+    let late_seen = Seen::default();
+    let late = start(KeyMap::by_label("cell"), &late_seen)
+        .await
+        .expect("synced");
+    assert_eq!(
+        late.cache().state().len(),
+        3,
+        "the late one got the whole snapshot"
+    );
+    create(&case, &ns, "b2", "b");
+    saw(&case, "late", &late_seen, "b", &["b1", "b2"]).await;
+    saw(&case, "by cell", &cells, "b", &["b1", "b2"]).await;
+    case.api()
+        .delete_pod(&ns, "a1", Some(0))
+        .unwrap_or_else(|e| panic!("delete pod: {e}"));
+    saw(&case, "late", &late_seen, "a", &["a2"]).await;
+    saw(&case, "by cell", &cells, "a", &["a2"]).await;
+
+    assert_eq!(
+        counts.lists.load(Ordering::SeqCst),
+        1,
+        "one LIST for three controllers"
+    );
+    assert_eq!(
+        counts.watches.load(Ordering::SeqCst),
+        1,
+        "one WATCH for three controllers"
+    );
+    assert_eq!(cache.share_stats().subscribers, 3);
+    assert_eq!(cache.share_stats().lagged, 0);
+    for running in [late, by_name, by_cell] {
+        running.shutdown().await.expect("a clean stop");
+    }
+    reflecting.shutdown().await.expect("a clean stop");
+}
+
+/// A controller over a stream of objects (here, pods read back from the apiserver and sent
+/// down a channel): each reconciles as it comes, with no LIST or WATCH.
+pub async fn a_controller_over_a_stream_of_objects_reconciles_each<D: DriverUnderTest>(
+    case: Case<D>,
+) {
+    let _steady = case.env.steady();
+    let ns = case.namespace();
+    let (tx, rx) = async_channel::bounded::<PodView>(8);
+    let seen = Seen::default();
+    let running = Controller::<PodView, String, D::Runtime, D::Transport>::for_stream_with(
+        D::runtime(),
+        rx,
+        KeyMap::by_label("cell"),
+    )
+    .start(record, default_error_policy, Arc::clone(&seen))
+    .await
+    .expect("synced at once");
+    for (name, cell) in [("s1", "a"), ("s2", "a"), ("s3", "b")] {
+        create(&case, &ns, name, cell);
+        let live = case
+            .api()
+            .get_pod(&ns, name)
+            .unwrap_or_else(|e| panic!("get pod: {e}"))
+            .expect("the pod just created");
+        let view: PodView = serde_json::from_value(live).expect("a pod view");
+        tx.send(view)
+            .await
+            .expect("the controller reads its stream");
+    }
+    saw(&case, "stream", &seen, "a", &["s1", "s2"]).await;
+    saw(&case, "stream", &seen, "b", &["s3"]).await;
+    assert_eq!(running.handle().stats().lists, 0, "no LIST");
+    assert_eq!(running.handle().stats().watches, 0, "no WATCH");
+    running.shutdown().await.expect("a clean stop");
+}

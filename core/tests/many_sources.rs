@@ -358,6 +358,40 @@ fn a_reconcile_all_trigger_queues_every_parent_once() {
 }
 
 #[test]
+fn a_reconcile_on_trigger_queues_the_parent_of_one_object_only() {
+    let mut r = Run::new();
+    r.start()
+        .list(PRIMARY, 10, &[parent("a", 5), parent("b", 6)])
+        .list(children(), 20, &[child("a-1", "a", 11)])
+        .ok("a")
+        .ok("b");
+    let before = r.dispatched.len();
+    r.at(1);
+    r.feed(Input::ReconcileOn {
+        object: ObjectKey::new(Some("ns"), "b"),
+    });
+    r.feed(Input::ReconcileOn {
+        object: ObjectKey::new(Some("ns"), "b"),
+    });
+    r.step("reconcile-on ns/b, twice").ok("b");
+    // A key the primary cache lacks queues nothing (a child's included: it is no primary).
+    r.at(2);
+    r.feed(Input::ReconcileOn {
+        object: ObjectKey::new(Some("ns"), "gone"),
+    });
+    r.feed(Input::ReconcileOn {
+        object: ObjectKey::new(Some("ns"), "a-1"),
+    });
+    r.step("reconcile-on ns/gone and the child ns/a-1");
+    let woken: Vec<&str> = r.dispatched[before..]
+        .iter()
+        .map(|(p, _, _)| p.as_str())
+        .collect();
+    assert_eq!(woken, ["b"]);
+    insta::assert_snapshot!(r.log);
+}
+
+#[test]
 fn a_predicate_on_the_children_keeps_their_status_writes_from_waking_the_owner() {
     let mut r = Run::with(|config| config.secondary_predicate(Predicate::<PodView>::LabelsChanged));
     r.start()

@@ -480,6 +480,27 @@ where
         self
     }
 
+    /// Reconciles the parent of the cached primary object each time `trigger` yields its key
+    /// (kube-runtime's `reconcile_on`; see [`Handle::reconcile_on`]). The stream is read
+    /// until it ends or the controller stops; an object not in the primary cache queues
+    /// nothing.
+    #[must_use]
+    pub fn reconcile_on(
+        mut self,
+        trigger: impl futures_core::Stream<Item = reconcile_core::ObjectKey> + Send + 'static,
+    ) -> Self {
+        let handle = self.handle();
+        self.triggers.push(Box::pin(async move {
+            let mut trigger = std::pin::pin!(trigger);
+            while let Some(object) = futures_lite::StreamExt::next(&mut trigger).await {
+                if handle.reconcile_on(object).await.is_err() {
+                    break;
+                }
+            }
+        }));
+        self
+    }
+
     /// Stops gracefully once `signal` completes.
     #[must_use]
     pub fn graceful_shutdown_on(

@@ -534,6 +534,7 @@ where
                 }
             },
             Msg::ReconcileAll => Input::ReconcileAll,
+            Msg::ReconcileOn(object) => Input::ReconcileOn { object },
             Msg::Lease(req, response) => {
                 self.tasks.remove(&TaskKey::Lease(req));
                 Input::Lease { req, response }

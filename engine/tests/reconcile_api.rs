@@ -281,6 +281,40 @@ async fn a_start_dropped_before_the_sync_stops_what_it_spawned() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_reconcile_on_trigger_runs_the_parent_of_one_object_again() {
+    let (trigger_tx, trigger_rx) = async_channel::bounded::<ObjectKey>(1);
+    let controller = by_cell().await.reconcile_on(trigger_rx);
+    let handle = controller.handle();
+    handle
+        .replace(vec![pod("a1", "a", 1), pod("b1", "b", 1)])
+        .await
+        .expect("pushed");
+    let runs: Arc<Mutex<Vec<String>>> = Arc::default();
+    let task = tokio::spawn(controller.run(
+        |req: Reconcile<PodView, String>, runs: Arc<Mutex<Vec<String>>>| async move {
+            runs.lock().unwrap().push(req.parent().clone());
+            Ok::<_, String>(Action::await_change())
+        },
+        default_error_policy,
+        Arc::clone(&runs),
+    ));
+    until("both cells ran once", || runs.lock().unwrap().len() == 2).await;
+    trigger_tx
+        .send(key("b1"))
+        .await
+        .expect("the trigger is read");
+    until("cell b ran again", || runs.lock().unwrap().len() == 3).await;
+    // An object the cache lacks wakes nothing; the next trigger, from the handle, runs `a`
+    // alone after it.
+    handle.reconcile_on(key("nobody")).await.expect("running");
+    handle.reconcile_on(key("a1")).await.expect("running");
+    until("then cell a", || runs.lock().unwrap().len() == 4).await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(runs.lock().unwrap()[2..], ["b".to_owned(), "a".to_owned()]);
+    stop_cleanly(&handle, task).await;
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_reconcile_all_trigger_runs_every_parent_again() {
     let (trigger_tx, trigger_rx) = async_channel::bounded::<()>(1);
     let controller = by_cell().await.reconcile_all_on(trigger_rx);

@@ -317,8 +317,10 @@ impl TraceBuilder {
             // Derived by the replaying core. Lease answers have no record kind yet: a
             // recorded election replays as a controller that always leads. A drain only
             // closes and waits: its trace ends as a stop's.
-            // A run's own deadline has no record kind yet either.
+            // A run's own deadline has no record kind yet either, nor a one-key trigger
+            // (`reconcile_on`): a replay does not repeat that wake.
             Input::Drain
+            | Input::ReconcileOn { .. }
             | Input::Start
             | Input::Timeout
             | Input::Lease { .. }

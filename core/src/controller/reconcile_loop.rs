@@ -27,7 +27,7 @@ use crate::vocabulary::{
     Command, Deadline, Event, Input, MintIds, Outbox, Outcome, Output, OwnWrite, Related,
     RequestId, SourceId, StreamId, Ticket, Wake,
 };
-use crate::wire::object::Object;
+use crate::wire::object::{Object, ObjectKey};
 
 /// Where the loop is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -353,6 +353,7 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
             (Lifecycle::Running, Input::Timeout) => self.handle_timeout(now),
             (_, Input::Timeout) => {}
             (Lifecycle::Running, Input::ReconcileAll) => self.reconcile_all(),
+            (Lifecycle::Running, Input::ReconcileOn { object }) => self.reconcile_on(object),
             (Lifecycle::Running, Input::Lease { req, response }) => {
                 self.handle_lease(now, req, response);
             }
@@ -1259,6 +1260,17 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
         self.demote_since(before);
         self.dispatch_due = true;
         self.event(Event::ReconcileAll { parents });
+    }
+
+    fn reconcile_on(&mut self, object: ObjectKey) {
+        let parent = self.store.shared_parent_of(&object).cloned();
+        if let Some(parent) = &parent {
+            self.wake(Arc::clone(parent));
+        }
+        self.event(Event::ReconcileOn {
+            object,
+            parent: parent.map(Arc::unwrap_or_clone),
+        });
     }
 
     fn wake(&mut self, parent: Arc<P>) {

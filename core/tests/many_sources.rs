@@ -4,11 +4,13 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::sync::Arc;
 
 use reconcile_core::pod::PodView;
 use reconcile_core::{
     Command, Config, ConfigError, Input, Instant, KeyMap, ListResponse, ObjectKey, Outcome, Output,
-    Predicate, ReconcileLoop, RequestId, SourceId, StepLine, StreamId, Ticket, WatchParams,
+    Predicate, ReconcileLoop, RequestId, SourceId, StepLine, StreamId, Ticket, Transform,
+    WatchParams,
 };
 
 const PRIMARY: SourceId = SourceId::PRIMARY;
@@ -435,6 +437,84 @@ fn a_predicate_on_the_children_keeps_their_status_writes_from_waking_the_owner()
         (vec!["b".into()], vec!["a-1".into()])
     );
     insta::assert_snapshot!(r.log);
+}
+
+/// `object` with an annotation `note=big` added to its metadata.
+fn annotated(object: &str) -> String {
+    object.replacen(
+        r#""metadata":{"#,
+        r#""metadata":{"annotations":{"note":"big"},"#,
+        1,
+    )
+}
+
+fn drop_annotations(o: &mut PodView) {
+    o.metadata.annotations = reconcile_core::StringMap::new();
+}
+
+#[test]
+fn transforms_change_every_object_before_either_cache_holds_it() {
+    let mut r = Run::with(|config| {
+        config
+            .secondary_transform(Transform::new(drop_annotations))
+            .transform(Transform::new(drop_annotations))
+    });
+    r.start()
+        .list(PRIMARY, 10, &[annotated(&parent("a", 5))])
+        .list(children(), 20, &[annotated(&child("a-1", "a", 11))])
+        .ok("a");
+    r.at(1)
+        .frame(PRIMARY, "ADDED", &annotated(&parent("b", 12)), "b added")
+        .frame(
+            children(),
+            "ADDED",
+            &annotated(&child("b-1", "b", 21)),
+            "b-1 added",
+        )
+        .ok("b");
+    let primary: Vec<_> = r
+        .core
+        .store()
+        .iter()
+        .map(|(_, o, _)| Arc::clone(o))
+        .collect();
+    let kids = r
+        .core
+        .secondary_objects(children())
+        .expect("configured")
+        .downcast::<PodView>()
+        .expect("pods");
+    assert_eq!((primary.len(), kids.len()), (2, 2));
+    for pod in primary.iter().chain(&kids) {
+        assert!(pod.metadata.annotations.is_empty(), "{pod:?}");
+    }
+    // Without the transforms the same objects keep their annotation: the check can fail.
+    let mut plain = Run::new();
+    plain
+        .start()
+        .list(PRIMARY, 10, &[annotated(&parent("a", 5))])
+        .list(children(), 20, &[annotated(&child("a-1", "a", 11))]);
+    let (_, held, _) = plain.core.store().iter().next().expect("cached");
+    assert_eq!(held.metadata.annotations.get("note"), Some("big"));
+}
+
+#[test]
+fn a_secondary_transform_over_the_wrong_type_or_without_a_secondary_is_a_config_error() {
+    let params = || WatchParams::namespaced("ns");
+    let without = Config::<PodView, ObjectKey>::kubernetes(params(), KeyMap::by_object())
+        .secondary_transform(Transform::new(drop_annotations));
+    assert_eq!(without.validate(), Err(ConfigError::NoSecondary));
+    let wrong = Config::<PodView, ObjectKey>::kubernetes(params(), KeyMap::by_object())
+        .owns::<PodView>(params(), "Pod")
+        .secondary_transform(Transform::new(
+            |_: &mut k8s_openapi::api::core::v1::ConfigMap| {},
+        ));
+    let error = wrong.validate().unwrap_err();
+    assert!(
+        matches!(error, ConfigError::TransformType { .. }),
+        "{error}"
+    );
+    assert!(error.to_string().contains("ConfigMap"), "{error}");
 }
 
 #[test]

@@ -162,6 +162,9 @@ where
         if let Some(predicate) = source.predicate {
             config = config.predicate(predicate);
         }
+        if let Some(transform) = source.transform {
+            config = config.transform(transform);
+        }
         let (stop_tx, stop) = async_channel::bounded(1);
         let (inbox_tx, inbox) = async_channel::bounded(limits.inbox);
         let shared = Shared::new(stop_tx, inbox_tx);
@@ -320,13 +323,17 @@ where
         self.add_secondary(source)
     }
 
-    /// Takes the transport and the predicate of `source`, whose config was just added.
+    /// Takes the transport, the predicate and the transform of `source`, whose config was
+    /// just added.
     fn add_secondary<C>(mut self, source: Source<C, T>) -> Self
     where
         C: Object + Send + Sync,
     {
         if let Some(predicate) = source.predicate {
             self.config = self.config.secondary_predicate(predicate);
+        }
+        if let Some(transform) = source.transform {
+            self.config = self.config.secondary_transform(transform);
         }
         if let Some((transport, requests)) = source.remote {
             self.secondaries.push(Remote {

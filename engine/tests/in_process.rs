@@ -247,3 +247,55 @@ async fn cancel_running_stops_at_once() {
     assert!(stopped_at.elapsed() < std::time::Duration::from_secs(1));
     assert!(done.lock().unwrap().is_empty(), "cancelled, not finished");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_transform_changes_in_process_pushes_before_the_cache_and_the_reconcile() {
+    let controller: Controller<PodView, String, Paused, NoTransport> = Controller::with_runtime(
+        paused().await,
+        Source::<PodView, NoTransport>::in_process()
+            .modify(|pod: &mut PodView| pod.metadata.uid = None)
+            .modify(|pod: &mut PodView| {
+                pod.metadata.annotations = reconcile_core::StringMap::new();
+            }),
+        KeyMap::by_label("cell"),
+    );
+    let handle = controller.handle();
+    let cache = controller.cache();
+    let annotated = |name: &str| -> PodView {
+        serde_json::from_str(&format!(
+            r#"{{"metadata":{{"name":"{name}","namespace":"ns","uid":"u","labels":{{"cell":"x"}},"annotations":{{"note":"big"}}}}}}"#
+        ))
+        .expect("a pod")
+    };
+    handle.replace(vec![annotated("x1")]).await.expect("pushed");
+    let seen: Arc<Mutex<Vec<(usize, bool)>>> = Arc::default();
+    let task = tokio::spawn(controller.run(
+        |request: Reconcile<PodView, String>, seen: Arc<Mutex<Vec<(usize, bool)>>>| async move {
+            let members = request.members();
+            let stripped = members
+                .iter()
+                .all(|p| p.metadata.annotations.is_empty() && p.metadata.uid.is_none());
+            seen.lock().unwrap().push((members.len(), stripped));
+            Ok::<_, String>(Action::await_change())
+        },
+        default_error_policy,
+        Arc::clone(&seen),
+    ));
+    within("synced by the replace", handle.synced())
+        .await
+        .expect("synced");
+    handle.upsert(annotated("x2")).await.expect("pushed");
+    until("x has both pods", || {
+        seen.lock().unwrap().last().is_some_and(|(n, _)| *n == 2)
+    })
+    .await;
+    assert!(seen.lock().unwrap().iter().all(|(_, stripped)| *stripped));
+    let state = cache.state();
+    assert_eq!(state.len(), 2);
+    assert!(
+        state
+            .iter()
+            .all(|p| p.metadata.annotations.is_empty() && p.metadata.uid.is_none())
+    );
+    stop_cleanly(&handle, task).await;
+}

@@ -22,6 +22,7 @@ use crate::source::in_process::InProcessSource;
 use crate::source::reflector::{Reflector, Timing};
 use crate::source::secondary::Secondary;
 use crate::source::store::{CacheChange, Rejected, Store};
+use crate::source::transform::Transform;
 use crate::time::Instant;
 use crate::vocabulary::{
     Command, Deadline, Event, Input, MintIds, Outbox, Outcome, Output, OwnWrite, Related,
@@ -187,6 +188,8 @@ pub struct ReconcileLoop<O, P> {
     priority: bool,
     /// Parents woken at low priority since the last drain.
     low_wakes: Vec<Arc<P>>,
+    /// Applied to each primary object before the store takes it.
+    transform: Option<Transform<O>>,
     /// The primary's predicate as it prints, for `Event::Filtered`.
     predicate_name: Option<Arc<str>>,
     /// The election, when configured: dispatch waits for leadership.
@@ -249,6 +252,7 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
         let mut store = Store::default();
         let predicate_name = config.predicate.as_ref().map(|p| Arc::from(p.to_string()));
         store.set_predicate(config.predicate);
+        let transform = config.transform;
         let on_lost = match (&config.election, &config.sharding) {
             (Some(e), _) => e.on_lost,
             (None, Some((s, _))) => s.on_lost,
@@ -278,6 +282,7 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
             secondaries,
             store,
             predicate_name,
+            transform,
             priority: config.priority,
             low_wakes: Vec::new(),
             queue: WorkQueue::default(),
@@ -1196,9 +1201,11 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
     /// Applies a store write from the source and records the parents it woke: the store is
     /// always updated before any key is queued.
     fn after_source(&mut self, now: Instant, change: Option<Change<O>>) {
-        let Some(change) = change else {
+        let Some(mut change) = change else {
             return;
         };
+        // Every primary object reaches the store here, whichever path decoded it.
+        crate::source::transform::apply_to(self.transform.as_ref(), &mut change);
         let replace = matches!(change, Change::Replace(_));
         let before = self.wakes.len();
         self.store

@@ -104,10 +104,12 @@ pub const LAST_APPLIED_ANNOTATION: &str = "kubectl.kubernetes.io/last-applied-co
 /// server-side apply bookkeeping, which a controller rarely reads and which is often the
 /// largest part of an object's metadata.
 ///
-/// Measured on 10,000 real-shaped k8s-openapi `Pod`s (a kube-apiserver's own pod, 9.8 KB of
-/// JSON, 4.2 KB of it managedFields, with a last-applied annotation of 1.1 KB added), cached
-/// by a `ReconcileLoop`: see `docs/benchmarks.md`, "Transforms", and
-/// `core/tests/transform_memory.rs`, for the heap held with and without it.
+/// Measured on 10,000 full k8s-openapi `Pod`s (real pods of a kube-apiserver 1.36, 3-4 KB of
+/// managedFields each, with a last-applied annotation; 12 KB of JSON per pod) cached by a
+/// `ReconcileLoop`: 60,209 B of heap per pod without it, 26,800 B with it (55 % saved), and
+/// 23,482 B with [`strip_last_applied`] too (61 %). The managedFields decode into
+/// `serde_json::Value` trees, about 33 KB a pod. See `docs/benchmarks.md`, "Transforms", and
+/// `core/tests/transform_memory.rs`.
 #[cfg(feature = "kube")]
 pub fn strip_managed_fields<K: kube_core::Resource>(object: &mut K) {
     object.meta_mut().managed_fields = None;
@@ -115,7 +117,8 @@ pub fn strip_managed_fields<K: kube_core::Resource>(object: &mut K) {
 
 /// Drops the `kubectl.kubernetes.io/last-applied-configuration` annotation (a copy of the
 /// whole manifest `kubectl apply` last sent), and the annotations map with it when nothing
-/// else is left in it. Figures: as for [`strip_managed_fields`].
+/// else is left in it. On the 10,000 Pods of [`strip_managed_fields`], after it: 26,800 B
+/// of heap per pod, 23,482 B with this one too (the annotation, about 3 KB a pod there).
 #[cfg(feature = "kube")]
 pub fn strip_last_applied<K: kube_core::Resource>(object: &mut K) {
     let meta = object.meta_mut();

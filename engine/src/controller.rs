@@ -54,6 +54,8 @@ pub struct Controller<O, P, R: Runtime, T> {
     /// Where the election's Lease requests go (the primary's transport unless given).
     lease: Option<T>,
     shutdown: Shutdown,
+    /// Where each reconcile's result goes, for [`Controller::run_stream`].
+    results: Option<super::results::ResultSink<P>>,
 }
 
 impl<O, P, R: Runtime, T> fmt::Debug for Controller<O, P, R, T> {
@@ -188,6 +190,7 @@ where
             recorder: None,
             shutdown_on: Vec::new(),
             triggers: Vec::new(),
+            results: None,
             lease: None,
             shutdown: Shutdown::default(),
         }
@@ -608,6 +611,43 @@ where
         Ok(running)
     }
 
+    /// Spawns the controller as [`Controller::start`] does, without waiting for the sync,
+    /// and returns each reconcile's result as a stream (kube-runtime's
+    /// `Controller::run(..).for_each(|res| ..)`): its key and its [`Outcome`], in the order
+    /// the runs ended. The stream ends once the controller has ended; dropping it stops the
+    /// controller.
+    ///
+    /// The stream holds at most [`RESULTS_CAPACITY`](crate::results::RESULTS_CAPACITY)
+    /// unread results. The controller never waits for its reader: a result that finds the
+    /// stream full is dropped and counted ([`Results::dropped`](crate::Results::dropped)).
+    /// A run cancelled before it ended (past its timeout, by a stop, or with a shard or
+    /// leadership lost) has no result.
+    ///
+    /// A configuration error ends the stream at once, with no result;
+    /// `results.handle().stopped()` returns it.
+    pub fn run_stream<F, Fut, E, EP, C>(
+        mut self,
+        reconcile: F,
+        error_policy: EP,
+        ctx: Arc<C>,
+    ) -> super::results::Results<O, P, R>
+    where
+        F: Fn(Reconcile<O, P>, Arc<C>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Action, E>> + Send + 'static,
+        E: fmt::Display + Send + 'static,
+        EP: Fn(&Reconcile<O, P>, &E, Arc<C>) -> Action + Send + Sync + 'static,
+        C: Send + Sync + 'static,
+    {
+        let handle = self.handle();
+        let (sink, unread) = super::results::channel::<P>();
+        self.results = Some(sink);
+        let runtime = self.runtime.clone();
+        let task = runtime.spawn(Box::pin(async move {
+            let _ = self.run(reconcile, error_policy, ctx).await;
+        }));
+        unread.attach(handle, task)
+    }
+
     #[allow(clippy::type_complexity)]
     fn into_driver<F, Fut, E, EP, C>(
         mut self,
@@ -658,7 +698,10 @@ where
         };
         core.log_cache_changes(true);
         let error_policy = Arc::new(error_policy);
+        let results = self.results.take();
         let reconcile: ReconcileFn<O, P> = Arc::new(move |request: Reconcile<O, P>| {
+            let results = results.clone();
+            let parent = results.as_ref().map(|_| request.parent().clone());
             // Kept for the error policy, which sees what the reconcile saw.
             let kept = request.clone();
             let ctx = Arc::clone(&ctx);
@@ -668,7 +711,7 @@ where
             let called = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 reconcile(request, Arc::clone(&ctx))
             }));
-            match called {
+            let outcome: BoxFuture<Outcome> = match called {
                 Ok(future) => Box::pin(async move {
                     match future.await {
                         Ok(action) => action.after_success(),
@@ -687,6 +730,17 @@ where
                     }
                 }),
                 Err(_) => Box::pin(async { Outcome::Error("reconcile panicked".into()) }),
+            };
+            match (results, parent) {
+                (Some(results), Some(parent)) => Box::pin(async move {
+                    let outcome = outcome.await;
+                    results.offer(super::results::ReconcileResult {
+                        parent,
+                        outcome: outcome.clone(),
+                    });
+                    outcome
+                }),
+                _ => outcome,
             }
         });
         let triggers: Vec<R::Task> = self

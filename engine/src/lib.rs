@@ -70,6 +70,7 @@ pub mod lines;
 pub mod metrics;
 pub mod reconcile;
 pub mod recorder;
+pub mod results;
 pub mod runtime;
 pub mod source;
 pub mod tape;
@@ -92,6 +93,7 @@ pub use reconcile_core::{ElectionConfig, Leadership, OnLost, Predicate};
 /// What a [`Tape`] keeps: an input fed or a command issued (from `reconcile-trace`).
 pub use reconcile_trace::Recorded;
 pub use recorder::{Recorder, SourceResource};
+pub use results::{ReconcileResult, Results};
 pub use runtime::{BoxFuture, Runtime, ShutdownSignal, Task};
 pub use source::{IntoSource, Source};
 pub use tape::Tape;

@@ -343,3 +343,59 @@ async fn a_reconcile_all_trigger_runs_every_parent_again() {
     .await;
     stop_cleanly(&handle, task).await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn the_result_stream_yields_each_run_and_drops_past_its_bound_without_blocking() {
+    use futures_lite::StreamExt;
+    use reconcile_engine::results::RESULTS_CAPACITY;
+    let controller = by_cell().await;
+    let handle = controller.handle();
+    handle
+        .replace(vec![pod("a1", "a", 1), pod("b1", "b", 1)])
+        .await
+        .expect("pushed");
+    let mut results = controller.run_stream(
+        |req: Reconcile<PodView, String>, _: Arc<()>| async move {
+            if req.parent() == "b" {
+                Err("b is broken".to_owned())
+            } else {
+                Ok(Action::requeue(Duration::from_secs(3600)))
+            }
+        },
+        |_: &Reconcile<PodView, String>, _: &String, _: Arc<()>| Action::await_change(),
+        Arc::new(()),
+    );
+    let mut first = Vec::new();
+    for _ in 0..2 {
+        first.push(within("a result", results.next()).await.expect("a result"));
+    }
+    first.sort_by(|x, y| x.parent.cmp(&y.parent));
+    assert_eq!(first[0].parent, "a");
+    assert!(first[0].is_ok(), "{:?}", first[0]);
+    assert_eq!(first[1].parent, "b");
+    assert_eq!(first[1].error(), Some("b is broken"));
+    assert_eq!(results.dropped(), 0);
+    // Unread, the stream fills; the controller goes on, and what does not fit is counted.
+    let more = RESULTS_CAPACITY + 10;
+    for n in 0..more {
+        handle
+            .upsert(pod("a1", "a", 2 + n as u32))
+            .await
+            .expect("pushed");
+        until("the update is reconciled", || {
+            handle.metrics().reconcile_total.iter().sum::<u64>() >= 3 + n as u64
+        })
+        .await;
+    }
+    assert_eq!(results.dropped(), 10);
+    let mut read = 0;
+    while let Ok(Some(_)) = tokio::time::timeout(Duration::from_millis(1), results.next()).await {
+        read += 1;
+    }
+    assert_eq!(read, RESULTS_CAPACITY);
+    // Dropping the stream stops the controller.
+    drop(results);
+    within("stopped", handle.stopped())
+        .await
+        .expect("a clean stop");
+}

@@ -1280,3 +1280,67 @@ pub async fn a_transform_strips_managed_fields_before_the_cache<D: DriverUnderTe
         .unwrap_or_else(|| panic!("{}: no stop", case.name))
         .unwrap_or_else(|e| panic!("{}: {e}", case.name));
 }
+
+/// The result stream (`Controller::run_stream`, kube-runtime's `Controller::run(..)`
+/// stream): a ConfigMap controller on the apiserver yields one result per reconcile, with
+/// the key and the error text of a failing one, and dropping the stream stops it.
+pub async fn the_result_stream_yields_each_reconcile_with_its_key_and_error<D: DriverUnderTest>(
+    case: Case<D>,
+) {
+    use futures_lite::StreamExt;
+    use reconcile_core::KeyMap;
+    use reconcile_engine::{Action, Controller, Reconcile, Source};
+
+    let _steady = case.env.steady();
+    let ns = case.namespace();
+    let collection = format!("/api/v1/namespaces/{ns}/configmaps");
+    for name in ["good", "bad"] {
+        create(
+            &case,
+            &collection,
+            &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "labels": {"app": "e2e"}}}),
+        );
+    }
+    let source =
+        Source::<ConfigMap, D::Transport>::namespaced(connect(&case).await, &ns).labels("app=e2e");
+    let controller = Controller::with_runtime(D::runtime(), source, KeyMap::by_object());
+    let handle = controller.handle();
+    let mut results = controller.run_stream(
+        |req: Reconcile<ConfigMap, ObjectKey>, _: Arc<()>| async move {
+            if req.parent().name() == "bad" {
+                Err("bad is broken".to_owned())
+            } else {
+                Ok(Action::await_change())
+            }
+        },
+        |_: &Reconcile<ConfigMap, ObjectKey>, _: &String, _: Arc<()>| Action::await_change(),
+        Arc::new(()),
+    );
+    let mut seen = Vec::new();
+    while seen.len() < 2 {
+        let result = timeout(&case.runtime, WAIT, results.next())
+            .await
+            .unwrap_or_else(|| panic!("{}: no result within {WAIT:?}", case.name))
+            .unwrap_or_else(|| panic!("{}: the stream ended", case.name));
+        seen.push((
+            result.parent.name().to_owned(),
+            result.error().map(str::to_owned),
+        ));
+    }
+    seen.sort();
+    assert_eq!(
+        seen,
+        [
+            ("bad".to_owned(), Some("bad is broken".to_owned())),
+            ("good".to_owned(), None),
+        ],
+        "{}",
+        case.name
+    );
+    assert_eq!(results.dropped(), 0);
+    drop(results);
+    timeout(&case.runtime, WAIT, handle.stopped())
+        .await
+        .unwrap_or_else(|| panic!("{}: dropping the stream did not stop it", case.name))
+        .unwrap_or_else(|e| panic!("{}: {e}", case.name));
+}

@@ -563,14 +563,19 @@ where
             }
         };
         let shared = Arc::clone(&driver.shared);
+        // Every line the driver logs, and those of the tasks it spawns (LIST, WATCH, Lease,
+        // each reconcile's span), carry the controller's name: two controllers in one
+        // process would log identical lines otherwise.
+        let span = tracing::info_span!("controller", controller = %shared.metrics.name());
         // A bug in the driver must still end every wait on a handle, not hang it.
-        let result = std::panic::AssertUnwindSafe(driver.run())
-            .catch_unwind()
-            .await
-            .unwrap_or_else(|_| {
-                shared.finish(Err(Error::Panicked));
-                Err(Error::Panicked)
-            });
+        let result =
+            std::panic::AssertUnwindSafe(tracing::Instrument::instrument(driver.run(), span))
+                .catch_unwind()
+                .await
+                .unwrap_or_else(|_| {
+                    shared.finish(Err(Error::Panicked));
+                    Err(Error::Panicked)
+                });
         for task in signals {
             task.abort();
         }

@@ -299,3 +299,69 @@ async fn a_transform_changes_in_process_pushes_before_the_cache_and_the_reconcil
     );
     stop_cleanly(&handle, task).await;
 }
+
+/// A `MakeWriter` appending every formatted line to one buffer.
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
+    type Writer = Captured;
+
+    fn make_writer(&'a self) -> Self::Writer {
+        self.clone()
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn two_controllers_in_one_process_log_lines_that_name_them() {
+    let captured = Captured::default();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(captured.clone())
+        .with_ansi(false)
+        .with_max_level(tracing::Level::INFO)
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let mut runs = Vec::new();
+    for name in ["alpha", "beta"] {
+        let controller = controller().await.name(name);
+        let handle = controller.handle();
+        handle.replace(vec![pod("x1", "x")]).await.expect("pushed");
+        let seen: Seen = Arc::default();
+        let task = tokio::spawn(controller.run(record, default_error_policy, Arc::clone(&seen)));
+        until("x reconciled", || seen.lock().unwrap().contains_key("x")).await;
+        runs.push((handle, task));
+    }
+    for (handle, task) in runs {
+        stop_cleanly(&handle, task).await;
+    }
+    let text = String::from_utf8(captured.0.lock().unwrap().clone()).expect("utf-8");
+    for name in ["alpha", "beta"] {
+        let synced = text
+            .lines()
+            .filter(|l| {
+                l.contains(" synced") && l.contains(&format!("controller{{controller={name}}}"))
+            })
+            .count();
+        assert_eq!(synced, 1, "one synced line of {name}:\n{text}");
+    }
+    // Every line of the driver names its controller: none is left without.
+    let unnamed: Vec<&str> = text
+        .lines()
+        .filter(|l| !l.contains("controller{controller="))
+        .collect();
+    assert!(
+        unnamed.is_empty(),
+        "lines without a controller: {unnamed:#?}"
+    );
+}

@@ -87,6 +87,11 @@ impl Run {
         }
     }
 
+    fn timeout(&mut self) -> &mut Self {
+        self.feed(Input::Timeout);
+        self.step("timeout")
+    }
+
     fn at(&mut self, secs: u64) -> &mut Self {
         self.now = Instant::from_duration(std::time::Duration::from_secs(secs));
         self
@@ -533,4 +538,39 @@ fn a_secondary_predicate_over_the_wrong_type_or_without_a_secondary_is_a_config_
     );
     assert!(error.to_string().contains("ConfigMap"), "{error}");
     assert!(ReconcileLoop::new(wrong, Instant::ZERO).is_err());
+}
+
+#[test]
+fn a_debounced_parent_runs_once_its_changes_pause_for_the_period() {
+    let mut r = Run::with(|config| config.debounce(Some(std::time::Duration::from_secs(5))));
+    r.start()
+        .list(PRIMARY, 10, &[parent("a", 5), parent("b", 6)])
+        .list(children(), 20, &[]);
+    // The first listing is held too: both run 5 s after it.
+    assert!(r.dispatched.is_empty());
+    r.at(5).timeout().ok("a").ok("b");
+    assert_eq!(r.dispatched.len(), 2);
+    // A burst on `a`, 2 s apart: each change pushes the run back; `b` changes once.
+    r.at(10)
+        .frame(PRIMARY, "MODIFIED", &parent("a", 30), "a modified")
+        .at(11)
+        .frame(PRIMARY, "MODIFIED", &parent("b", 31), "b modified")
+        .at(12)
+        .frame(PRIMARY, "MODIFIED", &parent("a", 32), "a modified")
+        .at(14)
+        .frame(PRIMARY, "MODIFIED", &parent("a", 33), "a modified");
+    assert_eq!(r.dispatched.len(), 2, "nothing runs inside the window");
+    r.at(16).timeout().ok("b");
+    assert_eq!(r.dispatched.len(), 3);
+    r.at(19).timeout().ok("a");
+    let after: Vec<&str> = r.dispatched[2..]
+        .iter()
+        .map(|(p, _, _)| p.as_str())
+        .collect();
+    assert_eq!(
+        after,
+        ["b", "a"],
+        "one run each, at the end of its own window"
+    );
+    insta::assert_snapshot!(r.log);
 }

@@ -394,6 +394,19 @@ where
         self
     }
 
+    /// Debounces reconciles (kube-runtime's `controller::Config::debounce`): a key woken by
+    /// a change, a listing, a resync, a trigger or its requeue runs only once its wakes have
+    /// paused for `period`, each wake within the window pushing the run back; a key already
+    /// queued, or running and due again, is not held. Zero (the default) runs at once.
+    /// Changes read together already coalesce without it; a debounce also merges a burst
+    /// spread over time (an object written several times in a row), at the cost of that
+    /// much latency. Held keys are bounded by the number of distinct keys.
+    #[must_use]
+    pub fn debounce(mut self, period: Duration) -> Self {
+        self.config = self.config.debounce(Some(period));
+        self
+    }
+
     /// Reconcile retry backoff: `base`, doubling up to `cap`.
     #[must_use]
     pub fn backoff(mut self, base: Duration, cap: Duration) -> Self {

@@ -399,3 +399,37 @@ async fn the_result_stream_yields_each_run_and_drops_past_its_bound_without_bloc
         .await
         .expect("a clean stop");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_debounced_controller_runs_a_burst_of_updates_once() {
+    let controller = by_cell().await.debounce(Duration::from_secs(2));
+    let handle = controller.handle();
+    handle
+        .replace(vec![pod("a1", "a", 1)])
+        .await
+        .expect("pushed");
+    let runs: Arc<Mutex<Vec<String>>> = Arc::default();
+    let task = tokio::spawn(controller.run(
+        |req: Reconcile<PodView, String>, runs: Arc<Mutex<Vec<String>>>| async move {
+            runs.lock().unwrap().push(req.parent().clone());
+            Ok::<_, String>(Action::await_change())
+        },
+        default_error_policy,
+        Arc::clone(&runs),
+    ));
+    until("a ran once", || runs.lock().unwrap().len() == 1).await;
+    // Five updates 1 s apart, each inside the window of the one before: one run, 2 s after
+    // the last.
+    for rv in 2..7 {
+        handle.upsert(pod("a1", "a", rv)).await.expect("pushed");
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(
+            runs.lock().unwrap().len(),
+            1,
+            "nothing runs inside the window"
+        );
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(runs.lock().unwrap().len(), 2);
+    stop_cleanly(&handle, task).await;
+}

@@ -48,6 +48,9 @@ pub struct Config<O, P> {
     pub concurrency: usize,
     /// Resync period (default 10 h); `None` turns it off.
     pub resync: Option<Duration>,
+    /// kube-runtime's debounce (default none): a woken key is queued only once its wakes
+    /// have paused this long. Set with [`Config::debounce`].
+    pub debounce: Option<Duration>,
     /// Reconcile retry backoff (default 1 s doubling to 60 s).
     pub backoff: Backoff,
     /// Wait before every reflector retry: a failed LIST, a relist, a reopened WATCH
@@ -211,6 +214,7 @@ impl<O, P> Clone for Config<O, P> {
             key_map: self.key_map.clone(),
             concurrency: self.concurrency,
             resync: self.resync,
+            debounce: self.debounce,
             backoff: self.backoff,
             retry_delay: self.retry_delay,
             source_retry_delay: self.source_retry_delay,
@@ -273,6 +277,7 @@ impl<O, P> Config<O, P> {
             key_map,
             concurrency: 1,
             resync: Some(Duration::from_secs(10 * 60 * 60)),
+            debounce: None,
             backoff: Backoff::default(),
             retry_delay: Duration::from_secs(1),
             source_retry_delay: Duration::from_secs(1),
@@ -400,6 +405,18 @@ impl<O, P> Config<O, P> {
     #[must_use]
     pub fn max_listing_bytes(mut self, bytes: u64) -> Self {
         self.max_listing_bytes = bytes;
+        self
+    }
+
+    /// Debounces wakes (kube-runtime's `controller::Config::debounce`): a key woken by a
+    /// change, a listing, a resync, a trigger or its requeue is queued only once its wakes
+    /// have paused for `period`; each wake within the window pushes it back. A key already
+    /// queued, or running and due again, is not held. `None` or zero (the default) queues
+    /// at once. Changes read in one batch already coalesce without it; a debounce merges
+    /// bursts that arrive over time, at the cost of that much latency.
+    #[must_use]
+    pub fn debounce(mut self, period: Option<Duration>) -> Self {
+        self.debounce = period.filter(|p| !p.is_zero());
         self
     }
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 use crate::controller::config::{Config, ConfigError, ShardText, SourceConfig};
 use crate::controller::key_map::KeyMap;
 use crate::controller::own_writes::{CursorState, Gate, OwnWrites, Released};
-use crate::controller::queue::WorkQueue;
+use crate::controller::queue::{Debounce, WorkQueue};
 use crate::controller::retry::RetryScheduler;
 use crate::election::{
     Change as ElectionChange, ElectionWake, Elector, Leadership, LeaseResponse, OnLost,
@@ -159,6 +159,8 @@ pub struct ReconcileLoop<O, P> {
     /// completing a reconcile then clone no key and compare most by pointer (a resync of 1M
     /// pods spent a third of its time allocating, freeing and comparing key strings).
     queue: WorkQueue<Arc<P>>,
+    /// Keys held before they are queued (`Config::debounce`); `None` queues at once.
+    debounce: Option<Debounce<Arc<P>>>,
     retry: RetryScheduler<Arc<P>>,
     /// Invariant: `in_flight.len() <= concurrency`, and no parent appears twice. Each run
     /// keeps the instant it was dispatched, for the work-duration metrics.
@@ -286,6 +288,7 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
             priority: config.priority,
             low_wakes: Vec::new(),
             queue: WorkQueue::default(),
+            debounce: config.debounce.map(Debounce::new),
             retry: RetryScheduler::new(config.backoff),
             in_flight: BTreeMap::new(),
             in_flight_since: 0,
@@ -561,6 +564,9 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
         }
         self.in_flight_since = 0;
         self.queue.clear();
+        if let Some(debounce) = &mut self.debounce {
+            debounce.clear();
+        }
         self.queued_at.clear();
         self.retry.clear();
         self.wakes.clear();
@@ -891,6 +897,10 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
         while let Some(parent) = self.retry.pop_due(now) {
             self.wake(parent);
         }
+        while let Some((parent, low)) = self.debounce.as_mut().and_then(|d| d.pop_due(now)) {
+            self.enqueue(parent, low);
+            self.dispatch_due = true;
+        }
         // A source's timer may have relisted: its cursor may have moved.
         self.release_observed(now);
         if let Some(own) = &mut self.own_writes {
@@ -995,12 +1005,21 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
             at,
             wake: Wake::Resync,
         });
+        let debounce = self
+            .debounce
+            .as_ref()
+            .and_then(Debounce::next_deadline)
+            .map(|at| Deadline {
+                at,
+                wake: Wake::Debounce,
+            });
         election
             .into_iter()
             .chain(run)
             .chain(source)
             .chain(secondaries)
             .chain(requeue)
+            .chain(debounce)
             .chain(own_writes)
             .chain(resync)
             .reduce(|a, b| if b.at < a.at { b } else { a })
@@ -1300,24 +1319,42 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
         if !self.wakes.is_empty() {
             self.wakes.sort_unstable();
             self.wakes.dedup();
-            for parent in self.wakes.drain(..) {
-                if !self.queue.is_wanted(&parent) {
-                    self.metrics.workqueue_adds_total += 1;
-                    self.queued_at.entry(parent.clone()).or_insert(self.now);
-                }
-                self.queue.add(parent);
+            let wakes = std::mem::take(&mut self.wakes);
+            for parent in wakes {
+                self.wanted(parent, false);
             }
         }
         if !self.low_wakes.is_empty() {
             self.low_wakes.sort_unstable();
             self.low_wakes.dedup();
-            for parent in self.low_wakes.drain(..) {
-                if !self.queue.is_wanted(&parent) {
-                    self.metrics.workqueue_adds_total += 1;
-                    self.queued_at.entry(parent.clone()).or_insert(self.now);
-                }
-                self.queue.add_low(parent);
+            let wakes = std::mem::take(&mut self.low_wakes);
+            for parent in wakes {
+                self.wanted(parent, true);
             }
+        }
+    }
+
+    /// A wake of `parent`: held by the debounce when there is one and the key is not
+    /// wanted already, queued otherwise.
+    fn wanted(&mut self, parent: Arc<P>, low: bool) {
+        if let Some(debounce) = &mut self.debounce
+            && !self.queue.is_wanted(&parent)
+        {
+            debounce.hold(parent, self.now, low);
+            return;
+        }
+        self.enqueue(parent, low);
+    }
+
+    fn enqueue(&mut self, parent: Arc<P>, low: bool) {
+        if !self.queue.is_wanted(&parent) {
+            self.metrics.workqueue_adds_total += 1;
+            self.queued_at.entry(parent.clone()).or_insert(self.now);
+        }
+        if low {
+            self.queue.add_low(parent);
+        } else {
+            self.queue.add(parent);
         }
     }
 

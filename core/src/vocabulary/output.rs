@@ -655,6 +655,8 @@ pub enum Wake {
     /// A key held for its own writes has waited `Config::read_own_writes`: it is
     /// dispatched anyway.
     OwnWrites,
+    /// A debounced key's requests have paused for `Config::debounce`: it is queued.
+    Debounce,
 }
 
 impl fmt::Display for Wake {
@@ -670,6 +672,7 @@ impl fmt::Display for Wake {
             Wake::TermEnd => "term-end",
             Wake::ReconcileTimeout => "reconcile-timeout",
             Wake::OwnWrites => "own-writes",
+            Wake::Debounce => "debounce",
         })
     }
 }

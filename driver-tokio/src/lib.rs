@@ -91,9 +91,9 @@ pub mod transport;
 
 pub use engine::{
     Action, ApiClient, ApiError, Cache, CacheSnapshot, ControllerMetrics, ElectionConfig,
-    Endpoints, Error, Handle, Leadership, Limits, OnLost, Predicate, Reconcile, ReconcileResult,
-    Recorder, Results, Running, Shutdown, Source, Tape, TraceRecorder, default_error_policy,
-    default_identity,
+    Endpoints, Error, ErrorPolicy, Handle, Leadership, Limits, OnLost, Predicate, Reconcile,
+    ReconcileResult, Recorder, Results, Running, Shutdown, Source, Tape, TraceRecorder,
+    default_error_policy, default_identity,
 };
 pub use reconcile_core::pod::PodView;
 pub use reconcile_core::{KeyMap, KeyMapError, Object, ObjectKey, WatchParams};

@@ -16,7 +16,7 @@ use super::cache::{Cache, CacheSnapshot, Published};
 use super::driver::{Driver, InboxBytes, Limits, ReconcileFn, Remote, Shutdown};
 use super::error::Error;
 use super::handle::{Handle, Shared};
-use super::reconcile::{Action, Reconcile};
+use super::reconcile::{Action, ErrorPolicy, Reconcile};
 use super::recorder::Recorder;
 use super::runtime::{BoxFuture, Runtime, ShutdownSignal, Task};
 use super::source::Source;
@@ -92,10 +92,20 @@ where
         Self::with_runtime(runtime, source, KeyMap::by_object())
     }
 
-    /// Adds the children of `source`: each wakes its controller owner when that owner is of
-    /// the controller's own kind and API group (controller-runtime's `Owns`; kube-runtime's
-    /// `owns` wakes every owner, as [`Controller::owns_any_owner`] does). Their objects reach
-    /// the reconcile through [`Reconcile::related`].
+    /// Adds the children of `source`, each waking its **controller** owner: the one
+    /// `ownerReferences` entry with `controller: true`, when it is of the controller's own
+    /// kind and API group. This is controller-runtime's `Owns` (`EnqueueRequestForOwner`
+    /// with `OnlyControllerOwner`), and what a controller that creates its children with
+    /// `controllerutil.SetControllerReference` (or kube's `controller_owner_ref`) wants: a
+    /// child is managed by one controller, and only that one runs when it changes.
+    ///
+    /// kube-runtime's `Controller::owns` is [`Controller::owns_any_owner`] instead: it wakes
+    /// every owner reference of the kind, controller or not. The two differ only for a child
+    /// with several owners of the controller's kind (a ConfigMap shared by two parents, an
+    /// owner reference added by hand without `controller: true`): `owns` wakes the one that
+    /// controls it, or none; `owns_any_owner` wakes each.
+    ///
+    /// The children reach the reconcile through [`Reconcile::related`].
     #[must_use]
     pub fn owns<C>(self, source: Source<C, T>) -> Self
     where
@@ -107,8 +117,15 @@ where
         self.owns_kind(source, &owner_type)
     }
 
-    /// As [`Controller::owns`], but each child wakes every owner of the controller's kind
-    /// and group, controller or not (kube-runtime's `owns`).
+    /// Adds the children of `source`, each waking **every** owner of the controller's kind
+    /// and API group among its `ownerReferences`, controller or not: kube-runtime's
+    /// `Controller::owns` (its `trigger_owners`), and controller-runtime's
+    /// `EnqueueRequestForOwner` without `OnlyControllerOwner`.
+    ///
+    /// Prefer [`Controller::owns`] (the controller owner only, controller-runtime's `Owns`)
+    /// unless a child is deliberately shared: with several owners of the kind, a change to
+    /// the child runs each of them here, and only its controller there. For a child with one
+    /// owner of the kind that is also its controller, the two are the same.
     #[must_use]
     pub fn owns_any_owner<C>(mut self, source: Source<C, T>) -> Self
     where
@@ -565,7 +582,7 @@ where
         F: Fn(Reconcile<O, P>, Arc<C>) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<Action, E>> + Send + 'static,
         E: fmt::Display + Send + 'static,
-        EP: Fn(&Reconcile<O, P>, &E, Arc<C>) -> Action + Send + Sync + 'static,
+        EP: ErrorPolicy<O, P, E, C>,
         C: Send + Sync + 'static,
     {
         let (driver, signals) = match self.into_driver(reconcile, error_policy, ctx) {
@@ -611,7 +628,7 @@ where
         F: Fn(Reconcile<O, P>, Arc<C>) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<Action, E>> + Send + 'static,
         E: fmt::Display + Send + 'static,
-        EP: Fn(&Reconcile<O, P>, &E, Arc<C>) -> Action + Send + Sync + 'static,
+        EP: ErrorPolicy<O, P, E, C>,
         C: Send + Sync + 'static,
     {
         let handle = self.handle();
@@ -653,7 +670,7 @@ where
         F: Fn(Reconcile<O, P>, Arc<C>) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<Action, E>> + Send + 'static,
         E: fmt::Display + Send + 'static,
-        EP: Fn(&Reconcile<O, P>, &E, Arc<C>) -> Action + Send + Sync + 'static,
+        EP: ErrorPolicy<O, P, E, C>,
         C: Send + Sync + 'static,
     {
         let handle = self.handle();
@@ -677,7 +694,7 @@ where
         F: Fn(Reconcile<O, P>, Arc<C>) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<Action, E>> + Send + 'static,
         E: fmt::Display + Send + 'static,
-        EP: Fn(&Reconcile<O, P>, &E, Arc<C>) -> Action + Send + Sync + 'static,
+        EP: ErrorPolicy<O, P, E, C>,
         C: Send + Sync + 'static,
     {
         let origin = self.runtime.now();

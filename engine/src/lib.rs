@@ -88,7 +88,7 @@ pub use error::Error;
 pub use finalizer::finalizer;
 pub use handle::Handle;
 pub use metrics::ControllerMetrics;
-pub use reconcile::{Action, Reconcile, default_error_policy};
+pub use reconcile::{Action, ErrorPolicy, Reconcile, default_error_policy};
 pub use reconcile_core::{ElectionConfig, Leadership, OnLost, Predicate};
 /// What a [`Tape`] keeps: an input fed or a command issued (from `reconcile-trace`).
 pub use reconcile_trace::Recorded;

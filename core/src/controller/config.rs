@@ -692,6 +692,8 @@ impl<O: 'static, P: From<ObjectKey> + Ord + Clone + Send + 'static> Config<O, P>
 
     /// As [`Config::owns`], but every owner of `owner_type` is woken, controller or not
     /// (kube-runtime's `owns`; controller-runtime's `Owns` without `OnlyControllerOwner`).
+    /// The two differ only for a child with several owners of `owner_type`: `owns` wakes
+    /// the one with `controller: true` (or none), this wakes each.
     #[must_use]
     pub fn owns_any_owner<C: Object + Send + Sync>(
         self,

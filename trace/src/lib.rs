@@ -286,6 +286,9 @@ pub struct Header {
     /// `read_own_writes_s`, written only when not the core's default of 5 s; `null` turns
     /// the wait off), so a replay holds as the recorded run did.
     pub read_own_writes: Option<Duration>,
+    /// The controller's debounce (`Config::debounce`; `debounce_s`, written only when set),
+    /// so a replay holds its wakes as the recorded run did.
+    pub debounce: Option<Duration>,
 }
 
 impl Default for Header {
@@ -308,6 +311,7 @@ impl Default for Header {
             gone_as: GoneAs::Frame,
             secondaries: Vec::new(),
             read_own_writes: Some(reconcile_core::DEFAULT_OWN_WRITES_WAIT),
+            debounce: None,
         }
     }
 }
@@ -614,6 +618,7 @@ struct HeaderLine {
     secondaries: Option<Vec<SecondaryLine>>,
     #[serde(default, deserialize_with = "present")]
     read_own_writes_s: Option<Option<f64>>,
+    debounce_s: Option<f64>,
 }
 
 /// One secondary source in a version 2 header.
@@ -752,6 +757,10 @@ impl Header {
                 Some(None) => None,
                 Some(Some(s)) => Some(positive("read_own_writes_s", s)?),
             },
+            debounce: h
+                .debounce_s
+                .map(|s| positive("debounce_s", s))
+                .transpose()?,
         };
         if let Some(selector) = &header.label_selector {
             crate::selector::Selector::parse(selector)
@@ -810,6 +819,9 @@ impl Header {
                 "read_own_writes_s".into(),
                 self.read_own_writes.map(|d| d.as_secs_f64()).into(),
             );
+        }
+        if let Some(debounce) = self.debounce {
+            m.insert("debounce_s".into(), debounce.as_secs_f64().into());
         }
         if self.gone_as == GoneAs::Status {
             m.insert("gone_as".into(), "status".into());
@@ -1653,6 +1665,20 @@ mod tests {
         let e =
             Trace::parse("s", "{\"reconcile_sim_trace\":1,\"streaming_lists\":1}\n").unwrap_err();
         assert!(e.message.contains("expected a boolean"), "{e}");
+    }
+
+    #[test]
+    fn a_debounce_round_trips_in_the_header_and_is_left_out_when_off() {
+        let text = "{\"reconcile_sim_trace\":2,\"parent\":\"name\",\"debounce_s\":2.5}\n";
+        let trace = Trace::parse("d", text).unwrap();
+        assert_eq!(trace.header.debounce, Some(Duration::from_millis(2500)));
+        let line = trace.header.to_line();
+        assert!(line.contains("\"debounce_s\":2.5"), "{line}");
+        let again = Trace::parse("d", &format!("{line}\n")).unwrap();
+        assert_eq!(again.header, trace.header);
+        assert!(!Header::default().to_line().contains("debounce"));
+        let e = Trace::parse("d", "{\"reconcile_sim_trace\":2,\"debounce_s\":0}\n").unwrap_err();
+        assert!(e.message.contains("debounce_s must be positive"), "{e}");
     }
 
     #[test]

@@ -69,6 +69,7 @@ pub fn header_for<O, P>(description: &str, config: &Config<O, P>) -> Header {
         streaming_lists: params
             .is_some_and(|p| p.initial_list == reconcile_core::InitialListStrategy::StreamingList),
         resync: config.resync,
+        debounce: config.debounce,
         retry_delay: config.retry_delay,
         backoff: (config.backoff.base, config.backoff.cap),
         secondaries: config.secondaries().cloned().collect(),

@@ -96,7 +96,8 @@ pub fn config(header: &Header) -> Result<Config<PodView, String>, ConfigError> {
         .backoff(header.backoff.0, header.backoff.1)
         .retry_delay(header.retry_delay)
         .source_retry_delay(header.retry_delay)
-        .read_own_writes(header.read_own_writes);
+        .read_own_writes(header.read_own_writes)
+        .debounce(header.debounce);
     config.validate()?;
     Ok(config)
 }

@@ -488,6 +488,12 @@ pub enum Record {
     Fault(Fault),
     /// A reconcile-all trigger: every parent with members is queued.
     ReconcileAll,
+    /// A one-key trigger (`Input::ReconcileOn`): the parent of the cached primary object
+    /// `key` (`namespace/name`, or `name` when cluster-scoped) is queued.
+    ReconcileOn {
+        /// The object's key.
+        key: String,
+    },
     /// Stop the loop.
     Stop,
     /// Nothing happens; the entry's note is shown at its time (the test kit's faults and
@@ -569,6 +575,7 @@ struct Line<'a> {
     cursor: Option<bool>,
     source: Option<u64>,
     writes: Option<Vec<WriteLine>>,
+    key: Option<String>,
 }
 
 /// One write of a `reconcile` record: the source caching the written kind (the primary when
@@ -1031,6 +1038,13 @@ fn parse_record(l: &Line<'_>) -> Result<Record, String> {
         "fault" => Record::Fault(parse_fault(l)?),
         "stop" => Record::Stop,
         "reconcile_all" => Record::ReconcileAll,
+        "reconcile_on" => Record::ReconcileOn {
+            key: l
+                .key
+                .clone()
+                .filter(|k| !k.is_empty())
+                .ok_or("a reconcile_on record needs \"key\"")?,
+        },
         "note" => {
             if l.note.as_deref().is_none_or(str::is_empty) {
                 return Err("a note record needs \"note\"".into());
@@ -1247,6 +1261,7 @@ impl Entry {
             Record::Fault(_) => "fault",
             Record::Stop => "stop",
             Record::ReconcileAll => "reconcile_all",
+            Record::ReconcileOn { .. } => "reconcile_on",
             Record::Note => "note",
         };
         out.push_str(&serde_json::Value::from(kind).to_string());
@@ -1381,6 +1396,7 @@ impl Entry {
             }
             Record::Advance { by } => push_num(&mut out, "by_s", by.as_secs_f64()),
             Record::Fault(fault) => push_fault(&mut out, fault),
+            Record::ReconcileOn { key } => push_str(&mut out, "key", key),
             Record::Stop | Record::ReconcileAll | Record::Note => {}
         }
         if let Some(note) = &self.note {
@@ -1665,6 +1681,23 @@ mod tests {
         let e =
             Trace::parse("s", "{\"reconcile_sim_trace\":1,\"streaming_lists\":1}\n").unwrap_err();
         assert!(e.message.contains("expected a boolean"), "{e}");
+    }
+
+    #[test]
+    fn a_reconcile_on_record_round_trips_and_needs_its_key() {
+        let text = format!("{HEADER}\n{{\"record\":\"reconcile_on\",\"t\":1,\"key\":\"ns/a\"}}\n");
+        let trace = Trace::parse("r", &text).unwrap();
+        assert_eq!(
+            trace.entries[0].record,
+            Record::ReconcileOn { key: "ns/a".into() }
+        );
+        let line = trace.entries[0].to_line();
+        assert!(line.contains("\"key\":\"ns/a\""), "{line}");
+        let again = Trace::parse("r", &format!("{HEADER}\n{line}\n")).unwrap();
+        assert_eq!(again.entries, trace.entries);
+        let e =
+            Trace::parse("r", &format!("{HEADER}\n{{\"record\":\"reconcile_on\"}}\n")).unwrap_err();
+        assert!(e.message.contains("needs \"key\""), "{e}");
     }
 
     #[test]

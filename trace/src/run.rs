@@ -12,6 +12,7 @@
 //! | [`Input::Reconciled`] | a `reconcile` script, placed before the input that dispatched it |
 //! | [`Input::ReconciledWrote`] | the same, with its `writes` (source and resourceVersion of each) |
 //! | [`Input::ReconcileAll`] | `reconcile_all` |
+//! | [`Input::ReconcileOn`] | `reconcile_on` (its `key`) |
 //! | [`Input::Stop`] | `stop` |
 //! | [`Input::SourceEvent`] | `source` (upsert / delete / replace), when the recorder can write the objects as JSON |
 //! | [`Input::SourceEnd`] | `source_end` |
@@ -293,6 +294,13 @@ impl TraceBuilder {
             } => self.reconciled(at, *ticket, outcome, writes),
             Input::Stop => push(&mut self.held, Record::Stop, None),
             Input::ReconcileAll => push(&mut self.held, Record::ReconcileAll, None),
+            Input::ReconcileOn { object } => push(
+                &mut self.held,
+                Record::ReconcileOn {
+                    key: object.to_string(),
+                },
+                None,
+            ),
             Input::SourceEvent { event, .. } => {
                 let op = match event {
                     SourceEvent::Upsert(o) => to_json(o).map(SourceOp::Upsert),
@@ -318,10 +326,8 @@ impl TraceBuilder {
             // Derived by the replaying core. Lease answers have no record kind yet: a
             // recorded election replays as a controller that always leads. A drain only
             // closes and waits: its trace ends as a stop's.
-            // A run's own deadline has no record kind yet either, nor a one-key trigger
-            // (`reconcile_on`): a replay does not repeat that wake.
+            // A run's own deadline has no record kind yet either.
             Input::Drain
-            | Input::ReconcileOn { .. }
             | Input::Start
             | Input::Timeout
             | Input::Lease { .. }

@@ -583,6 +583,16 @@ impl Harness {
         self.step_input(|| "reconcile-all trigger".into(), Input::ReconcileAll)
     }
 
+    /// A one-key trigger for the cached primary object `key` (`namespace/name`, or `name`).
+    pub fn reconcile_on(&mut self, key: &str) -> StepIo {
+        let object = match key.split_once('/') {
+            Some((namespace, name)) => ObjectKey::new(Some(namespace), name),
+            None => ObjectKey::new(None, key),
+        };
+        let label = format!("reconcile-on {object}");
+        self.step_input(|| label, Input::ReconcileOn { object })
+    }
+
     /// Stops the core.
     pub fn stop(&mut self) -> StepIo {
         self.stopped = true;

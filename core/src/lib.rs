@@ -126,6 +126,14 @@ pub use shard::{ShardBy, ShardConfig, ShardKey, Sharding};
 pub use source::params::{InitialListStrategy, WatchParams};
 pub use source::reflector::{MAX_LISTING_BYTES, MAX_LISTING_ITEMS};
 pub use source::store::{CacheChange, Store};
+pub use source::transform::Transform;
+
+/// Ready-made [`Transform`]s, and what they strip.
+pub mod transform {
+    pub use crate::source::transform::LAST_APPLIED_ANNOTATION;
+    #[cfg(feature = "kube")]
+    pub use crate::source::transform::{strip_last_applied, strip_managed_fields};
+}
 pub use step_line::StepLine;
 pub use string_map::StringMap;
 pub use time::Instant;

@@ -4,11 +4,13 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::sync::Arc;
 
 use reconcile_core::pod::PodView;
 use reconcile_core::{
     Command, Config, ConfigError, Input, Instant, KeyMap, ListResponse, ObjectKey, Outcome, Output,
-    Predicate, ReconcileLoop, RequestId, SourceId, StepLine, StreamId, Ticket, WatchParams,
+    Predicate, ReconcileLoop, RequestId, SourceId, StepLine, StreamId, Ticket, Transform,
+    WatchParams,
 };
 
 const PRIMARY: SourceId = SourceId::PRIMARY;
@@ -83,6 +85,11 @@ impl Run {
             running: BTreeMap::new(),
             dispatched: Vec::new(),
         }
+    }
+
+    fn timeout(&mut self) -> &mut Self {
+        self.feed(Input::Timeout);
+        self.step("timeout")
     }
 
     fn at(&mut self, secs: u64) -> &mut Self {
@@ -358,6 +365,40 @@ fn a_reconcile_all_trigger_queues_every_parent_once() {
 }
 
 #[test]
+fn a_reconcile_on_trigger_queues_the_parent_of_one_object_only() {
+    let mut r = Run::new();
+    r.start()
+        .list(PRIMARY, 10, &[parent("a", 5), parent("b", 6)])
+        .list(children(), 20, &[child("a-1", "a", 11)])
+        .ok("a")
+        .ok("b");
+    let before = r.dispatched.len();
+    r.at(1);
+    r.feed(Input::ReconcileOn {
+        object: ObjectKey::new(Some("ns"), "b"),
+    });
+    r.feed(Input::ReconcileOn {
+        object: ObjectKey::new(Some("ns"), "b"),
+    });
+    r.step("reconcile-on ns/b, twice").ok("b");
+    // A key the primary cache lacks queues nothing (a child's included: it is no primary).
+    r.at(2);
+    r.feed(Input::ReconcileOn {
+        object: ObjectKey::new(Some("ns"), "gone"),
+    });
+    r.feed(Input::ReconcileOn {
+        object: ObjectKey::new(Some("ns"), "a-1"),
+    });
+    r.step("reconcile-on ns/gone and the child ns/a-1");
+    let woken: Vec<&str> = r.dispatched[before..]
+        .iter()
+        .map(|(p, _, _)| p.as_str())
+        .collect();
+    assert_eq!(woken, ["b"]);
+    insta::assert_snapshot!(r.log);
+}
+
+#[test]
 fn a_predicate_on_the_children_keeps_their_status_writes_from_waking_the_owner() {
     let mut r = Run::with(|config| config.secondary_predicate(Predicate::<PodView>::LabelsChanged));
     r.start()
@@ -403,6 +444,84 @@ fn a_predicate_on_the_children_keeps_their_status_writes_from_waking_the_owner()
     insta::assert_snapshot!(r.log);
 }
 
+/// `object` with an annotation `note=big` added to its metadata.
+fn annotated(object: &str) -> String {
+    object.replacen(
+        r#""metadata":{"#,
+        r#""metadata":{"annotations":{"note":"big"},"#,
+        1,
+    )
+}
+
+fn drop_annotations(o: &mut PodView) {
+    o.metadata.annotations = reconcile_core::StringMap::new();
+}
+
+#[test]
+fn transforms_change_every_object_before_either_cache_holds_it() {
+    let mut r = Run::with(|config| {
+        config
+            .secondary_transform(Transform::new(drop_annotations))
+            .transform(Transform::new(drop_annotations))
+    });
+    r.start()
+        .list(PRIMARY, 10, &[annotated(&parent("a", 5))])
+        .list(children(), 20, &[annotated(&child("a-1", "a", 11))])
+        .ok("a");
+    r.at(1)
+        .frame(PRIMARY, "ADDED", &annotated(&parent("b", 12)), "b added")
+        .frame(
+            children(),
+            "ADDED",
+            &annotated(&child("b-1", "b", 21)),
+            "b-1 added",
+        )
+        .ok("b");
+    let primary: Vec<_> = r
+        .core
+        .store()
+        .iter()
+        .map(|(_, o, _)| Arc::clone(o))
+        .collect();
+    let kids = r
+        .core
+        .secondary_objects(children())
+        .expect("configured")
+        .downcast::<PodView>()
+        .expect("pods");
+    assert_eq!((primary.len(), kids.len()), (2, 2));
+    for pod in primary.iter().chain(&kids) {
+        assert!(pod.metadata.annotations.is_empty(), "{pod:?}");
+    }
+    // Without the transforms the same objects keep their annotation: the check can fail.
+    let mut plain = Run::new();
+    plain
+        .start()
+        .list(PRIMARY, 10, &[annotated(&parent("a", 5))])
+        .list(children(), 20, &[annotated(&child("a-1", "a", 11))]);
+    let (_, held, _) = plain.core.store().iter().next().expect("cached");
+    assert_eq!(held.metadata.annotations.get("note"), Some("big"));
+}
+
+#[test]
+fn a_secondary_transform_over_the_wrong_type_or_without_a_secondary_is_a_config_error() {
+    let params = || WatchParams::namespaced("ns");
+    let without = Config::<PodView, ObjectKey>::kubernetes(params(), KeyMap::by_object())
+        .secondary_transform(Transform::new(drop_annotations));
+    assert_eq!(without.validate(), Err(ConfigError::NoSecondary));
+    let wrong = Config::<PodView, ObjectKey>::kubernetes(params(), KeyMap::by_object())
+        .owns::<PodView>(params(), "Pod")
+        .secondary_transform(Transform::new(
+            |_: &mut k8s_openapi::api::core::v1::ConfigMap| {},
+        ));
+    let error = wrong.validate().unwrap_err();
+    assert!(
+        matches!(error, ConfigError::TransformType { .. }),
+        "{error}"
+    );
+    assert!(error.to_string().contains("ConfigMap"), "{error}");
+}
+
 #[test]
 fn a_secondary_predicate_over_the_wrong_type_or_without_a_secondary_is_a_config_error() {
     let params = || WatchParams::namespaced("ns");
@@ -419,4 +538,39 @@ fn a_secondary_predicate_over_the_wrong_type_or_without_a_secondary_is_a_config_
     );
     assert!(error.to_string().contains("ConfigMap"), "{error}");
     assert!(ReconcileLoop::new(wrong, Instant::ZERO).is_err());
+}
+
+#[test]
+fn a_debounced_parent_runs_once_its_changes_pause_for_the_period() {
+    let mut r = Run::with(|config| config.debounce(Some(std::time::Duration::from_secs(5))));
+    r.start()
+        .list(PRIMARY, 10, &[parent("a", 5), parent("b", 6)])
+        .list(children(), 20, &[]);
+    // The first listing is held too: both run 5 s after it.
+    assert!(r.dispatched.is_empty());
+    r.at(5).timeout().ok("a").ok("b");
+    assert_eq!(r.dispatched.len(), 2);
+    // A burst on `a`, 2 s apart: each change pushes the run back; `b` changes once.
+    r.at(10)
+        .frame(PRIMARY, "MODIFIED", &parent("a", 30), "a modified")
+        .at(11)
+        .frame(PRIMARY, "MODIFIED", &parent("b", 31), "b modified")
+        .at(12)
+        .frame(PRIMARY, "MODIFIED", &parent("a", 32), "a modified")
+        .at(14)
+        .frame(PRIMARY, "MODIFIED", &parent("a", 33), "a modified");
+    assert_eq!(r.dispatched.len(), 2, "nothing runs inside the window");
+    r.at(16).timeout().ok("b");
+    assert_eq!(r.dispatched.len(), 3);
+    r.at(19).timeout().ok("a");
+    let after: Vec<&str> = r.dispatched[2..]
+        .iter()
+        .map(|(p, _, _)| p.as_str())
+        .collect();
+    assert_eq!(
+        after,
+        ["b", "a"],
+        "one run each, at the end of its own window"
+    );
+    insta::assert_snapshot!(r.log);
 }

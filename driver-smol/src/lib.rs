@@ -71,11 +71,12 @@ pub use smol;
 
 pub use engine::{
     Action, ApiClient, ApiError, Cache, CacheSnapshot, ControllerMetrics, ElectionConfig,
-    Endpoints, Error, Handle, Leadership, Limits, OnLost, Predicate, Reconcile, Recorder, Running,
-    SharedSource, Shutdown, Source, Tape, TraceRecorder, default_error_policy, default_identity,
+    Endpoints, Error, ErrorPolicy, Handle, Leadership, Limits, OnLost, Predicate, Reconcile,
+    ReconcileResult, Recorder, Results, Running, SharedSource, Shutdown, Source, Tape,
+    TraceRecorder, default_error_policy, default_identity,
 };
 pub use reconcile_core::pod::PodView;
-pub use reconcile_core::{KeyMap, Object, ObjectKey, WatchParams};
+pub use reconcile_core::{KeyMap, KeyMapError, Object, ObjectKey, WatchParams};
 pub use reconcile_engine as engine;
 
 /// The names a controller needs, none of which collides with `kube::prelude`, `kube::api`,
@@ -85,7 +86,7 @@ pub mod prelude {
     pub use reconcile_core::pod::PodView;
     // The trait's methods without its name: `kube::api` has an `Object` of its own.
     pub use reconcile_core::Object as _;
-    pub use reconcile_core::{KeyMap, ObjectKey};
+    pub use reconcile_core::{KeyMap, KeyMapError, ObjectKey};
     pub use reconcile_engine::{
         ApiClient, ApiError, Cache, CacheSnapshot, Reconcile, Source, default_error_policy,
     };

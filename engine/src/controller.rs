@@ -16,7 +16,7 @@ use super::cache::{Cache, CacheSnapshot, Published};
 use super::driver::{Driver, InboxBytes, Limits, ReconcileFn, Remote, Shutdown};
 use super::error::Error;
 use super::handle::{Handle, Shared};
-use super::reconcile::{Action, Reconcile};
+use super::reconcile::{Action, ErrorPolicy, Reconcile};
 use super::recorder::Recorder;
 use super::runtime::{BoxFuture, Runtime, ShutdownSignal, Task};
 use super::source::Source;
@@ -54,6 +54,8 @@ pub struct Controller<O, P, R: Runtime, T> {
     /// Where the election's Lease requests go (the primary's transport unless given).
     lease: Option<T>,
     shutdown: Shutdown,
+    /// Where each reconcile's result goes, for [`Controller::run_stream`].
+    results: Option<super::results::ResultSink<P>>,
 }
 
 impl<O, P, R: Runtime, T> fmt::Debug for Controller<O, P, R, T> {
@@ -90,10 +92,20 @@ where
         Self::with_runtime(runtime, source, KeyMap::by_object())
     }
 
-    /// Adds the children of `source`: each wakes its controller owner when that owner is of
-    /// the controller's own kind and API group (controller-runtime's `Owns`; kube-runtime's
-    /// `owns` wakes every owner, as [`Controller::owns_any_owner`] does). Their objects reach
-    /// the reconcile through [`Reconcile::related`].
+    /// Adds the children of `source`, each waking its **controller** owner: the one
+    /// `ownerReferences` entry with `controller: true`, when it is of the controller's own
+    /// kind and API group. This is controller-runtime's `Owns` (`EnqueueRequestForOwner`
+    /// with `OnlyControllerOwner`), and what a controller that creates its children with
+    /// `controllerutil.SetControllerReference` (or kube's `controller_owner_ref`) wants: a
+    /// child is managed by one controller, and only that one runs when it changes.
+    ///
+    /// kube-runtime's `Controller::owns` is [`Controller::owns_any_owner`] instead: it wakes
+    /// every owner reference of the kind, controller or not. The two differ only for a child
+    /// with several owners of the controller's kind (a ConfigMap shared by two parents, an
+    /// owner reference added by hand without `controller: true`): `owns` wakes the one that
+    /// controls it, or none; `owns_any_owner` wakes each.
+    ///
+    /// The children reach the reconcile through [`Reconcile::related`].
     #[must_use]
     pub fn owns<C>(self, source: Source<C, T>) -> Self
     where
@@ -105,8 +117,15 @@ where
         self.owns_kind(source, &owner_type)
     }
 
-    /// As [`Controller::owns`], but each child wakes every owner of the controller's kind
-    /// and group, controller or not (kube-runtime's `owns`).
+    /// Adds the children of `source`, each waking **every** owner of the controller's kind
+    /// and API group among its `ownerReferences`, controller or not: kube-runtime's
+    /// `Controller::owns` (its `trigger_owners`), and controller-runtime's
+    /// `EnqueueRequestForOwner` without `OnlyControllerOwner`.
+    ///
+    /// Prefer [`Controller::owns`] (the controller owner only, controller-runtime's `Owns`)
+    /// unless a child is deliberately shared: with several owners of the kind, a change to
+    /// the child runs each of them here, and only its controller there. For a child with one
+    /// owner of the kind that is also its controller, the two are the same.
     #[must_use]
     pub fn owns_any_owner<C>(mut self, source: Source<C, T>) -> Self
     where
@@ -162,6 +181,9 @@ where
         if let Some(predicate) = source.predicate {
             config = config.predicate(predicate);
         }
+        if let Some(transform) = source.transform {
+            config = config.transform(transform);
+        }
         let (stop_tx, stop) = async_channel::bounded(1);
         let (inbox_tx, inbox) = async_channel::bounded(limits.inbox);
         let shared = Shared::new(stop_tx, inbox_tx);
@@ -185,6 +207,7 @@ where
             recorder: None,
             shutdown_on: Vec::new(),
             triggers: Vec::new(),
+            results: None,
             lease: None,
             shutdown: Shutdown::default(),
         }
@@ -320,13 +343,17 @@ where
         self.add_secondary(source)
     }
 
-    /// Takes the transport and the predicate of `source`, whose config was just added.
+    /// Takes the transport, the predicate and the transform of `source`, whose config was
+    /// just added.
     fn add_secondary<C>(mut self, source: Source<C, T>) -> Self
     where
         C: Object + Send + Sync,
     {
         if let Some(predicate) = source.predicate {
             self.config = self.config.secondary_predicate(predicate);
+        }
+        if let Some(transform) = source.transform {
+            self.config = self.config.secondary_transform(transform);
         }
         if let Some((transport, requests)) = source.remote {
             self.secondaries.push(Remote {
@@ -381,6 +408,19 @@ where
     #[must_use]
     pub fn resync(mut self, period: Option<Duration>) -> Self {
         self.config = self.config.resync(period);
+        self
+    }
+
+    /// Debounces reconciles (kube-runtime's `controller::Config::debounce`): a key woken by
+    /// a change, a listing, a resync, a trigger or its requeue runs only once its wakes have
+    /// paused for `period`, each wake within the window pushing the run back; a key already
+    /// queued, or running and due again, is not held. Zero (the default) runs at once.
+    /// Changes read together already coalesce without it; a debounce also merges a burst
+    /// spread over time (an object written several times in a row), at the cost of that
+    /// much latency. Held keys are bounded by the number of distinct keys.
+    #[must_use]
+    pub fn debounce(mut self, period: Duration) -> Self {
+        self.config = self.config.debounce(Some(period));
         self
     }
 
@@ -488,6 +528,27 @@ where
         self
     }
 
+    /// Reconciles the parent of the cached primary object each time `trigger` yields its key
+    /// (kube-runtime's `reconcile_on`; see [`Handle::reconcile_on`]). The stream is read
+    /// until it ends or the controller stops; an object not in the primary cache queues
+    /// nothing.
+    #[must_use]
+    pub fn reconcile_on(
+        mut self,
+        trigger: impl futures_core::Stream<Item = reconcile_core::ObjectKey> + Send + 'static,
+    ) -> Self {
+        let handle = self.handle();
+        self.triggers.push(Box::pin(async move {
+            let mut trigger = std::pin::pin!(trigger);
+            while let Some(object) = futures_lite::StreamExt::next(&mut trigger).await {
+                if handle.reconcile_on(object).await.is_err() {
+                    break;
+                }
+            }
+        }));
+        self
+    }
+
     /// Stops gracefully once `signal` completes.
     #[must_use]
     pub fn graceful_shutdown_on(
@@ -529,7 +590,7 @@ where
         F: Fn(Reconcile<O, P>, Arc<C>) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<Action, E>> + Send + 'static,
         E: fmt::Display + Send + 'static,
-        EP: Fn(&Reconcile<O, P>, &E, Arc<C>) -> Action + Send + Sync + 'static,
+        EP: ErrorPolicy<O, P, E, C>,
         C: Send + Sync + 'static,
     {
         let (driver, signals) = match self.into_driver(reconcile, error_policy, ctx) {
@@ -540,14 +601,19 @@ where
             }
         };
         let shared = Arc::clone(&driver.shared);
+        // Every line the driver logs, and those of the tasks it spawns (LIST, WATCH, Lease,
+        // each reconcile's span), carry the controller's name: two controllers in one
+        // process would log identical lines otherwise.
+        let span = tracing::info_span!("controller", controller = %shared.metrics.name());
         // A bug in the driver must still end every wait on a handle, not hang it.
-        let result = std::panic::AssertUnwindSafe(driver.run())
-            .catch_unwind()
-            .await
-            .unwrap_or_else(|_| {
-                shared.finish(Err(Error::Panicked));
-                Err(Error::Panicked)
-            });
+        let result =
+            std::panic::AssertUnwindSafe(tracing::Instrument::instrument(driver.run(), span))
+                .catch_unwind()
+                .await
+                .unwrap_or_else(|_| {
+                    shared.finish(Err(Error::Panicked));
+                    Err(Error::Panicked)
+                });
         for task in signals {
             task.abort();
         }
@@ -570,7 +636,7 @@ where
         F: Fn(Reconcile<O, P>, Arc<C>) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<Action, E>> + Send + 'static,
         E: fmt::Display + Send + 'static,
-        EP: Fn(&Reconcile<O, P>, &E, Arc<C>) -> Action + Send + Sync + 'static,
+        EP: ErrorPolicy<O, P, E, C>,
         C: Send + Sync + 'static,
     {
         let handle = self.handle();
@@ -588,6 +654,43 @@ where
         Ok(running)
     }
 
+    /// Spawns the controller as [`Controller::start`] does, without waiting for the sync,
+    /// and returns each reconcile's result as a stream (kube-runtime's
+    /// `Controller::run(..).for_each(|res| ..)`): its key and its [`Outcome`], in the order
+    /// the runs ended. The stream ends once the controller has ended; dropping it stops the
+    /// controller.
+    ///
+    /// The stream holds at most [`RESULTS_CAPACITY`](crate::results::RESULTS_CAPACITY)
+    /// unread results. The controller never waits for its reader: a result that finds the
+    /// stream full is dropped and counted ([`Results::dropped`](crate::Results::dropped)).
+    /// A run cancelled before it ended (past its timeout, by a stop, or with a shard or
+    /// leadership lost) has no result.
+    ///
+    /// A configuration error ends the stream at once, with no result;
+    /// `results.handle().stopped()` returns it.
+    pub fn run_stream<F, Fut, E, EP, C>(
+        mut self,
+        reconcile: F,
+        error_policy: EP,
+        ctx: Arc<C>,
+    ) -> super::results::Results<O, P, R>
+    where
+        F: Fn(Reconcile<O, P>, Arc<C>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Action, E>> + Send + 'static,
+        E: fmt::Display + Send + 'static,
+        EP: ErrorPolicy<O, P, E, C>,
+        C: Send + Sync + 'static,
+    {
+        let handle = self.handle();
+        let (sink, unread) = super::results::channel::<P>();
+        self.results = Some(sink);
+        let runtime = self.runtime.clone();
+        let task = runtime.spawn(Box::pin(async move {
+            let _ = self.run(reconcile, error_policy, ctx).await;
+        }));
+        unread.attach(handle, task)
+    }
+
     #[allow(clippy::type_complexity)]
     fn into_driver<F, Fut, E, EP, C>(
         mut self,
@@ -599,7 +702,7 @@ where
         F: Fn(Reconcile<O, P>, Arc<C>) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<Action, E>> + Send + 'static,
         E: fmt::Display + Send + 'static,
-        EP: Fn(&Reconcile<O, P>, &E, Arc<C>) -> Action + Send + Sync + 'static,
+        EP: ErrorPolicy<O, P, E, C>,
         C: Send + Sync + 'static,
     {
         let origin = self.runtime.now();
@@ -638,7 +741,10 @@ where
         };
         core.log_cache_changes(true);
         let error_policy = Arc::new(error_policy);
+        let results = self.results.take();
         let reconcile: ReconcileFn<O, P> = Arc::new(move |request: Reconcile<O, P>| {
+            let results = results.clone();
+            let parent = results.as_ref().map(|_| request.parent().clone());
             // Kept for the error policy, which sees what the reconcile saw.
             let kept = request.clone();
             let ctx = Arc::clone(&ctx);
@@ -648,7 +754,7 @@ where
             let called = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 reconcile(request, Arc::clone(&ctx))
             }));
-            match called {
+            let outcome: BoxFuture<Outcome> = match called {
                 Ok(future) => Box::pin(async move {
                     match future.await {
                         Ok(action) => action.after_success(),
@@ -667,6 +773,17 @@ where
                     }
                 }),
                 Err(_) => Box::pin(async { Outcome::Error("reconcile panicked".into()) }),
+            };
+            match (results, parent) {
+                (Some(results), Some(parent)) => Box::pin(async move {
+                    let outcome = outcome.await;
+                    results.offer(super::results::ReconcileResult {
+                        parent,
+                        outcome: outcome.clone(),
+                    });
+                    outcome
+                }),
+                _ => outcome,
             }
         });
         let triggers: Vec<R::Task> = self

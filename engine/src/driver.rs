@@ -544,6 +544,7 @@ where
                 }
             },
             Msg::ReconcileAll => Input::ReconcileAll,
+            Msg::ReconcileOn(object) => Input::ReconcileOn { object },
             Msg::Lease(req, response) => {
                 self.tasks.remove(&TaskKey::Lease(req));
                 Input::Lease { req, response }
@@ -624,15 +625,19 @@ where
         let request = lease_request(namespace, name, request);
         let runtime = self.runtime.clone();
         let limit = self.limits.lease_request;
-        let task = self.runtime.spawn(Box::pin(async move {
-            let answer = match request {
-                Ok(request) => lease_call(&runtime, &transport, request, limit).await,
-                Err(e) => {
-                    LeaseResponse::TransportError(format!("cannot build the Lease request: {e}"))
-                }
-            };
-            let _ = inbox.send(Msg::Lease(req, answer)).await;
-        }));
+        let task = self.runtime.spawn(Box::pin(
+            async move {
+                let answer = match request {
+                    Ok(request) => lease_call(&runtime, &transport, request, limit).await,
+                    Err(e) => LeaseResponse::TransportError(format!(
+                        "cannot build the Lease request: {e}"
+                    )),
+                };
+                let _ = inbox.send(Msg::Lease(req, answer)).await;
+            }
+            // The controller's span, so the task's lines name the controller.
+            .instrument(tracing::Span::current()),
+        ));
         self.tasks.insert(TaskKey::Lease(req), task);
     }
 
@@ -703,32 +708,36 @@ where
         let limits = self.limits;
         let keep_body = self.recorder.is_some();
         let primary = source == SourceId::PRIMARY;
-        let task = self.runtime.spawn(Box::pin(async move {
-            let listed = async {
-                match request {
-                    // Only the primary's objects are of type `O`: a secondary's body goes to
-                    // the core raw, which decodes it as that source's type.
-                    Ok(request) if primary => {
-                        list(&runtime, &transport, request, limits, keep_body)
+        let task = self.runtime.spawn(Box::pin(
+            async move {
+                let listed = async {
+                    match request {
+                        // Only the primary's objects are of type `O`: a secondary's body goes to
+                        // the core raw, which decodes it as that source's type.
+                        Ok(request) if primary => {
+                            list(&runtime, &transport, request, limits, keep_body)
+                                .await
+                                .map_err(|e| e.0)
+                        }
+                        Ok(request) => list_raw(&runtime, &transport, request, limits)
                             .await
-                            .map_err(|e| e.0)
+                            .map_err(|e| e.0),
+                        Err(e) => Err(format!("cannot build the LIST request: {e}")),
                     }
-                    Ok(request) => list_raw(&runtime, &transport, request, limits)
-                        .await
-                        .map_err(|e| e.0),
-                    Err(e) => Err(format!("cannot build the LIST request: {e}")),
-                }
-            };
-            let result = timeout(&runtime, limits.list_deadline, listed)
-                .await
-                .unwrap_or_else(|| {
-                    Err(format!(
-                        "LIST did not finish within {}s (Limits::list_deadline)",
-                        limits.list_deadline.as_secs()
-                    ))
-                });
-            let _ = inbox.send(Msg::List(req, result)).await;
-        }));
+                };
+                let result = timeout(&runtime, limits.list_deadline, listed)
+                    .await
+                    .unwrap_or_else(|| {
+                        Err(format!(
+                            "LIST did not finish within {}s (Limits::list_deadline)",
+                            limits.list_deadline.as_secs()
+                        ))
+                    });
+                let _ = inbox.send(Msg::List(req, result)).await;
+            }
+            // The controller's span, so the task's lines name the controller.
+            .instrument(tracing::Span::current()),
+        ));
         self.tasks.insert(TaskKey::List(req), task);
     }
 
@@ -779,19 +788,25 @@ where
         let budget = Arc::clone(&self.inbox_bytes);
         let limits = self.limits;
         let idle = Duration::from_secs(u64::from(timeout_seconds)) + limits.watch_idle_margin;
-        let task = self.runtime.spawn(Box::pin(async move {
-            let end = match request {
-                Ok(request) => {
-                    let to = Inbox {
-                        sender: &inbox,
-                        budget: &budget,
-                    };
-                    watch(&runtime, &transport, request, stream, to, idle, limits).await
-                }
-                Err(e) => StreamEnd::TransportError(format!("cannot build the WATCH request: {e}")),
-            };
-            let _ = inbox.send(Msg::WatchEnd(stream, end)).await;
-        }));
+        let task = self.runtime.spawn(Box::pin(
+            async move {
+                let end = match request {
+                    Ok(request) => {
+                        let to = Inbox {
+                            sender: &inbox,
+                            budget: &budget,
+                        };
+                        watch(&runtime, &transport, request, stream, to, idle, limits).await
+                    }
+                    Err(e) => {
+                        StreamEnd::TransportError(format!("cannot build the WATCH request: {e}"))
+                    }
+                };
+                let _ = inbox.send(Msg::WatchEnd(stream, end)).await;
+            }
+            // The controller's span, so the task's lines name the controller.
+            .instrument(tracing::Span::current()),
+        ));
         self.tasks.insert(TaskKey::Watch(stream), task);
     }
 

@@ -35,6 +35,8 @@ pub(crate) enum Msg<O> {
     SourceEnd(Option<String>),
     /// A reconcile-all trigger.
     ReconcileAll,
+    /// A one-key trigger: the parent of this cached primary object.
+    ReconcileOn(reconcile_core::ObjectKey),
     /// A Lease request answered or failed.
     Lease(reconcile_core::RequestId, reconcile_core::LeaseResponse),
 }
@@ -314,6 +316,18 @@ impl<O, P> Handle<O, P> {
     /// [`Error::NotRunning`] once the controller has ended.
     pub async fn reconcile_all(&self) -> Result<(), Error> {
         self.push(Msg::ReconcileAll).await
+    }
+
+    /// Queues the parent of the cached primary object `object` for a reconcile
+    /// (kube-runtime's `reconcile_on`, one trigger; controller-runtime's channel source for
+    /// one object). An object not in the primary cache queues nothing. With
+    /// [`KeyMap::by_object`](reconcile_core::KeyMap::by_object) the object's key is its
+    /// parent's.
+    ///
+    /// # Errors
+    /// [`Error::NotRunning`] once the controller has ended.
+    pub async fn reconcile_on(&self, object: reconcile_core::ObjectKey) -> Result<(), Error> {
+        self.push(Msg::ReconcileOn(object)).await
     }
 
     /// Pushes an in-process insert or update.

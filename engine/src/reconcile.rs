@@ -78,6 +78,29 @@ impl Action {
     }
 }
 
+/// What [`Controller::run`](crate::Controller::run) and its siblings take as the error
+/// policy: any `Fn(&Reconcile<O, P>, &E, Arc<C>) -> Action` (kube-runtime's
+/// `error_policy(Arc<K>, &E, Arc<Ctx>) -> Action`), such as [`default_error_policy`]. Not
+/// implemented by hand: every such function is one. A named trait only so that a
+/// controller run without an error policy (the context passed in its place) is told so,
+/// rather than that an `Arc<Ctx>` is not a closure.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not an error policy",
+    label = "the error policy goes here, before the context",
+    note = "an error policy is a `Fn(&Reconcile<O, P>, &E, Arc<Ctx>) -> Action`: \
+            `controller.run(reconcile, default_error_policy, ctx)`, as kube-runtime's \
+            `Controller::run(reconcile, error_policy, ctx)`"
+)]
+pub trait ErrorPolicy<O, P, E, C>:
+    Fn(&Reconcile<O, P>, &E, Arc<C>) -> Action + Send + Sync + 'static
+{
+}
+
+impl<O, P, E, C, F> ErrorPolicy<O, P, E, C> for F where
+    F: Fn(&Reconcile<O, P>, &E, Arc<C>) -> Action + Send + Sync + 'static
+{
+}
+
 /// The error policy every controller had before it could choose one: retry the key with its
 /// exponential backoff, whatever the error.
 pub fn default_error_policy<O, P, E, C>(

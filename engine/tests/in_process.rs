@@ -247,3 +247,121 @@ async fn cancel_running_stops_at_once() {
     assert!(stopped_at.elapsed() < std::time::Duration::from_secs(1));
     assert!(done.lock().unwrap().is_empty(), "cancelled, not finished");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_transform_changes_in_process_pushes_before_the_cache_and_the_reconcile() {
+    let controller: Controller<PodView, String, Paused, NoTransport> = Controller::with_runtime(
+        paused().await,
+        Source::<PodView, NoTransport>::in_process()
+            .modify(|pod: &mut PodView| pod.metadata.uid = None)
+            .modify(|pod: &mut PodView| {
+                pod.metadata.annotations = reconcile_core::StringMap::new();
+            }),
+        KeyMap::by_label("cell"),
+    );
+    let handle = controller.handle();
+    let cache = controller.cache();
+    let annotated = |name: &str| -> PodView {
+        serde_json::from_str(&format!(
+            r#"{{"metadata":{{"name":"{name}","namespace":"ns","uid":"u","labels":{{"cell":"x"}},"annotations":{{"note":"big"}}}}}}"#
+        ))
+        .expect("a pod")
+    };
+    handle.replace(vec![annotated("x1")]).await.expect("pushed");
+    let seen: Arc<Mutex<Vec<(usize, bool)>>> = Arc::default();
+    let task = tokio::spawn(controller.run(
+        |request: Reconcile<PodView, String>, seen: Arc<Mutex<Vec<(usize, bool)>>>| async move {
+            let members = request.members();
+            let stripped = members
+                .iter()
+                .all(|p| p.metadata.annotations.is_empty() && p.metadata.uid.is_none());
+            seen.lock().unwrap().push((members.len(), stripped));
+            Ok::<_, String>(Action::await_change())
+        },
+        default_error_policy,
+        Arc::clone(&seen),
+    ));
+    within("synced by the replace", handle.synced())
+        .await
+        .expect("synced");
+    handle.upsert(annotated("x2")).await.expect("pushed");
+    until("x has both pods", || {
+        seen.lock().unwrap().last().is_some_and(|(n, _)| *n == 2)
+    })
+    .await;
+    assert!(seen.lock().unwrap().iter().all(|(_, stripped)| *stripped));
+    let state = cache.state();
+    assert_eq!(state.len(), 2);
+    assert!(
+        state
+            .iter()
+            .all(|p| p.metadata.annotations.is_empty() && p.metadata.uid.is_none())
+    );
+    stop_cleanly(&handle, task).await;
+}
+
+/// A `MakeWriter` appending every formatted line to one buffer.
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
+    type Writer = Captured;
+
+    fn make_writer(&'a self) -> Self::Writer {
+        self.clone()
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn two_controllers_in_one_process_log_lines_that_name_them() {
+    let captured = Captured::default();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(captured.clone())
+        .with_ansi(false)
+        .with_max_level(tracing::Level::INFO)
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let mut runs = Vec::new();
+    for name in ["alpha", "beta"] {
+        let controller = controller().await.name(name);
+        let handle = controller.handle();
+        handle.replace(vec![pod("x1", "x")]).await.expect("pushed");
+        let seen: Seen = Arc::default();
+        let task = tokio::spawn(controller.run(record, default_error_policy, Arc::clone(&seen)));
+        until("x reconciled", || seen.lock().unwrap().contains_key("x")).await;
+        runs.push((handle, task));
+    }
+    for (handle, task) in runs {
+        stop_cleanly(&handle, task).await;
+    }
+    let text = String::from_utf8(captured.0.lock().unwrap().clone()).expect("utf-8");
+    for name in ["alpha", "beta"] {
+        let synced = text
+            .lines()
+            .filter(|l| {
+                l.contains(" synced") && l.contains(&format!("controller{{controller={name}}}"))
+            })
+            .count();
+        assert_eq!(synced, 1, "one synced line of {name}:\n{text}");
+    }
+    // Every line of the driver names its controller: none is left without.
+    let unnamed: Vec<&str> = text
+        .lines()
+        .filter(|l| !l.contains("controller{controller="))
+        .collect();
+    assert!(
+        unnamed.is_empty(),
+        "lines without a controller: {unnamed:#?}"
+    );
+}

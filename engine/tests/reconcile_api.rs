@@ -281,6 +281,40 @@ async fn a_start_dropped_before_the_sync_stops_what_it_spawned() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_reconcile_on_trigger_runs_the_parent_of_one_object_again() {
+    let (trigger_tx, trigger_rx) = async_channel::bounded::<ObjectKey>(1);
+    let controller = by_cell().await.reconcile_on(trigger_rx);
+    let handle = controller.handle();
+    handle
+        .replace(vec![pod("a1", "a", 1), pod("b1", "b", 1)])
+        .await
+        .expect("pushed");
+    let runs: Arc<Mutex<Vec<String>>> = Arc::default();
+    let task = tokio::spawn(controller.run(
+        |req: Reconcile<PodView, String>, runs: Arc<Mutex<Vec<String>>>| async move {
+            runs.lock().unwrap().push(req.parent().clone());
+            Ok::<_, String>(Action::await_change())
+        },
+        default_error_policy,
+        Arc::clone(&runs),
+    ));
+    until("both cells ran once", || runs.lock().unwrap().len() == 2).await;
+    trigger_tx
+        .send(key("b1"))
+        .await
+        .expect("the trigger is read");
+    until("cell b ran again", || runs.lock().unwrap().len() == 3).await;
+    // An object the cache lacks wakes nothing; the next trigger, from the handle, runs `a`
+    // alone after it.
+    handle.reconcile_on(key("nobody")).await.expect("running");
+    handle.reconcile_on(key("a1")).await.expect("running");
+    until("then cell a", || runs.lock().unwrap().len() == 4).await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(runs.lock().unwrap()[2..], ["b".to_owned(), "a".to_owned()]);
+    stop_cleanly(&handle, task).await;
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_reconcile_all_trigger_runs_every_parent_again() {
     let (trigger_tx, trigger_rx) = async_channel::bounded::<()>(1);
     let controller = by_cell().await.reconcile_all_on(trigger_rx);
@@ -307,5 +341,95 @@ async fn a_reconcile_all_trigger_runs_every_parent_again() {
         runs.lock().unwrap().len() == 6
     })
     .await;
+    stop_cleanly(&handle, task).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_result_stream_yields_each_run_and_drops_past_its_bound_without_blocking() {
+    use futures_lite::StreamExt;
+    use reconcile_engine::results::RESULTS_CAPACITY;
+    let controller = by_cell().await;
+    let handle = controller.handle();
+    handle
+        .replace(vec![pod("a1", "a", 1), pod("b1", "b", 1)])
+        .await
+        .expect("pushed");
+    let mut results = controller.run_stream(
+        |req: Reconcile<PodView, String>, _: Arc<()>| async move {
+            if req.parent() == "b" {
+                Err("b is broken".to_owned())
+            } else {
+                Ok(Action::requeue(Duration::from_secs(3600)))
+            }
+        },
+        |_: &Reconcile<PodView, String>, _: &String, _: Arc<()>| Action::await_change(),
+        Arc::new(()),
+    );
+    let mut first = Vec::new();
+    for _ in 0..2 {
+        first.push(within("a result", results.next()).await.expect("a result"));
+    }
+    first.sort_by(|x, y| x.parent.cmp(&y.parent));
+    assert_eq!(first[0].parent, "a");
+    assert!(first[0].is_ok(), "{:?}", first[0]);
+    assert_eq!(first[1].parent, "b");
+    assert_eq!(first[1].error(), Some("b is broken"));
+    assert_eq!(results.dropped(), 0);
+    // Unread, the stream fills; the controller goes on, and what does not fit is counted.
+    let more = RESULTS_CAPACITY + 10;
+    for n in 0..more {
+        handle
+            .upsert(pod("a1", "a", 2 + n as u32))
+            .await
+            .expect("pushed");
+        until("the update is reconciled", || {
+            handle.metrics().reconcile_total.iter().sum::<u64>() >= 3 + n as u64
+        })
+        .await;
+    }
+    assert_eq!(results.dropped(), 10);
+    let mut read = 0;
+    while let Ok(Some(_)) = tokio::time::timeout(Duration::from_millis(1), results.next()).await {
+        read += 1;
+    }
+    assert_eq!(read, RESULTS_CAPACITY);
+    // Dropping the stream stops the controller.
+    drop(results);
+    within("stopped", handle.stopped())
+        .await
+        .expect("a clean stop");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_debounced_controller_runs_a_burst_of_updates_once() {
+    let controller = by_cell().await.debounce(Duration::from_secs(2));
+    let handle = controller.handle();
+    handle
+        .replace(vec![pod("a1", "a", 1)])
+        .await
+        .expect("pushed");
+    let runs: Arc<Mutex<Vec<String>>> = Arc::default();
+    let task = tokio::spawn(controller.run(
+        |req: Reconcile<PodView, String>, runs: Arc<Mutex<Vec<String>>>| async move {
+            runs.lock().unwrap().push(req.parent().clone());
+            Ok::<_, String>(Action::await_change())
+        },
+        default_error_policy,
+        Arc::clone(&runs),
+    ));
+    until("a ran once", || runs.lock().unwrap().len() == 1).await;
+    // Five updates 1 s apart, each inside the window of the one before: one run, 2 s after
+    // the last.
+    for rv in 2..7 {
+        handle.upsert(pod("a1", "a", rv)).await.expect("pushed");
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(
+            runs.lock().unwrap().len(),
+            1,
+            "nothing runs inside the window"
+        );
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(runs.lock().unwrap().len(), 2);
     stop_cleanly(&handle, task).await;
 }

@@ -497,3 +497,30 @@ fn a_trace_that_replaces_a_file_is_private_too() {
     let (text, _) = read(&path);
     assert!(!text.contains("an older trace"), "{text}");
 }
+
+#[test]
+fn a_reconcile_on_trigger_is_recorded_with_its_key_before_the_run_it_dispatched() {
+    let path = temp("reconcile_on.jsonl");
+    let mut d = Drive::new(pods(), &path, |r| r);
+    d.list(0.5, &pod_list(10, &[pod("a", 5), pod("b", 6)]));
+    d.finish_oldest(0.6);
+    d.finish_oldest(0.7);
+    d.feed(
+        1.0,
+        Input::ReconcileOn {
+            object: ObjectKey::new(Some("ns"), "b"),
+        },
+    );
+    d.finish_oldest(1.1);
+    d.recorder.finish(d.now);
+    let (text, trace) = read(&path);
+    let at = trace
+        .entries
+        .iter()
+        .position(|e| e.record == Record::ReconcileOn { key: "ns/b".into() })
+        .unwrap_or_else(|| panic!("no reconcile_on record:\n{text}"));
+    assert!(
+        matches!(&trace.entries[at - 1].record, Record::Reconcile { parent: Some(p), .. } if p == "ns/b"),
+        "the run's script comes before the trigger that dispatched it:\n{text}"
+    );
+}

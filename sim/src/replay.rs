@@ -574,6 +574,10 @@ impl Replay<'_> {
                 let io = self.h.reconcile_all();
                 self.handle_io(io);
             }
+            Record::ReconcileOn { key } => {
+                let io = self.h.reconcile_on(key);
+                self.handle_io(io);
+            }
             Record::Stop => {
                 let io = self.h.stop();
                 self.handle_io(io);

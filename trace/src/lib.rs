@@ -286,6 +286,9 @@ pub struct Header {
     /// `read_own_writes_s`, written only when not the core's default of 5 s; `null` turns
     /// the wait off), so a replay holds as the recorded run did.
     pub read_own_writes: Option<Duration>,
+    /// The controller's debounce (`Config::debounce`; `debounce_s`, written only when set),
+    /// so a replay holds its wakes as the recorded run did.
+    pub debounce: Option<Duration>,
 }
 
 impl Default for Header {
@@ -308,6 +311,7 @@ impl Default for Header {
             gone_as: GoneAs::Frame,
             secondaries: Vec::new(),
             read_own_writes: Some(reconcile_core::DEFAULT_OWN_WRITES_WAIT),
+            debounce: None,
         }
     }
 }
@@ -484,6 +488,12 @@ pub enum Record {
     Fault(Fault),
     /// A reconcile-all trigger: every parent with members is queued.
     ReconcileAll,
+    /// A one-key trigger (`Input::ReconcileOn`): the parent of the cached primary object
+    /// `key` (`namespace/name`, or `name` when cluster-scoped) is queued.
+    ReconcileOn {
+        /// The object's key.
+        key: String,
+    },
     /// Stop the loop.
     Stop,
     /// Nothing happens; the entry's note is shown at its time (the test kit's faults and
@@ -565,6 +575,7 @@ struct Line<'a> {
     cursor: Option<bool>,
     source: Option<u64>,
     writes: Option<Vec<WriteLine>>,
+    key: Option<String>,
 }
 
 /// One write of a `reconcile` record: the source caching the written kind (the primary when
@@ -614,6 +625,7 @@ struct HeaderLine {
     secondaries: Option<Vec<SecondaryLine>>,
     #[serde(default, deserialize_with = "present")]
     read_own_writes_s: Option<Option<f64>>,
+    debounce_s: Option<f64>,
 }
 
 /// One secondary source in a version 2 header.
@@ -752,6 +764,10 @@ impl Header {
                 Some(None) => None,
                 Some(Some(s)) => Some(positive("read_own_writes_s", s)?),
             },
+            debounce: h
+                .debounce_s
+                .map(|s| positive("debounce_s", s))
+                .transpose()?,
         };
         if let Some(selector) = &header.label_selector {
             crate::selector::Selector::parse(selector)
@@ -810,6 +826,9 @@ impl Header {
                 "read_own_writes_s".into(),
                 self.read_own_writes.map(|d| d.as_secs_f64()).into(),
             );
+        }
+        if let Some(debounce) = self.debounce {
+            m.insert("debounce_s".into(), debounce.as_secs_f64().into());
         }
         if self.gone_as == GoneAs::Status {
             m.insert("gone_as".into(), "status".into());
@@ -1019,6 +1038,13 @@ fn parse_record(l: &Line<'_>) -> Result<Record, String> {
         "fault" => Record::Fault(parse_fault(l)?),
         "stop" => Record::Stop,
         "reconcile_all" => Record::ReconcileAll,
+        "reconcile_on" => Record::ReconcileOn {
+            key: l
+                .key
+                .clone()
+                .filter(|k| !k.is_empty())
+                .ok_or("a reconcile_on record needs \"key\"")?,
+        },
         "note" => {
             if l.note.as_deref().is_none_or(str::is_empty) {
                 return Err("a note record needs \"note\"".into());
@@ -1235,6 +1261,7 @@ impl Entry {
             Record::Fault(_) => "fault",
             Record::Stop => "stop",
             Record::ReconcileAll => "reconcile_all",
+            Record::ReconcileOn { .. } => "reconcile_on",
             Record::Note => "note",
         };
         out.push_str(&serde_json::Value::from(kind).to_string());
@@ -1369,6 +1396,7 @@ impl Entry {
             }
             Record::Advance { by } => push_num(&mut out, "by_s", by.as_secs_f64()),
             Record::Fault(fault) => push_fault(&mut out, fault),
+            Record::ReconcileOn { key } => push_str(&mut out, "key", key),
             Record::Stop | Record::ReconcileAll | Record::Note => {}
         }
         if let Some(note) = &self.note {
@@ -1653,6 +1681,37 @@ mod tests {
         let e =
             Trace::parse("s", "{\"reconcile_sim_trace\":1,\"streaming_lists\":1}\n").unwrap_err();
         assert!(e.message.contains("expected a boolean"), "{e}");
+    }
+
+    #[test]
+    fn a_reconcile_on_record_round_trips_and_needs_its_key() {
+        let text = format!("{HEADER}\n{{\"record\":\"reconcile_on\",\"t\":1,\"key\":\"ns/a\"}}\n");
+        let trace = Trace::parse("r", &text).unwrap();
+        assert_eq!(
+            trace.entries[0].record,
+            Record::ReconcileOn { key: "ns/a".into() }
+        );
+        let line = trace.entries[0].to_line();
+        assert!(line.contains("\"key\":\"ns/a\""), "{line}");
+        let again = Trace::parse("r", &format!("{HEADER}\n{line}\n")).unwrap();
+        assert_eq!(again.entries, trace.entries);
+        let e =
+            Trace::parse("r", &format!("{HEADER}\n{{\"record\":\"reconcile_on\"}}\n")).unwrap_err();
+        assert!(e.message.contains("needs \"key\""), "{e}");
+    }
+
+    #[test]
+    fn a_debounce_round_trips_in_the_header_and_is_left_out_when_off() {
+        let text = "{\"reconcile_sim_trace\":2,\"parent\":\"name\",\"debounce_s\":2.5}\n";
+        let trace = Trace::parse("d", text).unwrap();
+        assert_eq!(trace.header.debounce, Some(Duration::from_millis(2500)));
+        let line = trace.header.to_line();
+        assert!(line.contains("\"debounce_s\":2.5"), "{line}");
+        let again = Trace::parse("d", &format!("{line}\n")).unwrap();
+        assert_eq!(again.header, trace.header);
+        assert!(!Header::default().to_line().contains("debounce"));
+        let e = Trace::parse("d", "{\"reconcile_sim_trace\":2,\"debounce_s\":0}\n").unwrap_err();
+        assert!(e.message.contains("debounce_s must be positive"), "{e}");
     }
 
     #[test]

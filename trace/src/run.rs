@@ -12,6 +12,7 @@
 //! | [`Input::Reconciled`] | a `reconcile` script, placed before the input that dispatched it |
 //! | [`Input::ReconciledWrote`] | the same, with its `writes` (source and resourceVersion of each) |
 //! | [`Input::ReconcileAll`] | `reconcile_all` |
+//! | [`Input::ReconcileOn`] | `reconcile_on` (its `key`) |
 //! | [`Input::Stop`] | `stop` |
 //! | [`Input::SourceEvent`] | `source` (upsert / delete / replace), when the recorder can write the objects as JSON |
 //! | [`Input::SourceEnd`] | `source_end` |
@@ -69,6 +70,7 @@ pub fn header_for<O, P>(description: &str, config: &Config<O, P>) -> Header {
         streaming_lists: params
             .is_some_and(|p| p.initial_list == reconcile_core::InitialListStrategy::StreamingList),
         resync: config.resync,
+        debounce: config.debounce,
         retry_delay: config.retry_delay,
         backoff: (config.backoff.base, config.backoff.cap),
         secondaries: config.secondaries().cloned().collect(),
@@ -292,6 +294,13 @@ impl TraceBuilder {
             } => self.reconciled(at, *ticket, outcome, writes),
             Input::Stop => push(&mut self.held, Record::Stop, None),
             Input::ReconcileAll => push(&mut self.held, Record::ReconcileAll, None),
+            Input::ReconcileOn { object } => push(
+                &mut self.held,
+                Record::ReconcileOn {
+                    key: object.to_string(),
+                },
+                None,
+            ),
             Input::SourceEvent { event, .. } => {
                 let op = match event {
                     SourceEvent::Upsert(o) => to_json(o).map(SourceOp::Upsert),

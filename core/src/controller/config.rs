@@ -12,6 +12,7 @@ use crate::election::{ElectionConfig, ElectionConfigError};
 use crate::shard::{ShardBy, ShardConfig, ShardConfigError, ShardKey};
 use crate::source::params::WatchParams;
 use crate::source::secondary::SecondarySpec;
+use crate::source::transform::Transform;
 use crate::vocabulary::SourceId;
 use crate::wire::format::WireFormat;
 use crate::wire::object::{Object, ObjectKey, OwnerRef};
@@ -47,6 +48,9 @@ pub struct Config<O, P> {
     pub concurrency: usize,
     /// Resync period (default 10 h); `None` turns it off.
     pub resync: Option<Duration>,
+    /// kube-runtime's debounce (default none): a woken key is queued only once its wakes
+    /// have paused this long. Set with [`Config::debounce`].
+    pub debounce: Option<Duration>,
     /// Reconcile retry backoff (default 1 s doubling to 60 s).
     pub backoff: Backoff,
     /// Wait before every reflector retry: a failed LIST, a relist, a reopened WATCH
@@ -79,6 +83,9 @@ pub struct Config<O, P> {
     /// Which updates of the primary's objects wake their parent (default: every new
     /// resourceVersion).
     pub predicate: Option<Predicate<O>>,
+    /// Applied to each of the primary's objects after decoding, before caching (default:
+    /// none). Set with [`Config::transform`].
+    pub transform: Option<Transform<O>>,
     /// Parents woken by a listing (the first sync, a relist), a resync or a reconcile-all
     /// trigger wait behind live changes, requeues and retries, without starving (default:
     /// off).
@@ -207,6 +214,7 @@ impl<O, P> Clone for Config<O, P> {
             key_map: self.key_map.clone(),
             concurrency: self.concurrency,
             resync: self.resync,
+            debounce: self.debounce,
             backoff: self.backoff,
             retry_delay: self.retry_delay,
             source_retry_delay: self.source_retry_delay,
@@ -221,6 +229,7 @@ impl<O, P> Clone for Config<O, P> {
             election: self.election.clone(),
             sharding: self.sharding.clone(),
             predicate: self.predicate.clone(),
+            transform: self.transform.clone(),
             priority: self.priority,
             read_own_writes: self.read_own_writes,
             max_own_writes: self.max_own_writes,
@@ -268,6 +277,7 @@ impl<O, P> Config<O, P> {
             key_map,
             concurrency: 1,
             resync: Some(Duration::from_secs(10 * 60 * 60)),
+            debounce: None,
             backoff: Backoff::default(),
             retry_delay: Duration::from_secs(1),
             source_retry_delay: Duration::from_secs(1),
@@ -276,6 +286,7 @@ impl<O, P> Config<O, P> {
             election: None,
             sharding: None,
             predicate: None,
+            transform: None,
             priority: false,
             read_own_writes: Some(DEFAULT_OWN_WRITES_WAIT),
             max_own_writes: DEFAULT_MAX_OWN_WRITES,
@@ -397,6 +408,18 @@ impl<O, P> Config<O, P> {
         self
     }
 
+    /// Debounces wakes (kube-runtime's `controller::Config::debounce`): a key woken by a
+    /// change, a listing, a resync, a trigger or its requeue is queued only once its wakes
+    /// have paused for `period`; each wake within the window pushes it back. A key already
+    /// queued, or running and due again, is not held. `None` or zero (the default) queues
+    /// at once. Changes read in one batch already coalesce without it; a debounce merges
+    /// bursts that arrive over time, at the cost of that much latency.
+    #[must_use]
+    pub fn debounce(mut self, period: Option<Duration>) -> Self {
+        self.debounce = period.filter(|p| !p.is_zero());
+        self
+    }
+
     /// Sets the in-process source's reopen delay.
     #[must_use]
     pub fn source_retry_delay(mut self, delay: Duration) -> Self {
@@ -410,6 +433,43 @@ impl<O, P> Config<O, P> {
     #[must_use]
     pub fn predicate(mut self, predicate: Predicate<O>) -> Self {
         self.predicate = Some(predicate);
+        self
+    }
+
+    /// Applies `transform` to each of the primary's objects after decoding and before
+    /// caching (kube-runtime's `watcher(..).modify(..)`), on every path an object comes by:
+    /// LIST, paged LIST, streaming list, WATCH and in-process. A second call chains after
+    /// the first. See [`Transform`].
+    #[must_use]
+    pub fn transform(mut self, transform: Transform<O>) -> Self
+    where
+        O: 'static,
+    {
+        self.transform = Some(match self.transform.take() {
+            Some(first) => first.then(transform),
+            None => transform,
+        });
+        self
+    }
+
+    /// Applies `transform` to each object of the secondary source added last, as
+    /// [`Config::transform`] does the primary's. Without a secondary, or when `C` is not
+    /// that source's object type, the call is kept as an error for [`Config::validate`].
+    #[must_use]
+    pub fn secondary_transform<C: Object + Send + Sync>(mut self, transform: Transform<C>) -> Self {
+        let n = self.secondaries.len();
+        let Some((_, spec)) = self.secondaries.last_mut() else {
+            self.misuse.get_or_insert(ConfigError::NoSecondary);
+            return self;
+        };
+        if spec.set_transform(Box::new(transform)).is_err() {
+            let error = ConfigError::TransformType {
+                secondary: SourceId::nth(n as u64),
+                holds: spec.object_type(),
+                given: std::any::type_name::<C>(),
+            };
+            self.misuse.get_or_insert(error);
+        }
         self
     }
 
@@ -579,8 +639,9 @@ pub enum ConfigError {
         "sharding and leader election exclude each other: each shard is an election of its own"
     )]
     ElectionAndSharding,
-    /// [`Config::secondary_predicate`] was called before any secondary source was added.
-    #[error("secondary_predicate: no secondary source was added before it")]
+    /// [`Config::secondary_predicate`] or [`Config::secondary_transform`] was called before
+    /// any secondary source was added.
+    #[error("secondary_predicate / secondary_transform: no secondary source was added before it")]
     NoSecondary,
     /// [`Config::secondary_predicate`] was given a predicate over another type than the
     /// objects of the source added last.
@@ -591,6 +652,17 @@ pub enum ConfigError {
         /// Its object type.
         holds: &'static str,
         /// The predicate's object type.
+        given: &'static str,
+    },
+    /// [`Config::secondary_transform`] was given a transform over another type than the
+    /// objects of the source added last.
+    #[error("secondary_transform: source {secondary} holds {holds}, the transform is over {given}")]
+    TransformType {
+        /// The source.
+        secondary: SourceId,
+        /// Its object type.
+        holds: &'static str,
+        /// The transform's object type.
         given: &'static str,
     },
 }
@@ -620,6 +692,8 @@ impl<O: 'static, P: From<ObjectKey> + Ord + Clone + Send + 'static> Config<O, P>
 
     /// As [`Config::owns`], but every owner of `owner_type` is woken, controller or not
     /// (kube-runtime's `owns`; controller-runtime's `Owns` without `OnlyControllerOwner`).
+    /// The two differ only for a child with several owners of `owner_type`: `owns` wakes
+    /// the one with `controller: true` (or none), this wakes each.
     #[must_use]
     pub fn owns_any_owner<C: Object + Send + Sync>(
         self,

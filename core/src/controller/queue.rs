@@ -1,10 +1,11 @@
 //! The work queue: insertion-ordered dedup of parent keys, with client-go's dirty/processing
 //! protocol so that a key is never handed out twice at once.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::hash::Hash;
 
 use crate::hashing::FixedState;
+use crate::time::Instant;
 
 /// The sets are only probed, never iterated, so their order cannot reach an output; `queue`
 /// holds the order.
@@ -183,6 +184,89 @@ impl<K: Eq + Hash + Clone> WorkQueue<K> {
     }
 }
 
+/// kube-runtime's debounce (`controller::Config::debounce`, its scheduler's `debounce`), on
+/// the loop's virtual clock: a key asked for is held for `period` before it is queued, and
+/// each new request for a key still held pushes it back to `period` after that request, so
+/// a key is queued once its requests have paused for `period`. A key that is already wanted
+/// (queued, or running and due again) is not held: it will run anyway, as kube-runtime
+/// ignores a request for a message it already holds back.
+///
+/// Bounded by the number of distinct keys: each key is at most once in `due` and once in
+/// `order`.
+#[derive(Debug)]
+pub struct Debounce<K> {
+    period: std::time::Duration,
+    /// Key → when it is queued, and whether every request for it was at low priority.
+    due: BTreeMap<K, (Instant, bool)>,
+    /// The same entries by time, then key: the first is the next deadline.
+    order: BTreeSet<(Instant, K)>,
+}
+
+impl<K: Ord + Clone> Debounce<K> {
+    /// Holds keys for `period`.
+    #[must_use]
+    pub fn new(period: std::time::Duration) -> Self {
+        Debounce {
+            period,
+            due: BTreeMap::new(),
+            order: BTreeSet::new(),
+        }
+    }
+
+    /// A request for `key` at `now` (`low`: at low priority): held until `now + period`,
+    /// pushing back any earlier hold of the key. A low request keeps a normal one normal.
+    pub fn hold(&mut self, key: K, now: Instant, low: bool) {
+        let at = now + self.period;
+        let low = match self.due.get(&key) {
+            Some(&(was, was_low)) => {
+                self.order.remove(&(was, key.clone()));
+                was_low && low
+            }
+            None => low,
+        };
+        self.order.insert((at, key.clone()));
+        self.due.insert(key, (at, low));
+    }
+
+    /// The next key whose hold has ended by `now`, with whether it is low priority; keys
+    /// come in the order their holds end, ties by key.
+    pub fn pop_due(&mut self, now: Instant) -> Option<(K, bool)> {
+        let (at, _) = self.order.first()?;
+        if *at > now {
+            return None;
+        }
+        let (_, key) = self.order.pop_first()?;
+        let (_, low) = self.due.remove(&key)?;
+        Some((key, low))
+    }
+
+    /// When the next hold ends.
+    #[must_use]
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.order.first().map(|(at, _)| *at)
+    }
+
+    /// Keys held.
+    #[cfg(test)]
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.due.len()
+    }
+
+    /// Whether no key is held.
+    #[cfg(test)]
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.due.is_empty()
+    }
+
+    /// Drops every hold (a stop, a lost term).
+    pub fn clear(&mut self) {
+        self.due.clear();
+        self.order.clear();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -273,5 +357,47 @@ mod tests {
         q.add_low("x");
         let order: Vec<_> = std::iter::from_fn(|| q.pop()).collect();
         assert_eq!(order, ["y", "z", "x"]);
+    }
+
+    fn at(secs: u64) -> Instant {
+        Instant::from_duration(std::time::Duration::from_secs(secs))
+    }
+
+    #[test]
+    fn a_debounced_key_waits_until_its_requests_pause_for_the_period() {
+        let mut d = Debounce::new(std::time::Duration::from_secs(5));
+        d.hold("a", at(0), false);
+        d.hold("b", at(1), false);
+        // Each request for `a` within the window pushes it back.
+        d.hold("a", at(3), false);
+        assert_eq!(d.next_deadline(), Some(at(6)));
+        assert_eq!(d.pop_due(at(5)), None);
+        assert_eq!(d.pop_due(at(6)), Some(("b", false)));
+        assert_eq!(d.pop_due(at(7)), None);
+        assert_eq!(d.next_deadline(), Some(at(8)));
+        d.hold("a", at(7), true);
+        assert_eq!(d.len(), 1, "one entry per key");
+        assert_eq!(d.pop_due(at(11)), None);
+        assert_eq!(
+            d.pop_due(at(12)),
+            Some(("a", false)),
+            "a normal request keeps it normal"
+        );
+        assert!(d.is_empty());
+        assert_eq!(d.next_deadline(), None);
+    }
+
+    #[test]
+    fn keys_due_together_come_by_key_and_low_only_when_every_request_was() {
+        let mut d = Debounce::new(std::time::Duration::from_secs(1));
+        for k in ["c", "a", "b"] {
+            d.hold(k, at(0), true);
+        }
+        d.hold("b", at(0), false);
+        let due: Vec<_> = std::iter::from_fn(|| d.pop_due(at(1))).collect();
+        assert_eq!(due, [("a", true), ("b", false), ("c", true)]);
+        d.hold("x", at(2), false);
+        d.clear();
+        assert!(d.is_empty() && d.next_deadline().is_none());
     }
 }

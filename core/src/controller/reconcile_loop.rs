@@ -9,7 +9,7 @@ use std::time::Duration;
 use crate::controller::config::{Config, ConfigError, ShardText, SourceConfig};
 use crate::controller::key_map::KeyMap;
 use crate::controller::own_writes::{CursorState, Gate, OwnWrites, Released};
-use crate::controller::queue::WorkQueue;
+use crate::controller::queue::{Debounce, WorkQueue};
 use crate::controller::retry::RetryScheduler;
 use crate::election::{
     Change as ElectionChange, ElectionWake, Elector, Leadership, LeaseResponse, OnLost,
@@ -22,12 +22,13 @@ use crate::source::in_process::InProcessSource;
 use crate::source::reflector::{Reflector, Timing};
 use crate::source::secondary::Secondary;
 use crate::source::store::{CacheChange, Rejected, Store};
+use crate::source::transform::Transform;
 use crate::time::Instant;
 use crate::vocabulary::{
     Command, Deadline, Event, Input, MintIds, Outbox, Outcome, Output, OwnWrite, Related,
     RequestId, SourceId, StreamId, Ticket, Wake,
 };
-use crate::wire::object::Object;
+use crate::wire::object::{Object, ObjectKey};
 
 /// Where the loop is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -158,6 +159,8 @@ pub struct ReconcileLoop<O, P> {
     /// completing a reconcile then clone no key and compare most by pointer (a resync of 1M
     /// pods spent a third of its time allocating, freeing and comparing key strings).
     queue: WorkQueue<Arc<P>>,
+    /// Keys held before they are queued (`Config::debounce`); `None` queues at once.
+    debounce: Option<Debounce<Arc<P>>>,
     retry: RetryScheduler<Arc<P>>,
     /// Invariant: `in_flight.len() <= concurrency`, and no parent appears twice. Each run
     /// keeps the instant it was dispatched, for the work-duration metrics.
@@ -187,6 +190,8 @@ pub struct ReconcileLoop<O, P> {
     priority: bool,
     /// Parents woken at low priority since the last drain.
     low_wakes: Vec<Arc<P>>,
+    /// Applied to each primary object before the store takes it.
+    transform: Option<Transform<O>>,
     /// The primary's predicate as it prints, for `Event::Filtered`.
     predicate_name: Option<Arc<str>>,
     /// The election, when configured: dispatch waits for leadership.
@@ -249,6 +254,7 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
         let mut store = Store::default();
         let predicate_name = config.predicate.as_ref().map(|p| Arc::from(p.to_string()));
         store.set_predicate(config.predicate);
+        let transform = config.transform;
         let on_lost = match (&config.election, &config.sharding) {
             (Some(e), _) => e.on_lost,
             (None, Some((s, _))) => s.on_lost,
@@ -278,9 +284,11 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
             secondaries,
             store,
             predicate_name,
+            transform,
             priority: config.priority,
             low_wakes: Vec::new(),
             queue: WorkQueue::default(),
+            debounce: config.debounce.map(Debounce::new),
             retry: RetryScheduler::new(config.backoff),
             in_flight: BTreeMap::new(),
             in_flight_since: 0,
@@ -353,6 +361,7 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
             (Lifecycle::Running, Input::Timeout) => self.handle_timeout(now),
             (_, Input::Timeout) => {}
             (Lifecycle::Running, Input::ReconcileAll) => self.reconcile_all(),
+            (Lifecycle::Running, Input::ReconcileOn { object }) => self.reconcile_on(object),
             (Lifecycle::Running, Input::Lease { req, response }) => {
                 self.handle_lease(now, req, response);
             }
@@ -555,6 +564,9 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
         }
         self.in_flight_since = 0;
         self.queue.clear();
+        if let Some(debounce) = &mut self.debounce {
+            debounce.clear();
+        }
         self.queued_at.clear();
         self.retry.clear();
         self.wakes.clear();
@@ -885,6 +897,10 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
         while let Some(parent) = self.retry.pop_due(now) {
             self.wake(parent);
         }
+        while let Some((parent, low)) = self.debounce.as_mut().and_then(|d| d.pop_due(now)) {
+            self.enqueue(parent, low);
+            self.dispatch_due = true;
+        }
         // A source's timer may have relisted: its cursor may have moved.
         self.release_observed(now);
         if let Some(own) = &mut self.own_writes {
@@ -989,12 +1005,21 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
             at,
             wake: Wake::Resync,
         });
+        let debounce = self
+            .debounce
+            .as_ref()
+            .and_then(Debounce::next_deadline)
+            .map(|at| Deadline {
+                at,
+                wake: Wake::Debounce,
+            });
         election
             .into_iter()
             .chain(run)
             .chain(source)
             .chain(secondaries)
             .chain(requeue)
+            .chain(debounce)
             .chain(own_writes)
             .chain(resync)
             .reduce(|a, b| if b.at < a.at { b } else { a })
@@ -1195,9 +1220,11 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
     /// Applies a store write from the source and records the parents it woke: the store is
     /// always updated before any key is queued.
     fn after_source(&mut self, now: Instant, change: Option<Change<O>>) {
-        let Some(change) = change else {
+        let Some(mut change) = change else {
             return;
         };
+        // Every primary object reaches the store here, whichever path decoded it.
+        crate::source::transform::apply_to(self.transform.as_ref(), &mut change);
         let replace = matches!(change, Change::Replace(_));
         let before = self.wakes.len();
         self.store
@@ -1261,6 +1288,17 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
         self.event(Event::ReconcileAll { parents });
     }
 
+    fn reconcile_on(&mut self, object: ObjectKey) {
+        let parent = self.store.shared_parent_of(&object).cloned();
+        if let Some(parent) = &parent {
+            self.wake(Arc::clone(parent));
+        }
+        self.event(Event::ReconcileOn {
+            object,
+            parent: parent.map(Arc::unwrap_or_clone),
+        });
+    }
+
     fn wake(&mut self, parent: Arc<P>) {
         self.wakes.push(parent);
         self.dispatch_due = true;
@@ -1281,24 +1319,42 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
         if !self.wakes.is_empty() {
             self.wakes.sort_unstable();
             self.wakes.dedup();
-            for parent in self.wakes.drain(..) {
-                if !self.queue.is_wanted(&parent) {
-                    self.metrics.workqueue_adds_total += 1;
-                    self.queued_at.entry(parent.clone()).or_insert(self.now);
-                }
-                self.queue.add(parent);
+            let wakes = std::mem::take(&mut self.wakes);
+            for parent in wakes {
+                self.wanted(parent, false);
             }
         }
         if !self.low_wakes.is_empty() {
             self.low_wakes.sort_unstable();
             self.low_wakes.dedup();
-            for parent in self.low_wakes.drain(..) {
-                if !self.queue.is_wanted(&parent) {
-                    self.metrics.workqueue_adds_total += 1;
-                    self.queued_at.entry(parent.clone()).or_insert(self.now);
-                }
-                self.queue.add_low(parent);
+            let wakes = std::mem::take(&mut self.low_wakes);
+            for parent in wakes {
+                self.wanted(parent, true);
             }
+        }
+    }
+
+    /// A wake of `parent`: held by the debounce when there is one and the key is not
+    /// wanted already, queued otherwise.
+    fn wanted(&mut self, parent: Arc<P>, low: bool) {
+        if let Some(debounce) = &mut self.debounce
+            && !self.queue.is_wanted(&parent)
+        {
+            debounce.hold(parent, self.now, low);
+            return;
+        }
+        self.enqueue(parent, low);
+    }
+
+    fn enqueue(&mut self, parent: Arc<P>, low: bool) {
+        if !self.queue.is_wanted(&parent) {
+            self.metrics.workqueue_adds_total += 1;
+            self.queued_at.entry(parent.clone()).or_insert(self.now);
+        }
+        if low {
+            self.queue.add_low(parent);
+        } else {
+            self.queue.add(parent);
         }
     }
 

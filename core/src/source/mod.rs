@@ -15,6 +15,7 @@ pub(crate) mod params;
 pub(crate) mod reflector;
 pub(crate) mod secondary;
 pub(crate) mod store;
+pub(crate) mod transform;
 
 /// A store write inside the core, with objects already shared: the reflector moves each
 /// decoded object into its `Arc` once, and nothing copies it afterwards.

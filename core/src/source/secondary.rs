@@ -14,6 +14,7 @@ use crate::controller::predicate::Predicate;
 use crate::source::Change;
 use crate::source::params::WatchParams;
 use crate::source::reflector::{Counters, Reflector, Timing};
+use crate::source::transform::Transform;
 use crate::time::Instant;
 use crate::vocabulary::{
     Deadline, Event, ListResponse, MintIds, Outbox, Output, Related, RequestId, SourceId,
@@ -77,6 +78,9 @@ pub(crate) trait SecondarySpec<O, P>: Send + Sync {
     /// Sets the predicate, handed over as `Predicate<C>`; gives it back when `C` is not the
     /// source's object type.
     fn set_predicate(&mut self, predicate: Box<dyn Any>) -> Result<(), Box<dyn Any>>;
+    /// Sets (or chains) the transform, handed over as `Transform<C>`; gives it back when `C`
+    /// is not the source's object type.
+    fn set_transform(&mut self, transform: Box<dyn Any>) -> Result<(), Box<dyn Any>>;
     /// The source's object type, for an error that names it.
     fn object_type(&self) -> &'static str;
     /// A copy, for `Config::clone`.
@@ -98,6 +102,7 @@ where
         params,
         map,
         predicate: None,
+        transform: None,
     })
 }
 
@@ -105,6 +110,7 @@ struct Spec<C, P> {
     params: WatchParams,
     map: SecondaryMap<C, P>,
     predicate: Option<Predicate<C>>,
+    transform: Option<Transform<C>>,
 }
 
 impl<O, P, C> SecondarySpec<O, P> for Spec<C, P>
@@ -122,6 +128,7 @@ where
                 .predicate
                 .clone()
                 .map(|p| (Arc::from(p.to_string()), p)),
+            transform: self.transform.clone(),
             objects: BTreeMap::new(),
             index: BTreeMap::new(),
             synced: false,
@@ -130,6 +137,15 @@ where
 
     fn set_predicate(&mut self, predicate: Box<dyn Any>) -> Result<(), Box<dyn Any>> {
         self.predicate = Some(*predicate.downcast::<Predicate<C>>()?);
+        Ok(())
+    }
+
+    fn set_transform(&mut self, transform: Box<dyn Any>) -> Result<(), Box<dyn Any>> {
+        let transform = *transform.downcast::<Transform<C>>()?;
+        self.transform = Some(match self.transform.take() {
+            Some(first) => first.then(transform),
+            None => transform,
+        });
         Ok(())
     }
 
@@ -142,6 +158,7 @@ where
             params: self.params.clone(),
             map: Arc::clone(&self.map),
             predicate: self.predicate.clone(),
+            transform: self.transform.clone(),
         })
     }
 }
@@ -153,6 +170,8 @@ struct Source<C, P> {
     map: SecondaryMap<C, P>,
     /// Which updates wake, and its name for `Event::Filtered`.
     predicate: Option<(Arc<str>, Predicate<C>)>,
+    /// Applied to each object before it is cached.
+    transform: Option<Transform<C>>,
     /// Key → the object and the parents it wakes (sorted, deduplicated).
     objects: BTreeMap<ObjectKey, (Arc<C>, Vec<P>)>,
     /// Parent → its related objects, in key order. Invariant: `k ∈ index[p]` exactly when
@@ -162,7 +181,8 @@ struct Source<C, P> {
 }
 
 impl<C: Object + Send + Sync, P: Ord + Clone> Source<C, P> {
-    fn apply<O>(&mut self, change: Change<C>, wakes: &mut Vec<Arc<P>>, out: &mut Outbox<O, P>) {
+    fn apply<O>(&mut self, mut change: Change<C>, wakes: &mut Vec<Arc<P>>, out: &mut Outbox<O, P>) {
+        super::transform::apply_to(self.transform.as_ref(), &mut change);
         match change {
             Change::Upsert(object) => self.upsert(object, wakes, out),
             Change::Delete(tombstone) => {

@@ -166,6 +166,11 @@ impl<O: Object, P: Ord + Hash + Clone> Store<O, P> {
         self.parents.get(key).map(|parent| &**parent)
     }
 
+    /// The parent `key` is cached under, as the store shares it.
+    pub(crate) fn shared_parent_of(&self, key: &ObjectKey) -> Option<&Arc<P>> {
+        self.parents.get(key)
+    }
+
     /// The members of `parent`, in key order.
     pub fn members<'a>(&'a self, parent: &P) -> impl Iterator<Item = &'a Arc<O>> + 'a {
         self.index

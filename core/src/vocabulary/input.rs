@@ -7,6 +7,7 @@ use bytes::Bytes;
 use super::ids::{RequestId, SourceId, StreamId, Ticket};
 use super::lease::LeaseResponse;
 use crate::wire::list::{ListBodyError, ObjectList};
+use crate::wire::object::ObjectKey;
 
 /// Everything a driver feeds the loop: one owned value per input, for
 /// [`ReconcileLoop::handle_input`](crate::ReconcileLoop::handle_input). The same type is
@@ -98,6 +99,17 @@ pub enum Input<O> {
     /// A reconcile-all trigger (kube-runtime's `reconcile_all_on`): every parent with
     /// members is queued, each once.
     ReconcileAll,
+    /// A one-key trigger (kube-runtime's `reconcile_on`, controller-runtime's channel source
+    /// for one object): the parent of the cached primary object `object` is queued, as a
+    /// watch event for it would queue it. An object not in the primary cache queues nothing
+    /// ([`Event::ReconcileOn`](crate::Event::ReconcileOn) says so), as kube-runtime drops a
+    /// request for an object its store lacks. The key names an object rather than a parent
+    /// so that `Input` stays free of the parent type; with
+    /// [`KeyMap::by_object`](crate::KeyMap::by_object) the two are the same.
+    ReconcileOn {
+        /// The primary object whose parent is woken.
+        object: ObjectKey,
+    },
     /// Stop: closes the open LIST / WATCH / source and cancels running reconciles. Nothing
     /// but those closes (and a leader's release of its Lease) is emitted afterwards, and
     /// every later input is ignored. Stopping twice is a no-op; it may come while a
@@ -134,6 +146,7 @@ impl<O> Input<O> {
             Input::ReconcileTimeout { .. } => "reconcile timeout",
             Input::Timeout => "timeout",
             Input::ReconcileAll => "reconcile all",
+            Input::ReconcileOn { .. } => "reconcile on",
             Input::Stop => "stop",
             Input::Lease { .. } => "lease response",
             Input::Drain => "drain",

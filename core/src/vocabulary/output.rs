@@ -302,6 +302,14 @@ pub enum Event<P> {
         /// How many parents were queued.
         parents: usize,
     },
+    /// A one-key trigger ([`Input::ReconcileOn`](crate::Input::ReconcileOn)) came.
+    ReconcileOn {
+        /// The primary object named.
+        object: ObjectKey,
+        /// Its parent, queued; `None` when the object is not in the primary cache (nothing
+        /// is queued).
+        parent: Option<P>,
+    },
     /// The in-process stream did not open with a whole-world `Replace`: closed, reopened later.
     SourceNotSynced {
         /// The stream.
@@ -647,6 +655,8 @@ pub enum Wake {
     /// A key held for its own writes has waited `Config::read_own_writes`: it is
     /// dispatched anyway.
     OwnWrites,
+    /// A debounced key's requests have paused for `Config::debounce`: it is queued.
+    Debounce,
 }
 
 impl fmt::Display for Wake {
@@ -662,6 +672,7 @@ impl fmt::Display for Wake {
             Wake::TermEnd => "term-end",
             Wake::ReconcileTimeout => "reconcile-timeout",
             Wake::OwnWrites => "own-writes",
+            Wake::Debounce => "debounce",
         })
     }
 }
@@ -897,6 +908,13 @@ impl<P: fmt::Display> fmt::Display for Event<P> {
             ),
             Event::Resync { parents } => write!(f, "resync parents={parents}"),
             Event::ReconcileAll { parents } => write!(f, "reconcile-all parents={parents}"),
+            Event::ReconcileOn { object, parent } => match parent {
+                Some(parent) => write!(f, "reconcile-on {object} parent={parent}"),
+                None => write!(
+                    f,
+                    "reconcile-on {object} not in the primary cache, nothing queued"
+                ),
+            },
             Event::SourceNotSynced { stream } => write!(f, "source-not-synced {stream}"),
             Event::SourceEnded { stream, error } => match error {
                 Some(e) => write!(f, "source-ended {stream} ({e})"),

@@ -96,7 +96,8 @@ pub fn config(header: &Header) -> Result<Config<PodView, String>, ConfigError> {
         .backoff(header.backoff.0, header.backoff.1)
         .retry_delay(header.retry_delay)
         .source_retry_delay(header.retry_delay)
-        .read_own_writes(header.read_own_writes);
+        .read_own_writes(header.read_own_writes)
+        .debounce(header.debounce);
     config.validate()?;
     Ok(config)
 }
@@ -601,6 +602,16 @@ impl Harness {
     /// A reconcile-all trigger.
     pub fn reconcile_all(&mut self) -> StepIo {
         self.step_input(|| "reconcile-all trigger".into(), Input::ReconcileAll)
+    }
+
+    /// A one-key trigger for the cached primary object `key` (`namespace/name`, or `name`).
+    pub fn reconcile_on(&mut self, key: &str) -> StepIo {
+        let object = match key.split_once('/') {
+            Some((namespace, name)) => ObjectKey::new(Some(namespace), name),
+            None => ObjectKey::new(None, key),
+        };
+        let label = format!("reconcile-on {object}");
+        self.step_input(|| label, Input::ReconcileOn { object })
     }
 
     /// Stops the core.

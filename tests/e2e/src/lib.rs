@@ -106,6 +106,8 @@ macro_rules! kinds_suite {
                 a_metadata_only_watch_sends_metadata_only,
                 a_metadata_only_watch_sends_metadata_only_over_protobuf,
                 an_operator_owning_configmaps_keeps_them_in_step,
+                a_transform_strips_managed_fields_before_the_cache,
+                the_result_stream_yields_each_reconcile_with_its_key_and_error,
             );
             $crate::cases!($driver, helpers:
                 a_finalizer_holds_a_widget_until_its_cleanup_and_events_become_a_series,

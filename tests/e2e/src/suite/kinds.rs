@@ -1214,3 +1214,173 @@ pub async fn an_operator_owning_configmaps_keeps_them_in_step<D: DriverUnderTest
     );
     live.shutdown().await;
 }
+
+/// Transforms (`Source::modify`, kube-runtime's `watcher(..).modify(..)`): a ConfigMap
+/// controller whose source strips `metadata.managedFields` and the last-applied annotation
+/// caches ConfigMaps without either, from the LIST and from the WATCH, while the apiserver's
+/// copies carry both (so the check can fail); what else the objects carry is kept.
+pub async fn a_transform_strips_managed_fields_before_the_cache<D: DriverUnderTest>(case: Case<D>) {
+    use reconcile_core::KeyMap;
+    use reconcile_core::transform::{
+        LAST_APPLIED_ANNOTATION, strip_last_applied, strip_managed_fields,
+    };
+    use reconcile_engine::{Action, Controller, Reconcile, Source, default_error_policy};
+
+    let _steady = case.env.steady();
+    let ns = case.namespace();
+    let collection = format!("/api/v1/namespaces/{ns}/configmaps");
+    let config_map = |name: &str, v: &str| {
+        json!({
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {
+                "name": name,
+                "labels": { "app": "e2e" },
+                "annotations": { LAST_APPLIED_ANNOTATION: "{\"kind\":\"ConfigMap\"}", "keep": "me" },
+            },
+            "data": { "v": v },
+        })
+    };
+    create(&case, &collection, &config_map("listed", "1"));
+    let source = Source::<ConfigMap, D::Transport>::namespaced(connect(&case).await, &ns)
+        .labels("app=e2e")
+        .modify(strip_managed_fields)
+        .modify(strip_last_applied);
+    let controller = Controller::with_runtime(D::runtime(), source, KeyMap::by_object());
+    let cache = controller.cache();
+    let running = timeout(
+        &case.runtime,
+        WAIT,
+        controller.start(
+            |_: Reconcile<ConfigMap, ObjectKey>, _: Arc<()>| async move {
+                Ok::<_, std::convert::Infallible>(Action::await_change())
+            },
+            default_error_policy,
+            Arc::new(()),
+        ),
+    )
+    .await
+    .unwrap_or_else(|| panic!("{}: no sync", case.name))
+    .unwrap_or_else(|e| panic!("{}: {e}", case.name));
+    create(&case, &collection, &config_map("watched", "1"));
+    merge_patch(
+        &case,
+        &format!("{collection}/listed"),
+        &json!({"data": {"v": "2"}}),
+    );
+    for (name, v) in [("listed", "2"), ("watched", "1")] {
+        let cached = case
+            .eventually(&format!("{name} cached at v={v}"), || {
+                match cache.get(&key(&ns, name)) {
+                    Some(cm)
+                        if cm
+                            .data
+                            .as_ref()
+                            .and_then(|d| d.get("v"))
+                            .map(String::as_str)
+                            == Some(v) =>
+                    {
+                        Ok(cm)
+                    }
+                    other => Err(format!("{other:?}")),
+                }
+            })
+            .await;
+        assert!(
+            cached.metadata.managed_fields.is_none(),
+            "{}: {name} cached with managedFields",
+            case.name
+        );
+        let annotations = cached.metadata.annotations.clone().unwrap_or_default();
+        assert_eq!(
+            annotations.keys().collect::<Vec<_>>(),
+            ["keep"],
+            "{}: {name}'s annotations as cached",
+            case.name
+        );
+        let served = case
+            .api()
+            .get(&format!("{collection}/{name}"))
+            .unwrap_or_else(|e| panic!("{}: get {name}: {e}", case.name));
+        assert!(
+            served["metadata"]["managedFields"]
+                .as_array()
+                .is_some_and(|m| !m.is_empty()),
+            "{}: the apiserver's {name} has managedFields",
+            case.name
+        );
+        assert!(
+            served["metadata"]["annotations"][LAST_APPLIED_ANNOTATION].is_string(),
+            "{}: the apiserver's {name} has the annotation",
+            case.name
+        );
+    }
+    timeout(&case.runtime, WAIT, running.shutdown())
+        .await
+        .unwrap_or_else(|| panic!("{}: no stop", case.name))
+        .unwrap_or_else(|e| panic!("{}: {e}", case.name));
+}
+
+/// The result stream (`Controller::run_stream`, kube-runtime's `Controller::run(..)`
+/// stream): a ConfigMap controller on the apiserver yields one result per reconcile, with
+/// the key and the error text of a failing one, and dropping the stream stops it.
+pub async fn the_result_stream_yields_each_reconcile_with_its_key_and_error<D: DriverUnderTest>(
+    case: Case<D>,
+) {
+    use futures_lite::StreamExt;
+    use reconcile_core::KeyMap;
+    use reconcile_engine::{Action, Controller, Reconcile, Source};
+
+    let _steady = case.env.steady();
+    let ns = case.namespace();
+    let collection = format!("/api/v1/namespaces/{ns}/configmaps");
+    for name in ["good", "bad"] {
+        create(
+            &case,
+            &collection,
+            &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "labels": {"app": "e2e"}}}),
+        );
+    }
+    let source =
+        Source::<ConfigMap, D::Transport>::namespaced(connect(&case).await, &ns).labels("app=e2e");
+    let controller = Controller::with_runtime(D::runtime(), source, KeyMap::by_object());
+    let handle = controller.handle();
+    let mut results = controller.run_stream(
+        |req: Reconcile<ConfigMap, ObjectKey>, _: Arc<()>| async move {
+            if req.parent().name() == "bad" {
+                Err("bad is broken".to_owned())
+            } else {
+                Ok(Action::await_change())
+            }
+        },
+        |_: &Reconcile<ConfigMap, ObjectKey>, _: &String, _: Arc<()>| Action::await_change(),
+        Arc::new(()),
+    );
+    let mut seen = Vec::new();
+    while seen.len() < 2 {
+        let result = timeout(&case.runtime, WAIT, results.next())
+            .await
+            .unwrap_or_else(|| panic!("{}: no result within {WAIT:?}", case.name))
+            .unwrap_or_else(|| panic!("{}: the stream ended", case.name));
+        seen.push((
+            result.parent.name().to_owned(),
+            result.error().map(str::to_owned),
+        ));
+    }
+    seen.sort();
+    assert_eq!(
+        seen,
+        [
+            ("bad".to_owned(), Some("bad is broken".to_owned())),
+            ("good".to_owned(), None),
+        ],
+        "{}",
+        case.name
+    );
+    assert_eq!(results.dropped(), 0);
+    drop(results);
+    timeout(&case.runtime, WAIT, handle.stopped())
+        .await
+        .unwrap_or_else(|| panic!("{}: dropping the stream did not stop it", case.name))
+        .unwrap_or_else(|e| panic!("{}: {e}", case.name));
+}

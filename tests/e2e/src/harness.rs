@@ -477,3 +477,13 @@ pub async fn eventually<R: Runtime, T>(
         pause = (pause * 2).min(Duration::from_millis(500));
     }
 }
+
+/// Whether `request` is a WATCH (`watch=true` in its query), as the engine's requests mark
+/// it: what the cases' wrapping transports count or hold.
+#[must_use]
+pub fn is_watch<B>(request: &http::Request<B>) -> bool {
+    request
+        .uri()
+        .query()
+        .is_some_and(|q| q.split('&').any(|p| p == "watch=true"))
+}

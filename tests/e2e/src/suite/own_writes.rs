@@ -119,10 +119,7 @@ impl<T: Transport> Transport for Gated<T> {
         &self,
         request: http::Request<Vec<u8>>,
     ) -> BoxFuture<Result<http::Response<BodyStream>, TransportError>> {
-        let watch = request
-            .uri()
-            .query()
-            .is_some_and(|q| q.split('&').any(|p| p == "watch=true"));
+        let watch = crate::harness::is_watch(&request);
         let sent = self.inner.send(request);
         if !watch {
             return sent;

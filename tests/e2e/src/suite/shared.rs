@@ -36,10 +36,7 @@ impl<T: Transport> Transport for Counting<T> {
         &self,
         request: http::Request<Vec<u8>>,
     ) -> BoxFuture<Result<http::Response<BodyStream>, TransportError>> {
-        let watch = request
-            .uri()
-            .query()
-            .is_some_and(|q| q.split('&').any(|p| p == "watch=true"));
+        let watch = crate::harness::is_watch(&request);
         if watch {
             self.counts.watches.fetch_add(1, Ordering::SeqCst);
         } else if request.method() == http::Method::GET {

@@ -300,7 +300,7 @@ impl Simulation {
                 shared: Arc::clone(&self.shared),
                 next: AtomicU64::new(1),
             };
-            tracing::subscriber::with_default(tap, || self.shared.run(&done))
+            tap::with_tap(tap, || self.shared.run(&done))
         } else {
             self.shared.run(&done)
         };

@@ -5,13 +5,13 @@
 //! on that thread: a test's own `tracing` output is not shown while a simulation runs.
 
 use std::fmt;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
 use tracing::subscriber::Interest;
-use tracing::{Event, Metadata, Subscriber};
+use tracing::{Dispatch, Event, Metadata, Subscriber};
 
 use super::executor::Shared;
 
@@ -70,6 +70,53 @@ impl Subscriber for ReconcileTap {
             st.log(format_args!("reconcile {}", fields.key));
         }
         Id::from_u64(self.next.fetch_add(1, Ordering::Relaxed))
+    }
+
+    fn record(&self, _: &Id, _: &Record<'_>) {}
+
+    fn record_follows_from(&self, _: &Id, _: &Id) {}
+
+    fn event(&self, _: &Event<'_>) {}
+
+    fn enter(&self, _: &Id) {}
+
+    fn exit(&self, _: &Id) {}
+}
+
+/// Runs `run` with `tap` as the thread's subscriber.
+///
+/// `tracing` decides once per callsite, for the whole process, whether it may ever be
+/// enabled; while a single subscriber is alive it asks only the default of the thread that
+/// hits the callsite first. A thread with no subscriber (another test, a controller on
+/// tokio beside the simulation) would then switch the `reconcile` span off everywhere, and
+/// a seed's log would depend on what else the process ran. A second subscriber kept alive
+/// for the process makes `tracing` ask every live subscriber instead, and the tap's
+/// "sometimes" keeps the span checked per thread.
+pub(super) fn with_tap<T>(tap: ReconcileTap, run: impl FnOnce() -> T) -> T {
+    static ANCHOR: OnceLock<Dispatch> = OnceLock::new();
+    ANCHOR.get_or_init(|| Dispatch::new(Anchor));
+    tracing::subscriber::with_default(tap, run)
+}
+
+/// The subscriber kept alive for the process (see [`with_tap`]): it keeps the tap's span
+/// interesting and enables nothing itself.
+struct Anchor;
+
+impl Subscriber for Anchor {
+    fn register_callsite(&self, meta: &'static Metadata<'static>) -> Interest {
+        if wanted(meta) {
+            Interest::sometimes()
+        } else {
+            Interest::never()
+        }
+    }
+
+    fn enabled(&self, _: &Metadata<'_>) -> bool {
+        false
+    }
+
+    fn new_span(&self, _: &Attributes<'_>) -> Id {
+        Id::from_u64(1)
     }
 
     fn record(&self, _: &Id, _: &Record<'_>) {}

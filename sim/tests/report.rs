@@ -831,3 +831,230 @@ fn seen_apart(a: [u8; 3], b: [u8; 3]) -> f64 {
     let (x, y) = (sim(a), sim(b));
     ((x[0] - y[0]).powi(2) + (x[1] - y[1]).powi(2) + (x[2] - y[2]).powi(2)).sqrt()
 }
+
+/// cell-pool with everything from +8 s on moved 600 s later: a long idle stretch (nothing but
+/// the idle watch) between the first changes and the rest.
+fn cell_pool_with_an_idle_stretch() -> Trace {
+    let text = std::fs::read_to_string(crate_dir().join("traces/cell-pool.jsonl"))
+        .expect("bundled trace");
+    let mut out = String::new();
+    for line in text.lines() {
+        let mut v: serde_json::Value = serde_json::from_str(line).expect("a JSON line");
+        if let Some(t) = v.get("t").and_then(serde_json::Value::as_f64)
+            && t >= 8.0
+        {
+            v["t"] = serde_json::json!(t + 600.0);
+        }
+        out.push_str(&v.to_string());
+        out.push('\n');
+    }
+    Trace::parse("cell-pool-idle.jsonl", &out).expect("valid trace")
+}
+
+/// Issue 32: an idle stretch in the middle of a run is drawn narrow, shaded and labelled
+/// with its real length, so the default view shows both bursts of activity; `i` shows real
+/// time, and back. Without the compression, the first burst would be 1 % of the width.
+#[test]
+fn an_idle_stretch_is_drawn_narrow_and_labelled_in_chromium() {
+    let Some(browser) = chromium() else { return };
+    let r = report::build(&cell_pool_with_an_idle_stretch(), &checked()).expect("report");
+    let html = write(&r, "cell-pool-idle.html");
+    let check = selfcheck(&browser, &html);
+    assert_clean(&check, "cell-pool with an idle stretch");
+    let idle = &check["idle"];
+    assert_eq!(idle["stretches"], 1, "{idle}");
+    assert_eq!(idle["in_view"], 1, "{idle}");
+    assert_eq!(idle["labelled"], 1, "its real length is written on the axis: {idle}");
+    let real = idle["real_ns"].as_f64().unwrap() / 1e9;
+    assert!((590.0..=610.0).contains(&real), "{idle}");
+    let share = idle["width_share"].as_f64().unwrap();
+    assert!(share > 0.0 && share <= 0.1, "narrow: {idle}");
+    // Both bursts are in the default view: it reaches past +608 s, where b fails.
+    let fit = &check["fit"];
+    assert!(fit["b"].as_f64().unwrap() > 608e9, "{fit}");
+    assert!(
+        fit["note"].as_str().unwrap().contains("1 idle stretch"),
+        "the range says so: {fit}"
+    );
+    assert!(check["failures"]["total"].as_u64() >= Some(1), "{}", check["failures"]);
+}
+
+/// Issue 32: the overview strip draws the queue's depth. With one reconcile slot, the keys
+/// woken together wait for it.
+#[test]
+fn the_overview_shows_the_queue_depth_in_chromium() {
+    let Some(browser) = chromium() else { return };
+    let r = report::build(&load("concurrency-1.jsonl"), &checked()).expect("report");
+    let most = r.timeline.queue.iter().map(|q| q[1]).max().unwrap_or(0);
+    assert!(most >= 1, "keys waited for the slot: {:?}", r.timeline.queue);
+    let html = write(&r, "concurrency-1-queue.html");
+    let check = selfcheck(&browser, &html);
+    assert_clean(&check, "concurrency-1");
+    assert_eq!(check["overview"]["max_queued"], most, "{}", check["overview"]);
+}
+
+/// The page's state, read over the DevTools protocol.
+fn js(tab: &headless_chrome::Tab, expr: &str) -> serde_json::Value {
+    tab.evaluate(expr, false)
+        .unwrap_or_else(|e| panic!("evaluate {expr}: {e}"))
+        .value
+        .unwrap_or(serde_json::Value::Null)
+}
+
+/// Waits (10 s at most) until `expr` is true in the page: drawing waits for an animation frame.
+fn wait_true(tab: &headless_chrome::Tab, expr: &str, what: &str) {
+    let start = Instant::now();
+    while js(tab, expr) != serde_json::Value::Bool(true) {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "{what}: `{expr}` still false; header {}, counter {}, address {}",
+            js(tab, "document.getElementById('detail-head').textContent"),
+            js(tab, "document.getElementById('step-index').textContent"),
+            js(tab, "location.hash"),
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Issue 32's interaction tests over the DevTools protocol (`headless_chrome`): real key
+/// presses, pointer moves and typing, as a person makes them, rather than events the page
+/// sends itself. An address with `#step=N` opens on that step; the arrow keys move the step,
+/// the header, the counter and the address; hovering over a lane shows what is under the
+/// pointer and leaving hides it; `/` and typing filter the parent lanes and Escape clears
+/// them; `e` selects the first failure; `i` shows real time and back.
+#[test]
+fn keys_pointer_and_typing_over_devtools_in_chromium() {
+    let Some(path) = chromium() else { return };
+    let r = report::build(&cell_pool_with_an_idle_stretch(), &checked()).expect("report");
+    let html = write(&r, "cell-pool-devtools.html");
+    let profile = tempdir("devtools-profile");
+    let options = headless_chrome::LaunchOptions::default_builder()
+        .path(Some(path))
+        .headless(true)
+        .sandbox(false)
+        .window_size(Some((1400, 900)))
+        .user_data_dir(Some(profile.clone()))
+        .idle_browser_timeout(Duration::from_secs(120))
+        .build()
+        .expect("launch options");
+    let browser = headless_chrome::Browser::new(options).expect("chromium starts");
+    let tab = browser.new_tab().expect("a tab");
+    let total = r.summary.steps;
+    let line = |step: usize| serde_json::json!(r.timeline.step_line[step - 1]);
+
+    // The address opens on a step.
+    tab.navigate_to(&format!("file://{}#step=3", html.display()))
+        .and_then(|t| t.wait_until_navigated())
+        .expect("the report loads");
+    wait_true(
+        &tab,
+        &format!("document.getElementById('step-index').textContent === 'step 3 of {total}'"),
+        "#step=3 opens on step 3",
+    );
+    assert_eq!(js(&tab, "document.getElementById('step-line').textContent"), line(3));
+
+    // The arrow keys: the step, its line, the counter and the address move together.
+    tab.press_key("ArrowRight").expect("key");
+    wait_true(&tab, "location.hash === '#step=4'", "ArrowRight updates the address");
+    assert_eq!(
+        js(&tab, "document.getElementById('step-index').textContent"),
+        serde_json::json!(format!("step 4 of {total}"))
+    );
+    assert_eq!(js(&tab, "document.getElementById('step-line').textContent"), line(4));
+    tab.press_key("ArrowLeft").expect("key");
+    wait_true(&tab, "location.hash === '#step=3'", "ArrowLeft comes back");
+    assert_eq!(js(&tab, "document.getElementById('step-line').textContent"), line(3));
+
+    // Hover: sweep the pointer along lane b until something is under it.
+    let rect = |sel: &str| -> (f64, f64, f64, f64) {
+        let v = js(
+            &tab,
+            &format!(
+                "(function () {{ var r = document.querySelector('{sel}').getBoundingClientRect(); return JSON.stringify([r.left, r.top, r.width, r.height]); }})()"
+            ),
+        );
+        // Objects come back by reference: the rectangle comes as JSON text.
+        let v: serde_json::Value =
+            serde_json::from_str(v.as_str().expect("JSON text")).expect("a rectangle");
+        let n = |i: usize| v[i].as_f64().expect("a number");
+        (n(0), n(1), n(2), n(3))
+    };
+    let (cx, _, cw, _) = rect("#canvas");
+    let (_, ly, _, lh) = rect(r#"#lanes .lane[data-lane="b"]"#);
+    let y = ly + lh / 2.0;
+    let mut x = cx + 2.0;
+    let mut shown = serde_json::Value::Null;
+    while x < cx + cw {
+        tab.move_mouse_to_point(headless_chrome::browser::tab::point::Point { x, y })
+            .expect("pointer");
+        if js(&tab, "document.getElementById('tooltip').hidden") == serde_json::json!(false) {
+            shown = js(&tab, "document.getElementById('tooltip').textContent");
+            break;
+        }
+        x += 3.0;
+    }
+    let text = shown.as_str().unwrap_or_else(|| panic!("no tooltip anywhere on lane b"));
+    assert!(text.starts_with("b · "), "the tooltip names lane b: {text}");
+    tab.move_mouse_to_point(headless_chrome::browser::tab::point::Point { x, y: y + 400.0 })
+        .expect("pointer");
+    wait_true(
+        &tab,
+        "document.getElementById('tooltip').hidden",
+        "the tooltip goes when the pointer leaves",
+    );
+
+    // The lane filter: `/` focuses it, typing narrows the parents, Escape clears it.
+    let shown_parents = "document.querySelectorAll('#lanes-inner .lane:not(.filtered)').length";
+    assert_eq!(js(&tab, shown_parents), 2);
+    tab.press_key("/").expect("key");
+    wait_true(
+        &tab,
+        "document.activeElement.id === 'lane-filter'",
+        "/ focuses the filter",
+    );
+    tab.type_str("a").expect("typing");
+    wait_true(&tab, &format!("{shown_parents} === 1"), "typing a keeps lane a only");
+    assert_eq!(
+        js(&tab, "document.querySelector('#lanes-inner .lane:not(.filtered)').dataset.lane"),
+        "a"
+    );
+    tab.press_key("Escape").expect("key");
+    wait_true(&tab, &format!("{shown_parents} === 2"), "Escape clears the filter");
+
+    // Next error: b's failed reconcile, named in the header, its step in the address.
+    tab.press_key("e").expect("key");
+    wait_true(
+        &tab,
+        "document.getElementById('detail-head').textContent.indexOf('b · reconcile error') === 0",
+        "e selects b's failed reconcile",
+    );
+    let counter = js(&tab, "document.getElementById('step-index').textContent");
+    let step: usize = counter
+        .as_str()
+        .and_then(|c| c.strip_prefix("step "))
+        .and_then(|c| c.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("counter {counter}"));
+    assert_eq!(js(&tab, "location.hash"), serde_json::json!(format!("#step={step}")));
+    // The step a span shows is the one it began at: the dispatch of b's reconcile.
+    assert_eq!(js(&tab, "document.getElementById('step-line').textContent"), line(step));
+    assert!(line(step).as_str().unwrap().contains("reconcile b"), "{}", line(step));
+
+    // Idle stretches: `i` shows real time, again draws them narrow.
+    let idle_button = "document.getElementById('idle-toggle').textContent";
+    assert_eq!(js(&tab, idle_button), "idle: narrow");
+    tab.press_key("i").expect("key");
+    wait_true(&tab, &format!("{idle_button} === 'idle: real'"), "i shows real time");
+    wait_true(
+        &tab,
+        "document.getElementById('range').textContent.indexOf('idle stretch') < 0",
+        "no stretch is drawn narrow in real time",
+    );
+    tab.press_key("i").expect("key");
+    wait_true(&tab, &format!("{idle_button} === 'idle: narrow'"), "i again");
+
+    assert_eq!(js(&tab, "window.__reportErrors.length"), 0, "console errors");
+    drop(tab);
+    drop(browser);
+    let _ = std::fs::remove_dir_all(profile);
+}

@@ -716,6 +716,7 @@ impl Harness {
                 "input": input,
                 "commands": commands,
                 "events": events,
+                "queued": self.core.queued(),
             });
             if let Some(c) = &self.candidate {
                 value["t_ns"] = self.real.as_nanos().into();

@@ -380,6 +380,7 @@ struct PageData<'a> {
     step_t: &'a [u64],
     step_line: &'a [String],
     end_ns: u64,
+    queue: &'a [[u64; 2]],
 }
 
 #[derive(Serialize, Default)]
@@ -415,6 +416,7 @@ impl<'a> PageData<'a> {
             step_t: &t.step_t,
             step_line: &t.step_line,
             end_ns: t.end_ns,
+            queue: &t.queue,
         }
     }
 }

@@ -37,22 +37,88 @@
   var lanes = data.lanes;
   // Each lane's first item and its longest item (to find spans that start before the view).
   var laneStart = new Array(lanes.length + 1).fill(n);
-  var laneMaxDur = new Array(lanes.length).fill(0);
   for (var i = n - 1; i >= 0; i--) { laneStart[it.lane[i]] = i; }
   for (var l = lanes.length - 1; l >= 0; l--) { if (laneStart[l] > laneStart[l + 1]) { laneStart[l] = laneStart[l + 1]; } }
-  for (i = 0; i < n; i++) {
-    var d = it.t1[i] - it.t0[i];
-    if (d > laneMaxDur[it.lane[i]]) { laneMaxDur[it.lane[i]] = d; }
-  }
   var end = Math.max(data.end_ns, 1);
   // Where the activity ends: the last item that is not quiet (steps with no item count too).
   var activeEnd = 0;
   for (i = 0; i < n; i++) {
     if (!quiet(i) && it.t1[i] > activeEnd) { activeEnd = it.t1[i]; }
   }
-  // Fit to the activity when the quiet tail is most of the run; "fit" again shows it all.
-  var fitEnd = activeEnd > 0 && activeEnd < end * 0.8 ? activeEnd * 1.05 : end;
-  var fitStart = fitEnd < end ? -fitEnd * 0.02 : 0; // a margin, so what happens at +0s shows
+  // ---- idle stretches ----
+  // A stretch before the activity's end where nothing but quiet items happen (bookmarks, an
+  // idle watch, a requeue's wait), longer than IDLE_MIN_SHARE of the activity and 10 s (the
+  // pauses between a run's changes keep their real length),
+  // is drawn narrow: IDLE_SHARE of the busy time at most, shaded and labelled with its real
+  // length, so the default view shows what happened rather than the waits between. The
+  // view works in display time (real time less what the stretches before it save), in which
+  // `ut0` / `ut1` are the items' ends; the axis and every label stay in real time. "i"
+  // (or the button) shows real time.
+  var IDLE_MIN_SHARE = 0.25, IDLE_MIN_NS = 10e9, IDLE_SHARE = 0.04, IDLE_SHARE_ALL = 0.3;
+  var compressIdle = true;
+  var idle = []; // { t0, t1 } real, { u0, u1 } display; in time order
+  var ut0 = new Float64Array(n), ut1 = new Float64Array(n);
+  var laneMaxDurU = new Float64Array(lanes.length);
+  var endU = end, fitEnd = end, fitStart = 0;
+  // The idle stretch holding real time `t` (strictly inside), or -1.
+  function idleAt(t) {
+    var lo = 0, hi = idle.length;
+    while (lo < hi) { var mid = (lo + hi) >>> 1; if (idle[mid].t1 <= t) { lo = mid + 1; } else { hi = mid; } }
+    return lo < idle.length && t > idle[lo].t0 ? lo : -1;
+  }
+  // Real time to display time, and back.
+  function toU(t) {
+    var lo = 0, hi = idle.length;
+    while (lo < hi) { var mid = (lo + hi) >>> 1; if (idle[mid].t1 <= t) { lo = mid + 1; } else { hi = mid; } }
+    if (lo < idle.length && t > idle[lo].t0) {
+      var g = idle[lo];
+      return g.u0 + (t - g.t0) / (g.t1 - g.t0) * (g.u1 - g.u0);
+    }
+    return lo === 0 ? t : t - (idle[lo - 1].t1 - idle[lo - 1].u1);
+  }
+  function toT(u) {
+    var lo = 0, hi = idle.length;
+    while (lo < hi) { var mid = (lo + hi) >>> 1; if (idle[mid].u1 <= u) { lo = mid + 1; } else { hi = mid; } }
+    if (lo < idle.length && u > idle[lo].u0) {
+      var g = idle[lo];
+      return g.t0 + (u - g.u0) / (g.u1 - g.u0) * (g.t1 - g.t0);
+    }
+    return lo === 0 ? u : u + (idle[lo - 1].t1 - idle[lo - 1].u1);
+  }
+  function buildTimes() {
+    idle = [];
+    if (compressIdle && activeEnd > 0) {
+      var act = [];
+      for (var q = 0; q < n; q++) { if (!quiet(q)) { act.push(q); } }
+      act.sort(function (x, y) { return it.t0[x] - it.t0[y]; });
+      var gaps = [], covered = 0, minGap = Math.max(activeEnd * IDLE_MIN_SHARE, IDLE_MIN_NS), saved = 0;
+      for (q = 0; q < act.length; q++) {
+        var a = act[q];
+        if (it.t0[a] - covered > minGap) { gaps.push([covered, it.t0[a]]); saved += it.t0[a] - covered; }
+        if (it.t1[a] > covered) { covered = it.t1[a]; }
+      }
+      var busy = Math.max(activeEnd - saved, 1e6);
+      var width = busy * Math.min(IDLE_SHARE, IDLE_SHARE_ALL / Math.max(gaps.length, 1));
+      var shift = 0;
+      gaps.forEach(function (g) {
+        var w = Math.min(width, g[1] - g[0]);
+        idle.push({ t0: g[0], t1: g[1], u0: g[0] - shift, u1: g[0] - shift + w });
+        shift += g[1] - g[0] - w;
+      });
+    }
+    laneMaxDurU.fill(0);
+    for (var j = 0; j < n; j++) {
+      ut0[j] = toU(it.t0[j]);
+      ut1[j] = toU(it.t1[j]);
+      if (ut1[j] - ut0[j] > laneMaxDurU[it.lane[j]]) { laneMaxDurU[it.lane[j]] = ut1[j] - ut0[j]; }
+    }
+    endU = toU(end);
+    // Fit to the activity when the quiet tail is most of the run; "fit" again shows it all.
+    var activeU = toU(activeEnd);
+    fitEnd = activeEnd > 0 && activeU < endU * 0.8 ? activeU * 1.05 : endU;
+    fitStart = fitEnd < endU ? -fitEnd * 0.02 : 0; // a margin, so what happens at +0s shows
+  }
+  buildTimes();
 
   // Each step's first item (-1: none), for keyboard navigation.
   var stepFirst = new Array(data.step_line.length).fill(-1);
@@ -71,7 +137,7 @@
   // pinned on top (when they fit in 40 % of the tallest plot); the parents scroll under them, and
   // the filter hides those whose name does not match.
   var rows = [], rowOf = new Array(lanes.length).fill(-1), pinnedRows = 0, filterText = "";
-  var view = { a: 0, b: end };
+  var view = { a: 0, b: endU };
   var selected = -1;
   var currentStep = -1;
   var drawnLast = 0;
@@ -135,7 +201,7 @@
       var e = el("li", "violation", fmt(v.t_ns) + "  " + v.invariant + ": " + v.detail);
       e.addEventListener("click", function () {
         var w = Math.max((view.b - view.a) / 20, 1e6);
-        setView(v.t_ns - w, v.t_ns + w);
+        setView(toU(v.t_ns) - w, toU(v.t_ns) + w);
       });
       vl.appendChild(e);
     });
@@ -240,7 +306,7 @@
   function lowerBound(lo, hi, t) {
     while (lo < hi) {
       var mid = (lo + hi) >>> 1;
-      if (it.t0[mid] < t) { lo = mid + 1; } else { hi = mid; }
+      if (ut0[mid] < t) { lo = mid + 1; } else { hi = mid; }
     }
     return lo;
   }
@@ -270,6 +336,13 @@
     while (lo < hi) { var mid = (lo + hi) >>> 1; if (arr[mid] < t) { lo = mid + 1; } else { hi = mid; } }
     return lo;
   }
+  // The queue's depth at real time `t` (its last change at or before `t`).
+  var queueSeries = data.queue || [];
+  function queueAt(t) {
+    var lo = 0, hi = queueSeries.length;
+    while (lo < hi) { var mid = (lo + hi) >>> 1; if (queueSeries[mid][0] <= t) { lo = mid + 1; } else { hi = mid; } }
+    return lo === 0 ? 0 : queueSeries[lo - 1][1];
+  }
   var overviewEl = document.getElementById("overview");
   var octx = overviewEl.getContext("2d");
   var overviewLast = null;
@@ -277,20 +350,26 @@
     var s = size(overviewEl, octx);
     octx.clearRect(0, 0, s.w, s.h);
     var bin = 3, cols = Math.max(1, Math.floor(s.w / bin));
-    var span = view.b - view.a, per = span / cols, secs = per / 1e9;
-    var frames = [], starts = [], flight = [], fails = [];
-    var maxRate = 0, maxFlight = 0;
+    var span = view.b - view.a, per = span / cols;
+    var frames = [], starts = [], flight = [], fails = [], queued = [];
+    var maxRate = 0, maxFlight = 0, maxQueue = 0;
     for (var c = 0; c < cols; c++) {
-      var t0 = view.a + c * per, t1 = t0 + per, mid = t0 + per / 2;
+      // Each column in real time (one across an idle stretch covers more of it).
+      var t0 = toT(view.a + c * per), t1 = toT(view.a + (c + 1) * per), mid = toT(view.a + (c + 0.5) * per);
+      var secs = Math.max(t1 - t0, 1) / 1e9;
       frames.push((countBelow(ovFrames, t1) - countBelow(ovFrames, t0)) / secs);
       starts.push((countBelow(ovStarts, t1) - countBelow(ovStarts, t0)) / secs);
       // Started by the column's middle and not ended by it: running then.
       flight.push(Math.max(0, countBelow(ovStarts, mid + 1) - countBelow(ovEnds, mid + 1)));
       fails.push(countBelow(ovFails, t1) - countBelow(ovFails, t0));
+      queued.push(queueAt(mid));
       maxRate = Math.max(maxRate, frames[c], starts[c]);
       maxFlight = Math.max(maxFlight, flight[c]);
+      maxQueue = Math.max(maxQueue, queued[c]);
     }
     var h = s.h - 2, drawnCols = 0;
+    octx.fillStyle = IDLE_FILL;
+    idleInView(s.w).forEach(function (v) { octx.fillRect(v[1], 0, v[2] - v[1], s.h); });
     for (c = 0; c < cols; c++) {
       var x = c * bin;
       if (maxFlight > 0 && flight[c] > 0) {
@@ -312,41 +391,114 @@
         octx.fillStyle = "#f04438";
         octx.fillRect(x, 0, bin, 4);
       }
-      if (frames[c] > 0 || starts[c] > 0 || flight[c] > 0 || fails[c] > 0) { drawnCols++; }
+      if (frames[c] > 0 || starts[c] > 0 || flight[c] > 0 || fails[c] > 0 || queued[c] > 0) { drawnCols++; }
+    }
+    // The queue's depth: a line on a scale of its own, over the bars.
+    if (maxQueue > 0) {
+      octx.strokeStyle = "#7a5af8";
+      octx.lineWidth = 1.5;
+      octx.beginPath();
+      // Drawn where keys wait only: an empty queue is no line at all.
+      for (c = 0; c < cols; c++) {
+        if (queued[c] === 0) { continue; }
+        var qy = s.h - 1 - queued[c] / maxQueue * (h - 5);
+        if (c === 0 || queued[c - 1] === 0) { octx.moveTo(c * bin, qy); } else { octx.lineTo(c * bin, qy); }
+        octx.lineTo((c + 1) * bin, qy);
+      }
+      octx.stroke();
+      octx.lineWidth = 1;
     }
     var fmtRate = function (r) { return r >= 100 ? Math.round(r) : r >= 10 ? r.toFixed(0) : r.toFixed(1); };
     document.getElementById("overview-max").textContent =
-      "top: " + fmtRate(maxRate) + "/s · " + maxFlight + " in flight";
-    overviewLast = { cols: cols, drawn: drawnCols, max_rate: maxRate, max_in_flight: maxFlight,
+      "top: " + fmtRate(maxRate) + "/s · " + maxFlight + " in flight · " + maxQueue + " queued";
+    overviewLast = { cols: cols, drawn: drawnCols, max_rate: maxRate, max_in_flight: maxFlight, max_queued: maxQueue,
       frames: ovFrames.length, reconciles: ovStarts.length, failures: fails.reduce(function (x, y) { return x + y; }, 0) };
   }
 
+  // The idle stretches in view: [index, x0, x1] on a canvas `w` wide.
+  function idleInView(w) {
+    var out = [], scale = w / (view.b - view.a);
+    for (var g = 0; g < idle.length; g++) {
+      if (idle[g].u1 < view.a || idle[g].u0 > view.b) { continue; }
+      out.push([g, (idle[g].u0 - view.a) * scale, (idle[g].u1 - view.a) * scale]);
+    }
+    return out;
+  }
+  var IDLE_FILL = "rgba(152,162,179,0.22)";
+  var idleLabelled = 0;
   function drawAxis() {
     var s = size(axis, actx);
     actx.clearRect(0, 0, s.w, s.h);
-    var span = view.b - view.a;
+    var span = view.b - view.a, scale = s.w / span;
     var step = niceStep(span, s.w);
-    actx.fillStyle = "#667085";
     actx.strokeStyle = "#d9dde5";
     actx.font = "11px system-ui, sans-serif";
     actx.textBaseline = "middle";
-    var first = Math.ceil(view.a / step) * step;
-    for (var t = first; t <= view.b; t += step) {
-      var x = (t - view.a) / span * s.w;
+    var digits = Math.max(0, Math.min(9, -Math.floor(Math.log10(step / 1e9))));
+    // Idle stretches first: shaded and named with their real length, the name centred on the
+    // stretch (unless it would cover the previous stretch's name); tick labels keep clear.
+    var shown = idleInView(s.w), saved = 0, labelEnd = -Infinity, taken = [];
+    idleLabelled = 0;
+    actx.fillStyle = "#eaecf0";
+    shown.forEach(function (v) { actx.fillRect(Math.max(v[1], 0), 0, Math.max(Math.min(v[2], s.w) - Math.max(v[1], 0), 1), s.h); });
+    shown.forEach(function (v) {
+      var x0 = Math.max(v[1], 0), x1 = Math.min(v[2], s.w);
+      var text = "idle " + fmtSpan(idle[v[0]].t1 - idle[v[0]].t0);
+      saved += idle[v[0]].t1 - idle[v[0]].t0;
+      var tw = actx.measureText(text).width + 8;
+      var lx = Math.min(Math.max((x0 + x1) / 2 - tw / 2, 0), s.w - tw);
+      if (lx >= labelEnd) {
+        actx.fillStyle = "#eaecf0";
+        actx.fillRect(lx, 0, tw, s.h);
+        actx.fillStyle = "#344054";
+        actx.fillText(text, lx + 4, s.h / 2 - 2);
+        labelEnd = lx + tw + 4;
+        taken.push([lx, lx + tw]);
+        idleLabelled++;
+      }
+    });
+    // Real-time ticks, outside the idle stretches (inside one the axis does not run at its
+    // pace), their labels clear of the stretches'.
+    var t = Math.ceil(toT(view.a) / step) * step, last = toT(view.b), ticks = 0;
+    while (t <= last && ticks < 1000) {
+      var g = idleAt(t);
+      if (g >= 0) { t = Math.ceil(idle[g].t1 / step) * step; continue; }
+      var x = (toU(t) - view.a) * scale;
       actx.beginPath();
       actx.moveTo(x + 0.5, s.h - 6);
       actx.lineTo(x + 0.5, s.h);
       actx.stroke();
       var secs = t / 1e9;
-      var digits = Math.max(0, Math.min(9, -Math.floor(Math.log10(step / 1e9))));
-      actx.fillText((secs < 0 ? "-" : "+") + Math.abs(secs).toFixed(digits) + "s", x + 3, s.h / 2 - 2);
+      var tickText = (secs < 0 ? "-" : "+") + Math.abs(secs).toFixed(digits) + "s";
+      var tx1 = x + 3 + actx.measureText(tickText).width;
+      var free = taken.every(function (r) { return tx1 < r[0] || x + 3 > r[1]; });
+      actx.fillStyle = "#667085";
+      if (free) { actx.fillText(tickText, x + 3, s.h / 2 - 2); }
+      ticks++;
+      t += step;
     }
     var note = "";
-    if (fitEnd < end && view.a === fitStart && view.b === fitEnd) {
+    if (fitEnd < endU && view.a === fitStart && view.b === fitEnd) {
       note = "  · fitted to the activity, until " + fmt(activeEnd) + ": after it, until " + fmt(end) +
         ", only bookmarks and watch renewals (fit again, or 0 twice, for the whole run)";
     }
-    document.getElementById("range").textContent = fmt(view.a) + " … " + fmt(view.b) + "  (" + fmtSpan(span) + ")" + note;
+    if (shown.length) {
+      note += "  · " + shown.length + (shown.length === 1 ? " idle stretch" : " idle stretches") +
+        " (" + fmtSpan(saved) + ") drawn narrow, shaded (i: real time)";
+    }
+    var ra = toT(view.a), rb = toT(view.b);
+    document.getElementById("range").textContent = fmt(ra) + " … " + fmt(rb) + "  (" + fmtSpan(rb - ra) + ")" + note;
+  }
+
+  // Real time or idle stretches drawn narrow ("i"); the view keeps the same real window.
+  function setCompressIdle(on) {
+    var ra = toT(view.a), rb = toT(view.b), atFit = view.a === fitStart && view.b === fitEnd;
+    compressIdle = on;
+    buildTimes();
+    var button = document.getElementById("idle-toggle");
+    button.textContent = on ? "idle: narrow" : "idle: real";
+    button.disabled = !on && idle.length === 0 && !idleFound;
+    if (atFit) { setView(fitStart, fitEnd); } else { setView(toU(ra), toU(rb)); }
   }
 
   // Where a thin failure is drawn: the whole pixel column nearest its centre, kept inside the
@@ -371,6 +523,7 @@
     ctx.font = "11px system-ui, sans-serif";
     ctx.textBaseline = "middle";
     var lastPx = {};
+    var idleShown = idleInView(s.w);
     for (var v = 0; v < visible.length; v++) {
       var row = visible[v];
       var l = rows[row];
@@ -384,15 +537,17 @@
       var y = laneY(l, top);
       if (y === null) { continue; }
       if (row % 2 === 1) { ctx.fillStyle = "#f5f7fa"; ctx.fillRect(0, y, s.w, ROW); }
+      ctx.fillStyle = IDLE_FILL;
+      for (var ig = 0; ig < idleShown.length; ig++) { ctx.fillRect(idleShown[ig][1], y, idleShown[ig][2] - idleShown[ig][1], ROW); }
       var lo = laneStart[l], hi = laneStart[l + 1];
-      var i0 = lowerBound(lo, hi, view.a - laneMaxDur[l]);
+      var i0 = lowerBound(lo, hi, view.a - laneMaxDurU[l]);
       lastPx = {};
       var marks = [];
-      for (var i = i0; i < hi && it.t0[i] <= view.b; i++) {
-        if (it.t1[i] < view.a) { continue; }
+      for (var i = i0; i < hi && ut0[i] <= view.b; i++) {
+        if (ut1[i] < view.a) { continue; }
         var k = kindName[i];
-        var x0 = (it.t0[i] - view.a) * scale;
-        var x1 = (it.t1[i] - view.a) * scale;
+        var x0 = (ut0[i] - view.a) * scale;
+        var x1 = (ut1[i] - view.a) * scale;
         var px = Math.floor(x0);
         var span_ = SPAN_KINDS[k] === 1;
         if (x1 - x0 < 1) {
@@ -436,10 +591,10 @@
       }
       // Failures last, on top of everything in the lane: at least FAIL_MIN_PX wide, with a
       // triangle above.
-      for (var f = i0; f < hi && it.t0[f] <= view.b; f++) {
+      for (var f = i0; f < hi && ut0[f] <= view.b; f++) {
         var fk = kindName[f];
-        if (FAIL_KINDS[fk] !== 1 || it.t1[f] < view.a) { continue; }
-        var fx0 = (it.t0[f] - view.a) * scale, fx1 = (it.t1[f] - view.a) * scale;
+        if (FAIL_KINDS[fk] !== 1 || ut1[f] < view.a) { continue; }
+        var fx0 = (ut0[f] - view.a) * scale, fx1 = (ut1[f] - view.a) * scale;
         if (fx1 - fx0 >= FAIL_MIN_PX) { continue; } // drawn as a span already
         var fc = failX(fx0, fx1, s.w);
         ctx.fillStyle = COLORS[fk] || "#000";
@@ -459,14 +614,14 @@
     }
     var sy = selected >= 0 ? laneY(it.lane[selected], top) : null;
     if (sy !== null) {
-      var sx0 = (it.t0[selected] - view.a) * scale, sx1 = (it.t1[selected] - view.a) * scale;
+      var sx0 = (ut0[selected] - view.a) * scale, sx1 = (ut1[selected] - view.a) * scale;
       ctx.strokeStyle = "#101828";
       ctx.lineWidth = 2;
       ctx.strokeRect(Math.max(sx0, -2) - 2, sy + 1, Math.min(sx1, s.w + 2) - Math.max(sx0, -2) + 4, ROW - 2);
       ctx.lineWidth = 1;
     }
     if (currentStep >= 0) {
-      var cx = (data.step_t[currentStep] - view.a) * scale;
+      var cx = (toU(data.step_t[currentStep]) - view.a) * scale;
       ctx.strokeStyle = "rgba(16,24,40,0.35)";
       ctx.beginPath();
       ctx.moveTo(cx + 0.5, 0);
@@ -488,10 +643,10 @@
   function setView(a, b) {
     var minSpan = 1e3; // 1 µs
     if (b - a < minSpan) { var c = (a + b) / 2; a = c - minSpan / 2; b = c + minSpan / 2; }
-    var pad = end * 0.02;
-    if (b - a > end + 2 * pad) { a = -pad; b = end + pad; }
+    var pad = endU * 0.02;
+    if (b - a > endU + 2 * pad) { a = -pad; b = endU + pad; }
     if (a < -pad) { b += -pad - a; a = -pad; }
-    if (b > end + pad) { a -= b - end - pad; b = end + pad; }
+    if (b > endU + pad) { a -= b - endU - pad; b = endU + pad; }
     view.a = a; view.b = b;
     redraw();
   }
@@ -513,8 +668,8 @@
     var t = view.a + x / scale;
     var lo = laneStart[lane], hi = laneStart[lane + 1];
     var best = -1, bestDist = Infinity, bestWidth = Infinity;
-    for (var i = lowerBound(lo, hi, t - slack - laneMaxDur[lane]); i < hi && it.t0[i] <= t + slack; i++) {
-      var x0 = (it.t0[i] - view.a) * scale, x1 = (it.t1[i] - view.a) * scale;
+    for (var i = lowerBound(lo, hi, t - slack - laneMaxDurU[lane]); i < hi && ut0[i] <= t + slack; i++) {
+      var x0 = (ut0[i] - view.a) * scale, x1 = (ut1[i] - view.a) * scale;
       var dist = x < x0 ? x0 - x : x > x1 ? x - x1 : 0;
       if (dist > 4) { continue; }
       var width = x1 - x0;
@@ -547,7 +702,7 @@
       select(i);
       scrollToLane(it.lane[i]);
       var w = view.b - view.a;
-      if (it.t0[i] < view.a || it.t0[i] > view.b) { setView(it.t0[i] - w / 2, it.t0[i] + w / 2); }
+      if (ut0[i] < view.a || ut0[i] > view.b) { setView(ut0[i] - w / 2, ut0[i] + w / 2); }
     } else {
       selected = -1;
       document.getElementById("detail-head").textContent = "step " + (step + 1) + ": nothing on the timeline";
@@ -576,10 +731,10 @@
     if (pos >= 0) {
       next = Math.min(Math.max(pos + dir, 0), failures.length - 1);
     } else {
-      var t = selected >= 0 ? it.t0[selected] : view.a;
+      var t = selected >= 0 ? ut0[selected] : view.a;
       next = -1;
       for (var q = 0; q < failures.length; q++) {
-        if (dir > 0 ? it.t0[failures[q]] >= t : it.t0[failures[q]] <= t) {
+        if (dir > 0 ? ut0[failures[q]] >= t : ut0[failures[q]] <= t) {
           next = q;
           if (dir > 0) { break; }
         }
@@ -590,7 +745,7 @@
     select(i);
     scrollToLane(it.lane[i]);
     var w = view.b - view.a;
-    if (it.t0[i] < view.a + w * 0.05 || it.t0[i] > view.b - w * 0.05) { setView(it.t0[i] - w / 2, it.t0[i] + w / 2); }
+    if (ut0[i] < view.a + w * 0.05 || ut0[i] > view.b - w * 0.05) { setView(ut0[i] - w / 2, ut0[i] + w / 2); }
     return i;
   }
 
@@ -663,10 +818,10 @@
   }
   // Fit: to the activity first; when the view is already that, to the whole run.
   function fit() {
-    if (fitEnd < end && !(view.a === fitStart && view.b === fitEnd)) {
+    if (fitEnd < endU && !(view.a === fitStart && view.b === fitEnd)) {
       setView(fitStart, fitEnd);
     } else {
-      setView(0, end);
+      setView(0, endU);
     }
   }
   canvas.addEventListener("dblclick", fit);
@@ -686,6 +841,9 @@
   document.getElementById("zoom-in").addEventListener("click", function () { zoom(0.5); });
   document.getElementById("zoom-out").addEventListener("click", function () { zoom(2); });
   document.getElementById("fit").addEventListener("click", fit);
+  document.getElementById("idle-toggle").addEventListener("click", function () { setCompressIdle(!compressIdle); });
+  var idleFound = idle.length > 0;
+  if (!idleFound) { document.getElementById("idle-toggle").disabled = true; }
   document.getElementById("prev-step").addEventListener("click", function () { goToStep(currentStep - 1); });
   document.getElementById("next-step").addEventListener("click", function () { goToStep(currentStep + 1); });
   window.addEventListener("keydown", function (e) {
@@ -701,6 +859,7 @@
       case "+": case "=": zoom(0.5); break;
       case "-": zoom(2); break;
       case "0": fit(); break;
+      case "i": setCompressIdle(!compressIdle); break;
       case "ArrowLeft": goToStep(currentStep - 1); break;
       case "ArrowRight": goToStep(currentStep + 1); break;
       case "a": setView(view.a - span / 5, view.b - span / 5); break;
@@ -725,7 +884,16 @@
       out.invariants[e.dataset.invariant] = e.className === "held";
     });
     selfchecking = true;
-    out.fit = { a: view.a, b: view.b, end: end, active_end: activeEnd, note: document.getElementById("range").textContent };
+    out.fit = { a: toT(view.a), b: toT(view.b), end: end, active_end: activeEnd, note: document.getElementById("range").textContent };
+    // Idle stretches in the default view: how many, how long in real time, and how much of the
+    // width they take.
+    var inView = idleInView(canvas.clientWidth), share = 0, realIdle = 0;
+    inView.forEach(function (v) {
+      var g = idle[v[0]];
+      share += (Math.min(g.u1, view.b) - Math.max(g.u0, view.a)) / (view.b - view.a);
+      realIdle += g.t1 - g.t0;
+    });
+    out.idle = { stretches: idle.length, in_view: inView.length, labelled: idleLabelled, real_ns: realIdle, width_share: share };
     out.invariant_marks = {};
     document.querySelectorAll("#invariants li").forEach(function (e) {
       out.invariant_marks[e.dataset.invariant] = e.querySelector(".mark").textContent + " " + e.querySelector(".rule").textContent;
@@ -738,18 +906,18 @@
       return "#" + [p[0], p[1], p[2]].map(function (c) { return (c < 16 ? "0" : "") + c.toString(16); }).join("");
     }
     for (var fi = 0; fi < n && out.failures.total < 200; fi++) {
-      if (FAIL_KINDS[kindName[fi]] !== 1 || it.t0[fi] > view.b || it.t1[fi] < view.a) { continue; }
+      if (FAIL_KINDS[kindName[fi]] !== 1 || ut0[fi] > view.b || ut1[fi] < view.a) { continue; }
       out.failures.total++;
       scrollToLane(it.lane[fi]);
       draw();
       var sc = canvas.clientWidth / (view.b - view.a);
-      var fx0c = (it.t0[fi] - view.a) * sc, fx1c = (it.t1[fi] - view.a) * sc;
+      var fx0c = (ut0[fi] - view.a) * sc, fx1c = (ut1[fi] - view.a) * sc;
       var fcx = fx1c - fx0c >= FAIL_MIN_PX ? (Math.max(fx0c, 0) + Math.min(fx1c, canvas.clientWidth)) / 2 : failX(fx0c, fx1c, canvas.clientWidth);
       var fcy = laneY(it.lane[fi], lanesEl.scrollTop) + ROW / 2;
       var want = COLORS[kindName[fi]];
       var got = [hex(fcx - 2, fcy), hex(fcx, fcy), hex(fcx + 2, fcy)];
       if (got.every(function (g) { return g === want; })) { out.failures.visible++; } else {
-        out.failures.missing.push(lanes[it.lane[fi]].name + " " + kindName[fi] + " at " + fmt(it.t0[fi]) + ": " + got.join(",") + " not " + want);
+        out.failures.missing.push(lanes[it.lane[fi]].name + " " + kindName[fi] + " at " + fmt(ut0[fi]) + ": " + got.join(",") + " not " + want);
       }
     }
     lanesEl.scrollTop = 0;
@@ -788,15 +956,27 @@
     out.overview = overviewLast;
     out.interaction = { problems: [], pinned_rows: pinnedRows, failures: failures.length, faults: [] };
     var ip = out.interaction.problems;
+    // "i": real time (no stretch drawn narrow, the same real window), and back.
+    if (idle.length) {
+      setView(fitStart, fitStart + (fitEnd - fitStart) * 0.999); // not the fit: that is its own, in each
+      var was = idle.length, ra0 = toT(view.a), rb0 = toT(view.b);
+      window.dispatchEvent(new KeyboardEvent("keydown", { key: "i", bubbles: true, cancelable: true }));
+      var label = document.getElementById("idle-toggle").textContent;
+      if (idle.length !== 0 || label !== "idle: real") { ip.push("i: " + idle.length + " idle stretches still narrow, button " + label); }
+      if (Math.abs(toT(view.b) - toT(view.a) - (rb0 - ra0)) > (rb0 - ra0) * 0.05) { ip.push("i: the real window went from " + fmtSpan(rb0 - ra0) + " to " + fmtSpan(toT(view.b) - toT(view.a))); }
+      window.dispatchEvent(new KeyboardEvent("keydown", { key: "i", bubbles: true, cancelable: true }));
+      if (idle.length !== was) { ip.push("i again: " + idle.length + " idle stretches, not " + was); }
+      setView(fitStart, fitEnd);
+    }
     for (var fl = 0; fl < n; fl++) { if (kindName[fl] === "fault") { out.interaction.faults.push(lanes[it.lane[fl]].name + ": " + it.label[fl]); } }
     // Hover: the tooltip over an item says what the header would.
     var hi0 = laneStart[rows[0]];
     if (hi0 < laneStart[rows[0] + 1]) {
-      var hw = Math.max(it.t1[hi0] - it.t0[hi0], 2e6);
-      setView(it.t0[hi0] - hw * 0.1, it.t0[hi0] + hw * 1.1);
+      var hw = Math.max(ut1[hi0] - ut0[hi0], 2e6);
+      setView(ut0[hi0] - hw * 0.1, ut0[hi0] + hw * 1.1);
       draw();
       var hr = canvas.getBoundingClientRect();
-      var hx = (it.t0[hi0] - view.a) / (view.b - view.a) * canvas.clientWidth + (it.t1[hi0] > it.t0[hi0] ? 2 : 0);
+      var hx = (ut0[hi0] - view.a) / (view.b - view.a) * canvas.clientWidth + (ut1[hi0] > ut0[hi0] ? 2 : 0);
       canvas.dispatchEvent(new MouseEvent("mousemove", { clientX: hr.left + hx, clientY: hr.top + laneY(rows[0], lanesEl.scrollTop) + ROW / 2, bubbles: true }));
       if (tooltip.hidden || tooltip.textContent !== describe(hi0)) { ip.push("hover: tooltip " + (tooltip.hidden ? "hidden" : tooltip.textContent) + ", not " + describe(hi0)); }
       canvas.dispatchEvent(new MouseEvent("mousemove", { clientX: hr.left + 1, clientY: hr.bottom + 50, bubbles: true }));
@@ -829,13 +1009,13 @@
     // second, shift+E back; each one's lane shown and its time in view.
     if (failures.length) {
       select(-1);
-      setView(-end * 0.02, end * 0.1);
+      setView(-endU * 0.02, endU * 0.1);
       var press = function (key) { window.dispatchEvent(new KeyboardEvent("keydown", { key: key, bubbles: true, cancelable: true })); };
       var expectErr = function (q, what) {
         var fi2 = failures[q];
         if (selected !== fi2) { ip.push(what + ": selected " + selected + ", not failure " + q + " (" + fi2 + ")"); return; }
         if (laneY(it.lane[fi2], lanesEl.scrollTop) === null) { ip.push(what + ": its lane is not shown"); }
-        if (it.t0[fi2] < view.a || it.t0[fi2] > view.b) { ip.push(what + ": not in view"); }
+        if (ut0[fi2] < view.a || ut0[fi2] > view.b) { ip.push(what + ": not in view"); }
         if (document.getElementById("detail-head").textContent !== describe(fi2)) { ip.push(what + ": header"); }
       };
       press("e");
@@ -864,17 +1044,17 @@
         var i = cands[c];
         if (i >= laneStart[l + 1]) { continue; }
         tried++;
-        var w = Math.max(it.t1[i] - it.t0[i], 2e6);
-        setView(it.t0[i] - w * 0.1, it.t0[i] + w * 1.1);
+        var w = Math.max(ut1[i] - ut0[i], 2e6);
+        setView(ut0[i] - w * 0.1, ut0[i] + w * 1.1);
         scrollToLane(l);
         draw();
-        var x = (it.t0[i] - view.a) / (view.b - view.a) * canvas.clientWidth + (it.t1[i] > it.t0[i] ? 2 : 0);
+        var x = (ut0[i] - view.a) / (view.b - view.a) * canvas.clientWidth + (ut1[i] > ut0[i] ? 2 : 0);
         var y = laneY(l, lanesEl.scrollTop) + ROW / 2;
         r = canvas.getBoundingClientRect();
         canvas.dispatchEvent(new MouseEvent("click", { clientX: r.left + x, clientY: r.top + y, bubbles: true }));
         var shown = document.getElementById("step-line").textContent;
         if (selected >= 0 && it.lane[selected] === l && shown === data.step_line[it.step[selected]] &&
-            it.t0[selected] <= it.t0[i] + w && it.t1[selected] >= it.t0[i] - w) {
+            ut0[selected] <= ut0[i] + w && ut1[selected] >= ut0[i] - w) {
           out.clicks++;
         } else {
           out.click_failures.push(lanes[l].name + " item " + i);
@@ -905,7 +1085,7 @@
   setView(fitStart, fitEnd);
   if (params.view) {
     var v = params.view.split(",").map(Number);
-    if (v.length === 2 && isFinite(v[0]) && isFinite(v[1]) && v[1] > v[0]) { setView(v[0] * 1e9, v[1] * 1e9); }
+    if (v.length === 2 && isFinite(v[0]) && isFinite(v[1]) && v[1] > v[0]) { setView(toU(v[0] * 1e9), toU(v[1] * 1e9)); }
   }
   if (params.step) {
     var want = Number(params.step) - 1;

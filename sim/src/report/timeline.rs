@@ -152,6 +152,9 @@ pub struct Timeline {
     pub step_line: Vec<String>,
     /// The run's end, in nanoseconds.
     pub end_ns: u64,
+    /// The queue's depth (keys waiting for a reconcile slot) where it changed: `[t_ns,
+    /// depth]`, in time order, starting empty.
+    pub queue: Vec<[u64; 2]>,
 }
 
 #[derive(Deserialize)]
@@ -165,6 +168,9 @@ struct JsonStep {
     events: Vec<String>,
     #[serde(default)]
     note: Option<String>,
+    /// Keys waiting for a reconcile slot after the step (absent on notes).
+    #[serde(default)]
+    queued: Option<u64>,
 }
 
 #[derive(Default)]
@@ -506,6 +512,7 @@ impl Timeline {
         b.lane(LaneGroup::Core, "core");
         let mut step_t = Vec::with_capacity(json_lines.len());
         let mut end = end_ns;
+        let mut queue: Vec<[u64; 2]> = Vec::new();
         for (i, line) in json_lines.iter().enumerate() {
             let step: JsonStep =
                 serde_json::from_str(line).map_err(|e| (i, format!("step JSON: {e}")))?;
@@ -526,6 +533,11 @@ impl Timeline {
                     b.push(lane, t, Kind::Note, index, short(note));
                 }
                 continue;
+            }
+            if let Some(depth) = step.queued
+                && queue.last().map_or(0, |q| q[1]) != depth
+            {
+                queue.push([t, depth]);
             }
             let input = step.input.as_deref().unwrap_or("");
             b.input(t, index, input, &step.events);
@@ -565,6 +577,7 @@ impl Timeline {
             step_t,
             step_line,
             end_ns: end,
+            queue,
         })
     }
 

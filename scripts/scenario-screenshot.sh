@@ -3,8 +3,8 @@
 # buggy operator that ignores a 409 (examples/src/buggy.rs, Bug::IgnoredConflict) is explored
 # by its test, which writes the minimized run's trace under target/scenarios; that trace's
 # report is opened in headless Chromium (Debian's `chromium` package) on its first 65 seconds,
-# with step 10 selected: the reconcile the edit woke, which ended `ok` although its update got
-# the injected 409; after it, the ConfigMap watch's bookmarks stay at the old version.
+# with the edit's watch frame selected (its step line names the reconcile it woke, and the
+# next line shows that reconcile ending `ok` although its update got the injected 409); after it, the ConfigMap watch's bookmarks stay at the old version.
 # Usage: bash scripts/scenario-screenshot.sh [OUT.png]   (from anywhere)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,10 +30,16 @@ html="$(pwd)/target/report-ignored-conflict.html"
 # Relative, so the page's title names no checkout.
 trace="$(realpath --relative-to=. "$trace")"
 cargo run -q -p reconcile-sim -- report "$trace" -o "$html"
+# The step to select: the watch frame of the edit (the page's steps are simulate's lines).
+step="$(cargo run -q -p reconcile-sim -- simulate "$trace" 2>/dev/null | grep -n -m1 -E 'frame W[0-9]+ MODIFIED default/a' | cut -d: -f1)"
+if [[ -z "$step" ]]; then
+  echo "no frame of the edit in $trace" >&2
+  exit 1
+fi
 profile="$(mktemp -d)"
 trap 'rm -rf "$profile"' EXIT
 "$browser" --headless --no-sandbox --disable-gpu --disable-dev-shm-usage --no-first-run \
-  --hide-scrollbars --user-data-dir="$profile" --window-size=1400,470 \
+  --hide-scrollbars --user-data-dir="$profile" --window-size=1400,500 \
   --virtual-time-budget=3000 --screenshot="$(pwd)/$out" \
-  "file://$html#view=-1,65&step=10" 2>/dev/null
+  "file://$html#view=-1,65&step=$step" 2>/dev/null
 echo "wrote $out from $trace"

@@ -299,7 +299,21 @@ fn a_failing_seeds_trace_carries_the_kits_faults_and_the_report_draws_them() {
                 path.display()
             );
         }
-        // Drawn as marks on the timeline.
+        // The kit's faults on the faults lane, each named; its other notes as marks.
+        let faults: Vec<&str> = report
+            .timeline
+            .items
+            .iter()
+            .filter(|i| i.kind == reconcile_sim::report::Kind::Fault)
+            .map(|i| i.label.as_str())
+            .collect();
+        assert_eq!(
+            faults.len(),
+            notes.iter().filter(|n| n.contains("kit: fault ")).count(),
+            "{}: {faults:?}",
+            path.display()
+        );
+        assert!(faults.iter().all(|f| !f.starts_with("kit:")), "{faults:?}");
         let marks = report
             .timeline
             .items

@@ -835,8 +835,8 @@ fn seen_apart(a: [u8; 3], b: [u8; 3]) -> f64 {
 /// cell-pool with everything from +8 s on moved 600 s later: a long idle stretch (nothing but
 /// the idle watch) between the first changes and the rest.
 fn cell_pool_with_an_idle_stretch() -> Trace {
-    let text = std::fs::read_to_string(crate_dir().join("traces/cell-pool.jsonl"))
-        .expect("bundled trace");
+    let text =
+        std::fs::read_to_string(crate_dir().join("traces/cell-pool.jsonl")).expect("bundled trace");
     let mut out = String::new();
     for line in text.lines() {
         let mut v: serde_json::Value = serde_json::from_str(line).expect("a JSON line");
@@ -864,7 +864,10 @@ fn an_idle_stretch_is_drawn_narrow_and_labelled_in_chromium() {
     let idle = &check["idle"];
     assert_eq!(idle["stretches"], 1, "{idle}");
     assert_eq!(idle["in_view"], 1, "{idle}");
-    assert_eq!(idle["labelled"], 1, "its real length is written on the axis: {idle}");
+    assert_eq!(
+        idle["labelled"], 1,
+        "its real length is written on the axis: {idle}"
+    );
     let real = idle["real_ns"].as_f64().unwrap() / 1e9;
     assert!((590.0..=610.0).contains(&real), "{idle}");
     let share = idle["width_share"].as_f64().unwrap();
@@ -876,7 +879,11 @@ fn an_idle_stretch_is_drawn_narrow_and_labelled_in_chromium() {
         fit["note"].as_str().unwrap().contains("1 idle stretch"),
         "the range says so: {fit}"
     );
-    assert!(check["failures"]["total"].as_u64() >= Some(1), "{}", check["failures"]);
+    assert!(
+        check["failures"]["total"].as_u64() >= Some(1),
+        "{}",
+        check["failures"]
+    );
 }
 
 /// Issue 32: the overview strip draws the queue's depth. With one reconcile slot, the keys
@@ -886,11 +893,19 @@ fn the_overview_shows_the_queue_depth_in_chromium() {
     let Some(browser) = chromium() else { return };
     let r = report::build(&load("concurrency-1.jsonl"), &checked()).expect("report");
     let most = r.timeline.queue.iter().map(|q| q[1]).max().unwrap_or(0);
-    assert!(most >= 1, "keys waited for the slot: {:?}", r.timeline.queue);
+    assert!(
+        most >= 1,
+        "keys waited for the slot: {:?}",
+        r.timeline.queue
+    );
     let html = write(&r, "concurrency-1-queue.html");
     let check = selfcheck(&browser, &html);
     assert_clean(&check, "concurrency-1");
-    assert_eq!(check["overview"]["max_queued"], most, "{}", check["overview"]);
+    assert_eq!(
+        check["overview"]["max_queued"], most,
+        "{}",
+        check["overview"]
+    );
 }
 
 /// The page's state, read over the DevTools protocol.
@@ -951,19 +966,32 @@ fn keys_pointer_and_typing_over_devtools_in_chromium() {
         &format!("document.getElementById('step-index').textContent === 'step 3 of {total}'"),
         "#step=3 opens on step 3",
     );
-    assert_eq!(js(&tab, "document.getElementById('step-line').textContent"), line(3));
+    assert_eq!(
+        js(&tab, "document.getElementById('step-line').textContent"),
+        line(3)
+    );
 
     // The arrow keys: the step, its line, the counter and the address move together.
     tab.press_key("ArrowRight").expect("key");
-    wait_true(&tab, "location.hash === '#step=4'", "ArrowRight updates the address");
+    wait_true(
+        &tab,
+        "location.hash === '#step=4'",
+        "ArrowRight updates the address",
+    );
     assert_eq!(
         js(&tab, "document.getElementById('step-index').textContent"),
         serde_json::json!(format!("step 4 of {total}"))
     );
-    assert_eq!(js(&tab, "document.getElementById('step-line').textContent"), line(4));
+    assert_eq!(
+        js(&tab, "document.getElementById('step-line').textContent"),
+        line(4)
+    );
     tab.press_key("ArrowLeft").expect("key");
     wait_true(&tab, "location.hash === '#step=3'", "ArrowLeft comes back");
-    assert_eq!(js(&tab, "document.getElementById('step-line').textContent"), line(3));
+    assert_eq!(
+        js(&tab, "document.getElementById('step-line').textContent"),
+        line(3)
+    );
 
     // Hover: sweep the pointer along lane b until something is under it.
     let rect = |sel: &str| -> (f64, f64, f64, f64) {
@@ -993,7 +1021,9 @@ fn keys_pointer_and_typing_over_devtools_in_chromium() {
         }
         x += 3.0;
     }
-    let text = shown.as_str().unwrap_or_else(|| panic!("no tooltip anywhere on lane b"));
+    let text = shown
+        .as_str()
+        .unwrap_or_else(|| panic!("no tooltip anywhere on lane b"));
     assert!(text.starts_with("b · "), "the tooltip names lane b: {text}");
     tab.move_mouse_to_point(headless_chrome::browser::tab::point::Point { x, y: y + 400.0 })
         .expect("pointer");
@@ -1013,13 +1043,24 @@ fn keys_pointer_and_typing_over_devtools_in_chromium() {
         "/ focuses the filter",
     );
     tab.type_str("a").expect("typing");
-    wait_true(&tab, &format!("{shown_parents} === 1"), "typing a keeps lane a only");
+    wait_true(
+        &tab,
+        &format!("{shown_parents} === 1"),
+        "typing a keeps lane a only",
+    );
     assert_eq!(
-        js(&tab, "document.querySelector('#lanes-inner .lane:not(.filtered)').dataset.lane"),
+        js(
+            &tab,
+            "document.querySelector('#lanes-inner .lane:not(.filtered)').dataset.lane"
+        ),
         "a"
     );
     tab.press_key("Escape").expect("key");
-    wait_true(&tab, &format!("{shown_parents} === 2"), "Escape clears the filter");
+    wait_true(
+        &tab,
+        &format!("{shown_parents} === 2"),
+        "Escape clears the filter",
+    );
 
     // Next error: b's failed reconcile, named in the header, its step in the address.
     tab.press_key("e").expect("key");
@@ -1035,25 +1076,47 @@ fn keys_pointer_and_typing_over_devtools_in_chromium() {
         .and_then(|c| c.split(' ').next())
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("counter {counter}"));
-    assert_eq!(js(&tab, "location.hash"), serde_json::json!(format!("#step={step}")));
+    assert_eq!(
+        js(&tab, "location.hash"),
+        serde_json::json!(format!("#step={step}"))
+    );
     // The step a span shows is the one it began at: the dispatch of b's reconcile.
-    assert_eq!(js(&tab, "document.getElementById('step-line').textContent"), line(step));
-    assert!(line(step).as_str().unwrap().contains("reconcile b"), "{}", line(step));
+    assert_eq!(
+        js(&tab, "document.getElementById('step-line').textContent"),
+        line(step)
+    );
+    assert!(
+        line(step).as_str().unwrap().contains("reconcile b"),
+        "{}",
+        line(step)
+    );
 
     // Idle stretches: `i` shows real time, again draws them narrow.
     let idle_button = "document.getElementById('idle-toggle').textContent";
     assert_eq!(js(&tab, idle_button), "idle: narrow");
     tab.press_key("i").expect("key");
-    wait_true(&tab, &format!("{idle_button} === 'idle: real'"), "i shows real time");
+    wait_true(
+        &tab,
+        &format!("{idle_button} === 'idle: real'"),
+        "i shows real time",
+    );
     wait_true(
         &tab,
         "document.getElementById('range').textContent.indexOf('idle stretch') < 0",
         "no stretch is drawn narrow in real time",
     );
     tab.press_key("i").expect("key");
-    wait_true(&tab, &format!("{idle_button} === 'idle: narrow'"), "i again");
+    wait_true(
+        &tab,
+        &format!("{idle_button} === 'idle: narrow'"),
+        "i again",
+    );
 
-    assert_eq!(js(&tab, "window.__reportErrors.length"), 0, "console errors");
+    assert_eq!(
+        js(&tab, "window.__reportErrors.length"),
+        0,
+        "console errors"
+    );
     drop(tab);
     drop(browser);
     let _ = std::fs::remove_dir_all(profile);

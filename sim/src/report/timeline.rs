@@ -523,9 +523,13 @@ impl Timeline {
             end = end.max(t);
             step_t.push(t);
             if let Some(note) = &step.note {
-                // `# fault: NAME ...` lines (simulate's, for each fault it injects) get a
-                // lane of their own, labelled; other notes stay with the core's steps.
-                if let Some(fault) = note.strip_prefix("fault: ") {
+                // `# fault: NAME ...` lines (simulate's, for each fault it injects) and the
+                // test kit's `# kit: fault NAME: ...` get a lane of their own, labelled; other
+                // notes stay with the core's steps.
+                if let Some(fault) = note
+                    .strip_prefix("fault: ")
+                    .or_else(|| note.strip_prefix("kit: fault "))
+                {
                     let lane = b.lane(LaneGroup::Faults, "faults");
                     b.push(lane, t, Kind::Fault, index, short(fault));
                 } else {

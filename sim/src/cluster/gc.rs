@@ -165,8 +165,15 @@ impl Cluster {
         deps
     }
 
-    fn stored(&self, (kind, key): &ObjRef) -> Option<Value> {
-        self.col(*kind).objects.get(key).map(|s| (*s.value).clone())
+    /// A copy of the stored object, for a write that needs the old and the new.
+    fn stored(&self, at: &ObjRef) -> Option<Value> {
+        self.peek(at).cloned()
+    }
+
+    /// The stored object, to look at: a pass reads every object, and copying each (a tree
+    /// of maps) was most of the simulator's time.
+    fn peek(&self, (kind, key): &ObjRef) -> Option<&Value> {
+        self.col(*kind).objects.get(key).map(|s| &*s.value)
     }
 
     fn resource(&self, kind: KindId) -> String {
@@ -237,23 +244,53 @@ impl Cluster {
         }
     }
 
+    /// Whether a pass would do anything: an owner being deleted with the orphan or
+    /// foreground finalizer, or a live dependent with an owner that is gone. Read in place,
+    /// without a copy: a pass runs after every change, and most find nothing.
+    fn anything_to_collect(&self) -> bool {
+        let mut uids = std::collections::BTreeSet::new();
+        for col in &self.collections {
+            for s in col.objects.values() {
+                let v = &*s.value;
+                uids.insert(meta_str(v, "uid"));
+                if !meta_str(v, "deletionTimestamp").is_empty()
+                    && finalizers(v).iter().any(|f| f == ORPHAN || f == FOREGROUND)
+                {
+                    return true;
+                }
+            }
+        }
+        self.collections.iter().any(|col| {
+            col.objects.values().any(|s| {
+                let v = &*s.value;
+                meta_str(v, "deletionTimestamp").is_empty()
+                    && owners(v)
+                        .iter()
+                        .any(|(uid, _)| !uids.contains(uid.as_str()))
+            })
+        })
+    }
+
     /// One pass of the garbage collector at `now`; what it did, in a deterministic order
     /// (owners being deleted first, by kind and key, then dependents left without owners).
     /// Empty when there is nothing to collect.
     pub fn collect_garbage(&mut self, now: Instant) -> Vec<GcAction> {
         self.advance(now);
         let mut done = Vec::new();
+        if !self.anything_to_collect() {
+            return done;
+        }
         let index = self.uid_index();
         let dependents = self.dependents();
         // Owners being deleted with an orphan or foreground finalizer.
         for (uid, at) in &index {
-            let Some(owner) = self.stored(at) else {
+            let Some(owner) = self.peek(at) else {
                 continue;
             };
-            if meta_str(&owner, "deletionTimestamp").is_empty() {
+            if meta_str(owner, "deletionTimestamp").is_empty() {
                 continue;
             }
-            let list = finalizers(&owner);
+            let list = finalizers(owner);
             let deps = dependents.get(uid).cloned().unwrap_or_default();
             if list.iter().any(|f| f == ORPHAN) {
                 for (dep, _) in &deps {
@@ -262,11 +299,11 @@ impl Cluster {
                 self.drop_finalizer(at, ORPHAN, &mut done);
             } else if list.iter().any(|f| f == FOREGROUND) {
                 for (dep, _) in &deps {
-                    let Some(d) = self.stored(dep) else { continue };
-                    if !meta_str(&d, "deletionTimestamp").is_empty() {
+                    let Some(d) = self.peek(dep) else { continue };
+                    if !meta_str(d, "deletionTimestamp").is_empty() {
                         continue;
                     }
-                    let d_uid = meta_str(&d, "uid");
+                    let d_uid = meta_str(d, "uid");
                     let policy = if dependents.contains_key(d_uid) {
                         Propagation::Foreground
                     } else {
@@ -276,7 +313,7 @@ impl Cluster {
                 }
                 let blocked = deps
                     .iter()
-                    .any(|(dep, block)| *block && self.stored(dep).is_some());
+                    .any(|(dep, block)| *block && self.peek(dep).is_some());
                 if !blocked {
                     self.drop_finalizer(at, FOREGROUND, &mut done);
                 }
@@ -288,9 +325,9 @@ impl Cluster {
             all.extend(col.objects.keys().map(|k| (KindId(i), k.clone())));
         }
         for at in all {
-            let Some(d) = self.stored(&at) else { continue };
-            let refs = owners(&d);
-            if refs.is_empty() || !meta_str(&d, "deletionTimestamp").is_empty() {
+            let Some(d) = self.peek(&at) else { continue };
+            let refs = owners(d);
+            if refs.is_empty() || !meta_str(d, "deletionTimestamp").is_empty() {
                 continue;
             }
             let dangling: Vec<&String> = refs
@@ -301,13 +338,13 @@ impl Cluster {
             if dangling.is_empty() {
                 continue;
             }
+            let list = finalizers(d);
             if dangling.len() < refs.len() {
                 for uid in dangling {
                     self.drop_owner(&at, uid, &mut done);
                 }
                 continue;
             }
-            let list = finalizers(&d);
             let policy = if list.iter().any(|f| f == ORPHAN) {
                 Propagation::Orphan
             } else if list.iter().any(|f| f == FOREGROUND) {

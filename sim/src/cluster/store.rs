@@ -281,6 +281,11 @@ impl Cluster {
 
     /// The collection's objects as they were at `rv` (undoing later changes), in key order.
     /// `None` when changes after `rv` were compacted away.
+    /// The objects of `kind` now, in key order (namespace, then name), to look at in place.
+    pub(crate) fn current_objects(&self, kind: KindId) -> impl Iterator<Item = &Value> {
+        self.col(kind).objects.values().map(|s| &*s.value)
+    }
+
     pub(super) fn objects_at(&self, kind: KindId, rv: u64) -> Option<BTreeMap<Key, Arc<Value>>> {
         let col = self.col(kind);
         if rv < self.compacted || rv < col.dropped_up_to {

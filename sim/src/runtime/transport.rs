@@ -234,8 +234,71 @@ fn describe(status: u16, body: &[u8]) -> String {
     format!("{status} rv={rv}{deleting}")
 }
 
+/// The fields of a watch frame that [`describe_frame`] names, read without building the rest
+/// (serde skips it): a frame is described for the log on every delivery.
+#[derive(serde::Deserialize)]
+struct FrameHead<'a> {
+    #[serde(rename = "type", borrow)]
+    event: Option<std::borrow::Cow<'a, str>>,
+    #[serde(borrow, default)]
+    object: Option<ObjectHead<'a>>,
+}
+
+#[derive(serde::Deserialize)]
+struct ObjectHead<'a> {
+    #[serde(borrow, default)]
+    kind: Option<std::borrow::Cow<'a, str>>,
+    #[serde(default)]
+    code: Option<u64>,
+    #[serde(borrow, default)]
+    reason: Option<std::borrow::Cow<'a, str>>,
+    #[serde(borrow, default)]
+    metadata: Option<MetaHead<'a>>,
+}
+
+#[derive(serde::Deserialize)]
+struct MetaHead<'a> {
+    #[serde(borrow, default)]
+    name: Option<std::borrow::Cow<'a, str>>,
+    #[serde(borrow, default)]
+    namespace: Option<std::borrow::Cow<'a, str>>,
+    #[serde(rename = "resourceVersion", borrow, default)]
+    resource_version: Option<std::borrow::Cow<'a, str>>,
+}
+
 /// One watch frame in a few words: `ADDED default/a rv=12`.
 fn describe_frame(id: WatchId, frame: &[u8]) -> String {
+    if let Ok(head) = serde_json::from_slice::<FrameHead<'_>>(frame) {
+        let event = head.event.as_deref().unwrap_or("?");
+        let object = head.object.as_ref();
+        let meta = object.and_then(|o| o.metadata.as_ref());
+        let name = meta.and_then(|m| m.name.as_deref()).unwrap_or("");
+        let namespace = meta.and_then(|m| m.namespace.as_deref()).unwrap_or("");
+        let version = meta
+            .and_then(|m| m.resource_version.as_deref())
+            .unwrap_or("");
+        let what = match event {
+            "BOOKMARK" => String::new(),
+            "ERROR" => format!(
+                " {} {}",
+                object.and_then(|o| o.code).unwrap_or(0),
+                object.and_then(|o| o.reason.as_deref()).unwrap_or("")
+            ),
+            _ => {
+                let kind = object.and_then(|o| o.kind.as_deref()).unwrap_or("");
+                match namespace {
+                    "" => format!(" {kind} {name}"),
+                    ns => format!(" {kind} {ns}/{name}"),
+                }
+            }
+        };
+        let rv = match version {
+            "" => String::new(),
+            rv => format!(" rv={rv}"),
+        };
+        return format!("watch#{} {event}{what}{rv}", id.0);
+    }
+    // A frame of another shape (a field of another type): read as any JSON.
     let v: Value = serde_json::from_slice(frame).unwrap_or(Value::Null);
     let event = v.get("type").and_then(Value::as_str).unwrap_or("?");
     let object = v.get("object").unwrap_or(&Value::Null);

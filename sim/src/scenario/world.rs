@@ -39,9 +39,13 @@ impl World<'_> {
     where
         K: Resource<DynamicType = ()> + DeserializeOwned,
     {
-        self.objects(&K::api_version(&()), &K::kind(&()))
-            .into_iter()
-            .filter_map(|v| serde_json::from_value(v).ok())
+        // Decoded in place: the convergence oracle lists every second of the settle time.
+        let Some(kind) = self.cluster.kind_of(&K::api_version(&()), &K::kind(&())) else {
+            return Vec::new();
+        };
+        self.cluster
+            .current_objects(kind)
+            .filter_map(|v| K::deserialize(v).ok())
             .collect()
     }
 

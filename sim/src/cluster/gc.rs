@@ -12,7 +12,7 @@
 //! kind and apiVersion (owners are matched by uid alone), cluster-scoped dependents of
 //! namespaced owners being refused, and the collector's retries and delays.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use reconcile_core::Instant;
@@ -137,6 +137,60 @@ fn owners(v: &Value) -> Vec<(String, bool)> {
 
 type ObjRef = (KindId, Key);
 
+/// What the next pass must look at, kept by every commit, so that a pass after a change
+/// that gives the collector nothing to do costs that change rather than the whole cluster
+/// (a pass runs after every change: scanning everything made a run quadratic in its
+/// objects). The live objects' uids; the objects changed since the last pass; and whether
+/// everything must be looked at (after a removal, whose dependents may now be left without
+/// owners, or after a pass that acted, which may have been refused).
+#[derive(Debug, Default)]
+pub(super) struct Tracker {
+    uids: BTreeMap<String, u32>,
+    changed: BTreeSet<ObjRef>,
+    rescan: bool,
+}
+
+impl Tracker {
+    /// Records one commit: `prev` the object before it (`None`: created), `now` after it
+    /// (`None`: removed).
+    pub(super) fn note(&mut self, at: ObjRef, prev: Option<&Value>, now: Option<&Value>) {
+        let before = prev.map(|v| meta_str(v, "uid"));
+        let after = now.map(|v| meta_str(v, "uid"));
+        if before != after {
+            if let Some(uid) = before {
+                self.forget(uid);
+            }
+            if let Some(uid) = after {
+                *self.uids.entry(uid.to_owned()).or_default() += 1;
+            }
+        }
+        if now.is_none() || (prev.is_some() && before != after) {
+            self.rescan = true;
+        } else {
+            self.changed.insert(at);
+        }
+    }
+
+    fn forget(&mut self, uid: &str) {
+        if let Some(n) = self.uids.get_mut(uid) {
+            *n -= 1;
+            if *n == 0 {
+                self.uids.remove(uid);
+            }
+        }
+    }
+}
+
+/// What a pass acts on in one object: an owner being deleted with the orphan or foreground
+/// finalizer, or a live dependent with an owner not among `uids`.
+fn collectable(v: &Value, uids: &BTreeMap<String, u32>) -> bool {
+    if meta_str(v, "deletionTimestamp").is_empty() {
+        owners(v).iter().any(|(uid, _)| !uids.contains_key(uid))
+    } else {
+        finalizers(v).iter().any(|f| f == ORPHAN || f == FOREGROUND)
+    }
+}
+
 impl Cluster {
     fn uid_index(&self) -> BTreeMap<String, ObjRef> {
         let mut index = BTreeMap::new();
@@ -244,30 +298,22 @@ impl Cluster {
         }
     }
 
-    /// Whether a pass would do anything: an owner being deleted with the orphan or
-    /// foreground finalizer, or a live dependent with an owner that is gone. Read in place,
-    /// without a copy: a pass runs after every change, and most find nothing.
-    fn anything_to_collect(&self) -> bool {
-        let mut uids = std::collections::BTreeSet::new();
-        for col in &self.collections {
-            for s in col.objects.values() {
-                let v = &*s.value;
-                uids.insert(meta_str(v, "uid"));
-                if !meta_str(v, "deletionTimestamp").is_empty()
-                    && finalizers(v).iter().any(|f| f == ORPHAN || f == FOREGROUND)
-                {
-                    return true;
-                }
-            }
+    /// Whether a pass would do anything (see [`collectable`]): the objects changed since the
+    /// last pass, or all of them when the tracker asks, read in place. Takes the changes.
+    fn anything_to_collect(&mut self) -> bool {
+        let changed = std::mem::take(&mut self.gc.changed);
+        let uids = &self.gc.uids;
+        if self.gc.rescan {
+            return self
+                .collections
+                .iter()
+                .any(|col| col.objects.values().any(|s| collectable(&s.value, uids)));
         }
-        self.collections.iter().any(|col| {
-            col.objects.values().any(|s| {
-                let v = &*s.value;
-                meta_str(v, "deletionTimestamp").is_empty()
-                    && owners(v)
-                        .iter()
-                        .any(|(uid, _)| !uids.contains(uid.as_str()))
-            })
+        changed.iter().any(|(kind, key)| {
+            self.col(*kind)
+                .objects
+                .get(key)
+                .is_some_and(|s| collectable(&s.value, uids))
         })
     }
 
@@ -278,8 +324,12 @@ impl Cluster {
         self.advance(now);
         let mut done = Vec::new();
         if !self.anything_to_collect() {
+            self.gc.rescan = false;
             return done;
         }
+        // What this pass does may be refused: the next one looks at everything again.
+        self.gc.rescan = true;
+        self.gc.changed.clear();
         let index = self.uid_index();
         let dependents = self.dependents();
         // Owners being deleted with an orphan or foreground finalizer.

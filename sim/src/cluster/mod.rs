@@ -145,6 +145,8 @@ pub struct Cluster {
     counter: u64,
     watches: BTreeMap<u64, watch::Watch>,
     next_watch: u64,
+    /// What the garbage collector's next pass must look at (kept by every commit).
+    gc: gc::Tracker,
 }
 
 impl Default for Cluster {
@@ -172,6 +174,7 @@ impl Cluster {
             counter: 0,
             watches: BTreeMap::new(),
             next_watch: 1,
+            gc: gc::Tracker::default(),
         }
     }
 

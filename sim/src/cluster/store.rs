@@ -227,6 +227,8 @@ impl Cluster {
         });
         col.history_bytes += bytes;
         col.bytes = col.bytes - prev_bytes + stored_bytes;
+        let prev_value = prev.as_ref().map(|p| p.value.clone());
+        let stored_now = (event_type != EventType::Deleted).then(|| object.clone());
         if event_type == EventType::Deleted {
             col.objects.remove(key);
         } else {
@@ -239,6 +241,11 @@ impl Cluster {
             );
         }
         self.rv = rv;
+        self.gc.note(
+            (kind, key.clone()),
+            prev_value.as_deref(),
+            stored_now.as_deref(),
+        );
         Ok(object)
     }
 

@@ -289,6 +289,7 @@ impl Cluster {
     /// The collection's objects as they were at `rv` (undoing later changes), in key order.
     /// `None` when changes after `rv` were compacted away.
     /// The objects of `kind` now, in key order (namespace, then name), to look at in place.
+    #[cfg(feature = "runtime")]
     pub(crate) fn current_objects(&self, kind: KindId) -> impl Iterator<Item = &Value> {
         self.col(kind).objects.values().map(|s| &*s.value)
     }

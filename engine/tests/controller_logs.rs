@@ -10,23 +10,8 @@ use std::sync::{Arc, Mutex};
 
 use reconcile_core::KeyMap;
 use reconcile_core::pod::PodView;
-use reconcile_engine::{Action, Controller, Reconcile, Source, default_error_policy};
-use support::{NoTransport, Paused, Seen, names, paused, stop_cleanly, until};
-
-/// A pod in namespace `ns` with label `cell`.
-fn pod(name: &str, cell: &str) -> PodView {
-    serde_json::from_str(&format!(
-        r#"{{"metadata":{{"name":"{name}","namespace":"ns","labels":{{"cell":"{cell}"}}}}}}"#
-    ))
-    .expect("a pod")
-}
-
-/// A reconcile recording each cell's members.
-async fn record(request: Reconcile<PodView, String>, seen: Seen) -> Result<Action, String> {
-    let (cell, members) = request.into_parts();
-    seen.lock().unwrap().insert(cell, names(&members));
-    Ok(Action::await_change())
-}
+use reconcile_engine::{Controller, Source, default_error_policy};
+use support::{NoTransport, Paused, Seen, paused, pod, record, stop_cleanly, until};
 
 async fn controller() -> Controller<PodView, String, Paused, NoTransport> {
     Controller::with_runtime(

@@ -12,15 +12,7 @@ use reconcile_core::{Command, KeyMap};
 use reconcile_engine::{
     Action, Controller, Reconcile, Recorded, Source, Tape, default_error_policy,
 };
-use support::{NoTransport, Paused, Seen, names, paused, stop_cleanly, until, within};
-
-/// A pod in namespace `ns` with label `cell`.
-fn pod(name: &str, cell: &str) -> PodView {
-    serde_json::from_str(&format!(
-        r#"{{"metadata":{{"name":"{name}","namespace":"ns","labels":{{"cell":"{cell}"}}}}}}"#
-    ))
-    .expect("a pod")
-}
+use support::{NoTransport, Paused, Seen, names, paused, pod, record, stop_cleanly, until, within};
 
 async fn controller() -> Controller<PodView, String, Paused, NoTransport> {
     Controller::with_runtime(
@@ -28,13 +20,6 @@ async fn controller() -> Controller<PodView, String, Paused, NoTransport> {
         Source::in_process(),
         KeyMap::by_label("cell"),
     )
-}
-
-/// A reconcile recording each cell's members.
-async fn record(request: Reconcile<PodView, String>, seen: Seen) -> Result<Action, String> {
-    let (cell, members) = request.into_parts();
-    seen.lock().unwrap().insert(cell, names(&members));
-    Ok(Action::await_change())
 }
 
 #[tokio::test(start_paused = true)]

@@ -9,21 +9,8 @@ use std::sync::Arc;
 
 use reconcile_core::pod::PodView;
 use reconcile_core::{KeyMap, SourceEvent};
-use reconcile_engine::{Action, Controller, Reconcile, Recorded, Tape, default_error_policy};
-use support::{NoTransport, Paused, Seen, names, paused, stop_cleanly, until, within};
-
-fn pod(name: &str, cell: &str) -> PodView {
-    serde_json::from_str(&format!(
-        r#"{{"metadata":{{"name":"{name}","namespace":"ns","labels":{{"cell":"{cell}"}}}}}}"#
-    ))
-    .expect("a pod")
-}
-
-async fn record(request: Reconcile<PodView, String>, seen: Seen) -> Result<Action, String> {
-    let (cell, members) = request.into_parts();
-    seen.lock().unwrap().insert(cell, names(&members));
-    Ok(Action::await_change())
-}
+use reconcile_engine::{Controller, Recorded, Tape, default_error_policy};
+use support::{NoTransport, Paused, Seen, paused, pod, record, stop_cleanly, until, within};
 
 fn members(seen: &Seen, parent: &str) -> Option<Vec<String>> {
     seen.lock().unwrap().get(parent).cloned()

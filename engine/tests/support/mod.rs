@@ -120,3 +120,23 @@ impl reconcile_engine::Transport for NoTransport {
         panic!("an in-process source sent {}", request.uri());
     }
 }
+
+/// A pod in namespace `ns` with label `cell`.
+#[allow(dead_code)]
+pub fn pod(name: &str, cell: &str) -> PodView {
+    serde_json::from_str(&format!(
+        r#"{{"metadata":{{"name":"{name}","namespace":"ns","labels":{{"cell":"{cell}"}}}}}}"#
+    ))
+    .expect("a pod")
+}
+
+/// A reconcile recording each cell's members in `seen`.
+#[allow(dead_code)]
+pub async fn record(
+    request: reconcile_engine::Reconcile<PodView, String>,
+    seen: Seen,
+) -> Result<reconcile_engine::Action, String> {
+    let (cell, members) = request.into_parts();
+    seen.lock().unwrap().insert(cell, names(&members));
+    Ok(reconcile_engine::Action::await_change())
+}

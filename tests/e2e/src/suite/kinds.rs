@@ -1384,3 +1384,90 @@ pub async fn the_result_stream_yields_each_reconcile_with_its_key_and_error<D: D
         .unwrap_or_else(|| panic!("{}: dropping the stream did not stop it", case.name))
         .unwrap_or_else(|e| panic!("{}: {e}", case.name));
 }
+
+/// The measurement beside `cargo bench -p reconcile-sim --bench cluster` (issue 26):
+/// configmap-generator over 1,000 generators and ten rounds of one spec edit each, on the
+/// real kube-apiserver, timed from the first create until every ConfigMap holds its
+/// generator's last content. Not a test: it prints the wall time (`-- --ignored
+/// configmap_generator_at_1000`).
+pub async fn configmap_generator_at_1000_generators_and_10000_edits<D: DriverUnderTest>(
+    case: Case<D>,
+) {
+    const GENERATORS: usize = 1000;
+    const ROUNDS: usize = 10;
+    let ns = case.namespace();
+    let transport = D::connect(case.env.kubeconfig_path(ApiServer::Uncached))
+        .await
+        .unwrap_or_else(|e| panic!("{}: cannot connect: {e}", case.name));
+    configmap_generator::install_crd(&case.runtime, transport.clone(), WAIT)
+        .await
+        .unwrap_or_else(|e| panic!("{}: {e}", case.name));
+    let api = ApiClient::<ConfigMapGenerator, D::Transport>::namespaced(transport.clone(), &ns);
+    let started = Instant::now();
+    for i in 0..GENERATORS {
+        let g = ConfigMapGenerator::new(
+            &format!("g{i}"),
+            configmap_generator::ConfigMapGeneratorSpec {
+                content: "v0".into(),
+            },
+        );
+        api.create(&kube_core::params::PostParams::default(), &g)
+            .await
+            .unwrap_or_else(|e| panic!("{}: create g{i}: {e}", case.name));
+    }
+    let args = Args::namespace(&ns);
+    let controller = configmap_generator::controller(
+        case.runtime.clone(),
+        configmap_generator::source(transport.clone(), &args),
+        configmap_generator::children(transport.clone(), &args),
+    );
+    let handle = controller.handle();
+    let ctx = Arc::new(configmap_generator::Context::new(transport.clone()));
+    let running = configmap_generator::start(controller, ctx)
+        .await
+        .unwrap_or_else(|e| panic!("{}: {e}", case.name));
+    for round in 0..ROUNDS {
+        for i in 0..GENERATORS {
+            let patch = json!({"spec": {"content": format!("v{}", round + 1)}});
+            api.patch(
+                &format!("g{i}"),
+                &kube_core::params::PatchParams::default(),
+                &kube_core::params::Patch::Merge(&patch),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{}: edit g{i}: {e}", case.name));
+        }
+    }
+    let configmaps = ApiClient::<ConfigMap, D::Transport>::namespaced(transport, &ns);
+    let last = format!("v{ROUNDS}");
+    for i in 0..GENERATORS {
+        let name = format!("g{i}-cm");
+        loop {
+            let content = configmaps
+                .get(&name)
+                .await
+                .ok()
+                .and_then(|cm| cm.data.as_ref().and_then(|d| d.get("content")).cloned());
+            if content.as_deref() == Some(last.as_str()) {
+                break;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(600),
+                "{}: {name} holds {content:?}, not {last}",
+                case.name
+            );
+            let runtime = &case.runtime;
+            runtime
+                .sleep_until(runtime.now() + Duration::from_millis(100))
+                .await;
+        }
+    }
+    let took = started.elapsed();
+    let reconciles: u64 = handle.metrics().reconcile_total.iter().sum();
+    running.shutdown().await.expect("a clean stop");
+    println!(
+        "configmap-generator on the real kube-apiserver, {GENERATORS} generators, {} edits: {:.2} s, {reconciles} reconciles; every ConfigMap at its last content",
+        GENERATORS * ROUNDS,
+        took.as_secs_f64()
+    );
+}

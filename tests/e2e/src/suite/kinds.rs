@@ -1464,7 +1464,10 @@ pub async fn configmap_generator_at_1000_generators_and_10000_edits<D: DriverUnd
     }
     let took = started.elapsed();
     let reconciles: u64 = handle.metrics().reconcile_total.iter().sum();
-    running.shutdown().await.expect("a clean stop");
+    timeout(&case.runtime, WAIT, running.shutdown())
+        .await
+        .unwrap_or_else(|| panic!("{}: no stop", case.name))
+        .unwrap_or_else(|e| panic!("{}: {e}", case.name));
     println!(
         "configmap-generator on the real kube-apiserver, {GENERATORS} generators, {} edits: {:.2} s, {reconciles} reconciles; every ConfigMap at its last content",
         GENERATORS * ROUNDS,

@@ -256,7 +256,7 @@ impl Cluster {
         self.collections
             .iter()
             .enumerate()
-            .map(|(i, c)| (KindId(i), &c.desc))
+            .map(|(i, c)| (KindId(i), &*c.desc))
     }
 
     /// The latest resourceVersion (etcd's revision).

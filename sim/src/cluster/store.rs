@@ -47,7 +47,8 @@ pub(super) struct Event {
 /// One registered kind and its objects.
 #[derive(Debug)]
 pub(super) struct Collection {
-    pub desc: KindDescriptor,
+    /// Shared, so a write holds it while it changes the collection, without a copy.
+    pub desc: Arc<KindDescriptor>,
     pub objects: BTreeMap<Key, Stored>,
     pub bytes: usize,
     pub history: VecDeque<Event>,
@@ -60,7 +61,7 @@ pub(super) struct Collection {
 impl Collection {
     pub fn new(desc: KindDescriptor) -> Self {
         Collection {
-            desc,
+            desc: Arc::new(desc),
             objects: BTreeMap::new(),
             bytes: 0,
             history: VecDeque::new(),
@@ -121,6 +122,24 @@ pub(super) fn finalizers(v: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// The length of `v` serialized as JSON, counted without building the bytes.
+pub(super) fn serialized_len(v: &Value) -> usize {
+    /// Counts what is written, keeps nothing.
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    // Serializing a `Value` into a sink that never fails cannot fail.
+    serde_json::to_writer(&mut count, v).map_or(0, |()| count.0)
+}
+
 /// Seconds from the Unix epoch of the virtual clock's origin: 2026-01-01T00:00:00Z.
 pub const EPOCH_UNIX_SECONDS: i64 = 1_767_225_600;
 
@@ -166,7 +185,7 @@ impl Cluster {
     ) -> Result<Arc<Value>, ApiStatus> {
         let now = self.now;
         let rv = self.rv + 1;
-        let config = self.config.clone();
+        let config = &self.config;
         let col = &mut self.collections[kind.0];
         let prev = col.objects.get(key).cloned();
         let mut object = object;
@@ -179,7 +198,7 @@ impl Cluster {
         if let Some(m) = meta_mut(&mut object) {
             m.insert("resourceVersion".into(), rv.to_string().into());
         }
-        let bytes = serde_json::to_vec(&object).map_or(0, |b| b.len());
+        let bytes = serialized_len(&object);
         let what = col.desc.group_resource();
         if bytes > config.max_object_bytes {
             return Err(ApiStatus::too_large(&format!(

@@ -689,7 +689,8 @@ impl Cluster {
             }
             n
         };
-        let kept = meta(old).cloned().unwrap_or_default();
+        let empty = Map::new();
+        let kept = meta(old).unwrap_or(&empty);
         if let Some(m) = meta_mut(&mut new) {
             for system in [
                 "name",

@@ -210,6 +210,138 @@ impl Drop for Wake {
 /// A response in a few words: the code, then `rv=` of an object, `items=` of a list, or
 /// the reason of a `Status`.
 fn describe(status: u16, body: &[u8]) -> String {
+    if let Ok(head) = serde_json::from_slice::<AnswerHead<'_>>(body) {
+        let rv = head
+            .metadata
+            .as_ref()
+            .and_then(|m| m.resource_version.as_deref())
+            .unwrap_or("");
+        if head.kind.as_deref() == Some("Status") {
+            let reason = head.reason.as_deref();
+            let outcome = head.status.0.as_deref().unwrap_or("");
+            return format!("{status} {}", reason.unwrap_or(outcome));
+        }
+        if let Some(items) = head.items {
+            return format!("{status} items={items} rv={rv}");
+        }
+        let deleting = if head
+            .metadata
+            .as_ref()
+            .is_some_and(|m| m.deletion_timestamp.is_some())
+        {
+            " deleting"
+        } else {
+            ""
+        };
+        return format!("{status} rv={rv}{deleting}");
+    }
+    describe_any(status, body)
+}
+
+/// The fields of an answer that [`describe`] names, read without building the rest: every
+/// answer is described for the log.
+#[derive(serde::Deserialize)]
+struct AnswerHead<'a> {
+    #[serde(borrow, default)]
+    kind: Option<std::borrow::Cow<'a, str>>,
+    #[serde(borrow, default)]
+    reason: Option<std::borrow::Cow<'a, str>>,
+    /// A `Status`'s outcome; an object's `status` (an object) reads as `None`.
+    #[serde(default)]
+    status: StringOrOther,
+    #[serde(default, deserialize_with = "count_items")]
+    items: Option<usize>,
+    #[serde(borrow, default)]
+    metadata: Option<AnswerMeta<'a>>,
+}
+
+#[derive(serde::Deserialize)]
+struct AnswerMeta<'a> {
+    #[serde(rename = "resourceVersion", borrow, default)]
+    resource_version: Option<std::borrow::Cow<'a, str>>,
+    #[serde(rename = "deletionTimestamp", default)]
+    deletion_timestamp: Option<serde::de::IgnoredAny>,
+}
+
+/// A string, or any other JSON value skipped.
+#[derive(Default)]
+struct StringOrOther(Option<String>);
+
+impl<'de> serde::Deserialize<'de> for StringOrOther {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = StringOrOther;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<StringOrOther, E> {
+                Ok(StringOrOther(Some(v.to_owned())))
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<StringOrOther, E> {
+                Ok(StringOrOther(None))
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<StringOrOther, E> {
+                Ok(StringOrOther(None))
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<StringOrOther, E> {
+                Ok(StringOrOther(None))
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<StringOrOther, E> {
+                Ok(StringOrOther(None))
+            }
+            fn visit_unit<E>(self) -> Result<StringOrOther, E> {
+                Ok(StringOrOther(None))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<StringOrOther, A::Error> {
+                while map
+                    .next_entry::<serde::de::IgnoredAny, serde::de::IgnoredAny>()?
+                    .is_some()
+                {}
+                Ok(StringOrOther(None))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<StringOrOther, A::Error> {
+                while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+                Ok(StringOrOther(None))
+            }
+        }
+        d.deserialize_any(Visit)
+    }
+}
+
+/// The length of an `items` array, its elements skipped; `None` when it is not an array.
+fn count_items<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<usize>, D::Error> {
+    struct Visit;
+    impl<'de> serde::de::Visitor<'de> for Visit {
+        type Value = Option<usize>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("an array")
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(
+            self,
+            mut seq: A,
+        ) -> Result<Option<usize>, A::Error> {
+            let mut n = 0;
+            while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {
+                n += 1;
+            }
+            Ok(Some(n))
+        }
+        fn visit_unit<E>(self) -> Result<Option<usize>, E> {
+            Ok(None)
+        }
+    }
+    d.deserialize_any(Visit)
+}
+
+/// [`describe`] for an answer of another shape (a field of another type), read as any JSON.
+fn describe_any(status: u16, body: &[u8]) -> String {
     let Ok(v) = serde_json::from_slice::<Value>(body) else {
         return status.to_string();
     };
@@ -552,5 +684,40 @@ impl Drop for WatchBody {
         }
         drop(st);
         drop((timer, waker));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{describe, describe_any};
+
+    /// The head read says what reading the whole answer says, for every shape the log sees.
+    #[test]
+    fn describing_an_answer_by_its_head_matches_reading_all_of_it() {
+        let bodies = [
+            r#"{"kind":"ConfigMap","metadata":{"name":"a","resourceVersion":"7"},"data":{"k":"v"}}"#,
+            r#"{"kind":"Pod","metadata":{"resourceVersion":"9","deletionTimestamp":"2026-01-01T00:00:00Z"},"status":{"phase":"Running"}}"#,
+            r#"{"kind":"ConfigMapList","metadata":{"resourceVersion":"12"},"items":[{"a":1},{"b":[2]},{}]}"#,
+            r#"{"kind":"Status","status":"Failure","reason":"NotFound","code":404}"#,
+            r#"{"kind":"Status","status":"Success","code":200}"#,
+            r#"{"kind":"Status","status":"Failure","reason":"","code":500}"#,
+            r#"{"kind":"X","items":null,"metadata":{}}"#,
+            r#"{"kind":"X","items":{"not":"a list"}}"#,
+            r#"{"kind":7}"#,
+            "not json",
+            "",
+        ];
+        for body in bodies {
+            assert_eq!(
+                describe(200, body.as_bytes()),
+                describe_any(200, body.as_bytes()),
+                "{body}"
+            );
+        }
+        assert_eq!(
+            describe(200, bodies[2].as_bytes()),
+            "200 items=3 rv=12",
+            "a list is counted"
+        );
     }
 }

@@ -252,15 +252,7 @@ struct AnswerHead<'a> {
     #[serde(default, deserialize_with = "count_items")]
     items: Option<usize>,
     #[serde(borrow, default)]
-    metadata: Option<AnswerMeta<'a>>,
-}
-
-#[derive(serde::Deserialize)]
-struct AnswerMeta<'a> {
-    #[serde(rename = "resourceVersion", borrow, default)]
-    resource_version: Option<std::borrow::Cow<'a, str>>,
-    #[serde(rename = "deletionTimestamp", default)]
-    deletion_timestamp: Option<serde::de::IgnoredAny>,
+    metadata: Option<MetaHead<'a>>,
 }
 
 /// A string, or any other JSON value skipped.
@@ -396,6 +388,8 @@ struct MetaHead<'a> {
     namespace: Option<std::borrow::Cow<'a, str>>,
     #[serde(rename = "resourceVersion", borrow, default)]
     resource_version: Option<std::borrow::Cow<'a, str>>,
+    #[serde(rename = "deletionTimestamp", default)]
+    deletion_timestamp: Option<serde::de::IgnoredAny>,
 }
 
 /// One watch frame in a few words: `ADDED default/a rv=12`.

@@ -448,3 +448,104 @@ fn a_poll_returns_at_most_its_bound_and_keeps_the_rest() {
     assert!(c.close_watch(id));
     assert!(c.poll_watch(id, Instant::ZERO).ended);
 }
+
+/// Keys of a JSON object, sorted.
+fn keys(v: &Value) -> Vec<String> {
+    let mut k: Vec<String> = v
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(k, _)| k.clone())
+        .collect();
+    k.sort();
+    k
+}
+
+fn accepting(s: &mut Script, uri: &str, accept: &str) -> Reply {
+    let request = http::Request::builder()
+        .uri(uri)
+        .header("accept", accept)
+        .body(Vec::new())
+        .unwrap();
+    s.cluster.serve(s.now, &request)
+}
+
+/// Metadata-only answers have the shape the real apiserver gave kube's and client-go's
+/// metadata requests (`testdata/apiserver-protobuf/metadata`, captured from kube-apiserver
+/// v1.36.3): a `PartialObjectMetadataList` whose items carry their own `kind` and
+/// `apiVersion` and the object's whole `metadata`, and watch events of `PartialObjectMetadata`.
+#[test]
+fn metadata_only_answers_have_the_captured_shape_and_keep_every_metadata_field() {
+    let captured_list: Value = serde_json::from_str(include_str!(
+        "../../testdata/apiserver-protobuf/metadata/v1-configmap-list.json"
+    ))
+    .unwrap();
+    let captured_event: Value = serde_json::from_str(
+        include_str!("../../testdata/apiserver-protobuf/metadata/v1-configmap-watch.jsonl")
+            .lines()
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    let mut s = Script::new();
+    let rv = s.cluster.resource_version();
+    let list_accept = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;\
+        g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,\
+        application/json";
+    let watch_accept = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1";
+    let Reply::Watch(watch) = accepting(
+        &mut s,
+        &format!("{CM}?watch=1&resourceVersion={rv}"),
+        watch_accept,
+    ) else {
+        panic!("a watch");
+    };
+    let full = s.at(1).post(
+        CM,
+        json!({"metadata": {"name": "a", "labels": {"app": "web"}, "annotations": {"note": "n"},
+            "finalizers": ["example.invalid/keep"],
+            "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "owner",
+                "uid": "8c4e1f5a-0000-4000-8000-000000000001", "controller": true}]},
+            "data": {"secret-ish": "not in a metadata answer"}}),
+    );
+
+    let Reply::Response(list) = accepting(&mut s, CM, list_accept) else {
+        panic!("a list");
+    };
+    let list = list.json_body();
+    assert_eq!(keys(&list), keys(&captured_list));
+    for field in ["kind", "apiVersion"] {
+        assert_eq!(list[field], captured_list[field]);
+        assert_eq!(list["items"][0][field], captured_list["items"][0][field]);
+    }
+    assert_eq!(keys(&list["items"][0]), keys(&captured_list["items"][0]));
+    assert_eq!(list["items"][0]["metadata"], full["metadata"]);
+
+    let poll = s.cluster.poll_watch(watch, s.now);
+    let event: Value = serde_json::from_slice(&poll.frames[0]).unwrap();
+    assert_eq!(keys(&event), keys(&captured_event));
+    assert_eq!(keys(&event["object"]), keys(&captured_event["object"]));
+    assert_eq!(event["object"]["kind"], captured_event["object"]["kind"]);
+    assert_eq!(event["object"]["metadata"], full["metadata"]);
+
+    let Reply::Response(one) = accepting(&mut s, &format!("{CM}/a"), watch_accept) else {
+        panic!("an object");
+    };
+    let one = one.json_body();
+    assert_eq!(keys(&one), ["apiVersion", "kind", "metadata"]);
+    assert_eq!(one["metadata"], full["metadata"]);
+
+    // The wrong shape is the apiserver's 406; so is nothing servable.
+    for (uri, accept) in [
+        (CM.to_owned(), watch_accept),
+        (format!("{CM}/a"), "text/html"),
+    ] {
+        let Reply::Response(r) = accepting(&mut s, &uri, accept) else {
+            panic!("an answer");
+        };
+        assert_eq!(
+            (r.status, r.json_body()["reason"].clone()),
+            (406, json!("NotAcceptable"))
+        );
+    }
+}

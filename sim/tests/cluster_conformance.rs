@@ -51,9 +51,15 @@ enum Step {
         path: String,
         content_type: &'static str,
         body: Option<Value>,
+        /// `Accept`: JSON, or metadata only.
+        accept: &'static str,
     },
     /// A watch opened here and read to its end (`timeoutSeconds` is [`WATCH_SECONDS`]).
-    Watch { label: &'static str, path: String },
+    Watch {
+        label: &'static str,
+        path: String,
+        accept: &'static str,
+    },
     /// The garbage collector's work: the simulator runs `collect_garbage` until it does
     /// nothing, the real side waits (bounded by [`SETTLE`]) until `done` holds of the
     /// probes' answers; then the probes' answers are compared.
@@ -80,6 +86,7 @@ fn send(
         path: path.to_owned(),
         content_type: ct,
         body,
+        accept: JSON,
     }
 }
 fn get(label: &'static str, path: &str) -> Step {
@@ -122,11 +129,31 @@ fn delete(label: &'static str, path: &str) -> Step {
     send(label, "DELETE", path, "application/json", None)
 }
 fn watch(label: &'static str, path: &str) -> Step {
+    watch_as(label, path, JSON)
+}
+fn watch_as(label: &'static str, path: &str, accept: &'static str) -> Step {
     Step::Watch {
         label,
         path: path.to_owned(),
+        accept,
     }
 }
+fn get_as(label: &'static str, path: &str, accept: &'static str) -> Step {
+    Step::Send {
+        label,
+        method: "GET",
+        path: path.to_owned(),
+        content_type: JSON,
+        body: None,
+        accept,
+    }
+}
+
+const JSON: &str = "application/json";
+/// kube's `get_metadata` and `metadata_watcher`, and client-go's metadata client in JSON.
+const META: &str = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1";
+/// kube's `list_metadata`.
+const META_LIST: &str = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1";
 
 const CM: &str = "/api/v1/namespaces/{ns}/configmaps";
 const W: &str = "/apis/conformance.example.com/v1/namespaces/{ns}/widgets";
@@ -354,6 +381,31 @@ fn script(compaction: bool) -> Vec<Step> {
             "w-list-field",
             &format!("{W}?fieldSelector={}", encode_query("metadata.name=w2")),
         ),
+        // Metadata only, and content negotiation.
+        get_as("meta-get", &cm_path("a"), META),
+        get_as("meta-list", CM, META_LIST),
+        get_as(
+            "meta-list-v1beta1",
+            &format!("{CM}?labelSelector={}", encode_query("app=db")),
+            "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1beta1",
+        ),
+        get_as("meta-w-list", W, META_LIST),
+        get_as("meta-w-get", &w_path("w2"), META),
+        get_as("meta-list-as-object", CM, META),
+        get_as("meta-get-as-list", &cm_path("a"), META_LIST),
+        get_as("meta-w-list-as-object", W, META),
+        get_as("accept-unserved", &cm_path("a"), "text/html"),
+        get_as("accept-unserved-w", &w_path("w2"), "text/html"),
+        get_as(
+            "accept-unknown-conversion",
+            &cm_path("a"),
+            "application/json;as=Foo;g=meta.k8s.io;v=v1",
+        ),
+        get_as(
+            "accept-second-clause",
+            &cm_path("a"),
+            "text/html, application/json;as=PartialObjectMetadata;g=apps;v=v1, application/json",
+        ),
         // Garbage collection by kube-controller-manager: background, foreground, orphan.
         post("owner-bg", CM, cm("owner-bg", json!({}), json!({}))),
         post("dep-bg", CM, owned_cm("dep-bg", "owner-bg", false)),
@@ -416,6 +468,30 @@ fn script(compaction: bool) -> Vec<Step> {
         watch(
             "watch-w-now",
             &format!("{W}?watch=1&timeoutSeconds={WATCH_SECONDS}"),
+        ),
+        watch_as(
+            "watch-w-meta",
+            &format!(
+                "{W}?watch=1&resourceVersion={{start.rv}}&allowWatchBookmarks=true&timeoutSeconds={BOOKMARK_WATCH_SECONDS}"
+            ),
+            META,
+        ),
+        watch_as(
+            "watch-cm-meta-now",
+            &format!(
+                "{CM}?watch=1&labelSelector={}&timeoutSeconds={WATCH_SECONDS}",
+                encode_query("app=db")
+            ),
+            META,
+        ),
+        // A list conversion cannot hold one event's object.
+        watch_as(
+            "watch-cm-meta-list-now",
+            &format!(
+                "{CM}?watch=1&labelSelector={}&timeoutSeconds={WATCH_SECONDS}",
+                encode_query("app=db")
+            ),
+            META_LIST,
         ),
         delete("w2-delete", &w_path("w2")),
     ];
@@ -565,7 +641,12 @@ impl Side for Real<'_> {
 
     fn watch(&mut self, request: &http::Request<Vec<u8>>) -> (u16, Value) {
         let client = self.env.client(self.which);
-        let w = match client.watch_path(&request.uri().to_string()) {
+        let accept = request
+            .headers()
+            .get(http::header::ACCEPT)
+            .and_then(|a| a.to_str().ok())
+            .unwrap_or(JSON);
+        let w = match client.watch_path_accepting(&request.uri().to_string(), accept) {
             Ok(w) => w,
             Err(reconcile_k8s_env::Error::Api { status, body, .. }) => {
                 return (status, parse(body.as_bytes()));
@@ -607,11 +688,21 @@ impl Side for Real<'_> {
 }
 
 fn request(method: &str, uri: &str, content_type: &str, body: Vec<u8>) -> http::Request<Vec<u8>> {
+    request_as(method, uri, content_type, body, JSON)
+}
+
+fn request_as(
+    method: &str,
+    uri: &str,
+    content_type: &str,
+    body: Vec<u8>,
+    accept: &str,
+) -> http::Request<Vec<u8>> {
     http::Request::builder()
         .method(method)
         .uri(uri)
         .header("content-type", content_type)
-        .header("accept", "application/json")
+        .header("accept", accept)
         .header("user-agent", "conformance/1.0")
         .body(body)
         .unwrap()
@@ -666,13 +757,19 @@ fn run(side: &mut dyn Side, ns: &str, steps: &[Step]) -> Transcript {
                 path,
                 content_type,
                 body,
+                accept,
             } => {
                 let body = body
                     .as_ref()
                     .map(|b| vars.fill(&b.to_string()).into_bytes())
                     .unwrap_or_default();
-                let (code, answer) =
-                    side.send(&request(method, &vars.fill(path), content_type, body));
+                let (code, answer) = side.send(&request_as(
+                    method,
+                    &vars.fill(path),
+                    content_type,
+                    body,
+                    accept,
+                ));
                 vars.keep(label, &answer);
                 norm.begin(label);
                 if let Some(g) = step_generated_name(step, &answer) {
@@ -684,8 +781,13 @@ fn run(side: &mut dyn Side, ns: &str, steps: &[Step]) -> Transcript {
                     json!({"code": code, "body": norm.body(&answer, write)}),
                 )
             }
-            Step::Watch { label, path } => {
-                let (code, answer) = side.watch(&request("GET", &vars.fill(path), "", Vec::new()));
+            Step::Watch {
+                label,
+                path,
+                accept,
+            } => {
+                let (code, answer) =
+                    side.watch(&request_as("GET", &vars.fill(path), "", Vec::new(), accept));
                 norm.begin(label);
                 let body = if code == 200 {
                     norm.events(&answer)
@@ -754,7 +856,7 @@ fn step_generated_name(step: &Step, answer: &Value) -> Option<String> {
 ///    virtual clock; `<time>` (presence is compared).
 /// 6. A name the server generated from `generateName`: random suffixes; `<label.name>`.
 /// 7. The apiserver's `Status` for a watch that ended normally carries nothing; bookmarks
-///    carry only a version: their object becomes `{rv, annotations}`.
+///    carry only a version: their object becomes `{kind, apiVersion, rv, annotations}`.
 #[derive(Default)]
 struct Norm {
     step: String,
@@ -889,6 +991,7 @@ impl Norm {
                 let rv = o["metadata"]["resourceVersion"].as_str().unwrap_or("");
                 let at_least_last = rv.parse::<u64>().unwrap_or(0) >= last_new;
                 let bookmark = json!({"type": ty, "object": {
+                    "kind": o["kind"], "apiVersion": o["apiVersion"],
                     "resourceVersion": if at_least_last { "not before the last event" } else { "BEFORE the last event" },
                     "annotations": o["metadata"]["annotations"]}});
                 // How many bookmarks saying the same thing in a row is the apiserver's

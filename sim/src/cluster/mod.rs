@@ -14,6 +14,7 @@
 //! | server-side apply and `managedFields` | `apply` |
 //! | the garbage collector's ownerReferences cascade, as explicit steps | `gc` |
 //! | errors as `Status` bodies worded as apimachinery words them | [`status`] |
+//! | `Accept`: JSON, metadata only (`as=PartialObjectMetadata`), 406 | `accept` |
 //! | the HTTP entry point: paths, query strings, content types | `serve`, `path` |
 //!
 //! **Modelled**: everything above for every registered kind, built-in or custom, with
@@ -22,7 +23,8 @@
 //!
 //! **Not modelled** (the apiserver does it, this does not): admission beyond namespace
 //! existence, schema validation and defaulting (objects are stored as sent, apart from
-//! system metadata), strategic merge patch (415), protobuf and table output (JSON only),
+//! system metadata), strategic merge patch (415), protobuf, YAML and table output (JSON only; metadata-only
+//! answers are JSON too),
 //! graceful pod deletion (a pod goes at once unless it has finalizers), namespace deletion
 //! emptying the namespace, multiple served versions of one CRD (only the storage version
 //! is served), authentication, and discovery documents. Apply's model is set out in
@@ -32,6 +34,7 @@
 //! timestamps count from 2026-01-01T00:00:00Z), names and uids come from a counter mixed
 //! with [`ClusterConfig::seed`], and every output is built from ordered maps.
 
+mod accept;
 mod apply;
 mod delete;
 mod gc;
@@ -52,6 +55,7 @@ use std::time::Duration;
 use reconcile_core::Instant;
 use serde_json::Value;
 
+pub use accept::{Conversion, EventView, MetaVersion};
 pub use delete::Deleted;
 pub use gc::GcAction;
 pub use kinds::{CrdError, KindDescriptor, builtin_kinds};

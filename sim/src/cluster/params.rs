@@ -40,6 +40,9 @@ pub struct WatchOptions {
     pub timeout: Option<Duration>,
     /// `sendInitialEvents` (a streaming list).
     pub send_initial_events: Option<bool>,
+    /// What each event's object is turned into (`Accept`'s `as=PartialObjectMetadata`; a
+    /// list conversion ends the watch at its first event, as the apiserver's encoder does).
+    pub conversion: super::Conversion,
 }
 
 /// Options of a create or replace.

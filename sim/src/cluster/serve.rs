@@ -4,12 +4,14 @@
 //!
 //! `dryRun=All` is a real dry run: the write is computed in full (uid, name, generation,
 //! managedFields, conflicts) and answered, but nothing is stored. Any other `dryRun`
-//! value is a 400. Responses are JSON whatever `Accept` asks.
+//! value is a 400. Responses are JSON, converted to metadata only when `Accept` asks
+//! (`accept`).
 
 use bytes::Bytes;
 use reconcile_core::Instant;
 use serde_json::{Value, json};
 
+use super::accept::negotiate;
 use super::delete::Deleted;
 use super::params::{
     DeleteOptions, ListOptions, PATCH_TYPES, Patch, PatchOptions, Propagation, WatchOptions,
@@ -147,10 +149,20 @@ impl Cluster {
                     .filter(|p| !p.is_empty())
                     .map(str::to_owned)
             });
+        let conversion = negotiate(self.descriptor(r.kind), &header(http::header::ACCEPT))?;
         let ns = r.namespace.as_deref();
         let namespaced = self.descriptor(r.kind).namespaced;
         let method = request.method();
-        let reply = |code, v: Value| Ok(Reply::Response(Response::json(code, &v)));
+        let desc = self.col(r.kind).desc.clone();
+        // Every answer but a `Status` is converted as `Accept` asked.
+        let reply = |code, v: Value| {
+            let v = conversion.object(&desc, v)?;
+            Ok(Reply::Response(Response::json(code, &v)))
+        };
+        let reply_list = |v: Value| {
+            let v = conversion.list(&desc, v)?;
+            Ok(Reply::Response(Response::json(200, &v)))
+        };
         match (method.as_str(), r.name.as_deref()) {
             ("GET", None) if query.flag("watch").map_err(bad)? => {
                 let options = WatchOptions {
@@ -164,12 +176,13 @@ impl Cluster {
                         .map_err(bad)?
                         .map(std::time::Duration::from_secs),
                     send_initial_events: query.opt_flag("sendInitialEvents").map_err(bad)?,
+                    conversion,
                 };
                 self.watch(now, r.kind, ns, &options).map(Reply::Watch)
             }
             ("GET", None) => {
                 let options = list_options(&query)?;
-                reply(200, self.list(r.kind, ns, &options)?)
+                reply_list(self.list(r.kind, ns, &options)?)
             }
             ("GET", Some(name)) => reply(200, self.get(r.kind, ns, name)?),
             ("POST", None) if !namespaced || ns.is_some() => {
@@ -255,10 +268,13 @@ impl Cluster {
                 options.dry_run |= dry_run;
                 match name {
                     Some(name) => match self.delete(now, r.kind, ns, name, &options)? {
-                        Deleted::Gone(last) => reply(200, self.success(r.kind, &last)),
+                        Deleted::Gone(last) => Ok(Reply::Response(Response::json(
+                            200,
+                            &self.success(r.kind, &last),
+                        ))),
                         Deleted::Pending(v) => reply(200, v),
                     },
-                    None => reply(200, self.delete_collection(r.kind, ns, &query, &options)?),
+                    None => reply_list(self.delete_collection(r.kind, ns, &query, &options)?),
                 }
             }
             _ => Err(ApiStatus::method_not_allowed()),

@@ -253,6 +253,20 @@ impl ApiStatus {
         )
     }
 
+    /// `NotAcceptable` (406): `Accept` names nothing served (`negotiation.NewNotAcceptableError`),
+    /// or a conversion of the wrong shape (`handlers.newNotAcceptableError`).
+    #[must_use]
+    pub fn not_acceptable(message: String) -> Self {
+        Self::new(406, "NotAcceptable", message, None)
+    }
+
+    /// `NotAcceptable` (406) from go-restful's routing, as the apiserver's service error
+    /// handler wraps it (empty `details`).
+    #[must_use]
+    pub fn not_acceptable_route(message: String) -> Self {
+        Self::new(406, "NotAcceptable", message, Some(Details::default()))
+    }
+
     /// `negotiation.NewUnsupportedMediaTypeError(accepted)`.
     #[must_use]
     pub fn unsupported_media_type(accepted: &[&str]) -> Self {

@@ -9,6 +9,7 @@ use bytes::Bytes;
 use reconcile_core::Instant;
 use serde_json::{Value, json};
 
+use super::accept::{EventView, MetaVersion, partial};
 use super::params::WatchOptions;
 use super::read::{Filter, invalid_list_options, parse_rv};
 use super::status::ApiStatus;
@@ -41,6 +42,10 @@ pub(super) struct Watch {
     pending: VecDeque<Bytes>,
     /// Ends once `pending` is drained (an opening 410).
     end_after_pending: bool,
+    /// Objects sent as `PartialObjectMetadata` of this version (`Accept`'s `as=`).
+    metadata_only: Option<MetaVersion>,
+    /// Ends, sending nothing, at its first frame (`EventView::Unencodable`).
+    unencodable: bool,
 }
 
 fn frame(event_type: &str, object: &Value) -> Bytes {
@@ -49,14 +54,29 @@ fn frame(event_type: &str, object: &Value) -> Bytes {
     Bytes::from(line)
 }
 
-fn bookmark(api_version: &str, kind: &str, rv: u64, initial_end: bool) -> Bytes {
+/// An event whose object is the watch's view of `object`: as stored, or its metadata.
+fn event(event_type: &str, object: &Value, metadata_only: Option<MetaVersion>) -> Bytes {
+    match metadata_only {
+        None => frame(event_type, object),
+        Some(version) => frame(event_type, &partial(version, object)),
+    }
+}
+
+fn bookmark(
+    api_version: &str,
+    kind: &str,
+    rv: u64,
+    initial_end: bool,
+    metadata_only: Option<MetaVersion>,
+) -> Bytes {
     let mut metadata = json!({"resourceVersion": rv.to_string()});
     if initial_end {
         metadata["annotations"] = json!({"k8s.io/initial-events-end": "true"});
     }
-    frame(
+    event(
         "BOOKMARK",
         &json!({"kind": kind, "apiVersion": api_version, "metadata": metadata}),
+        metadata_only,
     )
 }
 
@@ -124,6 +144,11 @@ impl Cluster {
             }
         }
         let desc = &self.col(kind).desc;
+        let view = options.conversion.for_events();
+        let metadata_only = match view {
+            EventView::Metadata(version) => Some(version),
+            EventView::AsStored | EventView::Unencodable => None,
+        };
         let filter = Filter::new(
             desc,
             namespace,
@@ -152,11 +177,17 @@ impl Cluster {
             let col = self.col(kind);
             for stored in col.objects.values() {
                 if filter.matches(&stored.value) {
-                    pending.push_back(frame("ADDED", &stored.value));
+                    pending.push_back(event("ADDED", &stored.value, metadata_only));
                 }
             }
             if streaming {
-                pending.push_back(bookmark(&desc.api_version(), &desc.kind, self.rv, true));
+                pending.push_back(bookmark(
+                    &desc.api_version(),
+                    &desc.kind,
+                    self.rv,
+                    true,
+                    metadata_only,
+                ));
             }
         } else if cursor < self.compacted {
             pending.push_back(gone(cursor, self.compacted));
@@ -176,6 +207,8 @@ impl Cluster {
                 last_bookmark: self.now,
                 pending,
                 end_after_pending,
+                metadata_only,
+                unencodable: view == EventView::Unencodable,
             },
         );
         Ok(id)
@@ -188,6 +221,18 @@ impl Cluster {
     /// [`super::ClusterConfig::max_frames_per_poll`] frames; the rest wait for the next
     /// poll.
     pub fn poll_watch(&mut self, id: WatchId, now: Instant) -> WatchPoll {
+        let unencodable = self.watches.get(&id.0).is_some_and(|w| w.unencodable);
+        let mut poll = self.poll_frames(id, now);
+        if unencodable && !poll.frames.is_empty() {
+            // The apiserver's encoder fails on the first event and closes the stream.
+            poll.frames.clear();
+            poll.ended = true;
+            self.watches.remove(&id.0);
+        }
+        poll
+    }
+
+    fn poll_frames(&mut self, id: WatchId, now: Instant) -> WatchPoll {
         self.advance(now);
         let Some(mut w) = self.watches.remove(&id.0) else {
             return WatchPoll {
@@ -236,7 +281,7 @@ impl Cluster {
                 break;
             }
             if let Some(t) = through(&w.filter, e) {
-                frames.push(frame(t, &e.object));
+                frames.push(event(t, &e.object, w.metadata_only));
             }
             w.cursor = e.rv;
         }
@@ -244,13 +289,25 @@ impl Cluster {
         if w.bookmarks && !full && frames.len() < max {
             let desc = &col.desc;
             if ended {
-                frames.push(bookmark(&desc.api_version(), &desc.kind, w.cursor, false));
+                frames.push(bookmark(
+                    &desc.api_version(),
+                    &desc.kind,
+                    w.cursor,
+                    false,
+                    w.metadata_only,
+                ));
             } else if self.now >= w.last_bookmark + self.config.bookmark_interval {
                 // Every change of this collection up to now was read: the cursor may
                 // jump to the cluster's version, as the watch cache's progress does.
                 w.cursor = w.cursor.max(self.rv);
                 w.last_bookmark = self.now;
-                frames.push(bookmark(&desc.api_version(), &desc.kind, w.cursor, false));
+                frames.push(bookmark(
+                    &desc.api_version(),
+                    &desc.kind,
+                    w.cursor,
+                    false,
+                    w.metadata_only,
+                ));
             }
         }
         if !ended {

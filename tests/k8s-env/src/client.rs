@@ -573,6 +573,15 @@ impl Client {
     /// # Errors
     /// See [`Client::watch_pods`].
     pub fn watch_path(&self, path_and_query: &str) -> Result<Watch> {
+        self.watch_path_accepting(path_and_query, "application/json")
+    }
+
+    /// [`Client::watch_path`] with this `Accept` (a JSON one: the events are read as
+    /// lines), e.g. `application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1`.
+    ///
+    /// # Errors
+    /// See [`Client::watch_pods`].
+    pub fn watch_path_accepting(&self, path_and_query: &str, accept: &str) -> Result<Watch> {
         let url = format!("{}{path_and_query}", self.base);
         let http_err = |source: ureq::Error| Error::Http {
             method: "WATCH".into(),
@@ -583,7 +592,7 @@ impl Client {
             .watch_agent
             .get(&url)
             .header("Authorization", &format!("Bearer {}", self.token))
-            .header("Accept", "application/json")
+            .header("Accept", accept)
             .call()
             .map_err(http_err)?;
         let status = response.status().as_u16();

@@ -1,9 +1,11 @@
 //! What the election asks of the driver about its Lease, what comes back, and why leadership
 //! ends (the election itself is [`election`](crate::election)).
 
+use std::collections::BTreeMap;
 use std::fmt;
 
 use bytes::Bytes;
+use serde::Serialize;
 
 /// A Lease request for the driver.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,37 +57,65 @@ impl LeaseSpec {
         resource_version: Option<&str>,
         now: &str,
     ) -> String {
-        let mut metadata = serde_json::json!({ "name": name, "namespace": namespace });
-        if let Some(rv) = resource_version {
-            metadata["resourceVersion"] = rv.into();
-        }
-        if !self.labels.is_empty() {
-            metadata["labels"] = self
-                .labels
-                .iter()
-                .map(|(k, v)| (k.clone(), serde_json::Value::from(v.as_str())))
-                .collect::<serde_json::Map<_, _>>()
-                .into();
-        }
-        let holder = if self.holder.is_empty() {
-            serde_json::Value::Null
-        } else {
-            self.holder.clone().into()
+        let body = LeaseOut {
+            api_version: "coordination.k8s.io/v1",
+            kind: "Lease",
+            metadata: MetaOut {
+                // A map, as `metadata.labels` is: a repeated key keeps its last value.
+                labels: self
+                    .labels
+                    .iter()
+                    .map(|(k, v)| (k.as_str(), v.as_str()))
+                    .collect(),
+                name,
+                namespace,
+                resource_version,
+            },
+            spec: SpecOut {
+                acquire_time: self.acquire_time.as_deref().unwrap_or(now),
+                holder_identity: (!self.holder.is_empty()).then_some(self.holder.as_str()),
+                lease_duration_seconds: self.lease_duration_seconds,
+                lease_transitions: self.transitions,
+                renew_time: now,
+            },
         };
-        serde_json::json!({
-            "apiVersion": "coordination.k8s.io/v1",
-            "kind": "Lease",
-            "metadata": metadata,
-            "spec": {
-                "holderIdentity": holder,
-                "leaseDurationSeconds": self.lease_duration_seconds,
-                "acquireTime": self.acquire_time.as_deref().unwrap_or(now),
-                "renewTime": now,
-                "leaseTransitions": self.transitions,
-            }
-        })
-        .to_string()
+        // Strings, numbers and a string map: serializing cannot fail.
+        serde_json::to_string(&body).unwrap_or_default()
     }
+}
+
+// The Lease body as sent. Typed rather than built as a `serde_json::Value` (a shard table
+// renders one per Lease per retry period); fields in sorted order, as a `Value` renders them,
+// so the bytes did not change.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct LeaseOut<'a> {
+    api_version: &'static str,
+    kind: &'static str,
+    metadata: MetaOut<'a>,
+    spec: SpecOut<'a>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct MetaOut<'a> {
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    labels: BTreeMap<&'a str, &'a str>,
+    name: &'a str,
+    namespace: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    resource_version: Option<&'a str>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct SpecOut<'a> {
+    acquire_time: &'a str,
+    /// `null` when released.
+    holder_identity: Option<&'a str>,
+    lease_duration_seconds: u32,
+    lease_transitions: u32,
+    renew_time: &'a str,
 }
 
 impl fmt::Display for LeaseRequest {
@@ -149,5 +179,68 @@ impl fmt::Display for LostReason {
             LostReason::Stopped => "stopped",
             LostReason::Rebalanced => "given up to rebalance",
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // The rendering before it was typed: a `serde_json::Value`, whose maps sort their keys.
+    fn as_value(spec: &LeaseSpec, rv: Option<&str>, now: &str) -> String {
+        let mut metadata = serde_json::json!({ "name": "l", "namespace": "ns" });
+        if let Some(rv) = rv {
+            metadata["resourceVersion"] = rv.into();
+        }
+        if !spec.labels.is_empty() {
+            metadata["labels"] = spec
+                .labels
+                .iter()
+                .map(|(k, v)| (k.clone(), serde_json::Value::from(v.as_str())))
+                .collect::<serde_json::Map<_, _>>()
+                .into();
+        }
+        let holder = if spec.holder.is_empty() {
+            serde_json::Value::Null
+        } else {
+            spec.holder.clone().into()
+        };
+        serde_json::json!({
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": metadata,
+            "spec": {
+                "holderIdentity": holder,
+                "leaseDurationSeconds": spec.lease_duration_seconds,
+                "acquireTime": spec.acquire_time.as_deref().unwrap_or(now),
+                "renewTime": now,
+                "leaseTransitions": spec.transitions,
+            }
+        })
+        .to_string()
+    }
+
+    #[test]
+    fn the_typed_body_renders_the_bytes_a_json_value_does() {
+        let now = "2026-01-01T00:00:00.000000Z";
+        let mut spec = LeaseSpec {
+            holder: "a \"quoted\" holder".into(),
+            lease_duration_seconds: 15,
+            acquire_time: None,
+            transitions: 3,
+            labels: Vec::new(),
+        };
+        let mut cases = vec![(spec.clone(), None), (spec.clone(), Some("7"))];
+        spec.holder.clear();
+        spec.acquire_time = Some("2025-12-31T23:59:59.000000Z".into());
+        spec.labels = vec![
+            ("b".into(), "2".into()),
+            ("a".into(), "1".into()),
+            ("b".into(), "3".into()),
+        ];
+        cases.push((spec.clone(), Some("8")));
+        for (spec, rv) in cases {
+            assert_eq!(spec.to_json("ns", "l", rv, now), as_value(&spec, rv, now));
+        }
     }
 }

@@ -476,10 +476,8 @@ fn accepting(s: &mut Script, uri: &str, accept: &str) -> Reply {
 /// `apiVersion` and the object's whole `metadata`, and watch events of `PartialObjectMetadata`.
 #[test]
 fn metadata_only_answers_have_the_captured_shape_and_keep_every_metadata_field() {
-    let captured_list: Value = serde_json::from_str(include_str!(
-        "../../testdata/apiserver-protobuf/metadata/v1-configmap-list.json"
-    ))
-    .unwrap();
+    let list = include_str!("../../testdata/apiserver-protobuf/metadata/v1-configmap-list.json");
+    let captured_list: Value = serde_json::from_str(list).unwrap();
     let captured_event: Value = serde_json::from_str(
         include_str!("../../testdata/apiserver-protobuf/metadata/v1-configmap-watch.jsonl")
             .lines()

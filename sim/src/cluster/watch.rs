@@ -287,20 +287,15 @@ impl Cluster {
         }
         let ended = self.now >= w.deadline && !full;
         if w.bookmarks && !full && frames.len() < max {
-            let desc = &col.desc;
-            if ended {
-                frames.push(bookmark(
-                    &desc.api_version(),
-                    &desc.kind,
-                    w.cursor,
-                    false,
-                    w.metadata_only,
-                ));
-            } else if self.now >= w.last_bookmark + self.config.bookmark_interval {
+            let periodic = !ended && self.now >= w.last_bookmark + self.config.bookmark_interval;
+            if periodic {
                 // Every change of this collection up to now was read: the cursor may
                 // jump to the cluster's version, as the watch cache's progress does.
                 w.cursor = w.cursor.max(self.rv);
                 w.last_bookmark = self.now;
+            }
+            if ended || periodic {
+                let desc = &col.desc;
                 frames.push(bookmark(
                     &desc.api_version(),
                     &desc.kind,

@@ -169,10 +169,16 @@ fn go_type(desc: &KindDescriptor, list: bool) -> String {
     }
 }
 
-/// `PartialObjectMetadata` of an object: its whole `metadata`, nothing else.
-pub(super) fn partial(version: MetaVersion, object: &Value) -> Value {
-    let metadata = object.get("metadata").cloned().unwrap_or_else(|| json!({}));
+/// `PartialObjectMetadata` of an object, given its whole `metadata` (taken from an owned
+/// answer, copied from a stored object).
+pub(super) fn partial(version: MetaVersion, metadata: Option<Value>) -> Value {
+    let metadata = metadata.unwrap_or_else(|| json!({}));
     json!({"kind": "PartialObjectMetadata", "apiVersion": version.api_version(), "metadata": metadata})
+}
+
+/// The `metadata` of an owned object, moved out.
+fn take_metadata(mut object: Value) -> Option<Value> {
+    object.as_object_mut()?.remove("metadata")
 }
 
 impl Conversion {
@@ -189,7 +195,9 @@ impl Conversion {
     pub fn object(self, desc: &KindDescriptor, object: Value) -> Result<Value, ApiStatus> {
         match self {
             Conversion::Full => Ok(object),
-            Conversion::PartialObjectMetadata(version) => Ok(partial(version, &object)),
+            Conversion::PartialObjectMetadata(version) => {
+                Ok(partial(version, take_metadata(object)))
+            }
             Conversion::PartialObjectMetadataList(_) => Err(ApiStatus::not_acceptable(format!(
                 "you requested PartialObjectMetadataList, but the requested object is not a list ({})",
                 go_type(desc, false)
@@ -224,9 +232,10 @@ impl Conversion {
                     return Ok(list);
                 };
                 let items = match list.remove("items") {
-                    Some(Value::Array(items)) => {
-                        items.iter().map(|i| partial(version, i)).collect()
-                    }
+                    Some(Value::Array(items)) => items
+                        .into_iter()
+                        .map(|i| partial(version, take_metadata(i)))
+                        .collect(),
                     _ => Vec::new(),
                 };
                 let mut out = Map::new();

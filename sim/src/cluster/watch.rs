@@ -9,7 +9,7 @@ use bytes::Bytes;
 use reconcile_core::Instant;
 use serde_json::{Value, json};
 
-use super::accept::{EventView, MetaVersion, partial};
+use super::accept::{EventView, partial};
 use super::params::WatchOptions;
 use super::read::{Filter, invalid_list_options, parse_rv};
 use super::status::ApiStatus;
@@ -42,10 +42,9 @@ pub(super) struct Watch {
     pending: VecDeque<Bytes>,
     /// Ends once `pending` is drained (an opening 410).
     end_after_pending: bool,
-    /// Objects sent as `PartialObjectMetadata` of this version (`Accept`'s `as=`).
-    metadata_only: Option<MetaVersion>,
-    /// Ends, sending nothing, at its first frame (`EventView::Unencodable`).
-    unencodable: bool,
+    /// What each event's object is sent as (`Accept`'s `as=`); an unencodable view ends
+    /// the watch, sending nothing, at its first frame.
+    view: EventView,
 }
 
 fn frame(event_type: &str, object: &Value) -> Bytes {
@@ -54,21 +53,19 @@ fn frame(event_type: &str, object: &Value) -> Bytes {
     Bytes::from(line)
 }
 
-/// An event whose object is the watch's view of `object`: as stored, or its metadata.
-fn event(event_type: &str, object: &Value, metadata_only: Option<MetaVersion>) -> Bytes {
-    match metadata_only {
-        None => frame(event_type, object),
-        Some(version) => frame(event_type, &partial(version, object)),
+/// An event whose object is the watch's view of `object`: as stored, or its metadata. An
+/// unencodable view's frames are never sent (`poll_watch`), so they go as stored.
+fn event(event_type: &str, object: &Value, view: EventView) -> Bytes {
+    match view {
+        EventView::AsStored | EventView::Unencodable => frame(event_type, object),
+        EventView::Metadata(version) => frame(
+            event_type,
+            &partial(version, object.get("metadata").cloned()),
+        ),
     }
 }
 
-fn bookmark(
-    api_version: &str,
-    kind: &str,
-    rv: u64,
-    initial_end: bool,
-    metadata_only: Option<MetaVersion>,
-) -> Bytes {
+fn bookmark(api_version: &str, kind: &str, rv: u64, initial_end: bool, view: EventView) -> Bytes {
     let mut metadata = json!({"resourceVersion": rv.to_string()});
     if initial_end {
         metadata["annotations"] = json!({"k8s.io/initial-events-end": "true"});
@@ -76,7 +73,7 @@ fn bookmark(
     event(
         "BOOKMARK",
         &json!({"kind": kind, "apiVersion": api_version, "metadata": metadata}),
-        metadata_only,
+        view,
     )
 }
 
@@ -145,10 +142,6 @@ impl Cluster {
         }
         let desc = &self.col(kind).desc;
         let view = options.conversion.for_events();
-        let metadata_only = match view {
-            EventView::Metadata(version) => Some(version),
-            EventView::AsStored | EventView::Unencodable => None,
-        };
         let filter = Filter::new(
             desc,
             namespace,
@@ -177,7 +170,7 @@ impl Cluster {
             let col = self.col(kind);
             for stored in col.objects.values() {
                 if filter.matches(&stored.value) {
-                    pending.push_back(event("ADDED", &stored.value, metadata_only));
+                    pending.push_back(event("ADDED", &stored.value, view));
                 }
             }
             if streaming {
@@ -186,7 +179,7 @@ impl Cluster {
                     &desc.kind,
                     self.rv,
                     true,
-                    metadata_only,
+                    view,
                 ));
             }
         } else if cursor < self.compacted {
@@ -207,8 +200,7 @@ impl Cluster {
                 last_bookmark: self.now,
                 pending,
                 end_after_pending,
-                metadata_only,
-                unencodable: view == EventView::Unencodable,
+                view,
             },
         );
         Ok(id)
@@ -221,7 +213,10 @@ impl Cluster {
     /// [`super::ClusterConfig::max_frames_per_poll`] frames; the rest wait for the next
     /// poll.
     pub fn poll_watch(&mut self, id: WatchId, now: Instant) -> WatchPoll {
-        let unencodable = self.watches.get(&id.0).is_some_and(|w| w.unencodable);
+        let unencodable = self
+            .watches
+            .get(&id.0)
+            .is_some_and(|w| w.view == EventView::Unencodable);
         let mut poll = self.poll_frames(id, now);
         if unencodable && !poll.frames.is_empty() {
             // The apiserver's encoder fails on the first event and closes the stream.
@@ -281,7 +276,7 @@ impl Cluster {
                 break;
             }
             if let Some(t) = through(&w.filter, e) {
-                frames.push(event(t, &e.object, w.metadata_only));
+                frames.push(event(t, &e.object, w.view));
             }
             w.cursor = e.rv;
         }
@@ -301,7 +296,7 @@ impl Cluster {
                     &desc.kind,
                     w.cursor,
                     false,
-                    w.metadata_only,
+                    w.view,
                 ));
             }
         }

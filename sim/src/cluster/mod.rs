@@ -11,6 +11,7 @@
 //! | create / replace / patch, `/status`, generation, dry runs | `write` |
 //! | delete: preconditions, finalizers, propagation | `delete` |
 //! | JSON merge patch (RFC 7386), JSON patch (RFC 6902) | `patch` |
+//! | a Secret's `stringData` folded into `data`, `data` checked as base64 | `secret` |
 //! | server-side apply and `managedFields` | `apply` |
 //! | the garbage collector's ownerReferences cascade, as explicit steps | `gc` |
 //! | errors as `Status` bodies worded as apimachinery words them | [`status`] |
@@ -23,7 +24,7 @@
 //!
 //! **Not modelled** (the apiserver does it, this does not): admission beyond namespace
 //! existence, schema validation and defaulting (objects are stored as sent, apart from
-//! system metadata), strategic merge patch (415), protobuf, YAML and table output (JSON only; metadata-only
+//! system metadata and a Secret's `stringData`, `data` and `type`), strategic merge patch (415), protobuf, YAML and table output (JSON only; metadata-only
 //! answers are JSON too),
 //! graceful pod deletion (a pod goes at once unless it has finalizers), namespace deletion
 //! emptying the namespace, multiple served versions of one CRD (only the storage version
@@ -43,6 +44,7 @@ mod params;
 mod patch;
 mod path;
 mod read;
+mod secret;
 mod serve;
 pub mod status;
 mod store;

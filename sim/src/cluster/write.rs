@@ -10,6 +10,7 @@ use serde_json::{Map, Value};
 use super::apply::{self, Scope, Writer};
 use super::params::{PATCH_TYPES, Patch, PatchOptions, WriteOptions};
 use super::patch::{MAX_JSON_PATCH_OPERATIONS, json_patch, merge_patch};
+use super::secret;
 use super::status::{ApiStatus, OPTIMISTIC_LOCK};
 use super::store::{Key, finalizers, meta, meta_mut, meta_str, timestamp};
 use super::{Cluster, KindId};
@@ -79,6 +80,16 @@ impl Cluster {
             _ => {
                 obj.insert("kind".into(), desc.kind.clone().into());
             }
+        }
+        Ok(())
+    }
+
+    /// What the apiserver's decoder does to a body of this kind beyond its type: a Secret's
+    /// `stringData` folded into `data` (see `secret`).
+    fn decode_fields(&self, kind: KindId, body: &mut Value) -> Result<(), ApiStatus> {
+        let desc = &self.col(kind).desc;
+        if desc.group.is_empty() && desc.version == "v1" && desc.kind == "Secret" {
+            secret::fold(body)?;
         }
         Ok(())
     }
@@ -231,6 +242,7 @@ impl Cluster {
         dry_run: bool,
     ) -> Result<Value, ApiStatus> {
         self.check_type(kind, &mut body)?;
+        self.decode_fields(kind, &mut body)?;
         let ns = self.namespace_for(kind, namespace, &mut body)?;
         let desc = self.col(kind).desc.clone();
         if !meta_str(&body, "resourceVersion").is_empty() {
@@ -383,6 +395,7 @@ impl Cluster {
         self.advance(now);
         self.check_status_subresource(kind, status)?;
         self.check_type(kind, &mut body)?;
+        self.decode_fields(kind, &mut body)?;
         let ns = self.namespace_for(kind, namespace, &mut body)?;
         let key = (ns, name.to_owned());
         self.check_name(&body, name)?;
@@ -537,6 +550,8 @@ impl Cluster {
             ));
         }
         self.check_type(kind, &mut candidate)?;
+        self.decode_fields(kind, &mut candidate)
+            .map_err(|e| secret::patch_error(&candidate, e))?;
         if meta_str(&candidate, "namespace") != key.0 {
             return Err(ApiStatus::bad_request(
                 "the namespace of the provided object does not match the namespace sent on the request",
@@ -645,8 +660,10 @@ impl Cluster {
         if !rv.is_empty() && rv != meta_str(&old, "resourceVersion") {
             return Err(ApiStatus::conflict(&desc, name, OPTIMISTIC_LOCK));
         }
-        let candidate = apply::apply(&old, &body, &writer, options.force)
+        let mut candidate = apply::apply(&old, &body, &writer, options.force)
             .map_err(|c| ApiStatus::apply_conflict(&c))?;
+        // Folded after the merge, so the manager owns the `stringData` it applied.
+        self.decode_fields(kind, &mut candidate)?;
         self.write_existing(kind, &key, &old, candidate, status, None, options.dry_run)
     }
 
@@ -707,6 +724,21 @@ impl Cluster {
                     Some(v) => m.insert(system.into(), v.clone()),
                     None => m.remove(system),
                 };
+            }
+        }
+        let data_kind = match (
+            desc.group.as_str(),
+            desc.version.as_str(),
+            desc.kind.as_str(),
+        ) {
+            ("", "v1", "Secret") => Some(secret::DataKind::Secret),
+            ("", "v1", "ConfigMap") => Some(secret::DataKind::ConfigMap),
+            _ => None,
+        };
+        if let Some(data_kind) = data_kind {
+            let errs = secret::validate_update(data_kind, old, &new);
+            if !errs.is_empty() {
+                return Err(ApiStatus::invalid_object(&desc, &key.1, &errs));
             }
         }
         if !meta_str(old, "deletionTimestamp").is_empty() {

@@ -184,7 +184,7 @@ fn generators(generators: usize) {
     );
 }
 
-fn main() {
+pub fn main() {
     // `cargo bench` passes `--bench`; `cargo test --benches` runs this once, small.
     let test = std::env::args().any(|a| a == "--test") || !std::env::args().any(|a| a == "--bench");
     if test {

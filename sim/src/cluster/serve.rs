@@ -7,11 +7,13 @@
 //! value is a 400. Responses are JSON, converted to metadata only when `Accept` asks
 //! (`accept`).
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 use reconcile_core::Instant;
 use serde_json::{Value, json};
 
-use super::accept::negotiate;
+use super::accept::{Conversion, negotiate};
 use super::delete::Deleted;
 use super::params::{
     DeleteOptions, ListOptions, PATCH_TYPES, Patch, PatchOptions, Propagation, WatchOptions,
@@ -155,9 +157,13 @@ impl Cluster {
         let method = request.method();
         let desc = self.col(r.kind).desc.clone();
         // Every answer but a `Status` is converted as `Accept` asked.
-        let reply = |code, v: Value| {
-            let v = conversion.object(&desc, v)?;
-            Ok(Reply::Response(Response::json(code, &v)))
+        // The stored object is rendered where it lies; only a conversion takes a copy.
+        let reply = |code, v: Arc<Value>| match conversion {
+            Conversion::Full => Ok(Reply::Response(Response::json(code, &v))),
+            _ => {
+                let v = conversion.object(&desc, Arc::unwrap_or_clone(v))?;
+                Ok(Reply::Response(Response::json(code, &v)))
+            }
         };
         let reply_list = |v: Value| {
             let v = conversion.list(&desc, v)?;
@@ -184,14 +190,14 @@ impl Cluster {
                 let options = list_options(&query)?;
                 reply_list(self.list(r.kind, ns, &options)?)
             }
-            ("GET", Some(name)) => reply(200, self.get(r.kind, ns, name)?),
+            ("GET", Some(name)) => reply(200, self.get_arc(r.kind, ns, name)?),
             ("POST", None) if !namespaced || ns.is_some() => {
                 let body = parse_body(body)?;
                 let options = WriteOptions {
                     field_manager: manager,
                     dry_run,
                 };
-                reply(201, self.create(now, r.kind, ns, body, &options)?)
+                reply(201, self.create_shared(now, r.kind, ns, body, &options)?)
             }
             ("PUT", Some(name)) => {
                 let body = parse_body(body)?;
@@ -199,11 +205,7 @@ impl Cluster {
                     field_manager: manager,
                     dry_run,
                 };
-                let v = if r.status {
-                    self.replace_status(now, r.kind, ns, name, body, &options)?
-                } else {
-                    self.replace(now, r.kind, ns, name, body, &options)?
-                };
+                let v = self.replace_at(now, r.kind, ns, name, body, &options, r.status)?;
                 reply(200, v)
             }
             ("PATCH", Some(name)) => {
@@ -249,12 +251,8 @@ impl Cluster {
                     ));
                 }
                 let creates =
-                    matches!(patch, Patch::Apply(_)) && self.get(r.kind, ns, name).is_err();
-                let v = if r.status {
-                    self.patch_status(now, r.kind, ns, name, &patch, &options)?
-                } else {
-                    self.patch(now, r.kind, ns, name, &patch, &options)?
-                };
+                    matches!(patch, Patch::Apply(_)) && self.get_arc(r.kind, ns, name).is_err();
+                let v = self.patch_at(now, r.kind, ns, name, &patch, &options, r.status)?;
                 reply(if creates && !dry_run { 201 } else { 200 }, v)
             }
             ("DELETE", name) if !r.status => {
@@ -272,7 +270,7 @@ impl Cluster {
                             200,
                             &self.success(r.kind, &last),
                         ))),
-                        Deleted::Pending(v) => reply(200, v),
+                        Deleted::Pending(v) => reply(200, Arc::new(v)),
                     },
                     None => reply_list(self.delete_collection(r.kind, ns, &query, &options)?),
                 }

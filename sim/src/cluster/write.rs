@@ -32,15 +32,21 @@ fn is_dns1123_subdomain(name: &str) -> bool {
         })
 }
 
-/// The part of an object a change to which bumps `metadata.generation`: all but metadata
-/// (and status when it is a subresource).
-fn spec_of(v: &Value, status_excluded: bool) -> Map<String, Value> {
-    let mut m = v.as_object().cloned().unwrap_or_default();
-    m.remove("metadata");
-    if status_excluded {
-        m.remove("status");
-    }
-    m
+/// Whether two objects differ in the part a change to which bumps `metadata.generation`:
+/// all but metadata (and status when it is a subresource). Compared in place, by key: a
+/// write must not copy the object to learn this.
+fn spec_differs(a: &Value, b: &Value, status_excluded: bool) -> bool {
+    let empty = Map::new();
+    let (a, b) = (
+        a.as_object().unwrap_or(&empty),
+        b.as_object().unwrap_or(&empty),
+    );
+    let counted = |k: &str| k != "metadata" && !(status_excluded && k == "status");
+    let count = |m: &Map<String, Value>| m.keys().filter(|k| counted(k)).count();
+    count(a) != count(b)
+        || a.iter()
+            .filter(|(k, _)| counted(k))
+            .any(|(k, v)| b.get(k) != Some(v))
 }
 
 /// The CustomResourceDefinition kind's group and resource.
@@ -171,6 +177,19 @@ impl Cluster {
         body: Value,
         options: &WriteOptions,
     ) -> Result<Value, ApiStatus> {
+        self.create_shared(now, kind, namespace, body, options)
+            .map(Arc::unwrap_or_clone)
+    }
+
+    /// [`Cluster::create`], answered with the stored object itself (shared, not copied).
+    pub(super) fn create_shared(
+        &mut self,
+        now: Instant,
+        kind: KindId,
+        namespace: Option<&str>,
+        body: Value,
+        options: &WriteOptions,
+    ) -> Result<Arc<Value>, ApiStatus> {
         self.advance(now);
         let manager = options
             .field_manager
@@ -240,7 +259,7 @@ impl Cluster {
         mut body: Value,
         manager: Option<&str>,
         dry_run: bool,
-    ) -> Result<Value, ApiStatus> {
+    ) -> Result<Arc<Value>, ApiStatus> {
         self.check_type(kind, &mut body)?;
         self.decode_fields(kind, &mut body)?;
         let ns = self.namespace_for(kind, namespace, &mut body)?;
@@ -341,10 +360,9 @@ impl Cluster {
             apply::record_update(&Value::Null, &mut body, &writer);
         }
         if dry_run {
-            return Ok(body);
+            return Ok(Arc::new(body));
         }
         self.commit(kind, &(ns, name), body, false)
-            .map(|v| (*v).clone())
     }
 
     /// PUT: replaces the object; its `metadata.resourceVersion`, when set, must be the
@@ -363,6 +381,7 @@ impl Cluster {
         options: &WriteOptions,
     ) -> Result<Value, ApiStatus> {
         self.replace_at(now, kind, namespace, name, body, options, false)
+            .map(Arc::unwrap_or_clone)
     }
 
     /// PUT on `/status`: only `.status` of the body is taken; generation stays.
@@ -379,10 +398,11 @@ impl Cluster {
         options: &WriteOptions,
     ) -> Result<Value, ApiStatus> {
         self.replace_at(now, kind, namespace, name, body, options, true)
+            .map(Arc::unwrap_or_clone)
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn replace_at(
+    pub(super) fn replace_at(
         &mut self,
         now: Instant,
         kind: KindId,
@@ -391,7 +411,7 @@ impl Cluster {
         mut body: Value,
         options: &WriteOptions,
         status: bool,
-    ) -> Result<Value, ApiStatus> {
+    ) -> Result<Arc<Value>, ApiStatus> {
         self.advance(now);
         self.check_status_subresource(kind, status)?;
         self.check_type(kind, &mut body)?;
@@ -485,6 +505,7 @@ impl Cluster {
         options: &PatchOptions,
     ) -> Result<Value, ApiStatus> {
         self.patch_at(now, kind, namespace, name, patch, options, false)
+            .map(Arc::unwrap_or_clone)
     }
 
     /// PATCH on `/status`: the patch applies to the whole object, then only `.status` of
@@ -502,10 +523,11 @@ impl Cluster {
         options: &PatchOptions,
     ) -> Result<Value, ApiStatus> {
         self.patch_at(now, kind, namespace, name, patch, options, true)
+            .map(Arc::unwrap_or_clone)
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn patch_at(
+    pub(super) fn patch_at(
         &mut self,
         now: Instant,
         kind: KindId,
@@ -514,7 +536,7 @@ impl Cluster {
         patch: &Patch,
         options: &PatchOptions,
         status: bool,
-    ) -> Result<Value, ApiStatus> {
+    ) -> Result<Arc<Value>, ApiStatus> {
         self.advance(now);
         self.check_status_subresource(kind, status)?;
         if let Patch::Strategic(_) = patch {
@@ -582,7 +604,7 @@ impl Cluster {
         mut body: Value,
         options: &PatchOptions,
         status: bool,
-    ) -> Result<Value, ApiStatus> {
+    ) -> Result<Arc<Value>, ApiStatus> {
         let desc = self.col(kind).desc.clone();
         let Some(manager) = options.field_manager.clone().filter(|m| !m.is_empty()) else {
             return Err(ApiStatus::invalid(
@@ -680,7 +702,7 @@ impl Cluster {
         status: bool,
         manager: Option<&str>,
         dry_run: bool,
-    ) -> Result<Value, ApiStatus> {
+    ) -> Result<Arc<Value>, ApiStatus> {
         let desc = self.col(kind).desc.clone();
         // An apply computed the entries on the candidate; keep them past the restore below.
         let applied_entries = manager.is_none().then(|| {
@@ -767,8 +789,7 @@ impl Cluster {
             }
         }
         if desc.tracks_generation()
-            && spec_of(&new, desc.has_status_subresource)
-                != spec_of(old, desc.has_status_subresource)
+            && spec_differs(&new, old, desc.has_status_subresource)
             && let Some(m) = meta_mut(&mut new)
         {
             let generation = kept.get("generation").and_then(Value::as_i64).unwrap_or(0);
@@ -796,11 +817,11 @@ impl Cluster {
             };
         }
         if new == *old {
-            return Ok(new);
+            return Ok(Arc::new(new));
         }
         let gone = !meta_str(&new, "deletionTimestamp").is_empty() && finalizers(&new).is_empty();
         if dry_run {
-            return Ok(new);
+            return Ok(Arc::new(new));
         }
         if gone {
             // The update that removes the last finalizer is not stored: the object is deleted
@@ -808,8 +829,8 @@ impl Cluster {
             // version), and the answer is the update's result at the last stored version, as
             // the registry's `deleteWithoutFinalizers` does.
             self.commit(kind, key, old.clone(), true)?;
-            return Ok(new);
+            return Ok(Arc::new(new));
         }
-        self.commit(kind, key, new, false).map(|v| (*v).clone())
+        self.commit(kind, key, new, false)
     }
 }

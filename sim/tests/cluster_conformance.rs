@@ -352,6 +352,11 @@ fn script(compaction: bool) -> Vec<Step> {
             json!({"metadata": {"name": "t"}, "data": {"k": "plain text"}}),
         ),
         post(
+            "secret-null-values",
+            SECRET,
+            json!({"metadata": {"name": "nulls"}, "data": {"d": null}, "stringData": {"s": null}}),
+        ),
+        post(
             "secret-data-unpadded",
             SECRET,
             json!({"metadata": {"name": "t"}, "data": {"k": "YWJjZA"}}),

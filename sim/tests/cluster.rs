@@ -219,7 +219,7 @@ fn every_error_is_a_status_body_as_the_apiserver_sends_it() {
             "PATCH",
             format!("{CM}/a"),
             "application/strategic-merge-patch+json",
-            "{}".into(),
+            "[]".into(),
         ),
         (
             "GET",

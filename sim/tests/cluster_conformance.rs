@@ -116,6 +116,15 @@ fn json_patch(label: &'static str, path: &str, body: Value) -> Step {
         Some(body),
     )
 }
+fn strategic(label: &'static str, path: &str, body: Value) -> Step {
+    send(
+        label,
+        "PATCH",
+        path,
+        "application/strategic-merge-patch+json",
+        Some(body),
+    )
+}
 fn apply(label: &'static str, path: &str, body: Value) -> Step {
     send(
         label,
@@ -377,6 +386,67 @@ fn script(compaction: bool) -> Vec<Step> {
             &format!("{SECRET}/u?fieldManager=alice"),
             json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "u"},
             "stringData": {"k": "w", "l": "x"}}),
+        ),
+        // Strategic merge patch of a built-in: finalizers merge as a set, ownerReferences by
+        // uid, maps as in a merge patch; the directives; 415 for a custom resource.
+        post(
+            "smp-create",
+            CM,
+            json!({"metadata": {"name": "smp", "labels": {"a": "1"}, "finalizers": ["example.com/a"]},
+            "data": {"k": "v", "j": "w"}}),
+        ),
+        strategic(
+            "smp-merge",
+            &cm_path("smp"),
+            json!({"metadata": {"finalizers": ["example.com/b", "example.com/a"], "labels": {"b": "2"}},
+            "data": {"k": "v2", "j": null}}),
+        ),
+        strategic(
+            "smp-owner",
+            &cm_path("smp"),
+            json!({"metadata": {"ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "a", "uid": "{cm-create.uid}"}]}}),
+        ),
+        strategic(
+            "smp-second-owner",
+            &cm_path("smp"),
+            json!({"metadata": {"ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "b", "uid": "{apply-create.uid}"}]}}),
+        ),
+        strategic(
+            "smp-owner-without-key",
+            &cm_path("smp"),
+            json!({"metadata": {"ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "c"}]}}),
+        ),
+        strategic(
+            "smp-delete-owner",
+            &cm_path("smp"),
+            json!({"metadata": {"ownerReferences": [{"uid": "{cm-create.uid}", "$patch": "delete"}]}}),
+        ),
+        strategic(
+            "smp-replace-labels",
+            &cm_path("smp"),
+            json!({"metadata": {"labels": {"$patch": "replace", "c": "3"}}}),
+        ),
+        strategic(
+            "smp-delete-finalizers",
+            &cm_path("smp"),
+            json!({"metadata": {"$deleteFromPrimitiveList/finalizers": ["example.com/a", "example.com/b"]}}),
+        ),
+        strategic(
+            "smp-not-an-object",
+            &cm_path("smp"),
+            json!(["not", "a", "map"]),
+        ),
+        send(
+            "smp-unknown-patch-type",
+            "PATCH",
+            &cm_path("smp"),
+            "text/plain",
+            Some(json!({})),
+        ),
+        strategic(
+            "smp-custom-resource",
+            &w_path("w2"),
+            json!({"spec": {"size": 6}}),
         ),
         // A CRD with /status: spec writes bump the generation, status writes do not.
         post(

@@ -12,6 +12,7 @@
 //! | delete: preconditions, finalizers, propagation | `delete` |
 //! | JSON merge patch (RFC 7386), JSON patch (RFC 6902) | `patch` |
 //! | a Secret's `stringData` folded into `data`, `data` checked as base64 | `secret` |
+//! | strategic merge patch for the built-ins, by each list field's strategy | `strategic` |
 //! | server-side apply and `managedFields` | `apply` |
 //! | the garbage collector's ownerReferences cascade, as explicit steps | `gc` |
 //! | errors as `Status` bodies worded as apimachinery words them | [`status`] |
@@ -24,7 +25,7 @@
 //!
 //! **Not modelled** (the apiserver does it, this does not): admission beyond namespace
 //! existence, schema validation and defaulting (objects are stored as sent, apart from
-//! system metadata and a Secret's `stringData`, `data` and `type`), strategic merge patch (415), protobuf, YAML and table output (JSON only; metadata-only
+//! system metadata and a Secret's `stringData`, `data` and `type`), strategic merge patch on a custom resource (415, as the apiserver answers), protobuf, YAML and table output (JSON only; metadata-only
 //! answers are JSON too),
 //! graceful pod deletion (a pod goes at once unless it has finalizers), namespace deletion
 //! emptying the namespace, multiple served versions of one CRD (only the storage version
@@ -48,6 +49,7 @@ mod secret;
 mod serve;
 pub mod status;
 mod store;
+mod strategic;
 mod watch;
 mod write;
 

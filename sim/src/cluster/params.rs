@@ -75,7 +75,8 @@ pub enum Patch {
     Json(Value),
     /// `application/apply-patch+yaml` with a JSON body: server-side apply.
     Apply(Value),
-    /// `application/strategic-merge-patch+json`: refused with 415 (not modelled).
+    /// `application/strategic-merge-patch+json`: by each list field's patch strategy for a
+    /// built-in kind; 415 for a custom resource, as the apiserver answers.
     Strategic(Value),
 }
 

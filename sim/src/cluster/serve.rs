@@ -226,7 +226,10 @@ impl Cluster {
                     "application/apply-patch+yaml" => Patch::Apply(serde_json::from_slice(body).map_err(|e| {
                         bad(format!("error decoding YAML: {e} (only the JSON subset of YAML is modelled)"))
                     })?),
-                    "application/strategic-merge-patch+json" => Patch::Strategic(Value::Null),
+                    "application/strategic-merge-patch+json" if desc.is_typed() => {
+                        Patch::Strategic(parsed()?)
+                    }
+                    _ if desc.is_typed() => return Err(ApiStatus::unsupported_media_type_route()),
                     _ => return Err(ApiStatus::unsupported_media_type(&PATCH_TYPES)),
                 };
                 let options = PatchOptions {

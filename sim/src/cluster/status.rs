@@ -267,6 +267,25 @@ impl ApiStatus {
         Self::new(406, "NotAcceptable", message, Some(Details::default()))
     }
 
+    /// A content type the route does not consume, for a built-in kind: go-restful's 415,
+    /// before any handler runs.
+    #[must_use]
+    pub fn unsupported_media_type_route() -> Self {
+        Self::new(
+            415,
+            "UnsupportedMediaType",
+            "415: Unsupported Media Type".into(),
+            Some(Details::default()),
+        )
+    }
+
+    /// An error that is no `APIStatus` (`ErrorToAPIStatus`'s default): a 500 with the
+    /// error's text and no reason.
+    #[must_use]
+    pub fn unknown(message: String) -> Self {
+        Self::new(500, "", message, None)
+    }
+
     /// `negotiation.NewUnsupportedMediaTypeError(accepted)`.
     #[must_use]
     pub fn unsupported_media_type(accepted: &[&str]) -> Self {
@@ -366,6 +385,12 @@ impl ApiStatus {
             "kind": "Status", "apiVersion": "v1", "metadata": metadata,
             "status": "Failure", "message": self.message, "reason": self.reason,
         });
+        if self.reason.is_empty() {
+            // `StatusReasonUnknown` is the empty string, left out by `omitempty`.
+            if let Some(m) = v.as_object_mut() {
+                m.remove("reason");
+            }
+        }
         if let Some(d) = &self.details {
             let mut details = serde_json::Map::new();
             for (key, value) in [("name", &d.name), ("group", &d.group), ("kind", &d.kind)] {

@@ -13,7 +13,8 @@ use super::patch::{MAX_JSON_PATCH_OPERATIONS, json_patch, merge_patch};
 use super::secret;
 use super::status::{ApiStatus, OPTIMISTIC_LOCK};
 use super::store::{Key, finalizers, meta, meta_mut, meta_str, timestamp};
-use super::{Cluster, KindId};
+use super::strategic::{StrategicError, strategic_merge};
+use super::{Cluster, KindDescriptor, KindId};
 
 const DNS1123_SUBDOMAIN: &str = "a lowercase RFC 1123 subdomain must consist of lower case \
     alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character \
@@ -47,6 +48,25 @@ fn spec_differs(a: &Value, b: &Value, status_excluded: bool) -> bool {
         || a.iter()
             .filter(|(k, _)| counted(k))
             .any(|(k, v)| b.get(k) != Some(v))
+}
+
+/// A built-in's metadata is Go's `ObjectMeta`, whose `omitempty` drops an empty finalizers
+/// or ownerReferences list on the way to storage (a patch that removes the last element
+/// leaves none).
+fn omit_empty_meta_lists(desc: &KindDescriptor, body: &mut Value) {
+    if !desc.is_typed() {
+        return;
+    }
+    if let Some(m) = meta_mut(body) {
+        for list in ["finalizers", "ownerReferences"] {
+            if m.get(list)
+                .and_then(Value::as_array)
+                .is_some_and(Vec::is_empty)
+            {
+                m.remove(list);
+            }
+        }
+    }
 }
 
 /// The CustomResourceDefinition kind's group and resource.
@@ -345,6 +365,7 @@ impl Cluster {
         {
             obj.remove("status");
         }
+        omit_empty_meta_lists(&desc, &mut body);
         if let Some(manager) = manager {
             if let Some(m) = meta_mut(&mut body) {
                 m.remove("managedFields");
@@ -493,8 +514,9 @@ impl Cluster {
     /// # Errors
     /// 404; 400 for a body that is not JSON; 422 for a JSON patch that fails (a failed
     /// `test` included, as the apiserver answers); 409 for an apply conflict or a stale
-    /// resourceVersion in the patch; 415 for a strategic merge patch; 422 for an apply
-    /// without `fieldManager`.
+    /// resourceVersion in the patch; 415 for a strategic merge patch of a custom resource
+    /// (and 500 for one that does not fit its object); 422 for an apply without
+    /// `fieldManager`.
     pub fn patch(
         &mut self,
         now: Instant,
@@ -539,7 +561,10 @@ impl Cluster {
     ) -> Result<Arc<Value>, ApiStatus> {
         self.advance(now);
         self.check_status_subresource(kind, status)?;
-        if let Patch::Strategic(_) = patch {
+        let desc = self.col(kind).desc.clone();
+        if let Patch::Strategic(_) = patch
+            && !desc.is_typed()
+        {
             return Err(ApiStatus::unsupported_media_type(&PATCH_TYPES));
         }
         if let Patch::Apply(body) = patch {
@@ -564,7 +589,15 @@ impl Cluster {
                 }
                 json_patch(&mut candidate, ops).map_err(|_| ApiStatus::unprocessable())?;
             }
-            Patch::Apply(_) | Patch::Strategic(_) => unreachable!("handled above"),
+            Patch::Strategic(p) => {
+                strategic_merge(&desc.kind, &mut candidate, p).map_err(|e| match e {
+                    StrategicError::NotAnObject(json_type) => ApiStatus::bad_request(format!(
+                        "json: cannot unmarshal {json_type} into Go value of type map[string]interface {{}}"
+                    )),
+                    StrategicError::Other(message) => ApiStatus::unknown(message),
+                })?;
+            }
+            Patch::Apply(_) => unreachable!("handled above"),
         }
         if !candidate.is_object() {
             return Err(ApiStatus::bad_request(
@@ -748,6 +781,7 @@ impl Cluster {
                 };
             }
         }
+        omit_empty_meta_lists(&desc, &mut new);
         let data_kind = match (
             desc.group.as_str(),
             desc.version.as_str(),

@@ -46,6 +46,10 @@ fn other<T>(message: String) -> Result<T, StrategicError> {
 /// The deepest nesting a patch is followed to (bounds the recursion).
 const MAX_DEPTH: usize = 64;
 
+/// The longest list a merge takes, on either side: elements are matched pairwise, so this
+/// bounds one list's merge to a few million comparisons.
+pub(super) const MAX_MERGED_LIST: usize = 4096;
+
 /// Applies `patch` to `target`, an object of `kind` (`Pod`, `Deployment`, …).
 pub(super) fn strategic_merge(
     kind: &str,
@@ -163,6 +167,11 @@ fn merge_map(
             let strategy = list_strategy(kind, path);
             path.pop();
             if let Some(Value::Array(list)) = original.get_mut(field) {
+                if list.len() > MAX_MERGED_LIST || order.len() > MAX_MERGED_LIST {
+                    return other(format!(
+                        "{key} orders more than {MAX_MERGED_LIST} elements, the most the simulated cluster merges"
+                    ));
+                }
                 let before = list.clone();
                 *list = in_order(std::mem::take(list), order, &before, strategy);
             }
@@ -193,6 +202,14 @@ fn merge_list(
     path: &mut Vec<String>,
 ) -> Result<(), StrategicError> {
     let strategy = list_strategy(kind, path);
+    if strategy != ListStrategy::Replace
+        && (original.len() > MAX_MERGED_LIST || patch.len() > MAX_MERGED_LIST)
+    {
+        return other(format!(
+            "the list {} has more than {MAX_MERGED_LIST} elements, the most the simulated cluster merges",
+            path.join(".")
+        ));
+    }
     let is_directive = |v: &Value, d: &str| {
         v.as_object()
             .and_then(|m| m.get("$patch"))
@@ -521,6 +538,17 @@ mod tests {
             Err(StrategicError::Other(
                 "map: map[image:i n:1] does not contain declared merge key: name".into()
             ))
+        );
+        let long: Vec<Value> = (0..=MAX_MERGED_LIST)
+            .map(|i| json!(format!("f{i}")))
+            .collect();
+        assert!(
+            strategic_merge(
+                "ConfigMap",
+                &mut json!({}),
+                &json!({"metadata": {"finalizers": long}})
+            )
+            .is_err()
         );
         let mut deep = json!(null);
         for _ in 0..100 {

@@ -48,8 +48,16 @@ pub(super) struct Watch {
 }
 
 fn frame(event_type: &str, object: &Value) -> Bytes {
-    let mut line = json!({"type": event_type, "object": object}).to_string();
-    line.push('\n');
+    /// The event rendered from the object where it lies (a `json!` of it would copy the
+    /// whole tree first); fields in sorted order, as a `Value`'s map writes them.
+    #[derive(serde::Serialize)]
+    struct Frame<'a> {
+        object: &'a Value,
+        #[serde(rename = "type")]
+        event_type: &'a str,
+    }
+    let mut line = serde_json::to_vec(&Frame { object, event_type }).unwrap_or_default();
+    line.push(b'\n');
     Bytes::from(line)
 }
 
@@ -332,5 +340,19 @@ impl Cluster {
             at = at.min(self.now);
         }
         Some(at)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_frame_is_the_json_of_its_event_byte_for_byte() {
+        let object = json!({"kind": "ConfigMap", "metadata": {"name": "a"}, "data": {"k": "v\n"}});
+        assert_eq!(
+            frame("ADDED", &object),
+            format!("{}\n", json!({"type": "ADDED", "object": object}))
+        );
     }
 }

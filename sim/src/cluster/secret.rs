@@ -14,7 +14,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use serde_json::{Map, Value};
 
-use super::status::ApiStatus;
+use super::status::{ApiStatus, go_json_type};
 
 /// Folds `stringData` into `data` and canonicalises `data`, in place; on an error the body
 /// is unchanged. A `stringData` key overwrites the `data` key of the same name; `stringData`
@@ -145,14 +145,7 @@ pub(super) fn validate_update(
 
 /// `json: cannot unmarshal number into Go struct field Secret.stringData of type string`.
 fn type_error(value: &Value, field: &str, go_type: &str) -> ApiStatus {
-    let json_type = match value {
-        Value::Null => "null",
-        Value::Bool(_) => "bool",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
-    };
+    let json_type = go_json_type(value);
     decode_error(&format!(
         "json: cannot unmarshal {json_type} into Go struct field Secret.{field} of type {go_type}"
     ))

@@ -439,3 +439,16 @@ fn qualified_kind(kind: &str, group: &str) -> String {
         format!("{kind}.{group}")
     }
 }
+
+/// A JSON value's type as Go's `encoding/json` names it in an unmarshal error (`json: cannot
+/// unmarshal number into …`).
+pub(super) fn go_json_type(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "bool",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}

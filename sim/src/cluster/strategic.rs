@@ -15,6 +15,8 @@
 
 use serde_json::{Map, Value};
 
+use super::status::go_json_type;
+
 /// How a list field merges.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum ListStrategy {
@@ -57,7 +59,7 @@ pub(super) fn strategic_merge(
     patch: &Value,
 ) -> Result<(), StrategicError> {
     let Value::Object(patch) = patch else {
-        return Err(StrategicError::NotAnObject(json_type(patch)));
+        return Err(StrategicError::NotAnObject(go_json_type(patch)));
     };
     if !target.is_object() {
         *target = Value::Object(Map::new());
@@ -336,18 +338,6 @@ fn fresh(kind: &str, item: &Value, path: &mut Vec<String>) -> Result<Value, Stra
             Ok(Value::Object(out))
         }
         other => Ok(other.clone()),
-    }
-}
-
-/// A JSON type as Go's decoder names it in an unmarshal error.
-fn json_type(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "bool",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
     }
 }
 

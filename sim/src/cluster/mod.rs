@@ -25,8 +25,9 @@
 //!
 //! **Not modelled** (the apiserver does it, this does not): admission beyond namespace
 //! existence, schema validation and defaulting (objects are stored as sent, apart from
-//! system metadata and a Secret's `stringData`, `data` and `type`), strategic merge patch on a custom resource (415, as the apiserver answers), protobuf, YAML and table output (JSON only; metadata-only
-//! answers are JSON too),
+//! system metadata and a Secret's `stringData`, `data` and `type`), strategic merge patch
+//! on a custom resource (415, as the apiserver answers), protobuf, YAML and table output
+//! (JSON only; metadata-only answers are JSON too),
 //! graceful pod deletion (a pod goes at once unless it has finalizers), namespace deletion
 //! emptying the namespace, multiple served versions of one CRD (only the storage version
 //! is served), authentication, and discovery documents. Apply's model is set out in

@@ -14,6 +14,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use serde_json::{Map, Value};
 
+use super::kinds::KindDescriptor;
 use super::status::{ApiStatus, go_json_type};
 
 /// Folds `stringData` into `data` and canonicalises `data`, in place; on an error the body
@@ -86,13 +87,28 @@ pub(super) fn patch_error(patched: &Value, decode: ApiStatus) -> ApiStatus {
     )
 }
 
-/// Which of the two kinds with immutable data an update is of.
+/// The two core/v1 kinds this module knows: both guard their data when `immutable`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum DataKind {
-    /// core/v1 Secret: `type` is immutable too.
+    /// core/v1 Secret: decoded by [`fold`]; `type` is immutable too.
     Secret,
     /// core/v1 ConfigMap: `binaryData` is guarded with `data`.
     ConfigMap,
+}
+
+impl DataKind {
+    /// The kind `desc` serves, when it is one of the two.
+    pub(super) fn of(desc: &KindDescriptor) -> Option<Self> {
+        match (
+            desc.group.as_str(),
+            desc.version.as_str(),
+            desc.kind.as_str(),
+        ) {
+            ("", "v1", "Secret") => Some(Self::Secret),
+            ("", "v1", "ConfigMap") => Some(Self::ConfigMap),
+            _ => None,
+        }
+    }
 }
 
 /// The update rules of Secrets and ConfigMaps, in the order Go checks them; every broken
@@ -103,19 +119,18 @@ pub(super) fn validate_update(
     new: &Value,
 ) -> Vec<(&'static str, &'static str, String)> {
     // Go compares decoded maps: an absent and an empty one are both read as none here.
-    let field = |v: &Value, name: &str| match v.get(name) {
-        Some(Value::Object(m)) if m.is_empty() => None,
-        Some(Value::Null) | None => None,
-        Some(other) => Some(other.clone()),
-    };
+    fn field<'a>(v: &'a Value, name: &str) -> Option<&'a Value> {
+        match v.get(name) {
+            Some(Value::Object(m)) if m.is_empty() => None,
+            Some(Value::Null) | None => None,
+            Some(other) => Some(other),
+        }
+    }
+    fn type_of(v: &Value) -> &str {
+        v.get("type").and_then(Value::as_str).unwrap_or("")
+    }
     let mut errs = Vec::new();
     if kind == DataKind::Secret {
-        let type_of = |v: &Value| {
-            v.get("type")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_owned()
-        };
         let (was, is) = (type_of(old), type_of(new));
         if was != is {
             errs.push((

@@ -113,11 +113,10 @@ impl Cluster {
     /// What the apiserver's decoder does to a body of this kind beyond its type: a Secret's
     /// `stringData` folded into `data` (see `secret`).
     fn decode_fields(&self, kind: KindId, body: &mut Value) -> Result<(), ApiStatus> {
-        let desc = &self.col(kind).desc;
-        if desc.group.is_empty() && desc.version == "v1" && desc.kind == "Secret" {
-            secret::fold(body)?;
+        match secret::DataKind::of(&self.col(kind).desc) {
+            Some(secret::DataKind::Secret) => secret::fold(body),
+            _ => Ok(()),
         }
-        Ok(())
     }
 
     /// The namespace a write lands in: the URL's, checked against the body's.
@@ -782,16 +781,7 @@ impl Cluster {
             }
         }
         omit_empty_meta_lists(&desc, &mut new);
-        let data_kind = match (
-            desc.group.as_str(),
-            desc.version.as_str(),
-            desc.kind.as_str(),
-        ) {
-            ("", "v1", "Secret") => Some(secret::DataKind::Secret),
-            ("", "v1", "ConfigMap") => Some(secret::DataKind::ConfigMap),
-            _ => None,
-        };
-        if let Some(data_kind) = data_kind {
+        if let Some(data_kind) = secret::DataKind::of(&desc) {
             let errs = secret::validate_update(data_kind, old, &new);
             if !errs.is_empty() {
                 return Err(ApiStatus::invalid_object(&desc, &key.1, &errs));

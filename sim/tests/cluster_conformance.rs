@@ -1023,7 +1023,8 @@ fn step_generated_name(step: &Step, answer: &Value) -> Option<String> {
 /// 4. `continue` tokens (of lists and of a 410's `Status`): each server has its own format
 ///    around a revision; a non-empty one becomes `<token>` (presence is compared).
 /// 5. `creationTimestamp`, `deletionTimestamp`, `managedFields[].time`: wall clock against
-///    virtual clock; `<time>` (presence is compared).
+///    virtual clock; `<time>` (presence is compared). `managedFields` are then ordered by
+///    operation, manager and subresource, since their time decides part of their order.
 /// 6. A name the server generated from `generateName`: random suffixes; `<label.name>`.
 /// 7. The apiserver's `Status` for a watch that ended normally carries nothing; bookmarks
 ///    carry only a version: their object becomes `{kind, apiVersion, rv, annotations}`.
@@ -1136,11 +1137,19 @@ impl Norm {
             }
         }
         if let Some(mf) = m.get_mut("managedFields").and_then(Value::as_array_mut) {
-            for e in mf {
+            for e in mf.iter_mut() {
                 if e.get("time").is_some() {
                     e["time"] = "<time>".into();
                 }
             }
+            // The apiserver orders entries by operation, then by the second of their time,
+            // then by manager and subresource; with the times masked, whether two steps fell
+            // in one wall-clock second is not compared, so neither is the order it decides.
+            let key = |e: &Value| {
+                ["operation", "manager", "subresource"]
+                    .map(|k| e.get(k).and_then(Value::as_str).unwrap_or("").to_owned())
+            };
+            mf.sort_by_key(key);
         }
         if let Some(refs) = m.get_mut("ownerReferences").and_then(Value::as_array_mut) {
             for r in refs {

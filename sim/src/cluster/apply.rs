@@ -244,11 +244,22 @@ pub(super) fn read_entries(v: &Value) -> Vec<Entry> {
         .collect()
 }
 
-/// Writes the entries (without empty ones) into `metadata.managedFields`.
+/// Writes the entries (without empty ones) into `metadata.managedFields`, in the
+/// apiserver's order: by operation (`Apply` first), then by time, then by manager and
+/// subresource. Every time is the server's, in one RFC 3339 form to the second, so the
+/// text orders as the instants do; a missing time sorts first, as Go's zero time does.
 pub(super) fn write_entries(v: &mut Value, entries: &[Entry]) {
-    let list: Vec<Value> = entries
-        .iter()
-        .filter(|e| !e.fields.is_empty())
+    let mut sorted: Vec<&Entry> = entries.iter().filter(|e| !e.fields.is_empty()).collect();
+    sorted.sort_by(|p, q| {
+        (p.operation, &p.time, &p.manager, &p.subresource).cmp(&(
+            q.operation,
+            &q.time,
+            &q.manager,
+            &q.subresource,
+        ))
+    });
+    let list: Vec<Value> = sorted
+        .into_iter()
         .map(|e| {
             let mut m = json!({
                 "manager": e.manager, "operation": e.operation, "apiVersion": e.api_version,
@@ -499,6 +510,38 @@ mod tests {
         let forced = apply(&edited, &applied, &writer("op"), true).unwrap();
         assert_eq!(forced["spec"]["replicas"], 1);
         assert_eq!(read_entries(&forced).len(), 1);
+    }
+
+    #[test]
+    fn entries_are_written_by_operation_then_time_then_manager_then_subresource() {
+        let later = Writer {
+            time: "2026-01-01T00:00:05Z",
+            ..writer("a-main")
+        };
+        let status = Writer {
+            scope: Scope::Status,
+            ..writer("a-main")
+        };
+        let old = json!({"spec": {"x": 1}, "status": {"s": 1}});
+        let mut v = json!({"spec": {"x": 2}, "status": {"s": 1}});
+        record_update(&old, &mut v, &later);
+        let old = v.clone();
+        v["status"]["s"] = 2.into();
+        record_update(&old, &mut v, &status);
+        let v = apply(&v, &json!({"spec": {"y": 1}}), &writer("z-applier"), false).unwrap();
+        let order: Vec<String> = read_entries(&v)
+            .iter()
+            .map(|e| format!("{} {} {} {}", e.operation, e.time, e.manager, e.subresource))
+            .collect();
+        // The status entry was written first in time order though second in write order.
+        assert_eq!(
+            order,
+            [
+                "Apply 2026-01-01T00:00:00Z z-applier ",
+                "Update 2026-01-01T00:00:00Z a-main status",
+                "Update 2026-01-01T00:00:05Z a-main ",
+            ]
+        );
     }
 
     #[test]

@@ -20,6 +20,7 @@ use crate::shard::{ShardChange, ShardTable, Sharding};
 use crate::source::Change;
 use crate::source::in_process::InProcessSource;
 use crate::source::reflector::{Reflector, Timing};
+use crate::source::secondaries::Secondaries;
 use crate::source::secondary::Secondary;
 use crate::source::store::{CacheChange, Rejected, Store};
 use crate::source::transform::Transform;
@@ -153,7 +154,7 @@ pub struct ReconcileLoop<O, P> {
     now: Instant,
     source: Source<O>,
     /// The secondary sources, `S1` onwards, in the order configured.
-    secondaries: Vec<Box<dyn Secondary<O, P> + Send>>,
+    secondaries: Secondaries<O, P>,
     store: Store<O, P>,
     /// Keys from here on are the store's shared `Arc<P>`: queueing, dispatching and
     /// completing a reconcile then clone no key and compare most by pointer (a resync of 1M
@@ -251,6 +252,7 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
             .zip(1..)
             .map(|((_, spec), n)| spec.build(SourceId::nth(n), timing))
             .collect();
+        let secondaries = Secondaries::new(secondaries);
         let mut store = Store::default();
         let predicate_name = config.predicate.as_ref().map(|p| Arc::from(p.to_string()));
         store.set_predicate(config.predicate);
@@ -400,38 +402,31 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
             return Some(input);
         }
         let owner = match &input {
-            Input::List { req, .. } => self.secondaries.iter().position(|s| s.owns_list(*req)),
+            Input::List { req, .. } => self.secondaries.owner_of_list(*req),
             Input::WatchOpened { stream }
             | Input::WatchLine { stream, .. }
-            | Input::WatchEnd { stream, .. } => {
-                self.secondaries.iter().position(|s| s.owns_stream(*stream))
-            }
+            | Input::WatchEnd { stream, .. } => self.secondaries.owner_of_stream(*stream),
             _ => None,
         };
         let Some(i) = owner else {
             return Some(input);
         };
         let listing = matches!(input, Input::List { .. });
-        let source = &mut self.secondaries[i];
         let before = self.wakes.len();
-        match input {
-            Input::List { req, response } => source.handle_list(
-                now,
-                req,
-                response,
-                &mut self.ids,
-                &mut self.out,
-                &mut self.wakes,
-            ),
-            Input::WatchOpened { stream } => source.handle_watch_opened(now, stream, &mut self.out),
+        let (ids, out, wakes) = (&mut self.ids, &mut self.out, &mut self.wakes);
+        self.secondaries.with(i, |source| match input {
+            Input::List { req, response } => {
+                source.handle_list(now, req, response, ids, out, wakes);
+            }
+            Input::WatchOpened { stream } => source.handle_watch_opened(now, stream, out),
             Input::WatchLine { stream, line } => {
-                source.handle_watch_line(now, stream, &line, &mut self.out, &mut self.wakes);
+                source.handle_watch_line(now, stream, &line, out, wakes);
             }
             Input::WatchEnd { stream, end } => {
-                source.handle_watch_end(now, stream, end, &mut self.ids, &mut self.out);
+                source.handle_watch_end(now, stream, end, ids, out);
             }
             _ => unreachable!("only LIST and WATCH inputs have an owner"),
-        }
+        });
         if self.wakes.len() > before {
             self.dispatch_due = true;
         }
@@ -487,9 +482,8 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
                 source.start(stream, &mut self.out);
             }
         }
-        for source in &mut self.secondaries {
-            source.start(self.now, &mut self.ids, &mut self.out);
-        }
+        let (now, ids, out) = (self.now, &mut self.ids, &mut self.out);
+        self.secondaries.each(|source| source.start(now, ids, out));
     }
 
     fn drain(&mut self) {
@@ -498,9 +492,8 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
             Source::Kubernetes(reflector) => reflector.stop(&mut self.out),
             Source::InProcess(source) => source.stop(&mut self.out),
         }
-        for source in &mut self.secondaries {
-            source.stop(&mut self.out);
-        }
+        let out = &mut self.out;
+        self.secondaries.each(|source| source.stop(out));
         self.retry.clear();
         self.resync_at = None;
         self.event(Event::Draining {
@@ -542,9 +535,8 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
             Source::Kubernetes(reflector) => reflector.stop(&mut self.out),
             Source::InProcess(source) => source.stop(&mut self.out),
         }
-        for source in &mut self.secondaries {
-            source.stop(&mut self.out);
-        }
+        let out = &mut self.out;
+        self.secondaries.each(|source| source.stop(out));
         if let Some(elector) = &mut self.elector {
             elector.stop(self.now, &mut self.ids, &mut self.out);
         }
@@ -891,8 +883,10 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
                 source.handle_timeout(now, || ids.stream(), &mut self.out);
             }
         }
-        for source in &mut self.secondaries {
-            source.handle_timeout(now, &mut self.ids, &mut self.out);
+        for i in self.secondaries.due(now) {
+            let (ids, out) = (&mut self.ids, &mut self.out);
+            self.secondaries
+                .with(i, |source| source.handle_timeout(now, ids, out));
         }
         while let Some(parent) = self.retry.pop_due(now) {
             self.wake(parent);
@@ -988,7 +982,7 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
             Source::Kubernetes(reflector) => reflector.deadline(),
             Source::InProcess(source) => source.deadline(),
         };
-        let secondaries = self.secondaries.iter().filter_map(|s| s.deadline());
+        let secondaries = self.secondaries.deadline();
         let requeue = self.retry.next_deadline().map(|at| Deadline {
             at,
             wake: Wake::Requeue,
@@ -1095,7 +1089,7 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
 
     fn secondary(&self, source: SourceId) -> Option<&(dyn Secondary<O, P> + Send)> {
         let n = usize::try_from(source.get()).ok()?.checked_sub(1)?;
-        self.secondaries.get(n).map(|s| &**s)
+        self.secondaries.get(n)
     }
 
     /// The latest `now` seen.
@@ -1121,7 +1115,7 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
             stats.stale_inputs += source.stale_inputs;
         }
         // Every source counts: the figures are the loop's, whichever source did the work.
-        for source in &self.secondaries {
+        for source in self.secondaries.iter() {
             let r = source.counters();
             stats.frames += r.frames;
             stats.frames_skipped += r.frames_skipped;
@@ -1267,7 +1261,7 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
     /// Passes the sync barrier once every source has applied a whole listing: no reconcile
     /// runs before, so none sees a partial world.
     fn check_synced(&mut self, now: Instant) {
-        if self.synced || !self.primary_synced || !self.secondaries.iter().all(|s| s.is_synced()) {
+        if self.synced || !self.primary_synced || !self.secondaries.all_synced() {
             return;
         }
         self.synced = true;
@@ -1482,7 +1476,7 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
 /// Source `id`'s cursor, as the wait for own writes reads it.
 fn cursor_state<O: Object, P>(
     source: &Source<O>,
-    secondaries: &[Box<dyn Secondary<O, P> + Send>],
+    secondaries: &Secondaries<O, P>,
     id: SourceId,
 ) -> CursorState {
     match usize::try_from(id.get()) {

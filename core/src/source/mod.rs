@@ -13,6 +13,7 @@ use crate::vocabulary::SourceEvent;
 pub(crate) mod in_process;
 pub(crate) mod params;
 pub(crate) mod reflector;
+pub(crate) mod secondaries;
 pub(crate) mod secondary;
 pub(crate) mod store;
 pub(crate) mod transform;

@@ -27,8 +27,10 @@ pub type SecondaryMap<C, P> = Arc<dyn Fn(&C) -> Vec<P> + Send + Sync>;
 
 /// One secondary source, whatever its object type.
 pub(crate) trait Secondary<O, P> {
-    fn owns_list(&self, req: RequestId) -> bool;
-    fn owns_stream(&self, stream: StreamId) -> bool;
+    /// The LIST in flight, whose answer is this source's.
+    fn current_list(&self) -> Option<RequestId>;
+    /// The WATCH open, whose frames are this source's.
+    fn current_stream(&self) -> Option<StreamId>;
     fn start(&mut self, now: Instant, ids: &mut dyn MintIds, out: &mut Outbox<O, P>);
     #[allow(clippy::too_many_arguments)]
     fn handle_list(
@@ -293,12 +295,12 @@ where
     C: Object + Send + Sync,
     P: Ord + Clone,
 {
-    fn owns_list(&self, req: RequestId) -> bool {
-        self.reflector.current_list() == Some(req)
+    fn current_list(&self) -> Option<RequestId> {
+        self.reflector.current_list()
     }
 
-    fn owns_stream(&self, stream: StreamId) -> bool {
-        self.reflector.current_stream() == Some(stream)
+    fn current_stream(&self) -> Option<StreamId> {
+        self.reflector.current_stream()
     }
 
     fn start(&mut self, now: Instant, ids: &mut dyn MintIds, out: &mut Outbox<O, P>) {

@@ -192,6 +192,10 @@ pub struct Harness {
     /// The live LIST and WATCH of each source, to tell whose a failure event is.
     lists: BTreeMap<RequestId, SourceId>,
     streams: BTreeMap<StreamId, SourceId>,
+    /// Each source's entry in `lists` and in `streams`, so that replacing it costs one
+    /// lookup, not a scan of every source's.
+    list_of: BTreeMap<SourceId, RequestId>,
+    stream_of: BTreeMap<SourceId, StreamId>,
     /// Failures in a row per parent, as the outcomes fed imply: a backoff must count the
     /// same (an error policy's outcome, a success or a requeue starts the count over).
     failures_in_a_row: BTreeMap<String, u32>,
@@ -327,6 +331,8 @@ impl Harness {
             retry_armed: BTreeMap::new(),
             lists: BTreeMap::new(),
             streams: BTreeMap::new(),
+            list_of: BTreeMap::new(),
+            stream_of: BTreeMap::new(),
             failures_in_a_row: BTreeMap::new(),
             stopped: false,
             queue_bound: None,
@@ -973,13 +979,17 @@ impl Harness {
                 self.check_retry_delay(source, "WATCH");
                 self.open_streams.insert(stream);
                 // One live stream per source: the map stays as small as the source list.
-                self.streams.retain(|_, s| *s != source);
+                if let Some(old) = self.stream_of.insert(source, stream) {
+                    self.streams.remove(&old);
+                }
                 self.streams.insert(stream, source);
                 io.commands.push(command);
             }
             Command::List { req, source, .. } => {
                 self.check_retry_delay(source, "LIST");
-                self.lists.retain(|_, s| *s != source);
+                if let Some(old) = self.list_of.insert(source, req) {
+                    self.lists.remove(&old);
+                }
                 self.lists.insert(req, source);
                 io.commands.push(command);
             }

@@ -59,6 +59,9 @@ pub(super) struct Sim<'a> {
     pub(super) alive: BTreeSet<StreamId>,
     /// Streams answered 200 and streaming.
     pub(super) open: BTreeSet<StreamId>,
+    /// The open streams by source, so a change is broadcast to its own source's watches
+    /// without looking at every other source's ([`Sim::mark_open`], [`Sim::mark_closed`]).
+    open_by_source: BTreeMap<usize, BTreeSet<StreamId>>,
     pub(super) cancelled_lists: BTreeSet<reconcile_core::RequestId>,
     /// Streaming lists whose initial events are still being sent: until when. Live changes
     /// queue behind them, as the apiserver sends them after the end bookmark.
@@ -79,21 +82,22 @@ pub(super) struct Sim<'a> {
     pub(super) membership_changed: BTreeMap<String, Instant>,
 }
 
-/// The resource a secondary source watches, as a world: the header's settings with the
-/// source's namespace and selector.
+/// The resource a secondary source watches, as a world: the settings of `base` (the
+/// header without its secondaries, so that each copy costs the same however many sources
+/// there are) with the source's namespace and selector.
 fn secondary_header(
-    header: &crate::trace::Header,
+    base: &crate::trace::Header,
     params: &reconcile_core::WatchParams,
 ) -> crate::trace::Header {
+    debug_assert!(base.secondaries.is_empty(), "copied once per source");
     crate::trace::Header {
         namespace: params.namespace.clone(),
         label_selector: params.label_selector.clone(),
         timeout_seconds: params.timeout_seconds,
-        secondaries: Vec::new(),
         // Secondaries are decoded as metadata: on protobuf, asked for (and served) as
         // `PartialObjectMetadata`.
         wire_format: params.wire_format,
-        ..header.clone()
+        ..base.clone()
     }
 }
 
@@ -146,38 +150,46 @@ pub(super) fn simulate_recorded_inner(
     if let Some(from) = opts.lose_reconciles_from {
         h.lose_dispatches_from(from);
     }
-    let mut sim = Sim {
-        trace,
-        opts,
-        h,
-        worlds: std::iter::once(World::new(&trace.header))
-            .chain(trace.header.secondaries.iter().map(|s| {
-                World::new(&secondary_header(&trace.header, &s.params)).serving_metadata()
-            }))
-            .collect(),
-        parents_by: trace
-            .header
-            .secondaries
-            .iter()
-            .map(|s| s.parents_by.clone())
-            .collect(),
-        list_source: BTreeMap::new(),
-        stream_source: BTreeMap::new(),
-        agenda: BTreeMap::new(),
-        seq: 0,
-        alive: BTreeSet::new(),
-        open: BTreeSet::new(),
-        cancelled_lists: BTreeSet::new(),
-        list_pages: BTreeMap::new(),
-        initial_until: BTreeMap::new(),
-        json_streams: BTreeSet::new(),
-        protobuf_requests: 0,
-        source: None,
-        offset: Duration::ZERO,
-        parents_seen: BTreeSet::new(),
-        lose: 0,
-        membership_changed: BTreeMap::new(),
+    let base = crate::trace::Header {
+        secondaries: Vec::new(),
+        ..trace.header.clone()
     };
+    let mut sim =
+        Sim {
+            trace,
+            opts,
+            h,
+            worlds: std::iter::once(World::new(&trace.header))
+                .chain(
+                    trace.header.secondaries.iter().map(|s| {
+                        World::new(&secondary_header(&base, &s.params)).serving_metadata()
+                    }),
+                )
+                .collect(),
+            parents_by: trace
+                .header
+                .secondaries
+                .iter()
+                .map(|s| s.parents_by.clone())
+                .collect(),
+            list_source: BTreeMap::new(),
+            stream_source: BTreeMap::new(),
+            agenda: BTreeMap::new(),
+            seq: 0,
+            alive: BTreeSet::new(),
+            open: BTreeSet::new(),
+            open_by_source: BTreeMap::new(),
+            cancelled_lists: BTreeSet::new(),
+            list_pages: BTreeMap::new(),
+            initial_until: BTreeMap::new(),
+            json_streams: BTreeSet::new(),
+            protobuf_requests: 0,
+            source: None,
+            offset: Duration::ZERO,
+            parents_seen: BTreeSet::new(),
+            lose: 0,
+            membership_changed: BTreeMap::new(),
+        };
     if opts.streaming_lists == Some(StreamingLists::Refused) {
         for world in &mut sim.worlds {
             world.refuse_streaming_lists(true);
@@ -364,7 +376,7 @@ impl Sim<'_> {
                 }
                 Command::CloseWatch { stream } => {
                     self.alive.remove(&stream);
-                    self.open.remove(&stream);
+                    self.mark_closed(stream);
                     self.json_streams.remove(&stream);
                     self.json_streams.remove(&stream);
                     self.stream_source.remove(&stream);
@@ -386,7 +398,7 @@ impl Sim<'_> {
     fn end_stream(&mut self, stream: StreamId, end: StreamEnd, why: &'static str) {
         self.initial_until.remove(&stream);
         self.alive.remove(&stream);
-        self.open.remove(&stream);
+        self.mark_closed(stream);
         self.json_streams.remove(&stream);
         self.stream_source.remove(&stream);
         let rendering = self.h.rendering();
@@ -427,6 +439,41 @@ impl Sim<'_> {
     /// The source (index into `worlds`) a stream belongs to.
     pub(super) fn source_of(&self, stream: StreamId) -> usize {
         self.stream_source.get(&stream).copied().unwrap_or(0)
+    }
+
+    /// `stream` is open; its source is known from its `OpenWatch` until it is closed.
+    fn mark_open(&mut self, stream: StreamId) {
+        self.open.insert(stream);
+        let source = self.source_of(stream);
+        self.open_by_source
+            .entry(source)
+            .or_default()
+            .insert(stream);
+    }
+
+    /// `stream` is no longer open (called before its source is forgotten).
+    fn mark_closed(&mut self, stream: StreamId) {
+        if !self.open.remove(&stream) {
+            return;
+        }
+        let source = self.source_of(stream);
+        if let Some(streams) = self.open_by_source.get_mut(&source) {
+            streams.remove(&stream);
+            if streams.is_empty() {
+                self.open_by_source.remove(&source);
+            }
+        }
+    }
+
+    /// The open streams of the given sources, in stream order.
+    pub(super) fn open_of(&self, sources: &[usize]) -> Vec<StreamId> {
+        let streams: BTreeSet<StreamId> = sources
+            .iter()
+            .filter_map(|s| self.open_by_source.get(s))
+            .flatten()
+            .copied()
+            .collect();
+        streams.into_iter().collect()
     }
 
     fn deliver(&mut self, stream: StreamId, frame: &Frame) {
@@ -714,7 +761,7 @@ impl Sim<'_> {
 
     fn opened(&mut self, stream: StreamId) {
         let now = self.h.now();
-        self.open.insert(stream);
+        self.mark_open(stream);
         let io = self.h.step_input(
             || format!("watch {stream} opened"),
             Input::WatchOpened { stream },
@@ -772,12 +819,7 @@ impl Sim<'_> {
     /// Every open stream of `source` gets the frame for its world's last change.
     fn broadcast_last_change(&mut self, source: usize) {
         let now = self.h.now();
-        let open: Vec<StreamId> = self
-            .open
-            .iter()
-            .copied()
-            .filter(|s| self.source_of(*s) == source)
-            .collect();
+        let open = self.open_of(&[source]);
         if self.lose > 0 && !open.is_empty() {
             self.lose -= 1;
             self.h.count("world: change lost (injected bug)");

@@ -30,12 +30,7 @@ impl Sim<'_> {
         } else {
             self.h.note(&format!("fault: {fault}"));
         }
-        let open: Vec<StreamId> = self
-            .open
-            .iter()
-            .copied()
-            .filter(|s| targets.contains(&self.source_of(*s)))
-            .collect();
+        let open = self.open_of(targets);
         match fault {
             Fault::WatchDrop => {
                 self.cut_streams(now, open, "connection reset (injected)", "drop");

@@ -175,6 +175,43 @@ fn malformed_pod_frame_with_a_cursor_is_skipped_without_one_relists() {
 }
 
 #[test]
+fn a_frame_of_another_kind_is_skipped_when_the_source_checks_its_kind() {
+    let configmap = r#"{"type":"ADDED","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"cm","namespace":"ns","resourceVersion":"11","labels":{"app":"cell","cell":"c1"}},"data":{"k":"v"}}}"#;
+    let pod_with_kind = r#"{"type":"MODIFIED","object":{"kind":"Pod","apiVersion":"v1","metadata":{"name":"a","namespace":"ns","resourceVersion":"12","labels":{"app":"cell","cell":"c1"}}}}"#;
+    let checked = reconcile_core::Config::kubernetes(
+        reconcile_core::WatchParams::namespaced("ns")
+            .labels("app=cell")
+            .of_kind("Pod"),
+        reconcile_core::KeyMap::by_label("cell"),
+    );
+    let mut s = Scenario::new(checked);
+    s.start()
+        .list_ok(10, &[pod("a", Some("c1"), 5)])
+        .ok("c1")
+        .at(1.0)
+        .line(configmap, "ADDED ConfigMap cm rv=11")
+        .at(2.0)
+        .line(pod_with_kind, "MODIFIED a rv=12 (kind Pod)")
+        .ok("c1");
+    // The ConfigMap is not a member; its version is still the cursor it passed.
+    assert_eq!(s.members("c1"), ["a"]);
+    assert_eq!(s.core.stats().frames_skipped, 1);
+    assert_eq!(s.core.cursor(), Some("12"));
+    insta::assert_snapshot!(s.log);
+
+    // Unchecked (the default), the ConfigMap decodes as a pod and joins c1: what the check
+    // is there to stop.
+    let mut s = Scenario::new(kube_config());
+    s.start()
+        .list_ok(10, &[pod("a", Some("c1"), 5)])
+        .ok("c1")
+        .at(1.0)
+        .line(configmap, "ADDED ConfigMap cm rv=11")
+        .ok("c1");
+    assert_eq!(s.members("c1"), ["a", "cm"]);
+}
+
+#[test]
 fn backoff_doubles_to_sixty_seconds_and_resets_on_success() {
     let mut s = Scenario::new(kube_config());
     s.start().list_ok(10, &[pod("a", Some("c1"), 5)]);

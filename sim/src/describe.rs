@@ -106,6 +106,12 @@ fn protobuf_frame(stream: StreamId, line: &[u8]) -> String {
     }
 }
 
+/// A JSON LIST answered 200 with `items` items at `rv`, as [`list`] describes its body.
+#[must_use]
+pub fn list_ok(req: reconcile_core::RequestId, items: usize, rv: &str) -> String {
+    format!("list {req} 200 items={items} rv={rv}")
+}
+
 /// `list L1 200 items=3 rv=10`, `list L1 500`, `list L1 transport error (…)`.
 #[must_use]
 pub fn list<O>(req: reconcile_core::RequestId, response: &ListResponse<O>) -> String {
@@ -123,13 +129,13 @@ pub fn list<O>(req: reconcile_core::RequestId, response: &ListResponse<O>) -> St
         }
         ListResponse::Response { status: 200, body } => {
             match serde_json::from_slice::<ListEnvelope>(body) {
-                Ok(l) => format!(
-                    "list {req} 200 items={} rv={}",
+                Ok(l) => list_ok(
+                    req,
                     l.items.map_or(0, |i| i.len()),
                     l.metadata
                         .and_then(|m| m.resource_version)
                         .as_deref()
-                        .unwrap_or("-")
+                        .unwrap_or("-"),
                 ),
                 Err(_) => format!("list {req} 200 (undecodable body, {} bytes)", body.len()),
             }

@@ -20,6 +20,8 @@
 //! the header's line, and so is a capture nested past serde_json's recursion limit, named as
 //! such.
 
+use std::borrow::Cow;
+use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
 
@@ -130,25 +132,22 @@ pub fn minify(json: &str) -> String {
 pub fn detect(text: &str) -> Option<Format> {
     let trimmed = strip_bom(text).trim_start();
     let first_line = numbered_lines(trimmed).next().map_or("", |(_, l)| l);
-    if let Ok(Value::Object(m)) = serde_json::from_str::<Value>(first_line)
-        && m.contains_key(FORMAT_KEY)
-    {
+    if members(first_line).is_some_and(|m| m.contains_key(FORMAT_KEY)) {
         return Some(Format::Trace);
     }
     if trimmed.starts_with('[') {
-        let Ok(Value::Array(items)) = serde_json::from_str::<Value>(trimmed) else {
-            return None;
-        };
-        let first = items.first()?;
-        if first.get("request_url").is_some() {
+        serde_json::from_str::<crate::simulate::Nested>(trimmed).ok()?;
+        let items = serde_json::from_str::<Vec<&RawValue>>(trimmed).ok()?;
+        let first = members(items.first()?.get())?;
+        if first.contains_key("request_url") {
             return Some(Format::K8sOpenapi);
         }
-        if first.get("metadata").is_some() {
+        if first.contains_key("metadata") {
             return Some(Format::Kubespy);
         }
         return None;
     }
-    if let Ok(Value::Object(m)) = serde_json::from_str::<Value>(trimmed) {
+    if let Some(m) = members(trimmed) {
         if m.contains_key("items") {
             return Some(Format::PodList);
         }
@@ -165,15 +164,98 @@ pub fn detect(text: &str) -> Option<Format> {
     let lines_are_frames = numbered_lines(trimmed)
         .map(|(_, l)| l)
         .filter(|l| !l.trim().is_empty())
-        .all(|l| matches!(serde_json::from_str::<Value>(l), Ok(Value::Object(m)) if m.contains_key("type")));
+        .all(|l| members(l).is_some_and(|m| m.contains_key("type")));
     if lines_are_frames {
         return Some(Format::WatchStream);
     }
-    let mut events = serde_json::Deserializer::from_str(trimmed).into_iter::<Value>();
-    if matches!(events.next(), Some(Ok(Value::Object(m))) if m.contains_key("type")) {
+    let mut events = serde_json::Deserializer::from_str(trimmed).into_iter::<&RawValue>();
+    if matches!(events.next(), Some(Ok(first)) if members(first.get()).is_some_and(|m| m.contains_key("type")))
+    {
         return Some(Format::Kubectl);
     }
     None
+}
+
+/// The members of the JSON object `text`, each left as its text: `None` when `text` is not
+/// one (or nests past serde_json's recursion limit, as a `Value` would fail). Detection
+/// reads a capture's shape this way, without building it: a `Value` tree of real pods holds
+/// about 11 times their text (issue 31: `import` of a 170 MB PodList took 2.2 GB).
+fn members(text: &str) -> Option<BTreeMap<Cow<'_, str>, &RawValue>> {
+    serde_json::from_str::<crate::simulate::Nested>(text).ok()?;
+    serde_json::from_str(text).ok()
+}
+
+/// The `kind` of the objects a capture holds, so that a replay and a simulation skip a
+/// frame of another kind (a ConfigMap in a pod watch): the most common `kind` among its LIST
+/// items and watch frames' objects (the first seen on a tie); else a LIST's own kind less
+/// `List` (`PodList`: `Pod`; never kubectl's generic `List`); `None` when nothing names one.
+fn capture_kind(trace: &Trace) -> Option<String> {
+    let mut counts: Vec<(String, usize)> = Vec::new();
+    let mut from_list = None;
+    let kind_of = |members: &BTreeMap<Cow<'_, str>, &RawValue>| {
+        members
+            .get("kind")
+            .and_then(|k| serde_json::from_str::<String>(k.get()).ok())
+    };
+    let mut count = |kind: String| match counts.iter_mut().find(|(k, _)| *k == kind) {
+        Some((_, n)) => *n += 1,
+        None => counts.push((kind, 1)),
+    };
+    for entry in &trace.entries {
+        match &entry.record {
+            Record::List {
+                status: 200,
+                body,
+                transport_error: None,
+            } => {
+                let Some(list) = body.as_str().and_then(members) else {
+                    continue;
+                };
+                if let Some(kind) = kind_of(&list)
+                    && let Some(item) = kind.strip_suffix("List")
+                    && !item.is_empty()
+                {
+                    from_list.get_or_insert_with(|| item.to_owned());
+                }
+                let items = list
+                    .get("items")
+                    .and_then(|i| serde_json::from_str::<Vec<&RawValue>>(i.get()).ok());
+                for item in items.unwrap_or_default() {
+                    if let Some(kind) = members(item.get()).as_ref().and_then(kind_of) {
+                        count(kind);
+                    }
+                }
+            }
+            Record::Frame { line } => {
+                let Some(event) = line.as_str().and_then(members) else {
+                    continue;
+                };
+                let object_event = event.get("type").is_some_and(|t| {
+                    matches!(t.get(), "\"ADDED\"" | "\"MODIFIED\"" | "\"DELETED\"")
+                });
+                if object_event
+                    && let Some(object) = event.get("object").and_then(|o| members(o.get()))
+                    && let Some(kind) = kind_of(&object)
+                {
+                    count(kind);
+                }
+            }
+            _ => {}
+        }
+    }
+    let most = counts.iter().map(|(_, n)| *n).max();
+    counts
+        .into_iter()
+        .find(|(_, n)| Some(*n) == most)
+        .map(|(k, _)| k)
+        .or(from_list)
+        .filter(|k| crate::trace::is_kind_name(k))
+}
+
+/// Whether the JSON `text` is an object whose `items` is an array, read without building it
+/// (the last `items` when repeated, as a `Value` keeps it).
+fn list_has_items(text: &str) -> bool {
+    members(text).is_some_and(|m| m.get("items").is_some_and(|i| i.get().starts_with('[')))
 }
 
 /// The first place in `text` where serde_json stops at its recursion limit, with the line
@@ -297,10 +379,10 @@ pub fn import(file: &str, text: &str, format: Option<Format>) -> Result<Trace, I
             return Ok(trace);
         }
         Format::WatchStream => {
-            let (lines, frames): (Vec<usize>, Vec<String>) = numbered_lines(text)
+            // Borrowed from `text`: each line is copied once, into its record.
+            let (lines, frames): (Vec<usize>, Vec<&str>) = numbered_lines(text)
                 .map(|(n, l)| (n, l.trim()))
                 .filter(|(_, l)| !l.is_empty())
-                .map(|(n, l)| (n, l.to_owned()))
                 .unzip();
             with_lines(watch_trace(&frames).map_err(bad)?, &lines)
         }
@@ -323,9 +405,11 @@ pub fn import(file: &str, text: &str, format: Option<Format>) -> Result<Trace, I
         Format::K8sOpenapi => k8s_openapi(text).map_err(bad)?,
         Format::Kubespy => kubespy(text).map_err(bad)?,
         Format::PodList => {
-            let list: Value = serde_json::from_str(text)
+            // Checked without building the list: a `Value` tree of real pods holds about
+            // 11 times their text (issue 31: `import` of a 170 MB PodList took 2.2 GB).
+            serde_json::from_str::<crate::simulate::Nested>(text)
                 .map_err(|e| bad(format!("not JSON: {}", json_error(&e))))?;
-            if !list["items"].is_array() {
+            if !list_has_items(text) {
                 return Err(bad("no \"items\" array".into()));
             }
             Trace {
@@ -355,6 +439,7 @@ pub fn import(file: &str, text: &str, format: Option<Format>) -> Result<Trace, I
             }
         )));
     }
+    trace.header.kind = capture_kind(&trace);
     check_header(file, 0, &trace.header)?;
     trace.name = file.to_owned();
     let mut description = format!("imported from {file} as {format}");
@@ -386,18 +471,34 @@ fn with_lines(mut trace: Trace, lines: &[usize]) -> Trace {
 ///
 /// [`Redaction::entry`]: reconcile_trace::redact::Redaction::entry
 #[must_use]
-pub fn redacted_jsonl(mut trace: Trace, redaction: &reconcile_trace::redact::Redaction) -> String {
+pub fn redacted_jsonl(trace: Trace, redaction: &reconcile_trace::redact::Redaction) -> String {
+    let mut out = Vec::new();
+    // Writing to a `Vec` cannot fail, and every line is a `String`.
+    let _ = write_redacted(trace, redaction, &mut out);
+    String::from_utf8(out).unwrap_or_default()
+}
+
+/// [`redacted_jsonl`], written to `out` a record at a time (what `import -o` does), so that
+/// only one record's line is held besides the trace.
+///
+/// # Errors
+/// When writing to `out` fails.
+pub fn write_redacted(
+    mut trace: Trace,
+    redaction: &reconcile_trace::redact::Redaction,
+    out: &mut dyn std::io::Write,
+) -> std::io::Result<()> {
     redaction.trace(&mut trace, &[]);
-    trace.to_jsonl()
+    trace.write_jsonl(out)
 }
 
 /// The first frame's object version, minus one when numeric: a LIST version from which a
 /// watch would deliver exactly these frames.
-fn list_version_before(frames: &[String]) -> String {
+fn list_version_before<S: AsRef<str>>(frames: &[S]) -> String {
     frames
         .iter()
         .find_map(|f| {
-            let v: Value = serde_json::from_str(f).ok()?;
+            let v: Value = serde_json::from_str(f.as_ref()).ok()?;
             v["object"]["metadata"]["resourceVersion"]
                 .as_str()
                 .map(str::to_owned)
@@ -410,10 +511,10 @@ fn list_version_before(frames: &[String]) -> String {
 /// or none (all namespaces) when they name more than one, or an object names none. A capture
 /// of all namespaces is not narrowed to its first frame's, which world mode would then serve
 /// alone.
-fn namespace_of(frames: &[String]) -> Option<String> {
+fn namespace_of<S: AsRef<str>>(frames: &[S]) -> Option<String> {
     let mut seen: Option<String> = None;
     for f in frames {
-        let Ok(v) = serde_json::from_str::<Value>(f) else {
+        let Ok(v) = serde_json::from_str::<Value>(f.as_ref()) else {
             continue;
         };
         if !matches!(v["type"].as_str(), Some("ADDED" | "MODIFIED" | "DELETED")) {
@@ -436,7 +537,7 @@ fn empty_list(rv: &str) -> String {
 
 /// A watch stream as a trace: an empty LIST (synthesized: the capture has none), the WATCH,
 /// one frame a second, a clean end.
-fn watch_trace(frames: &[String]) -> Result<Trace, String> {
+fn watch_trace<S: AsRef<str>>(frames: &[S]) -> Result<Trace, String> {
     if frames.is_empty() {
         return Err("no frames".into());
     }
@@ -464,10 +565,10 @@ fn watch_trace(frames: &[String]) -> Result<Trace, String> {
     })
 }
 
-fn push_watch(
+fn push_watch<S: AsRef<str>>(
     entries: &mut Vec<Entry>,
     start: u64,
-    frames: &[String],
+    frames: &[S],
     note: Option<String>,
 ) -> u64 {
     entries.push(Entry {
@@ -487,7 +588,7 @@ fn push_watch(
         entries.push(Entry::new(
             secs(t),
             Record::Frame {
-                line: line.as_str().into(),
+                line: line.as_ref().into(),
             },
         ));
     }

@@ -1,9 +1,8 @@
 //! World mode agrees with replay (issue 31): a trace simulated ends with the store its replay
 //! ends with, or the difference is listed here with why; what one mode refuses the other
 //! refuses too; `report` fails as `simulate` does.
-//!
-//! Not here: a frame of another `kind` in a pod watch is still read as a pod in both modes
-//! (`docs/alignment.md`, Objects, `kind`).
+//! A frame of another `kind` in a pod watch is skipped in both modes once the trace's header
+//! names its kind, as `import` writes it.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -61,6 +60,51 @@ fn an_all_namespaces_capture_simulates_as_it_replays() {
     let one = format!("{{\"type\":\"ADDED\",\"object\":{}}}\n", pod("a", "p1", 11));
     let trace = import::import("one.ndjson", &one, None).unwrap();
     assert_eq!(trace.header.namespace.as_deref(), Some("a"));
+}
+
+#[test]
+fn a_frame_of_another_kind_in_a_pod_watch_is_skipped_in_both_modes() {
+    let configmap = r#"{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"cm","namespace":"a","resourceVersion":"12","uid":"u-cm"},"data":{"k":"v"}}"#;
+    let frames = format!(
+        "{{\"type\":\"ADDED\",\"object\":{}}}\n\
+         {{\"type\":\"ADDED\",\"object\":{configmap}}}\n\
+         {{\"type\":\"ADDED\",\"object\":{}}}\n",
+        pod("a", "p1", 11),
+        pod("a", "p2", 13),
+    );
+    let trace = import::import("mixed.ndjson", &frames, None).unwrap();
+    assert_eq!(
+        trace.header.kind.as_deref(),
+        Some("Pod"),
+        "the capture's objects are pods"
+    );
+    let replayed = replay(&trace, &ReplayOptions::default()).unwrap();
+    assert!(
+        replayed.output.contains(
+            "frame-skipped W2 (ADDED frame at rv 12: the object is a ConfigMap, not a Pod)"
+        ),
+        "{}",
+        replayed.output
+    );
+    let (replayed, simulated) = both(&trace);
+    assert_eq!(replayed, ["a/p1", "a/p2"]);
+    assert_eq!(simulated, replayed);
+    let simulated = simulate(&trace, &checked()).unwrap();
+    assert!(
+        simulated
+            .output
+            .contains("line 2: frame object is a ConfigMap, not a Pod; not part of the world"),
+        "{}",
+        simulated.output
+    );
+
+    // A trace whose header names no kind reads the ConfigMap as a pod, in both modes alike:
+    // what the header's kind is there to stop.
+    let mut unchecked = trace.clone();
+    unchecked.header.kind = None;
+    let (replayed, simulated) = both(&unchecked);
+    assert_eq!(replayed, ["a/cm", "a/p1", "a/p2"]);
+    assert_eq!(simulated, replayed);
 }
 
 const HEADER: &str = r#"{"reconcile_sim_trace":1,"namespace":"ns","parent":"name"}"#;

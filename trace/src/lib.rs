@@ -29,7 +29,7 @@ pub mod redact;
 mod run;
 pub mod selector;
 
-pub use private::{create_private, write_private};
+pub use private::{create_private, write_private, write_private_with};
 pub use read::{BOM, Limits, MAX_INPUT, MAX_LINE, numbered_lines, read_bounded, strip_bom};
 pub use run::{Recorded, TraceBuilder, header_for, to_trace};
 
@@ -258,6 +258,12 @@ pub struct Header {
     /// (`wire_format`, written only when not JSON): a replay of a protobuf run reads its
     /// frames as protobuf (and any JSON frame as JSON, as a live run does).
     pub wire_format: reconcile_core::WireFormat,
+    /// The `kind` the primary's objects carry (`kind`, written only when set): a watch
+    /// frame whose object names another kind is skipped, as the core's
+    /// `WatchParams::kind` does, in replay and world mode alike. `import` sets it from what
+    /// the capture holds; `None` checks nothing (a hand-written trace's objects often name
+    /// no kind).
+    pub kind: Option<String>,
     /// Parent key derivation: one of the core's ready-made key maps.
     pub parent: KeyBy,
     /// Parallel reconciles.
@@ -299,6 +305,7 @@ impl Default for Header {
             namespace: None,
             label_selector: None,
             wire_format: reconcile_core::WireFormat::Json,
+            kind: None,
             parent: KeyBy::Name,
             concurrency: 1,
             timeout_seconds: 300,
@@ -609,6 +616,7 @@ struct HeaderLine {
     namespace: Option<String>,
     label_selector: Option<String>,
     wire_format: Option<String>,
+    kind: Option<String>,
     parent: Option<String>,
     concurrency: Option<usize>,
     timeout_seconds: Option<u32>,
@@ -659,6 +667,27 @@ pub fn seconds(field: &str, s: f64) -> Result<Duration, String> {
     // In range by the check above.
     #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
     Ok(Duration::from_millis(millis as u64))
+}
+
+/// Whether `kind` can be a header's `kind`: a Kubernetes kind name (ASCII letters and
+/// digits, starting with a letter, at most 63 bytes).
+#[must_use]
+pub fn is_kind_name(kind: &str) -> bool {
+    let name = kind.as_bytes();
+    !name.is_empty()
+        && name.len() <= 63
+        && name[0].is_ascii_alphabetic()
+        && name.iter().all(u8::is_ascii_alphanumeric)
+}
+
+/// A header's `kind`, checked by [`is_kind_name`].
+fn kind(kind: String) -> Result<String, String> {
+    if !is_kind_name(&kind) {
+        return Err(format!(
+            "kind must be a Kubernetes kind (letters and digits, at most 63), got {kind:?}"
+        ));
+    }
+    Ok(kind)
 }
 
 fn positive(field: &str, s: f64) -> Result<Duration, String> {
@@ -730,6 +759,7 @@ impl Header {
             namespace: h.namespace,
             label_selector: h.label_selector,
             wire_format: wire_format(h.wire_format.as_deref())?,
+            kind: h.kind.map(kind).transpose()?,
             parent: h.parent.as_deref().map_or(Ok(d.parent.clone()), |p| {
                 p.parse()
                     .map_err(|e: reconcile_core::KeyByParseError| e.to_string())
@@ -796,6 +826,9 @@ impl Header {
         }
         if self.wire_format != reconcile_core::WireFormat::Json {
             m.insert("wire_format".into(), self.wire_format.as_str().into());
+        }
+        if let Some(kind) = &self.kind {
+            m.insert("kind".into(), kind.clone().into());
         }
         m.insert("parent".into(), self.parent.to_string().into());
         m.insert("concurrency".into(), self.concurrency.into());
@@ -1176,13 +1209,25 @@ impl Trace {
     /// records.
     #[must_use]
     pub fn to_jsonl(&self) -> String {
-        let mut out = self.header.to_line();
-        out.push('\n');
+        let mut out = Vec::new();
+        // Writing to a `Vec` cannot fail, and every line is a `String`.
+        let _ = self.write_jsonl(&mut out);
+        String::from_utf8(out).unwrap_or_default()
+    }
+
+    /// [`Trace::to_jsonl`], written to `out` a line at a time, so that only one record's
+    /// line is held besides the trace.
+    ///
+    /// # Errors
+    /// When writing to `out` fails.
+    pub fn write_jsonl(&self, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+        out.write_all(self.header.to_line().as_bytes())?;
+        out.write_all(b"\n")?;
         for entry in &self.entries {
-            out.push_str(&entry.to_line());
-            out.push('\n');
+            out.write_all(entry.to_line().as_bytes())?;
+            out.write_all(b"\n")?;
         }
-        out
+        Ok(())
     }
 }
 
@@ -1245,10 +1290,24 @@ impl Entry {
         self.source.unwrap_or(0)
     }
 
+    /// The length of the bytes the record carries (a body, a frame's line), 0 for none.
+    fn payload_len(&self) -> usize {
+        match &self.record {
+            Record::List { body, .. }
+            | Record::Watch { body, .. }
+            | Record::WatchEnd(RecordedEnd::Status(_, body)) => body.as_bytes().len(),
+            Record::Frame { line } => line.as_bytes().len(),
+            _ => 0,
+        }
+    }
+
     /// The entry as one JSON line.
     #[must_use]
     pub fn to_line(&self) -> String {
-        let mut out = String::from("{\"record\":");
+        // Room for the payload up front: a LIST of many objects is one line, and growing it
+        // by doubling would hold up to twice its text.
+        let mut out = String::with_capacity(128 + self.payload_len());
+        out.push_str("{\"record\":");
         let kind = match &self.record {
             Record::List { .. } => "list",
             Record::Watch { .. } => "watch",

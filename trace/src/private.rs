@@ -2,7 +2,7 @@
 //! whether the file is new or replaces one, since a trace may hold what a cluster sent.
 
 use std::fs::File;
-use std::io::{self, Write as _};
+use std::io;
 use std::path::{Path, PathBuf};
 
 /// Creates (or truncates) `path` for writing, with mode 0600. An existing file keeps no
@@ -45,12 +45,25 @@ fn make_private(_file: &File) -> io::Result<()> {
 /// # Errors
 /// The directory or file could not be written.
 pub fn write_private(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    write_private_with(path, |file| file.write_all(bytes))
+}
+
+/// [`write_private`], with the contents written by `write` as it goes (buffered), so a
+/// large trace need not be held in memory whole before it is written.
+///
+/// # Errors
+/// The directory or file could not be written, or `write` failed.
+pub fn write_private_with(
+    path: &Path,
+    write: impl FnOnce(&mut dyn io::Write) -> io::Result<()>,
+) -> io::Result<()> {
     let mut partial = path.as_os_str().to_owned();
     partial.push(".partial");
     let partial = PathBuf::from(partial);
     let _ = std::fs::remove_file(&partial);
-    let mut file = create_private(&partial)?;
-    file.write_all(bytes)?;
+    let mut file = io::BufWriter::new(create_private(&partial)?);
+    write(&mut file)?;
+    let file = file.into_inner().map_err(io::IntoInnerError::into_error)?;
     file.sync_all()?;
     drop(file);
     std::fs::rename(&partial, path)
@@ -58,6 +71,7 @@ pub fn write_private(path: &Path, bytes: &[u8]) -> io::Result<()> {
 
 #[cfg(all(test, unix))]
 mod tests {
+    use std::io::Write as _;
     use std::os::unix::fs::PermissionsExt as _;
 
     use super::*;

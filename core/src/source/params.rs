@@ -26,6 +26,15 @@ pub struct WatchParams {
     /// What to ask the apiserver to encode LIST and WATCH responses as (client-go's
     /// `ContentType`): JSON (the default), or protobuf for types that decode it.
     pub wire_format: WireFormat,
+    /// The `kind` this source's objects carry (`Pod`; `PartialObjectMetadata` for a
+    /// metadata-only source), when it should be checked: a JSON watch frame whose object
+    /// names another kind is skipped as undecodable ([`FrameErrorKind::WrongKind`], reported
+    /// as `Event::FrameSkipped`), its resourceVersion still taken as the cursor. An object
+    /// that names no kind passes. `None` (the default) checks nothing: typed k8s-openapi
+    /// objects check their own kind as they decode, and protobuf frames check the envelope's.
+    ///
+    /// [`FrameErrorKind::WrongKind`]: crate::frame::FrameErrorKind::WrongKind
+    pub kind: Option<String>,
 }
 
 /// How a source fetches its initial state, and the state after every relist
@@ -56,6 +65,7 @@ impl Default for WatchParams {
             list_page_size: None,
             initial_list: InitialListStrategy::ListWatch,
             wire_format: WireFormat::Json,
+            kind: None,
         }
     }
 }
@@ -104,6 +114,13 @@ impl WatchParams {
     #[must_use]
     pub fn protobuf(mut self) -> Self {
         self.wire_format = WireFormat::Protobuf;
+        self
+    }
+
+    /// Checks the `kind` of every JSON watch frame's object (see [`WatchParams::kind`]).
+    #[must_use]
+    pub fn of_kind(mut self, kind: impl Into<String>) -> Self {
+        self.kind = Some(kind.into());
         self
     }
 

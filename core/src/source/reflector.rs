@@ -413,7 +413,10 @@ impl<O: Object> Reflector<O> {
         if self.initial.is_some() {
             return self.gather(now, stream, line, format, out);
         }
-        let event = match frame::parse_frame_as_held::<O, Arc<O>>(line, format) {
+        let kind = self.params.kind.as_deref();
+        let event = match frame::parse_frame_as_held::<O, Arc<O>>(line, format)
+            .and_then(|event| frame::check_kind::<O, _>(line, json, kind, event))
+        {
             Ok(event) => event,
             Err(error) => {
                 if let Some(rv) = &error.resource_version {
@@ -682,7 +685,11 @@ impl<O: Object> Reflector<O> {
         format: WireFormat,
         out: &mut Outbox<Q, P>,
     ) -> Option<Change<O>> {
-        let event = match frame::parse_frame_as::<O>(line, format) {
+        let json = format == WireFormat::Json || frame::is_json_frame(line);
+        let kind = self.params.kind.as_deref();
+        let event = match frame::parse_frame_as::<O>(line, format)
+            .and_then(|event| frame::check_kind::<O, O>(line, json, kind, event))
+        {
             Ok(event) => event,
             Err(error) => {
                 if error.resource_version.is_some() {

@@ -89,6 +89,17 @@ pub enum FrameErrorKind {
     /// The payload does not decode as what its type implies.
     #[error("payload does not decode: {0}")]
     Payload(String),
+    /// The object names a `kind` other than the source's ([`WatchParams::kind`]): a
+    /// ConfigMap in a pod watch is not a pod, though it may decode as one.
+    ///
+    /// [`WatchParams::kind`]: crate::WatchParams::kind
+    #[error("the object is a {found}, not a {expected}")]
+    WrongKind {
+        /// The source's kind.
+        expected: String,
+        /// The kind the object names.
+        found: String,
+    },
     /// The object decoded but carries no `metadata.resourceVersion`.
     #[error("no metadata.resourceVersion")]
     NoResourceVersion,
@@ -143,6 +154,56 @@ pub fn parse_frame_as<O: Object>(
     format: WireFormat,
 ) -> Result<WatchEvent<O>, FrameError> {
     parse_frame_as_held::<O, O>(frame, format)
+}
+
+/// The `kind` a JSON watch frame's object names, when it names one: read in a pass of its
+/// own that builds nothing but that string (only sources that check their kind pay for it,
+/// see [`WatchParams::kind`](crate::WatchParams::kind)).
+#[must_use]
+pub fn object_kind(frame: &[u8]) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Event {
+        object: Option<ObjectKind>,
+    }
+    #[derive(serde::Deserialize)]
+    struct ObjectKind {
+        kind: Option<String>,
+    }
+    serde_json::from_slice::<Event>(frame).ok()?.object?.kind
+}
+
+/// `event`, or a [`FrameErrorKind::WrongKind`] error when `expected` is set, the frame is
+/// JSON and its object names another kind. The error keeps the object's resourceVersion, so
+/// the reflector skips the frame and advances, as for any object that does not decode.
+///
+/// # Errors
+/// The wrong kind, with the frame's type and version.
+pub(crate) fn check_kind<O: Object, H: Hold<O>>(
+    frame: &[u8],
+    json: bool,
+    expected: Option<&str>,
+    event: WatchEvent<H>,
+) -> Result<WatchEvent<H>, FrameError> {
+    let Some(expected) = expected.filter(|_| json) else {
+        return Ok(event);
+    };
+    let (event_type, object) = match &event {
+        WatchEvent::Added(o) => (EventType::Added, o),
+        WatchEvent::Modified(o) => (EventType::Modified, o),
+        WatchEvent::Deleted(o) => (EventType::Deleted, o),
+        WatchEvent::Bookmark { .. } | WatchEvent::Error(_) => return Ok(event),
+    };
+    match object_kind(frame) {
+        Some(found) if found != expected => Err(FrameError {
+            event_type: Some(event_type.as_str().to_owned()),
+            resource_version: object.held().object_resource_version().map(str::to_owned),
+            kind: FrameErrorKind::WrongKind {
+                expected: expected.to_owned(),
+                found,
+            },
+        }),
+        _ => Ok(event),
+    }
 }
 
 /// Whether a frame of a stream that asked for protobuf is JSON (see [`parse_frame_as`]).

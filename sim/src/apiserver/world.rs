@@ -188,6 +188,16 @@ fn status_body(code: u16, reason: &str, message: &str, cause: Option<&str>) -> S
     status.to_string()
 }
 
+/// A LIST body's text before its items.
+fn list_head(rv: u64) -> String {
+    format!(
+        "{{\"kind\":\"PodList\",\"apiVersion\":\"v1\",\"metadata\":{{\"resourceVersion\":\"{rv}\"}},\"items\":["
+    )
+}
+
+/// A LIST body's text after its items.
+const LIST_TAIL: &str = "]}";
+
 fn frame(event_type: &str, object_json: &str, rv: Option<u64>) -> Frame {
     Frame {
         line: format!("{{\"type\":\"{event_type}\",\"object\":{object_json}}}"),
@@ -698,17 +708,8 @@ impl World {
         if let Some(failed) = self.injected_list_failure(now) {
             return failed;
         }
-        let mut body = format!(
-            "{{\"kind\":\"PodList\",\"apiVersion\":\"v1\",\"metadata\":{{\"resourceVersion\":\"{}\"}},\"items\":[",
-            self.rv
-        );
-        for (i, obj) in self.visible_objects().enumerate() {
-            if i > 0 {
-                body.push(',');
-            }
-            body.push_str(&obj.json);
-        }
-        body.push_str("]}");
+        let mut body = String::with_capacity(self.list_json_len());
+        self.list_json_pieces(|piece| body.push_str(piece));
         let protobuf = self.protobuf.then(|| {
             crate::apiserver::wire::list_body(
                 self.served,
@@ -723,6 +724,51 @@ impl World {
             protobuf,
         };
         ListAnswer::Response(200, body)
+    }
+
+    /// The length of the JSON body [`World::list`] would answer now.
+    #[must_use]
+    pub fn list_json_len(&self) -> usize {
+        let (mut len, mut items) = (0usize, 0usize);
+        for obj in self.visible_objects() {
+            len += obj.json.len();
+            items += 1;
+        }
+        list_head(self.rv).len() + len + items.saturating_sub(1) + LIST_TAIL.len()
+    }
+
+    /// Answers a LIST at the current version as [`World::list`] does, but hands a 200's
+    /// JSON body to `piece` a piece at a time (its head, each object's text, the separators,
+    /// its tail) instead of joining it, so that a large world's LIST does not hold every
+    /// object's text a second time. An injected failure is returned instead, `piece` never
+    /// called; otherwise the number of items.
+    ///
+    /// # Errors
+    /// The injected failure, as [`World::list`] answers it.
+    pub fn list_in_pieces(
+        &mut self,
+        now: Instant,
+        piece: impl FnMut(&str),
+    ) -> Result<usize, ListAnswer> {
+        if let Some(failed) = self.injected_list_failure(now) {
+            return Err(failed);
+        }
+        Ok(self.list_json_pieces(piece))
+    }
+
+    /// The pieces of the current LIST's JSON body, in order; returns the number of items.
+    fn list_json_pieces(&self, mut piece: impl FnMut(&str)) -> usize {
+        piece(&list_head(self.rv));
+        let mut items = 0;
+        for obj in self.visible_objects() {
+            if items > 0 {
+                piece(",");
+            }
+            piece(&obj.json);
+            items += 1;
+        }
+        piece(LIST_TAIL);
+        items
     }
 
     /// Answers a WATCH from `cursor`.

@@ -446,11 +446,12 @@ fn run(cli: Cli) -> Result<bool, Failure> {
             }
             let trace = trace?;
             let records = trace.entries.len();
-            let text = import::redacted_jsonl(trace, &redaction);
             match &output {
-                Some(out) => trace::write_private(out, text.as_bytes())
-                    .map_err(|e| format!("{}: {e}", out.display()))?,
-                None => io::print(&text)?,
+                Some(out) => trace::write_private_with(out, |file| {
+                    import::write_redacted(trace, &redaction, file)
+                })
+                .map_err(|e| format!("{}: {e}", out.display()))?,
+                None => io::print(&import::redacted_jsonl(trace, &redaction))?,
             }
             if !quiet {
                 io::warn(&summary::import(

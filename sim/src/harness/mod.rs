@@ -81,6 +81,7 @@ pub fn config(header: &Header) -> Result<Config<PodView, String>, ConfigError> {
             params = params.streaming_lists();
         }
         params.wire_format = header.wire_format;
+        params.kind.clone_from(&header.kind);
         // Secondaries' objects are decoded as metadata: a replay needs only their names,
         // versions and owners (every owner, for an `any-owner` source).
         header

@@ -22,10 +22,11 @@ mod report;
 mod validate;
 
 pub use options::{
-    INITIAL_EVENT_DELAY, JSON_ANSWER_EVERY, MAX_AGENDA, MAX_SPAN, PAGE_DELAY, SimOptions,
-    StreamingLists, step_budget,
+    INITIAL_EVENT_DELAY, JSON_ANSWER_EVERY, LARGE_LIST, MAX_AGENDA, MAX_SPAN, PAGE_DELAY,
+    SimOptions, StreamingLists, step_budget,
 };
 pub use report::{RunError, RunReport};
+pub(crate) use validate::Nested;
 pub use validate::validate;
 
 use crate::trace::Trace;

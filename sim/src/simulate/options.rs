@@ -81,6 +81,12 @@ pub enum StreamingLists {
     Refused,
 }
 
+/// A primary LIST whose JSON body is longer than this is fed to the core piece by piece as
+/// the world writes it, never joined into one body (when the run is not recorded): a world
+/// of 100,000 real pods would otherwise hold its objects' text twice while it answers.
+/// Smaller bodies keep the joined path, so no seeded run moves.
+pub const LARGE_LIST: usize = 16 << 20;
+
 /// A world serving protobuf answers every this many-th LIST or WATCH (counted over its
 /// sources' requests) in JSON, as the apiserver answers a protobuf request for a custom
 /// resource: the core must read it by its first byte. A rule of the count, not a draw, so a

@@ -113,7 +113,7 @@ pub fn validate(trace: &Trace, opts: &SimOptions) -> Result<(), crate::TraceErro
 /// so serde_json's recursion limit (128) applies as it does when the core decodes the body.
 /// (`IgnoredAny` skips nested values iteratively, with no limit, so a body 100k arrays deep
 /// would pass as "JSON" here while the core refuses it as not JSON.)
-struct Nested;
+pub(crate) struct Nested;
 
 impl<'de> de::Deserialize<'de> for Nested {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {

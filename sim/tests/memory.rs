@@ -56,8 +56,8 @@ fn capped(cap: u64, args: &[&str]) -> Output {
 fn import_and_simulate_hold_a_large_list_within_three_times_its_bytes() {
     let dir = std::env::temp_dir().join(format!("reconcile-memory-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    // 5,000 pods: 42 MB, over `simulate`'s 16 MiB cut-off for LISTs served in pieces.
-    let list = pod_list(5_000);
+    // 2,500 pods: 21 MB, over `simulate`'s 16 MiB cut-off for LISTs served in pieces.
+    let list = pod_list(2_500);
     let capture = dir.join("pods.json");
     std::fs::write(&capture, &list).unwrap();
     let cap = BASE_BYTES + 3 * list.len() as u64;
@@ -81,12 +81,12 @@ fn import_and_simulate_hold_a_large_list_within_three_times_its_bytes() {
     );
     // Proof of work: the controller listed every pod.
     assert!(
-        stdout.contains("list L1 200 items=5000 rv=5001"),
+        stdout.contains("list L1 200 items=2500 rv=2501"),
         "{}",
         stdout.lines().take(3).collect::<Vec<_>>().join("\n")
     );
     assert!(
-        stdout.contains("5000 objects in store"),
+        stdout.contains("2500 objects in store"),
         "{}",
         stdout.lines().last().unwrap_or("")
     );

@@ -29,7 +29,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use reconcile_core::KeyBy;
+use reconcile_core::{KeyBy, WireFormat};
 use reconcile_sim::harness::Observation;
 use reconcile_sim::trace::{Record, Trace};
 use reconcile_sim::{
@@ -200,9 +200,10 @@ fn scratch() -> PathBuf {
 }
 
 /// The first `n` one-source explore seeds (from 0) of [`STREAM_FAULT_PROFILES`], each run
-/// in world mode and recorded; named `explore N (profile)`. Listing and wire options a seed
-/// may also draw (pages, streaming lists, protobuf) are not applied: the harness plays JSON,
-/// unpaged, LIST then WATCH.
+/// in world mode and recorded; named `explore N (profile)`, with `protobuf` when the seed
+/// draws it (as `explore` does: its world serves protobuf, every 7th answer in JSON). The
+/// listing options a seed may also draw (pages, streaming lists) are not applied: the
+/// harness plays them, but a trace's header does not say a page size for the replay.
 fn explore_inputs(n: usize) -> Vec<Input> {
     let tmp = scratch();
     let mut inputs = Vec::new();
@@ -210,11 +211,18 @@ fn explore_inputs(n: usize) -> Vec<Input> {
         if inputs.len() == n {
             break;
         }
-        let (trace, profile) = explore::generate(seed, false);
+        let (mut trace, profile) = explore::generate(seed, false);
         if !STREAM_FAULT_PROFILES.contains(&profile) {
             continue;
         }
-        let name = format!("explore {seed} ({profile})");
+        let protobuf = explore::protobuf_for(seed, profile);
+        if protobuf {
+            explore::ask_for_protobuf(&mut trace);
+        }
+        let name = format!(
+            "explore {seed} ({profile}{})",
+            if protobuf { ", protobuf" } else { "" }
+        );
         inputs.push(written(
             &name,
             &recorded(&trace),
@@ -592,6 +600,113 @@ fn inputs() -> Vec<Input> {
         let file = tmp.join(format!("{}.jsonl", rel.replace(['/', '.'], "_")));
         inputs.push(written(&format!("real/{rel}"), &trace, file));
     }
+    inputs.extend(apiserver_protobuf_inputs(&tmp));
+    inputs
+}
+
+/// The real kube-apiserver's pod LIST and WATCH in protobuf (`testdata/apiserver-protobuf`),
+/// as one conversation: the LIST at its captured version, then a WATCH from that version
+/// carrying the captured events past it, ended cleanly. And the same conversation from the
+/// JSON twins of the captures, which must end alike.
+fn apiserver_protobuf_inputs(tmp: &Path) -> Vec<Input> {
+    use reconcile_core::Instant;
+    use reconcile_sim::trace::{Entry, Header, Payload, RecordedEnd};
+    let dir = repo().join("testdata/apiserver-protobuf");
+    let read = |name: &str| std::fs::read(dir.join(name)).unwrap();
+    let rv: u64 = String::from_utf8(read("list-rv"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let json_frames: Vec<Vec<u8>> = read("watch.jsonl")
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(<[u8]>::to_vec)
+        .collect();
+    // Length-prefixed `WatchEvent`s: 4 bytes of big-endian length, then the frame.
+    let (pb, mut pb_frames, mut at) = (read("watch.pb"), Vec::new(), 0);
+    while at + 4 <= pb.len() {
+        let len = u32::from_be_bytes(pb[at..at + 4].try_into().unwrap()) as usize;
+        pb_frames.push(pb[at + 4..at + 4 + len].to_vec());
+        at += 4 + len;
+    }
+    assert_eq!(
+        pb_frames.len(),
+        json_frames.len(),
+        "the two WATCHes carry the same events"
+    );
+    let version = |frame: &[u8]| {
+        let v: serde_json::Value = serde_json::from_slice(frame).unwrap();
+        v["object"]["metadata"]["resourceVersion"]
+            .as_str()
+            .and_then(|r| r.parse::<u64>().ok())
+    };
+    let past: Vec<usize> = (0..json_frames.len())
+        .filter(|&i| version(&json_frames[i]).is_some_and(|v| v > rv))
+        .collect();
+    assert!(!past.is_empty(), "the WATCH carries events past the LIST");
+    let list: serde_json::Value = serde_json::from_slice(&read("pod-list.json")).unwrap();
+    let namespace = list["items"][0]["metadata"]["namespace"]
+        .as_str()
+        .map(str::to_owned);
+    let at = |s: u64| Some(Instant::from_duration(std::time::Duration::from_secs(s)));
+    let mut inputs = Vec::new();
+    for (name, wire_format, list, frames) in [
+        (
+            "protobuf",
+            WireFormat::Protobuf,
+            read("pod-list.pb"),
+            &pb_frames,
+        ),
+        (
+            "json",
+            WireFormat::Json,
+            read("pod-list.json"),
+            &json_frames,
+        ),
+    ] {
+        let mut entries = vec![
+            Entry::new(
+                at(0),
+                Record::List {
+                    status: 200,
+                    body: Payload::from_bytes(list),
+                    transport_error: None,
+                },
+            ),
+            Entry::new(
+                at(1),
+                Record::Watch {
+                    status: 200,
+                    body: Payload::default(),
+                    resource_version: Some(rv.to_string()),
+                },
+            ),
+        ];
+        for (n, &i) in past.iter().enumerate() {
+            entries.push(Entry::new(
+                at(2 + n as u64),
+                Record::Frame {
+                    line: Payload::from_bytes(frames[i].clone()),
+                },
+            ));
+        }
+        entries.push(Entry::new(
+            at(2 + past.len() as u64),
+            Record::WatchEnd(RecordedEnd::Clean),
+        ));
+        let trace = Trace {
+            name: format!("apiserver-protobuf ({name})"),
+            header: Header {
+                namespace: namespace.clone(),
+                wire_format,
+                ..Header::default()
+            },
+            entries,
+        };
+        let file = tmp.join(format!("apiserver-protobuf-{name}.jsonl"));
+        inputs.push(written(&trace.name.clone(), &trace, file));
+    }
     inputs
 }
 
@@ -799,18 +914,22 @@ fn the_comparison_fires_when_a_410_does_not_relist() {
 }
 
 /// The line of the WATCH answer whose stream first carries a frame client-go's typed
-/// decoder refuses (an object whose `metadata.labels` is not a map: the world's malformed
-/// frame), if any.
+/// decoder refuses and the core skips (the world's malformed frame with a cursor, in JSON or
+/// protobuf), if any.
 fn first_undecodable(trace: &Trace) -> Option<usize> {
     let mut watch = 0;
     for e in &trace.entries {
         match &e.record {
             Record::Watch { .. } => watch = e.line,
+            // What the core skips, keeping its cursor: an object that does not decode (in
+            // JSON, `labels` that is not a map; in protobuf, a pod whose spec is a varint)
+            // but names its version. The typed client cannot decode either.
             Record::Frame { line } => {
-                let v: serde_json::Value =
-                    serde_json::from_slice(line.as_bytes()).unwrap_or_default();
-                let labels = &v["object"]["metadata"]["labels"];
-                if !(labels.is_null() || labels.is_object()) {
+                let read = reconcile_core::frame::parse_frame_as::<reconcile_core::pod::PodView>(
+                    line.as_bytes(),
+                    trace.header.wire_format,
+                );
+                if matches!(read, Err(e) if e.resource_version.is_some()) {
                     return Some(watch);
                 }
             }
@@ -850,8 +969,12 @@ fn explore_check(n: usize) {
     assert!(found.skipped.is_empty(), "skipped: {:?}", found.skipped);
     let mut unexplained = Vec::new();
     let (mut differing, mut diffs, mut with_malformed) = (0, 0, 0);
+    let protobuf = |input: &Input| input.trace.header.wire_format == WireFormat::Protobuf;
+    let (mut on_protobuf, mut differing_on_protobuf) = (0, 0);
     for (input, (name, found)) in inputs.iter().zip(&found.compared) {
         assert_eq!(&input.name, name);
+        on_protobuf += usize::from(protobuf(input));
+        differing_on_protobuf += usize::from(protobuf(input) && !found.is_empty());
         with_malformed += usize::from(first_undecodable(&input.trace).is_some());
         differing += usize::from(!found.is_empty());
         diffs += found.len();
@@ -862,14 +985,18 @@ fn explore_check(n: usize) {
         }
     }
     eprintln!(
-        "client_go_diff explore: {} seeds ({} with a frame the typed client cannot decode), \
-         recorded in {recorded_in:.1?}, compared in {:.1?} in all; {differing} differ, \
-         {diffs} differences, {} unexplained",
+        "client_go_diff explore: {} seeds ({on_protobuf} on protobuf; {} with a frame the \
+         typed client cannot decode), recorded in {recorded_in:.1?}, compared in {:.1?} in \
+         all; {differing} differ ({differing_on_protobuf} on protobuf), {diffs} differences, \
+         {} unexplained",
         inputs.len(),
         with_malformed,
         started.elapsed(),
         unexplained.len()
     );
+    // The seeds' protobuf draw is applied: client-go decodes what the world served in
+    // protobuf, as the core does.
+    assert!(on_protobuf > 0, "no seed ran on protobuf");
     assert!(
         unexplained.is_empty(),
         "differences of no known class:\n{}",
@@ -893,20 +1020,29 @@ fn the_explore_check_fires_on_a_difference_of_no_known_class() {
     let Some(bin) = harness() else { return };
     // A seed with no frame the typed client cannot decode, its core fed the recording
     // without its first DELETED frame: the differences that makes are of no known class.
+    // A frame is read as the core reads it, in JSON or protobuf.
+    let deleted = |format: WireFormat, e: &reconcile_sim::trace::Entry| {
+        matches!(&e.record, Record::Frame { line } if matches!(
+            reconcile_core::frame::parse_frame_as::<reconcile_core::pod::PodView>(line.as_bytes(), format),
+            Ok(reconcile_core::frame::WatchEvent::Deleted(_))
+        ))
+    };
     let input = explore_inputs(40)
         .into_iter()
         .find(|i| {
             first_undecodable(&i.trace).is_none()
-                && i.trace.entries.iter().any(
-                    |e| matches!(&e.record, Record::Frame { line } if line.to_str_lossy().contains("\"DELETED\"")),
-                )
+                && i.trace
+                    .entries
+                    .iter()
+                    .any(|e| deleted(i.trace.header.wire_format, e))
         })
         .expect("a seed with a DELETED frame and no malformed one");
     let found = compare(&bin, std::slice::from_ref(&input), |_, trace| {
+        let format = trace.header.wire_format;
         let at = trace
             .entries
             .iter()
-            .position(|e| matches!(&e.record, Record::Frame { line } if line.to_str_lossy().contains("\"DELETED\"")))
+            .position(|e| deleted(format, e))
             .unwrap();
         trace.entries.remove(at);
     });

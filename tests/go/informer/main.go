@@ -15,6 +15,13 @@
 // trace delivered on that stream, ended as the trace ends it. When a kind's answers are used
 // up the call blocks until the harness stops, so an exhausted trace leaves the reflector idle.
 //
+// Wire. A trace recorded on protobuf (`"wire_format":"protobuf"`) is played as it was
+// received: an enveloped protobuf LIST body (`k8s\0`, a runtime.Unknown) or Status, and a
+// watch frame that does not start with '{' (a metav1.WatchEvent whose object is enveloped),
+// are decoded with client-go's scheme and the apimachinery protobuf serializer, as a clientset
+// asking for application/vnd.kubernetes.protobuf decodes them; any answer in JSON (a world
+// answers every 7th that way) is read as JSON, by its first byte.
+//
 // Time. Nothing that changes the output depends on the clock: the answers are served in
 // order as the reflector asks, and a request is recorded only once every object queued before
 // it has been handed to the handler (counted through the informer's Transform, which the
@@ -33,6 +40,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -53,7 +61,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 )
@@ -216,8 +226,8 @@ func readTrace(path string) (lists []*listAnswer, watches []*watchAnswer, kind s
 				return nil, nil, "", false, cannotPlay{"an in-process source: no LIST or WATCH to play"}
 			}
 			streaming = l.StreamingLists != nil && *l.StreamingLists
-			if l.WireFormat != nil && *l.WireFormat != "json" {
-				return nil, nil, "", false, cannotPlay{"wire format " + *l.WireFormat + ": JSON only"}
+			if l.WireFormat != nil && *l.WireFormat != "json" && *l.WireFormat != "protobuf" {
+				return nil, nil, "", false, cannotPlay{"wire format " + *l.WireFormat}
 			}
 			continue
 		}
@@ -302,8 +312,45 @@ func readTrace(path string) (lists []*listAnswer, watches []*watchAnswer, kind s
 	return lists, watches, kind, streaming, sc.Err()
 }
 
+// The typed client's protobuf decoder (client-go's scheme; what a clientset built with
+// ContentType application/vnd.kubernetes.protobuf decodes with).
+var protobufDecoder = protobuf.NewSerializer(scheme.Scheme, scheme.Scheme)
+
+// isProtobuf: an enveloped protobuf body (its magic, k8s and a NUL). A protobuf source may
+// still be answered in JSON, which starts with '{'.
+func isProtobuf(body []byte) bool { return bytes.HasPrefix(body, []byte("k8s\x00")) }
+
+// decodeProtobuf reads an enveloped protobuf body as the typed client would, into the type
+// its envelope names.
+func decodeProtobuf(body []byte) (runtime.Object, error) {
+	obj, _, err := protobufDecoder.Decode(body, nil, nil)
+	return obj, err
+}
+
+// unstructuredOf is a typed object as the Unstructured of the trace's kind the store keeps.
+func unstructuredOf(obj runtime.Object, kind string) (*unstructured.Unstructured, error) {
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return nil, err
+	}
+	u := &unstructured.Unstructured{Object: m}
+	u.SetAPIVersion("v1")
+	u.SetKind(kind)
+	return u, nil
+}
+
 // statusError is what client-go's REST client makes of a non-200 answer with a body.
 func statusError(status int, body []byte, verb string) error {
+	if isProtobuf(body) {
+		if obj, err := decodeProtobuf(body); err == nil {
+			if st, ok := obj.(*metav1.Status); ok {
+				if st.Code == 0 {
+					st.Code = int32(status)
+				}
+				return &apierrors.StatusError{ErrStatus: *st}
+			}
+		}
+	}
 	var st metav1.Status
 	if err := json.Unmarshal(body, &st); err == nil && st.Kind == "Status" {
 		if st.Code == 0 {
@@ -418,6 +465,9 @@ func (h *harness) ListWithContext(ctx context.Context, opts metav1.ListOptions) 
 	if a.status != 200 {
 		return nil, statusError(a.status, a.body, "list")
 	}
+	if isProtobuf(a.body) {
+		return h.protobufList(a.body)
+	}
 	var body struct {
 		Metadata struct {
 			ResourceVersion string `json:"resourceVersion"`
@@ -437,6 +487,35 @@ func (h *harness) ListWithContext(ctx context.Context, opts metav1.ListOptions) 
 		u, err := decodeObject(raw, h.kind)
 		if err != nil {
 			// The typed client decodes a LIST whole: one bad item fails it.
+			return nil, fmt.Errorf("decoding items[%d]: %w", i, err)
+		}
+		list.Items = append(list.Items, *u)
+	}
+	h.mu.Lock()
+	h.expect += len(list.Items)
+	h.mu.Unlock()
+	return list, nil
+}
+
+// protobufList decodes a protobuf LIST answer as the typed client does: whole, into the
+// list type its envelope names (a PodList), then kept as Unstructured like a JSON one.
+func (h *harness) protobufList(body []byte) (runtime.Object, error) {
+	obj, err := decodeProtobuf(body)
+	if err != nil {
+		return nil, fmt.Errorf("decoding the list: %w", err)
+	}
+	pods, ok := obj.(*corev1.PodList)
+	if !ok {
+		return nil, fmt.Errorf("decoding the list: a %T, not a PodList", obj)
+	}
+	list := &unstructured.UnstructuredList{Object: map[string]any{}}
+	list.SetAPIVersion("v1")
+	list.SetKind(h.kind + "List")
+	list.SetResourceVersion(pods.ResourceVersion)
+	list.SetContinue(pods.Continue)
+	for i := range pods.Items {
+		u, err := unstructuredOf(&pods.Items[i], h.kind)
+		if err != nil {
 			return nil, fmt.Errorf("decoding items[%d]: %w", i, err)
 		}
 		list.Items = append(list.Items, *u)
@@ -564,6 +643,9 @@ func (h *harness) decodeFrame(raw []byte) (watch.Event, bool) {
 		st := apierrors.NewInternalError(fmt.Errorf("unable to decode an event from the watch stream: %v", err)).ErrStatus
 		return watch.Event{Type: watch.Error, Object: &st}, true
 	}
+	if first := bytes.TrimLeft(raw, " \t\r"); len(first) > 0 && first[0] != '{' {
+		return h.decodeProtobufFrame(raw, decodeErr)
+	}
 	var env struct {
 		Type   string          `json:"type"`
 		Object json.RawMessage `json:"object"`
@@ -586,6 +668,35 @@ func (h *harness) decodeFrame(raw []byte) (watch.Event, bool) {
 		return watch.Event{Type: watch.EventType(env.Type), Object: u}, false
 	default:
 		return decodeErr(fmt.Errorf("got invalid watch event type: %v", env.Type))
+	}
+}
+
+// decodeProtobufFrame reads a protobuf watch frame as client-go's streaming decoder does: a
+// metav1.WatchEvent (no magic, no envelope) whose object is an enveloped protobuf object.
+func (h *harness) decodeProtobufFrame(raw []byte, decodeErr func(error) (watch.Event, bool)) (watch.Event, bool) {
+	var ev metav1.WatchEvent
+	if err := ev.Unmarshal(raw); err != nil {
+		return decodeErr(err)
+	}
+	obj, err := decodeProtobuf(ev.Object.Raw)
+	if err != nil {
+		return decodeErr(err)
+	}
+	switch watch.EventType(ev.Type) {
+	case watch.Error:
+		st, ok := obj.(*metav1.Status)
+		if !ok {
+			return decodeErr(fmt.Errorf("an ERROR event carrying a %T", obj))
+		}
+		return watch.Event{Type: watch.Error, Object: st}, true
+	case watch.Added, watch.Modified, watch.Deleted, watch.Bookmark:
+		u, err := unstructuredOf(obj, h.kind)
+		if err != nil {
+			return decodeErr(err)
+		}
+		return watch.Event{Type: watch.EventType(ev.Type), Object: u}, false
+	default:
+		return decodeErr(fmt.Errorf("got invalid watch event type: %v", ev.Type))
 	}
 }
 

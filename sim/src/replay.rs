@@ -164,7 +164,14 @@ impl Replay<'_> {
         let io = self.h.start();
         self.handle_io(io);
         for (at, entry) in timeline(&self.trace.entries) {
-            self.advance_to(at);
+            // A clock jump goes before the timers due at its instant, as in world mode (where
+            // records go first, and a recording writes the jump at the instant it came): a
+            // timer it carries past fires at the far side, as it did in the run.
+            if matches!(entry.record, Record::Fault(Fault::ClockJump { .. })) {
+                self.advance_before(at);
+            } else {
+                self.advance_to(at);
+            }
             self.apply(entry);
             if self.diverged || self.h.exhausted() {
                 break;
@@ -280,17 +287,27 @@ impl Replay<'_> {
 
     /// Runs reconcile completions and the core's timers due up to `at`, then moves to `at`.
     fn advance_to(&mut self, at: Instant) {
+        self.advance(at, true);
+    }
+
+    /// [`Replay::advance_to`], leaving what is due at `at` itself for after the record.
+    fn advance_before(&mut self, at: Instant) {
+        self.advance(at, false);
+    }
+
+    fn advance(&mut self, at: Instant, inclusive: bool) {
+        let due = |t: Instant| t < at || (inclusive && t == at);
         while !self.h.exhausted() {
             let t_done = self.h.next_completion();
             let t_core = self.h.core_deadline().map(|d| d.at);
             match (t_done, t_core) {
-                (Some(d), c) if d <= at && c.is_none_or(|c| d <= c) => {
+                (Some(d), c) if due(d) && c.is_none_or(|c| d <= c) => {
                     self.h.set_now(d);
                     if let Some(io) = self.h.complete_due() {
                         self.handle_io(io);
                     }
                 }
-                (_, Some(c)) if c <= at => {
+                (_, Some(c)) if due(c) => {
                     self.h.set_now(c);
                     let io = self.h.timeout();
                     self.handle_io(io);

@@ -31,6 +31,7 @@ use std::process::Command;
 
 use reconcile_core::{KeyBy, WireFormat};
 use reconcile_sim::harness::Observation;
+use reconcile_sim::simulate::StreamingLists;
 use reconcile_sim::trace::{Record, Trace};
 use reconcile_sim::{
     Observed, Render, ReplayOptions, SimOptions, explore, import, replay_observed,
@@ -58,6 +59,16 @@ mod row {
     /// "ERROR frame": an ERROR that does not condemn the cursor re-watches from it here; Go
     /// relists.
     pub const ERROR_FRAME: &str = "| ERROR frame | In-band failure |";
+    /// "Streaming list": the version of a streaming list's WATCH is ours to choose (always
+    /// `""`, a consistent read; Go sends its last synced version after an ordinary
+    /// failure), and a refusal (400, 422) makes us LIST for good where Go tries the
+    /// streaming list again on its next relist.
+    pub const STREAMING: &str = "| Streaming list (`sendInitialEvents`;";
+    /// "The cursor while a relist is under way" (new, issue 30): after a 410 the core
+    /// reports no cursor until its next listing is applied; Go reports the version it last
+    /// synced at.
+    pub const RELIST_CURSOR: &str =
+        "| The cursor while a relist is under way (found by issue 30) |";
     /// "What follows a very short watch" (new, issue 30): Go relists after it, we re-watch.
     pub const VERY_SHORT_RELIST: &str = "| What follows a very short watch (found by issue 30) |";
     /// "A watch object the typed client cannot decode" (new, issue 30): client-go's typed
@@ -71,6 +82,8 @@ mod row {
 /// applied); each must be found in `docs/alignment.md`.
 const NORMALIZED: &[&str] = &[
     row::LIST_RV,
+    row::STREAMING,
+    row::RELIST_CURSOR,
     row::PAGING,
     row::SAME_RV,
     row::UNMAPPED,
@@ -164,11 +177,17 @@ const STREAM_FAULT_PROFILES: &[&str] = &[
 /// A world-mode run recorded: the conversation the simulated apiserver had with the core,
 /// as a trace with no fault records (what `explore` checks, every invariant on).
 fn recorded(trace: &Trace) -> Trace {
+    recorded_with(trace, None)
+}
+
+/// [`recorded`], the world serving or refusing streaming lists as `streaming` says.
+fn recorded_with(trace: &Trace, streaming: Option<StreamingLists>) -> Trace {
     let opts = SimOptions {
         render: Render::Quiet,
         settle: explore::settle(false),
         max_steps: 2_000_000,
         check: true,
+        streaming_lists: streaming,
         ..SimOptions::default()
     };
     let (report, recorded) = simulate_recorded(trace, &opts).unwrap();
@@ -219,13 +238,22 @@ fn explore_inputs(n: usize) -> Vec<Input> {
         if protobuf {
             explore::ask_for_protobuf(&mut trace);
         }
+        // A seed that draws streaming lists asks for them (the header says so, for the
+        // replay and the harness), and its world serves or refuses them.
+        let streaming = explore::streaming_for(seed, profile);
+        trace.header.streaming_lists = streaming.is_some();
         let name = format!(
-            "explore {seed} ({profile}{})",
-            if protobuf { ", protobuf" } else { "" }
+            "explore {seed} ({profile}{}{})",
+            if protobuf { ", protobuf" } else { "" },
+            match streaming {
+                Some(StreamingLists::Served) => ", streaming lists",
+                Some(StreamingLists::Refused) => ", streaming lists refused",
+                None => "",
+            }
         );
         inputs.push(written(
             &name,
-            &recorded(&trace),
+            &recorded_with(&trace, streaming),
             tmp.join(format!("explore-{seed}.jsonl")),
         ));
     }
@@ -376,7 +404,8 @@ fn go_side(out: &GoOutput, by: &KeyBy) -> Side {
                 let _ = (r.resource_version.as_str(), r.limit);
                 "LIST".to_owned()
             }
-            _ if r.send_initial_events => format!("WATCH rv={} initial-events", r.resource_version),
+            // row::STREAMING: a streaming list's version is ours to choose, as a LIST's.
+            _ if r.send_initial_events => "WATCH initial-events".to_owned(),
             _ => format!("WATCH rv={}", r.resource_version),
         });
     }
@@ -455,8 +484,9 @@ fn core_side(trace: &Trace, observed: &Observed) -> Side {
                 answer = watches.get(n_watch).copied().unwrap_or(0);
                 n_watch += 1;
                 if answer != 0 {
+                    // row::STREAMING: as Go's side.
                     side.requests.push(if *send_initial_events {
-                        format!("WATCH rv={resource_version} initial-events")
+                        "WATCH initial-events".to_owned()
                     } else {
                         format!("WATCH rv={resource_version}")
                     });
@@ -497,7 +527,10 @@ fn differences(go: &Side, core: &Side) -> Vec<String> {
             core.requests.join(", ")
         ));
     }
-    if go.cursor != core.cursor {
+    // row::RELIST_CURSOR: while a relist is under way (a 410 condemned the cursor, and the
+    // trace ends before the next listing is applied) the core reports no cursor, where Go
+    // reports the version it last synced at; both relist from "" alike.
+    if go.cursor != core.cursor && !core.cursor.is_empty() {
         diffs.push(format!(
             "cursor: client-go {}, core {}",
             go.cursor, core.cursor
@@ -939,13 +972,63 @@ fn first_undecodable(trace: &Trace) -> Option<usize> {
     None
 }
 
-/// Why a difference an explore seed shows is known, or `None`: the only class found is
-/// [`row::TYPED_DECODE`]. From the stream carrying a frame the typed client cannot decode,
-/// client-go relists where we skip the frame, so the two conversations part there: every
-/// difference of such a seed is of that class provided none is at an answer before that
-/// stream (requests, cursor and store are the end of a conversation that has parted).
+/// The line of the first WATCH answer after which client-go lists where we stream again, if
+/// any: one that refuses a streaming list (400 or 422: we LIST for good, client-go streams
+/// again on its next relist), or a streaming list whose initial events carry a frame that
+/// does not decode at all (we stream again; client-go falls back to a LIST).
+fn first_streaming_fallback(trace: &Trace) -> Option<usize> {
+    if !trace.header.streaming_lists {
+        return None;
+    }
+    let (mut watch, mut initial) = (0, false);
+    for e in &trace.entries {
+        match &e.record {
+            Record::Watch {
+                status: 400 | 422, ..
+            } => return Some(e.line),
+            Record::Watch {
+                resource_version, ..
+            } => {
+                watch = e.line;
+                initial = resource_version.as_deref() == Some("");
+            }
+            Record::Frame { line } if initial => {
+                let read = reconcile_core::frame::parse_frame_as::<reconcile_core::pod::PodView>(
+                    line.as_bytes(),
+                    trace.header.wire_format,
+                );
+                match read {
+                    Err(e) if e.resource_version.is_none() => return Some(watch),
+                    Ok(reconcile_core::frame::WatchEvent::Bookmark {
+                        initial_events_end: true,
+                        ..
+                    }) => initial = false,
+                    _ => {}
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// Why a difference an explore seed shows is known, or `None`. Two classes are found, each
+/// a point where the two conversations part, so that every later request, wake, cursor and
+/// store entry may differ; a seed's differences are put down to the earlier of its points
+/// provided none is at an answer before it:
+/// - [`row::TYPED_DECODE`]: from the stream carrying a frame the typed client cannot decode,
+///   client-go relists where we skip the frame;
+/// - [`row::STREAMING`]: from a refused streaming list, client-go tries a streaming list
+///   again on its next relist where we LIST for good; from a streaming list broken by a
+///   frame that does not decode, client-go LISTs where we stream again.
 fn explore_known(input: &Input, diff: &str) -> Option<&'static str> {
-    let from = first_undecodable(&input.trace)?;
+    let (from, why) = [
+        (first_undecodable(&input.trace), row::TYPED_DECODE),
+        (first_streaming_fallback(&input.trace), row::STREAMING),
+    ]
+    .into_iter()
+    .filter_map(|(from, why)| Some((from?, why)))
+    .min_by_key(|(from, _)| *from)?;
     let at = diff
         .strip_prefix("objects woken by line ")
         .or_else(|| diff.strip_prefix("parents woken by line "))
@@ -954,7 +1037,7 @@ fn explore_known(input: &Input, diff: &str) -> Option<&'static str> {
     match at {
         Some(line) if line < from => None,
         _ if diff.starts_with("the replay broke") => None,
-        _ => Some(row::TYPED_DECODE),
+        _ => Some(why),
     }
 }
 
@@ -971,24 +1054,34 @@ fn explore_check(n: usize) {
     let (mut differing, mut diffs, mut with_malformed) = (0, 0, 0);
     let protobuf = |input: &Input| input.trace.header.wire_format == WireFormat::Protobuf;
     let (mut on_protobuf, mut differing_on_protobuf) = (0, 0);
+    let (mut streaming, mut by_class) = (0, BTreeMap::<&str, usize>::new());
     for (input, (name, found)) in inputs.iter().zip(&found.compared) {
         assert_eq!(&input.name, name);
         on_protobuf += usize::from(protobuf(input));
         differing_on_protobuf += usize::from(protobuf(input) && !found.is_empty());
+        streaming += usize::from(input.trace.header.streaming_lists);
         with_malformed += usize::from(first_undecodable(&input.trace).is_some());
         differing += usize::from(!found.is_empty());
         diffs += found.len();
+        let mut classes = BTreeSet::new();
         for d in found {
-            if explore_known(input, d).is_none() {
-                unexplained.push(format!("{name}: {d}"));
+            match explore_known(input, d) {
+                Some(why) => {
+                    classes.insert(why);
+                }
+                None => unexplained.push(format!("{name}: {d}")),
             }
+        }
+        for why in classes {
+            *by_class.entry(why).or_default() += 1;
         }
     }
     eprintln!(
-        "client_go_diff explore: {} seeds ({on_protobuf} on protobuf; {} with a frame the \
-         typed client cannot decode), recorded in {recorded_in:.1?}, compared in {:.1?} in \
-         all; {differing} differ ({differing_on_protobuf} on protobuf), {diffs} differences, \
-         {} unexplained",
+        "client_go_diff explore: {} seeds ({on_protobuf} on protobuf, {streaming} with \
+         streaming lists; {} with a frame the typed client cannot decode), recorded in \
+         {recorded_in:.1?}, compared in {:.1?} in all; {differing} differ \
+         ({differing_on_protobuf} on protobuf), {diffs} differences, {} unexplained; seeds \
+         by class: {by_class:?}",
         inputs.len(),
         with_malformed,
         started.elapsed(),

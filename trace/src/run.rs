@@ -371,6 +371,16 @@ impl TraceBuilder {
         }
     }
 
+    /// A fault that acted on the controller itself at `at`, not on the conversation (a jump
+    /// of its clock): written as the fault, so a replay acts it out where the run did. What
+    /// a fault does to the apiserver is already in the answers recorded.
+    pub fn fault(&mut self, at: Instant, fault: &crate::Fault) {
+        self.held.push_back((
+            Entry::new(Some(at), Record::Fault(fault.clone())),
+            Vec::new(),
+        ));
+    }
+
     /// Hands out, in order, the entries no running reconcile's script must precede. The
     /// latest entry is always kept: a dispatch it caused may not have been seen yet.
     pub fn take_ready(&mut self, out: &mut Vec<Entry>) {

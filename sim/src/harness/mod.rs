@@ -567,6 +567,14 @@ impl Harness {
         self.step(describe, |core, now| core.handle_input(now, input))
     }
 
+    /// Writes `fault`, which acts on the controller (a clock jump), to the recording when
+    /// one is on, at the present time.
+    pub fn record_fault(&mut self, fault: &crate::trace::Fault) {
+        if let Some(b) = &mut self.recording {
+            b.fault(self.now, fault);
+        }
+    }
+
     /// Whether the run is being recorded ([`Harness::record`]).
     #[must_use]
     pub fn recording(&self) -> bool {

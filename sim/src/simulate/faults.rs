@@ -89,6 +89,9 @@ impl Sim<'_> {
             Fault::FailReconcile { count } => self.h.fail_reconciles(*count),
             Fault::LoseChange { count } => self.lose = self.lose.saturating_add(*count),
             Fault::ClockJump { by } => {
+                // The controller's clock, not the conversation: a recording says so, or its
+                // replay would fire the timers the jump skipped (a streaming list's deadline).
+                self.h.record_fault(fault);
                 self.offset += *by;
                 self.h.set_now(now + *by);
                 self.h.count("clock jump");

@@ -242,8 +242,15 @@ fn explore_inputs(n: usize) -> Vec<Input> {
         // replay and the harness), and its world serves or refuses them.
         let streaming = explore::streaming_for(seed, profile);
         trace.header.streaming_lists = streaming.is_some();
+        // A seed that draws a page size LISTs in pages (the header says it, for the
+        // replay).
+        trace.header.list_page_size = explore::page_size_for(seed, profile);
+        let pages = trace
+            .header
+            .list_page_size
+            .map_or(String::new(), |n| format!(", pages of {n}"));
         let name = format!(
-            "explore {seed} ({profile}{}{})",
+            "explore {seed} ({profile}{}{}{pages})",
             if protobuf { ", protobuf" } else { "" },
             match streaming {
                 Some(StreamingLists::Served) => ", streaming lists",
@@ -268,6 +275,8 @@ struct GoRequest {
     send_initial_events: bool,
     #[serde(default)]
     limit: i64,
+    #[serde(default, rename = "continue")]
+    continue_token: String,
     answer: usize,
 }
 
@@ -1054,12 +1063,13 @@ fn explore_check(n: usize) {
     let (mut differing, mut diffs, mut with_malformed) = (0, 0, 0);
     let protobuf = |input: &Input| input.trace.header.wire_format == WireFormat::Protobuf;
     let (mut on_protobuf, mut differing_on_protobuf) = (0, 0);
-    let (mut streaming, mut by_class) = (0, BTreeMap::<&str, usize>::new());
+    let (mut streaming, mut paged, mut by_class) = (0, 0, BTreeMap::<&str, usize>::new());
     for (input, (name, found)) in inputs.iter().zip(&found.compared) {
         assert_eq!(&input.name, name);
         on_protobuf += usize::from(protobuf(input));
         differing_on_protobuf += usize::from(protobuf(input) && !found.is_empty());
         streaming += usize::from(input.trace.header.streaming_lists);
+        paged += usize::from(input.trace.header.list_page_size.is_some());
         with_malformed += usize::from(first_undecodable(&input.trace).is_some());
         differing += usize::from(!found.is_empty());
         diffs += found.len();
@@ -1078,7 +1088,8 @@ fn explore_check(n: usize) {
     }
     eprintln!(
         "client_go_diff explore: {} seeds ({on_protobuf} on protobuf, {streaming} with \
-         streaming lists; {} with a frame the typed client cannot decode), recorded in \
+         streaming lists, {paged} paged; {} with a frame the typed client cannot decode), \
+         recorded in \
          {recorded_in:.1?}, compared in {:.1?} in all; {differing} differ \
          ({differing_on_protobuf} on protobuf), {diffs} differences, {} unexplained; seeds \
          by class: {by_class:?}",
@@ -1090,6 +1101,20 @@ fn explore_check(n: usize) {
     // The seeds' protobuf draw is applied: client-go decodes what the world served in
     // protobuf, as the core does.
     assert!(on_protobuf > 0, "no seed ran on protobuf");
+    // And their page-size draw: client-go's pager followed the recorded continue tokens.
+    let paged_input = inputs
+        .iter()
+        .find(|i| i.trace.header.list_page_size.is_some())
+        .expect("a paged seed");
+    let go = run_go(&bin, &paged_input.file).unwrap();
+    assert!(
+        go.requests
+            .iter()
+            .any(|r| r.verb == "LIST" && !r.continue_token.is_empty() && r.answer != 0),
+        "{}: client-go asked for no page after the first: {:?}",
+        paged_input.name,
+        go.requests
+    );
     assert!(
         unexplained.is_empty(),
         "differences of no known class:\n{}",

@@ -273,6 +273,9 @@ pub struct Header {
     /// The primary's listings are streaming lists (`WatchParams::streaming_lists`): its
     /// first record answers a WATCH with `sendInitialEvents`.
     pub streaming_lists: bool,
+    /// The primary LISTs in pages of at most this many objects (`WatchParams::list_page_size`;
+    /// `list_page_size`, written only when set), so a replay pages as the recorded run did.
+    pub list_page_size: Option<u32>,
     /// Resync period; `None` disables it.
     pub resync: Option<Duration>,
     /// Reflector retry delay.
@@ -310,6 +313,7 @@ impl Default for Header {
             concurrency: 1,
             timeout_seconds: 300,
             streaming_lists: false,
+            list_page_size: None,
             resync: Some(Duration::from_secs(36_000)),
             retry_delay: Duration::from_secs(1),
             backoff: (Duration::from_secs(1), Duration::from_secs(60)),
@@ -621,6 +625,7 @@ struct HeaderLine {
     concurrency: Option<usize>,
     timeout_seconds: Option<u32>,
     streaming_lists: Option<bool>,
+    list_page_size: Option<u32>,
     #[serde(default, deserialize_with = "present")]
     resync_s: Option<Option<f64>>,
     retry_delay_s: Option<f64>,
@@ -767,6 +772,10 @@ impl Header {
             concurrency: h.concurrency.unwrap_or(d.concurrency),
             timeout_seconds: h.timeout_seconds.unwrap_or(d.timeout_seconds),
             streaming_lists: h.streaming_lists.unwrap_or(d.streaming_lists),
+            list_page_size: match h.list_page_size {
+                Some(0) => return Err("list_page_size must be at least 1".into()),
+                n => n,
+            },
             resync: match h.resync_s {
                 None => d.resync,
                 Some(None) => None,
@@ -835,6 +844,9 @@ impl Header {
         m.insert("timeout_seconds".into(), self.timeout_seconds.into());
         if self.streaming_lists {
             m.insert("streaming_lists".into(), true.into());
+        }
+        if let Some(n) = self.list_page_size {
+            m.insert("list_page_size".into(), n.into());
         }
         m.insert(
             "resync_s".into(),

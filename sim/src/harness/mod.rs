@@ -82,6 +82,7 @@ pub fn config(header: &Header) -> Result<Config<PodView, String>, ConfigError> {
         }
         params.wire_format = header.wire_format;
         params.kind.clone_from(&header.kind);
+        params.list_page_size = header.list_page_size;
         // Secondaries' objects are decoded as metadata: a replay needs only their names,
         // versions and owners (every owner, for an `any-owner` source).
         header

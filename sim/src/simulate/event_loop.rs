@@ -131,7 +131,9 @@ pub(super) fn simulate_recorded_inner(
         }
         header.streaming_lists |= streaming;
         let mut config = crate::harness::config(&header)?;
-        if let reconcile_core::SourceConfig::Kubernetes(params) = &mut config.source {
+        if let reconcile_core::SourceConfig::Kubernetes(params) = &mut config.source
+            && opts.list_page_size.is_some()
+        {
             params.list_page_size = opts.list_page_size;
         }
         config

@@ -407,6 +407,8 @@ type harness struct {
 	// initial: a streaming list is gathering its initial events (until its end bookmark
 	// is delivered, or the reflector's next request).
 	initial bool
+	// pendingPages: items of the pages of a listing not yet whole (see listed).
+	pendingPages int
 }
 
 // quiet: everything the reflector was handed is queued, and everything queued is handled.
@@ -462,6 +464,10 @@ func (h *harness) ListWithContext(ctx context.Context, opts metav1.ListOptions) 
 	r := Request{Verb: "LIST", ResourceVersion: opts.ResourceVersion, Limit: opts.Limit, Continue: opts.Continue}
 	h.request(ctx, r)
 	h.mu.Lock()
+	if opts.Continue == "" {
+		// A new listing: the pages of one left unfinished are never queued.
+		h.pendingPages = 0
+	}
 	if len(h.lists) == 0 {
 		h.mu.Unlock()
 		h.block(ctx)
@@ -503,10 +509,22 @@ func (h *harness) ListWithContext(ctx context.Context, opts metav1.ListOptions) 
 		}
 		list.Items = append(list.Items, *u)
 	}
-	h.mu.Lock()
-	h.expect += len(list.Items)
-	h.mu.Unlock()
+	h.listed(len(list.Items), body.Metadata.Continue != "")
 	return list, nil
+}
+
+// listed counts a LIST answer's items as expected once its listing is whole: client-go's
+// pager gathers the pages and the reflector queues them all at the last one, so the items of
+// a page with a continue token wait for the pages after it (and are dropped with a listing
+// that is never finished: see ListWithContext).
+func (h *harness) listed(items int, more bool) {
+	h.mu.Lock()
+	h.pendingPages += items
+	if !more {
+		h.expect += h.pendingPages
+		h.pendingPages = 0
+	}
+	h.mu.Unlock()
 }
 
 // protobufList decodes a protobuf LIST answer as the typed client does: whole, into the
@@ -532,9 +550,7 @@ func (h *harness) protobufList(body []byte) (runtime.Object, error) {
 		}
 		list.Items = append(list.Items, *u)
 	}
-	h.mu.Lock()
-	h.expect += len(list.Items)
-	h.mu.Unlock()
+	h.listed(len(list.Items), pods.Continue != "")
 	return list, nil
 }
 

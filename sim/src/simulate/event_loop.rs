@@ -450,7 +450,7 @@ impl Sim<'_> {
         let world = &self.worlds[source];
         if source != 0
             || self.h.recording()
-            || !(json || !world.serves_protobuf())
+            || (!json && world.serves_protobuf())
             || world.list_json_len() <= LARGE_LIST
         {
             return false;

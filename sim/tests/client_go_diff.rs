@@ -140,6 +140,18 @@ const KNOWN: &[(&str, &str, &str)] = &[
         "cursor: client-go 1388, core 1398",
         row::TYPED_DECODE,
     ),
+    // The same capture keyed by controller owner: its pod has none, so it wakes no parent
+    // either way; the cursor still parts where client-go relists.
+    (
+        "real/kubeclient/watch_stream.ndjson (by owner)",
+        "cursor: client-go 1388, core 1398",
+        row::TYPED_DECODE,
+    ),
+    (
+        "real/kubeclient/watch_stream.ndjson (by owner:ReplicaSet)",
+        "cursor: client-go 1388, core 1398",
+        row::TYPED_DECODE,
+    ),
     (
         "real/kubeclient/watch_stream.ndjson",
         "objects woken by line 3: client-go {}, core {default/php}",
@@ -293,6 +305,11 @@ struct GoNotification {
     old_labels: Option<BTreeMap<String, String>>,
     #[serde(default)]
     labels: Option<BTreeMap<String, String>>,
+    /// The controller owner as `Kind/name`, empty for none.
+    #[serde(default)]
+    owner: String,
+    #[serde(default)]
+    old_owner: String,
     #[serde(default)]
     tombstone: bool,
 }
@@ -302,6 +319,8 @@ struct GoStoreEntry {
     rv: String,
     #[serde(default)]
     labels: Option<BTreeMap<String, String>>,
+    #[serde(default)]
+    owner: String,
 }
 
 #[derive(Debug, Deserialize)]
@@ -363,17 +382,31 @@ fn harness() -> Option<PathBuf> {
 }
 
 /// The parent a notification's labels map to, as the header's key map would.
-fn parent_of(by: &KeyBy, key: &str, labels: Option<&BTreeMap<String, String>>) -> Option<String> {
+/// What Go's handler saw of an object that a key map reads: its labels and its controller
+/// owner (`Kind/name`, empty for none).
+type Facts<'a> = (Option<&'a BTreeMap<String, String>>, &'a str);
+
+/// The parent of the object `key` under `by`, as the core's `KeyBy::parent_of` maps it.
+fn parent_of(by: &KeyBy, key: &str, (labels, owner): Facts<'_>) -> Option<String> {
     let (ns, name) = key.split_once('/').unwrap_or(("", key));
-    match by {
-        KeyBy::Label(l) => labels.and_then(|m| m.get(l)).cloned(),
-        KeyBy::Name => Some(if ns.is_empty() {
+    let in_namespace = |name: &str| {
+        if ns.is_empty() {
             name.to_owned()
         } else {
-            key.to_owned()
-        }),
+            format!("{ns}/{name}")
+        }
+    };
+    match by {
+        KeyBy::Label(l) => labels.and_then(|m| m.get(l)).cloned(),
+        KeyBy::Name => Some(in_namespace(name)),
         KeyBy::Namespace => Some(ns.to_owned()),
-        other => panic!("key map {other} is not compared yet"),
+        KeyBy::Owner(kind) => {
+            let (owner_kind, owner_name) = owner.split_once('/')?;
+            if kind.as_deref().is_some_and(|k| k != owner_kind) {
+                return None;
+            }
+            Some(in_namespace(owner_name))
+        }
     }
 }
 
@@ -418,21 +451,21 @@ fn go_side(out: &GoOutput, by: &KeyBy) -> Side {
             _ => format!("WATCH rv={}", r.resource_version),
         });
     }
-    // The labels of each object as Go's handler last saw it cached.
-    let mut cached: BTreeMap<&str, Option<&BTreeMap<String, String>>> = BTreeMap::new();
+    // What a key map reads of each object as Go's handler last saw it cached.
+    let mut cached: BTreeMap<&str, Facts<'_>> = BTreeMap::new();
     for n in &out.notifications {
-        let stored = cached.get(n.key.as_str()).copied().flatten();
+        let stored = cached.get(n.key.as_str()).copied().unwrap_or((None, ""));
         if n.kind == "delete" {
             cached.remove(n.key.as_str());
         } else {
-            cached.insert(&n.key, n.labels.as_ref());
+            cached.insert(&n.key, (n.labels.as_ref(), &n.owner));
         }
         // row::SAME_RV: an update at the cached resourceVersion wakes nothing here.
         if n.kind == "update" && n.rv == n.old_rv && !n.rv.is_empty() {
             continue;
         }
         let old = match n.kind.as_str() {
-            "update" => parent_of(by, &n.key, n.old_labels.as_ref()),
+            "update" => parent_of(by, &n.key, (n.old_labels.as_ref(), &n.old_owner)),
             // row::DELETE_PARENT: a delete wakes the parent the object was cached under,
             // not the one the DELETED event's object (or a tombstone) maps to.
             "delete" => parent_of(by, &n.key, stored),
@@ -440,7 +473,7 @@ fn go_side(out: &GoOutput, by: &KeyBy) -> Side {
         };
         let new = match n.kind.as_str() {
             "delete" => None,
-            _ => parent_of(by, &n.key, n.labels.as_ref()),
+            _ => parent_of(by, &n.key, (n.labels.as_ref(), &n.owner)),
         };
         // row::UNMAPPED: an object its key map maps to no parent, before or after, is never
         // cached here, so it wakes nothing.
@@ -461,7 +494,7 @@ fn go_side(out: &GoOutput, by: &KeyBy) -> Side {
     side.parents.retain(|_, p| !p.is_empty());
     for (key, entry) in &out.store {
         // row::UNMAPPED: an object the key map cannot map is not cached here.
-        if parent_of(by, key, entry.labels.as_ref()).is_none() {
+        if parent_of(by, key, (entry.labels.as_ref(), &entry.owner)).is_none() {
             continue;
         }
         side.store.insert(key.clone(), entry.rv.clone());
@@ -643,6 +676,26 @@ fn inputs() -> Vec<Input> {
         inputs.push(written(&format!("real/{rel}"), &trace, file));
     }
     inputs.extend(apiserver_protobuf_inputs(&tmp));
+    // The real conversations once more, keyed by the pods' controller owner (their
+    // ReplicaSets, DaemonSets, Nodes), with a kind and without: the key maps the traces
+    // above do not use.
+    let by_owner: Vec<Input> = inputs
+        .iter()
+        .filter(|i| i.name.starts_with("real/") || i.name.starts_with("apiserver-protobuf"))
+        .flat_map(|i| {
+            [KeyBy::Owner(None), KeyBy::Owner(Some("ReplicaSet".into()))].map(|by| {
+                let mut trace = i.trace.clone();
+                trace.header.parent = by.clone();
+                let name = format!("{} (by {by})", i.name);
+                let file = tmp.join(format!(
+                    "{}.jsonl",
+                    name.replace(['/', '.', ' ', '(', ')', ':'], "_")
+                ));
+                written(&name, &trace, file)
+            })
+        })
+        .collect();
+    inputs.extend(by_owner);
     inputs
 }
 

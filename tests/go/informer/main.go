@@ -153,6 +153,9 @@ type Notification struct {
 	// OldLabels / Labels: the objects' labels, for the parent mapping.
 	OldLabels map[string]string `json:"old_labels,omitempty"`
 	Labels    map[string]string `json:"labels"`
+	// OldOwner / Owner: the objects' controller owner as Kind/name, for the owner key map.
+	OldOwner string `json:"old_owner,omitempty"`
+	Owner    string `json:"owner,omitempty"`
 	// Tombstone: a delete handed a cache.DeletedFinalStateUnknown.
 	Tombstone     bool `json:"tombstone,omitempty"`
 	InInitialList bool `json:"in_initial_list,omitempty"`
@@ -162,6 +165,7 @@ type Notification struct {
 type StoreEntry struct {
 	RV     string            `json:"rv"`
 	Labels map[string]string `json:"labels"`
+	Owner  string            `json:"owner,omitempty"`
 }
 
 // Output is what the harness prints.
@@ -768,6 +772,17 @@ func meta(obj any) (rv string, labels map[string]string) {
 	return "", nil
 }
 
+// ownerOf is the object's controller owner (its ownerReferences entry with controller:
+// true) as Kind/name, "" when it has none.
+func ownerOf(obj any) string {
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		if ref := metav1.GetControllerOfNoCopy(u); ref != nil {
+			return ref.Kind + "/" + ref.Name
+		}
+	}
+	return ""
+}
+
 // play runs client-go's informer on the answers until the trace is used up and the
 // reflector is idle, and returns what it did. It does no I/O and reads time only through
 // the time package, so run inside a synctest bubble (informer_test.go) every timer of the
@@ -779,12 +794,12 @@ func play(lists []*listAnswer, watches []*watchAnswer, kind string, streaming bo
 	handler := cache.ResourceEventHandlerDetailedFuncs{
 		AddFunc: func(obj any, initial bool) {
 			rv, labels := meta(obj)
-			h.note(Notification{Kind: "add", Key: keyOf(obj), RV: rv, Labels: labels, InInitialList: initial}, false)
+			h.note(Notification{Kind: "add", Key: keyOf(obj), RV: rv, Labels: labels, Owner: ownerOf(obj), InInitialList: initial}, false)
 		},
 		UpdateFunc: func(old, obj any) {
 			rv, labels := meta(obj)
 			orv, olabels := meta(old)
-			h.note(Notification{Kind: "update", Key: keyOf(obj), RV: rv, OldRV: orv, Labels: labels, OldLabels: olabels}, false)
+			h.note(Notification{Kind: "update", Key: keyOf(obj), RV: rv, OldRV: orv, Labels: labels, OldLabels: olabels, Owner: ownerOf(obj), OldOwner: ownerOf(old)}, false)
 		},
 		DeleteFunc: func(obj any) {
 			n := Notification{Kind: "delete", Key: keyOf(obj)}
@@ -792,8 +807,10 @@ func play(lists []*listAnswer, watches []*watchAnswer, kind string, streaming bo
 			if isTomb {
 				n.Tombstone = true
 				n.RV, n.Labels = meta(tomb.Obj)
+				n.Owner = ownerOf(tomb.Obj)
 			} else {
 				n.RV, n.Labels = meta(obj)
+				n.Owner = ownerOf(obj)
 			}
 			h.note(n, isTomb)
 		},
@@ -862,7 +879,7 @@ func play(lists []*listAnswer, watches []*watchAnswer, kind string, streaming bo
 	for _, k := range keys {
 		obj, _, _ := store.GetByKey(k)
 		rv, labels := meta(obj)
-		out.Store[k] = StoreEntry{RV: rv, Labels: labels}
+		out.Store[k] = StoreEntry{RV: rv, Labels: labels, Owner: ownerOf(obj)}
 	}
 	cancel()
 	<-done

@@ -466,18 +466,8 @@ impl Sim<'_> {
         });
         let items = match items {
             Ok(items) => items,
-            Err(ListAnswer::Response(status, body)) => {
-                let response = ListResponse::Response {
-                    status,
-                    body: body.into_bytes(json),
-                };
-                let text = self.h.label(|| describe::list(req, &response));
-                let io = self.h.step_input(|| text, Input::List { req, response });
-                self.handle_io(io);
-                return true;
-            }
-            Err(ListAnswer::Transport(e)) => {
-                let response = ListResponse::TransportError(e);
+            Err(failed) => {
+                let response = list_response(failed, json);
                 let text = self.h.label(|| describe::list(req, &response));
                 let io = self.h.step_input(|| text, Input::List { req, response });
                 self.handle_io(io);
@@ -644,13 +634,7 @@ impl Sim<'_> {
                         answer
                     }
                 };
-                let response = match answer {
-                    ListAnswer::Response(status, body) => ListResponse::Response {
-                        status,
-                        body: body.into_bytes(json),
-                    },
-                    ListAnswer::Transport(e) => ListResponse::TransportError(e),
-                };
+                let response = list_response(answer, json);
                 // A driver streams a 200 body through the core's `ListDecoder`: half the
                 // bodies (by length, so that no draw moves the seeded run) take that path, in
                 // chunks whose size also follows the length, and must act as the whole body.
@@ -1178,6 +1162,18 @@ fn source_index(source: SourceId) -> usize {
 
 pub(super) fn key(object: &impl Object) -> String {
     object.key().map_or_else(|| "?".into(), |k| k.to_string())
+}
+
+/// What the core is fed for the world's LIST `answer`: the body in JSON, or in protobuf
+/// when the world serves it and `json` is false.
+fn list_response(answer: ListAnswer, json: bool) -> ListResponse<PodView> {
+    match answer {
+        ListAnswer::Response(status, body) => ListResponse::Response {
+            status,
+            body: body.into_bytes(json),
+        },
+        ListAnswer::Transport(e) => ListResponse::TransportError(e),
+    }
 }
 
 /// Decodes `body` as a driver does while it streams in, `chunk` bytes at a time.

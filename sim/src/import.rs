@@ -220,8 +220,9 @@ fn capture_kind(trace: &Trace) -> Option<String> {
                 let items = list
                     .get("items")
                     .and_then(|i| serde_json::from_str::<Vec<&RawValue>>(i.get()).ok());
+                // The list passed the depth check whole: each item is read for its kind alone.
                 for item in items.unwrap_or_default() {
-                    if let Some(kind) = members(item.get()).as_ref().and_then(kind_of) {
+                    if let Some(kind) = kind_field(item.get()) {
                         count(kind);
                     }
                 }
@@ -250,6 +251,15 @@ fn capture_kind(trace: &Trace) -> Option<String> {
         .map(|(k, _)| k)
         .or(from_list)
         .filter(|k| crate::trace::is_kind_name(k))
+}
+
+/// The `kind` member of the JSON object `text`, read in one pass that builds nothing else.
+fn kind_field(text: &str) -> Option<String> {
+    #[derive(Deserialize)]
+    struct Kinded {
+        kind: Option<String>,
+    }
+    serde_json::from_str::<Kinded>(text).ok()?.kind
 }
 
 /// Whether the JSON `text` is an object whose `items` is an array, read without building it

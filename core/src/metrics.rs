@@ -95,15 +95,18 @@ pub enum RelistLabel {
     Other,
     /// A frame that tells no resourceVersion.
     UndecodableFrame,
+    /// The replica's shards moved and the apiserver selects by shard.
+    ShardsMoved,
 }
 
 impl RelistLabel {
     /// Every label, in exposition order.
-    pub const ALL: [RelistLabel; 4] = [
+    pub const ALL: [RelistLabel; 5] = [
         RelistLabel::Expired,
         RelistLabel::TooLarge,
         RelistLabel::Other,
         RelistLabel::UndecodableFrame,
+        RelistLabel::ShardsMoved,
     ];
 
     /// The label value.
@@ -114,6 +117,7 @@ impl RelistLabel {
             RelistLabel::TooLarge => "too_large_resource_version",
             RelistLabel::Other => "other_status",
             RelistLabel::UndecodableFrame => "undecodable_frame",
+            RelistLabel::ShardsMoved => "shards_moved",
         }
     }
 
@@ -122,6 +126,7 @@ impl RelistLabel {
             RelistReason::ErrorFrame(status) => status.code,
             RelistReason::HttpStatus(code, _) => Some(i32::from(*code)),
             RelistReason::UndecodableFrame(_) => return RelistLabel::UndecodableFrame,
+            RelistReason::ShardsMoved => return RelistLabel::ShardsMoved,
         };
         match code {
             Some(410) => RelistLabel::Expired,
@@ -196,7 +201,7 @@ pub struct Metrics {
     /// `workqueue_longest_running_processor_seconds`: the oldest running reconcile's age.
     pub workqueue_longest_running_processor_seconds: f64,
     /// `reconcile_loop_relists_total`, by [`RelistLabel`] (indexed as `RelistLabel::ALL`).
-    pub relists_total: [u64; 4],
+    pub relists_total: [u64; RelistLabel::ALL.len()],
     /// `reconcile_loop_watch_restarts_total`: watches reopened from their cursor.
     pub watch_restarts_total: u64,
     /// `reconcile_loop_frames_applied_total`: watch frames decoded and applied.
@@ -246,6 +251,11 @@ pub struct Metrics {
     pub own_writes_waiting: u64,
     /// `reconcile_loop_shards_held`: `Some(shards)` this replica holds when sharded.
     pub shards_held: Option<u64>,
+    /// `reconcile_loop_shard_server_selection`: when the primary's shards may be selected
+    /// on the apiserver (KEP-5866), `Some(true)` while they are and `Some(false)` once the
+    /// apiserver was found to ignore the selector (every object cached, filtered on
+    /// dispatch); `None` when not selected.
+    pub shard_server_selection: Option<bool>,
     /// `reconcile_loop_shard_transitions_total`: shard terms begun and ended here (each
     /// ended one a handover).
     pub shard_transitions_total: u64,
@@ -269,7 +279,7 @@ impl Default for Metrics {
             workqueue_retries_total: 0,
             workqueue_unfinished_work_seconds: 0.0,
             workqueue_longest_running_processor_seconds: 0.0,
-            relists_total: [0; 4],
+            relists_total: [0; RelistLabel::ALL.len()],
             watch_restarts_total: 0,
             frames_applied_total: 0,
             frames_skipped_total: 0,
@@ -289,6 +299,7 @@ impl Default for Metrics {
             own_writes_untracked_total: 0,
             own_writes_waiting: 0,
             shards_held: None,
+            shard_server_selection: None,
             shard_transitions_total: 0,
             shard_takeover_seconds: Histogram::new(&RECONCILE_TIME_BUCKETS),
         }

@@ -8,10 +8,11 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use reconcile_core::pod::PodView;
+use reconcile_core::shard::fnv1a64;
 use reconcile_core::{
-    Command, Config, Event, Input, Instant, KeyMap, LeaseRequest, LeaseResponse, ObjectKey,
-    Outcome, Output, ReconcileLoop, RequestId, ShardConfig, Sharding, SourceEvent, StreamId,
-    Ticket,
+    Command, Config, Event, Input, Instant, KeyMap, LeaseRequest, LeaseResponse, ListResponse,
+    ObjectKey, Outcome, Output, ReconcileLoop, RequestId, ShardBy, ShardConfig, Sharding,
+    SourceEvent, StreamId, Ticket, WatchParams,
 };
 use serde_json::Value;
 
@@ -19,10 +20,40 @@ const SHARDS: u32 = 12;
 const PODS: usize = 60;
 
 fn pod(name: &str, rv: u64) -> PodView {
-    serde_json::from_str(&format!(
-        r#"{{"metadata":{{"name":"{name}","namespace":"ns","resourceVersion":"{rv}"}}}}"#
-    ))
-    .unwrap()
+    serde_json::from_str(&pod_json(name, "ns", rv)).unwrap()
+}
+
+fn pod_json(name: &str, namespace: &str, rv: u64) -> String {
+    format!(
+        r#"{{"metadata":{{"name":"{name}","namespace":"{namespace}","resourceVersion":"{rv}"}}}}"#
+    )
+}
+
+/// Whether the apiserver of a fleet selects by shard (KEP-5866), for replicas that list and
+/// watch pods spread over namespaces, sharded by namespace.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Server {
+    /// Honours `shardSelector`.
+    Selects,
+    /// Ignores it, as without the `ShardedListAndWatch` gate.
+    Ignores,
+}
+
+/// Whether `namespace` falls in a `shardSelector` as the core writes it (an unselected
+/// request takes everything).
+fn selected(selector: Option<&str>, namespace: &str) -> bool {
+    let Some(selector) = selector else {
+        return true;
+    };
+    let hash = u128::from(fnv1a64(namespace.as_bytes()));
+    selector.split(" || ").any(|range| {
+        let bounds: Vec<u128> = range
+            .split('\'')
+            .filter_map(|p| p.strip_prefix("0x"))
+            .map(|hex| u128::from_str_radix(hex, 16).unwrap())
+            .collect();
+        bounds[0] <= hash && hash < bounds[1]
+    })
 }
 
 fn secs(s: f64) -> Instant {
@@ -131,6 +162,8 @@ struct Replica {
     core: ReconcileLoop<PodView, ObjectKey>,
     alive: bool,
     stream: Option<StreamId>,
+    /// With a selecting or ignoring server: what the open WATCH asked for.
+    watch: Option<WatchParams>,
     /// Running reconciles: when each will finish.
     running: BTreeMap<Ticket, (usize, Instant)>,
     leases: Vec<(RequestId, String, LeaseRequest)>,
@@ -155,6 +188,12 @@ struct Fleet {
     log: String,
     trace: bool,
     shards: u32,
+    /// Replicas list and watch pods in many namespaces, sharded by namespace, from this
+    /// apiserver; `None`: an in-process source of pods in one namespace, sharded by key.
+    server: Option<Server>,
+    /// Reconciles dispatched with no object of their key cached (never right here: no pod
+    /// is ever deleted).
+    blind: Vec<String>,
     /// The apiserver serves each turn's LISTs before that turn's writes, and their answers
     /// come last: a LIST shows the Leases as they were before writes already answered.
     stale_lists: bool,
@@ -169,6 +208,8 @@ impl Fleet {
         let mut fleet = Fleet {
             trace,
             shards,
+            server: None,
+            blind: Vec::new(),
             stale_lists: false,
             replicas: Vec::new(),
             leases: Leases::default(),
@@ -188,13 +229,57 @@ impl Fleet {
         fleet
     }
 
+    /// A fleet over a server that selects by shard, or ignores it.
+    fn on_server(replicas: usize, server: Server) -> Self {
+        let mut fleet = Self::with(0, SHARDS, false);
+        fleet.server = Some(server);
+        for _ in 0..replicas {
+            fleet.add();
+        }
+        fleet
+    }
+
     fn config(&self, identity: &str) -> ShardConfig {
-        ShardConfig::new("ns", "ctl", identity, self.shards)
+        let mut config = ShardConfig::new("ns", "ctl", identity, self.shards);
+        if self.server.is_some() {
+            config.by = ShardBy::Namespace;
+        }
+        config
+    }
+
+    /// A pod's namespace: one for all, or one of 30 with a server. Named to differ in their
+    /// first bytes: the server's hash (FNV-1a, unmixed) puts `team-0` … `team-29` in 2 of
+    /// 12 shards, `0-team` … `29-team` in 9.
+    fn namespace(&self, name: &str) -> String {
+        match self.server {
+            None => "ns".into(),
+            Some(_) => {
+                let n: usize = name.trim_start_matches('p').parse().unwrap();
+                format!("{}-team", n % 30)
+            }
+        }
+    }
+
+    /// The pods a request with `params` gets from the server.
+    fn served(&self, params: &WatchParams) -> Vec<(String, String, u64)> {
+        let selector = match self.server {
+            Some(Server::Selects) => params.shard_selector.as_deref(),
+            _ => None,
+        };
+        self.pods
+            .iter()
+            .map(|(name, rv)| (name.clone(), self.namespace(name), *rv))
+            .filter(|(_, ns, _)| selected(selector, ns))
+            .collect()
     }
 
     fn add(&mut self) -> usize {
         let i = self.replicas.len();
-        let config = Config::in_process(KeyMap::by_object())
+        let config = match self.server {
+            None => Config::in_process(KeyMap::by_object()),
+            Some(_) => Config::kubernetes(WatchParams::default(), KeyMap::by_object()),
+        };
+        let config = config
             .concurrency(4)
             .sharding(self.config(&format!("r{i}")));
         let mut core = ReconcileLoop::new(config, self.now).unwrap();
@@ -202,6 +287,7 @@ impl Fleet {
         self.replicas.push(Replica {
             core,
             alive: true,
+            watch: None,
             stream: None,
             running: BTreeMap::new(),
             leases: Vec::new(),
@@ -228,10 +314,47 @@ impl Fleet {
                             event: SourceEvent::Replace(pods),
                         });
                     }
+                    Output::Command(Command::List { req, params, .. }) => {
+                        let items: Vec<String> = self
+                            .served(&params)
+                            .iter()
+                            .map(|(n, ns, rv)| pod_json(n, ns, *rv))
+                            .collect();
+                        let rv = self.pods.values().max().copied().unwrap_or(1);
+                        let body = format!(
+                            r#"{{"metadata":{{"resourceVersion":"{rv}"}},"items":[{}]}}"#,
+                            items.join(",")
+                        );
+                        inputs.push(Input::List {
+                            req,
+                            response: ListResponse::Response {
+                                status: 200,
+                                body: body.into(),
+                            },
+                        });
+                    }
+                    Output::Command(Command::Watch { stream, params, .. }) => {
+                        r.stream = Some(stream);
+                        r.watch = Some(WatchParams::clone(&params));
+                        inputs.push(Input::WatchOpened { stream });
+                    }
+                    Output::Command(Command::CloseWatch { stream }) => {
+                        if r.stream == Some(stream) {
+                            r.stream = None;
+                        }
+                    }
                     Output::Command(Command::Lease {
                         req, name, request, ..
                     }) => r.leases.push((req, name, request)),
-                    Output::Command(Command::Reconcile { ticket, parent, .. }) => {
+                    Output::Command(Command::Reconcile {
+                        ticket,
+                        parent,
+                        members,
+                        ..
+                    }) => {
+                        if members.is_empty() {
+                            self.blind.push(format!("r{i} {parent} at {:?}", self.now));
+                        }
                         let key = parent.name().to_owned();
                         let took = self
                             .slow
@@ -401,6 +524,30 @@ impl Fleet {
             if !self.replicas[i].alive {
                 continue;
             }
+            if self.server.is_some() {
+                // Over the WATCH open, if any: a replica relisting gets the new versions from
+                // its LIST.
+                let (Some(stream), Some(params)) =
+                    (self.replicas[i].stream, self.replicas[i].watch.clone())
+                else {
+                    continue;
+                };
+                for (name, ns, rv) in self.served(&params) {
+                    let line = format!(
+                        r#"{{"type":"MODIFIED","object":{}}}"#,
+                        pod_json(&name, &ns, rv)
+                    );
+                    self.replicas[i].core.handle_input(
+                        self.now,
+                        Input::WatchLine {
+                            stream,
+                            line: line.into(),
+                        },
+                    );
+                }
+                self.drain(i);
+                continue;
+            }
             let stream = self.replicas[i].stream.unwrap();
             for (name, rv) in self.pods.clone() {
                 self.replicas[i].core.handle_input(
@@ -495,7 +642,7 @@ impl Fleet {
     fn owner_of(&self, key: &str) -> Option<usize> {
         let shard = self
             .config("any")
-            .shard_of(&ObjectKey::new(Some("ns"), key));
+            .shard_of(&ObjectKey::new(Some(&self.namespace(key)), key));
         (0..self.replicas.len()).find(|&i| self.replicas[i].alive && self.held(i).contains(&shard))
     }
 }
@@ -823,4 +970,139 @@ fn two_replicas_protocol_reads_as_one_line_per_step() {
     fleet.run_until(secs(9.0));
     fleet.check_balance().unwrap();
     insta::assert_snapshot!(fleet.log);
+}
+
+impl Fleet {
+    /// Each live replica's cache holds exactly the pods of the shards it holds (`Selects`),
+    /// or every pod (`Ignores`).
+    fn check_caches(&self) -> Result<(), String> {
+        let config = self.config("any");
+        for (i, r) in self.replicas.iter().enumerate().filter(|(_, r)| r.alive) {
+            let held = self.held(i);
+            let expected: BTreeSet<String> = self
+                .pods
+                .keys()
+                .filter(|name| {
+                    self.server == Some(Server::Ignores)
+                        || held.contains(&config.shard_of_text(&self.namespace(name)))
+                })
+                .cloned()
+                .collect();
+            let cached: BTreeSet<String> = r
+                .core
+                .store()
+                .iter()
+                .map(|(key, _, _)| key.name().to_owned())
+                .collect();
+            if cached != expected {
+                return Err(format!(
+                    "r{i} holds {held:?} and caches {} pods, expected {}: {:?}",
+                    cached.len(),
+                    expected.len(),
+                    cached.symmetric_difference(&expected).collect::<Vec<_>>()
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Every pod's last change ran on the owner of its shard, and nowhere else, since `from`.
+    fn check_owners_ran(&self, from: usize) -> Result<(), String> {
+        for key in self.pods.keys() {
+            let owner = self.owner_of(key);
+            let ran: BTreeSet<usize> = self.runs[from..]
+                .iter()
+                .filter(|r| &r.key == key)
+                .map(|r| r.replica)
+                .collect();
+            if ran.len() != 1 || owner.is_none_or(|o| !ran.contains(&o)) {
+                return Err(format!("{key} (owner {owner:?}) ran on {ran:?}"));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn with_server_side_selection_each_replica_caches_only_its_shards() {
+    let mut fleet = Fleet::on_server(3, Server::Selects);
+    fleet.run_until(secs(20.0));
+    fleet.check_balance().unwrap();
+    fleet.check_caches().unwrap();
+    for i in 0..3 {
+        let cached = fleet.replicas[i].core.store().len();
+        assert!(cached < PODS, "r{i} caches {cached} of {PODS} pods");
+        assert_eq!(
+            fleet.replicas[i].core.metrics().shard_server_selection,
+            Some(true)
+        );
+    }
+    let from = fleet.runs.len();
+    fleet.touch_all();
+    fleet.run_until(secs(25.0));
+    fleet.check_owners_ran(from).unwrap();
+    fleet.check_safety().unwrap();
+    assert!(fleet.blind.is_empty(), "{:?}", fleet.blind);
+}
+
+#[test]
+fn selected_shards_move_with_a_relist_and_no_key_runs_before_its_objects_are_cached() {
+    // One replica holds every shard and caches every pod.
+    let mut fleet = Fleet::on_server(1, Server::Selects);
+    fleet.run_until(secs(20.0));
+    fleet.check_caches().unwrap();
+    assert_eq!(fleet.replicas[0].core.store().len(), PODS);
+    // Newcomers take their share: r0 forgets the pods of the shards it gave up (their
+    // keys wake, and wait parked: not its shards any more), each newcomer lists its own.
+    for _ in 0..2 {
+        let joined = fleet.now;
+        fleet.add();
+        fleet.run_until(joined + Duration::from_secs(10));
+        fleet.check_balance().unwrap();
+        fleet.check_caches().unwrap();
+    }
+    // A newcomer dies: r0 takes some of its shards back. Their keys, parked since r0 gave
+    // them up, may run only once r0's new listing holds their pods again.
+    fleet.kill(1);
+    let killed = fleet.now;
+    fleet.run_until(killed + Duration::from_secs(25));
+    fleet.check_balance().unwrap();
+    fleet.check_caches().unwrap();
+    let from = fleet.runs.len();
+    fleet.touch_all();
+    fleet.run_until(fleet.now + Duration::from_secs(5));
+    fleet.check_owners_ran(from).unwrap();
+    fleet.check_safety().unwrap();
+    assert!(fleet.blind.is_empty(), "{:?}", fleet.blind);
+}
+
+#[test]
+fn an_apiserver_that_ignores_the_selector_is_detected_and_everything_is_cached() {
+    let mut fleet = Fleet::on_server(3, Server::Ignores);
+    fleet.run_until(secs(20.0));
+    fleet.check_balance().unwrap();
+    fleet.check_caches().unwrap();
+    for i in 0..3 {
+        assert_eq!(fleet.replicas[i].core.store().len(), PODS);
+        assert_eq!(
+            fleet.replicas[i].core.metrics().shard_server_selection,
+            Some(false),
+            "r{i} still believes the server selects"
+        );
+    }
+    let from = fleet.runs.len();
+    fleet.touch_all();
+    fleet.run_until(secs(25.0));
+    fleet.check_owners_ran(from).unwrap();
+    fleet.check_safety().unwrap();
+}
+
+#[test]
+fn the_cache_check_fires_on_a_replica_caching_the_wrong_pods() {
+    // The fleet's own check, shown firing: a selecting fleet judged as if it cached all.
+    let mut fleet = Fleet::on_server(2, Server::Selects);
+    fleet.run_until(secs(20.0));
+    fleet.server = Some(Server::Ignores);
+    let error = fleet.check_caches().unwrap_err();
+    assert!(error.contains("caches"), "{error}");
 }

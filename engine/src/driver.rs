@@ -939,6 +939,17 @@ where
             Event::ShardMembers { live, target } => {
                 tracing::info!(live, target, "shard members");
             }
+            Event::ShardsSelected { shards } => {
+                tracing::info!(
+                    ?shards,
+                    "listing only these shards' objects (shardSelector)"
+                );
+            }
+            Event::ShardSelectionIgnored { object, shard } => tracing::warn!(
+                %object,
+                shard,
+                "the apiserver ignores shardSelector (ShardedListAndWatch off?): caching every object"
+            ),
             other => tracing::debug!(event = %other, "core event"),
         }
     }

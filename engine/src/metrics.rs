@@ -21,7 +21,7 @@
 //! | `workqueue_retries_total` | `name`, `controller` | retries scheduled by the backoff |
 //! | `workqueue_unfinished_work_seconds` | `name`, `controller` | ages of the running reconciles, summed |
 //! | `workqueue_longest_running_processor_seconds` | `name`, `controller` | age of the oldest running reconcile |
-//! | `reconcile_loop_relists_total` | `controller`, `reason` | relists: `expired`, `too_large_resource_version`, `other_status`, `undecodable_frame` |
+//! | `reconcile_loop_relists_total` | `controller`, `reason` | relists: `expired`, `too_large_resource_version`, `other_status`, `undecodable_frame`, `shards_moved` |
 //! | `reconcile_loop_watch_restarts_total` | `controller` | watches reopened from their cursor |
 //! | `reconcile_loop_frames_applied_total` | `controller` | watch frames applied |
 //! | `reconcile_loop_frames_skipped_total` | `controller` | frames skipped with the cursor advanced |
@@ -39,6 +39,7 @@
 //! | `reconcile_loop_shards_held` | `controller` | shards this replica holds (only when sharded) |
 //! | `reconcile_loop_shard_transitions_total` | `controller` | shard terms begun and ended here |
 //! | `reconcile_loop_shard_takeover_seconds` | `controller` | from first seeing a shard free or expired to holding it |
+//! | `reconcile_loop_shard_server_selection` | `controller` | 1 while the apiserver selects this replica's shards, 0 once it was found to ignore `shardSelector` (only when selecting) |
 //!
 //! Gauges are as of the driver's last turn.
 
@@ -415,6 +416,15 @@ impl Collector for ControllerMetrics {
                 "Shard terms begun and ended by this replica",
                 &[(controller, m.shard_transitions_total)],
             )?;
+            if let Some(selecting) = m.shard_server_selection {
+                gauge(
+                    e,
+                    "reconcile_loop_shard_server_selection",
+                    "1 while the apiserver lists and watches only this replica's shards (shardSelector), 0 once found to ignore it",
+                    controller,
+                    if selecting { 1.0 } else { 0.0 },
+                )?;
+            }
             histogram(
                 e,
                 "reconcile_loop_shard_takeover_seconds",

@@ -285,7 +285,22 @@ fn accept(
             http::HeaderValue::from_static(metadata.unwrap_or(ACCEPT_PROTOBUF)),
         );
     }
+    if let Some(selector) = &params.shard_selector {
+        with_shard_selector(&mut request, selector);
+    }
     request
+}
+
+/// Appends `shardSelector` (KEP-5866), which kube-core's parameters do not know yet.
+fn with_shard_selector(request: &mut http::Request<Vec<u8>>, selector: &str) {
+    let uri = request.uri().to_string();
+    let encoded: String = form_urlencoded::byte_serialize(selector.as_bytes()).collect();
+    let joiner = if uri.contains('?') { '&' } else { '?' };
+    match format!("{uri}{joiner}shardSelector={encoded}").parse::<http::Uri>() {
+        Ok(with) => *request.uri_mut() = with,
+        // A form-encoded value is always a valid query, so this is never reached.
+        Err(e) => tracing::error!(%e, "shardSelector does not fit the URI"),
+    }
 }
 
 /// Reads a whole body, each chunk within `idle`, at most `limit` bytes.
@@ -539,6 +554,30 @@ mod tests {
         assert!(uri.contains("labelSelector=app%3Dcell"), "{uri}");
         assert!(!uri.contains("resourceVersion"), "{uri}");
         assert!(!uri.contains("limit"), "{uri}");
+    }
+
+    #[test]
+    fn a_shard_selector_reaches_list_and_watch_urls_encoded() {
+        let params = WatchParams {
+            shard_selector: Some(
+                "shardRange(object.metadata.namespace, '0x0000000000000000', '0x8000000000000000')"
+                    .into(),
+            ),
+            ..WatchParams::default()
+        };
+        let requests = Requests::new("/api/v1/pods");
+        let expected = "shardSelector=shardRange%28object.metadata.namespace%2C+%270x0000000000000000%27%2C+%270x8000000000000000%27%29";
+        let list = requests.list(&params).unwrap().uri().to_string();
+        assert!(list.contains(expected), "{list}");
+        let watch = requests
+            .watch_with(&params, "5", 60, true, false)
+            .unwrap()
+            .uri()
+            .to_string();
+        assert!(watch.contains(expected), "{watch}");
+        assert!(watch.contains("resourceVersion=5"), "{watch}");
+        let plain = requests.list(&WatchParams::default()).unwrap();
+        assert!(!plain.uri().to_string().contains("shardSelector"));
     }
 
     #[test]

@@ -16,7 +16,7 @@ use crate::election::{
 };
 use crate::hashing::FixedState;
 use crate::metrics::{Metrics, ResultLabel, seconds};
-use crate::shard::{ShardChange, ShardTable, Sharding};
+use crate::shard::{Ask, Selection, ShardBy, ShardChange, ShardTable, Sharding};
 use crate::source::Change;
 use crate::source::in_process::InProcessSource;
 use crate::source::reflector::{Reflector, Timing};
@@ -201,6 +201,9 @@ pub struct ReconcileLoop<O, P> {
     /// on its shard.
     shards: Option<ShardTable<Arc<P>>>,
     shard_text: Option<ShardText<P>>,
+    /// When the primary's shards are selected on the apiserver (KEP-5866): the shards
+    /// asked for, and those its cache already holds.
+    selection: Option<Selection>,
     on_lost: OnLost,
     /// Keys waiting for their writes to be observed; `None` when read your own writes is off.
     own_writes: Option<OwnWrites<Arc<P>>>,
@@ -262,6 +265,18 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
             (None, Some((s, _))) => s.on_lost,
             (None, None) => OnLost::Cancel,
         };
+        // Selected on the server only where a key's shard is its objects' namespace's: keys
+        // by name or by owner (owners are in their objects' namespace).
+        let selectable = matches!(source, Source::Kubernetes(_))
+            && matches!(
+                config.key_map.describe(),
+                Some(crate::KeyBy::Name | crate::KeyBy::Owner(_))
+            );
+        let selection = config
+            .sharding
+            .as_ref()
+            .filter(|(s, _)| selectable && s.select_on_server && s.by == ShardBy::Namespace)
+            .map(|_| Selection::default());
         let (shards, shard_text) = match config.sharding {
             Some((sharding, text)) => (Some(ShardTable::new(sharding)), Some(text)),
             None => (None, None),
@@ -276,6 +291,7 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
             elector: config.election.map(Elector::new),
             shards,
             shard_text,
+            selection,
             on_lost,
             key_map: config.key_map,
             concurrency: config.concurrency,
@@ -474,6 +490,9 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
             table.start(self.now, &mut self.ids, &mut self.out);
         }
         match &mut self.source {
+            // A selected primary lists once it holds a shard (`reselect`): no selector can
+            // name no shard.
+            Source::Kubernetes(_) if self.selection.is_some() => {}
             Source::Kubernetes(reflector) => {
                 reflector.start(self.now, &mut self.ids, &mut self.out);
             }
@@ -842,19 +861,7 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
             match change {
                 ShardChange::Acquired(shard) => {
                     self.metrics.shard_transitions_total += 1;
-                    let parked = self
-                        .shards
-                        .as_mut()
-                        .map(|t| t.take_parked(shard))
-                        .unwrap_or_default();
-                    for parent in parked {
-                        if !self.queue.is_wanted(&parent) {
-                            self.metrics.workqueue_adds_total += 1;
-                            self.queued_at.entry(parent.clone()).or_insert(self.now);
-                        }
-                        self.queue.add(parent);
-                    }
-                    self.dispatch_due = true;
+                    self.unpark(shard);
                 }
                 ShardChange::Lost(shard) => {
                     self.metrics.shard_transitions_total += 1;
@@ -864,6 +871,92 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
                 }
                 ShardChange::Cancel(shard) => self.cancel_runs(Some(shard)),
             }
+        }
+        self.reselect();
+    }
+
+    /// Queues the keys parked for `shard`: it is held, or its objects are now cached. Those
+    /// that still may not run are parked again at dispatch.
+    fn unpark(&mut self, shard: u32) {
+        let parked = self
+            .shards
+            .as_mut()
+            .map(|t| t.take_parked(shard))
+            .unwrap_or_default();
+        for parent in parked {
+            if !self.queue.is_wanted(&parent) {
+                self.metrics.workqueue_adds_total += 1;
+                self.queued_at.entry(parent.clone()).or_insert(self.now);
+            }
+            self.queue.add(parent);
+        }
+        self.dispatch_due = true;
+    }
+
+    /// Asks the apiserver for the shards held now, when the primary is selected on the
+    /// server and they changed: the primary lists them (or, holding none, is emptied).
+    fn reselect(&mut self) {
+        let (Some(selection), Some(table)) = (&mut self.selection, &self.shards) else {
+            return;
+        };
+        if self.lifecycle != Lifecycle::Running {
+            return;
+        }
+        let held = table.sharding(self.now).held;
+        let Some(ask) = selection.want(table.config(), &held) else {
+            return;
+        };
+        let Source::Kubernetes(reflector) = &mut self.source else {
+            return;
+        };
+        self.out
+            .push_back(Output::Event(Event::ShardsSelected { shards: held }));
+        match ask {
+            Ask::Shards(selector) => {
+                reflector.reselect(self.now, Some(selector), true, &mut self.ids, &mut self.out);
+            }
+            Ask::Nothing => {
+                reflector.pause(&mut self.out);
+                self.after_source(self.now, Some(Change::Replace(Vec::new())));
+            }
+        }
+    }
+
+    /// Whether `change` holds an object outside the shards asked for: then the apiserver
+    /// ignored the selector, and the replica caches everything from now on.
+    fn check_selected(&mut self, change: &Change<O>) {
+        let (Some(selection), Some(table)) = (&mut self.selection, &self.shards) else {
+            return;
+        };
+        if selection.is_ignored() {
+            return;
+        }
+        let config = table.config();
+        let outside = |o: &O| {
+            let shard = config.shard_of_text(o.object_namespace().unwrap_or(""));
+            selection.outside(shard).then_some(shard)
+        };
+        let found = match change {
+            Change::Replace(items) => items.iter().find_map(|o| outside(o).map(|s| (o, s))),
+            Change::Upsert(o) | Change::Delete(o) => outside(o).map(|s| (&**o, s)),
+        };
+        let Some((object, shard)) = found else {
+            return;
+        };
+        let object = object
+            .key()
+            .unwrap_or_else(|| ObjectKey::new(None, "<unnamed>"));
+        let newly = selection.ignore();
+        if let Source::Kubernetes(reflector) = &mut self.source {
+            reflector.reselect(self.now, None, false, &mut self.ids, &mut self.out);
+        }
+        self.out
+            .push_back(Output::Event(Event::ShardSelectionIgnored {
+                object,
+                shard,
+            }));
+        for shard in newly {
+            self.unpark(shard);
         }
     }
 
@@ -1174,6 +1267,7 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
         m.synced = self.synced;
         m.leader = self.elector.as_ref().map(|e| e.is_leader(self.now));
         m.shards_held = self.shards.as_ref().map(|t| t.held_count(self.now) as u64);
+        m.shard_server_selection = self.selection.as_ref().map(|s| !s.is_ignored());
         m
     }
 
@@ -1217,6 +1311,7 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
         let Some(mut change) = change else {
             return;
         };
+        self.check_selected(&change);
         // Every primary object reaches the store here, whichever path decoded it.
         crate::source::transform::apply_to(self.transform.as_ref(), &mut change);
         let replace = matches!(change, Change::Replace(_));
@@ -1254,6 +1349,14 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
         if replace {
             self.demote_since(before);
             self.primary_synced = true;
+            let covered = self
+                .selection
+                .as_mut()
+                .map(Selection::listed)
+                .unwrap_or_default();
+            for shard in covered {
+                self.unpark(shard);
+            }
         }
         self.check_synced(now);
     }
@@ -1378,7 +1481,8 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
             };
             if let Some(shard) = self.shard_of(&parent)
                 && let Some(table) = &mut self.shards
-                && !table.may_dispatch(shard, self.now)
+                && (!table.may_dispatch(shard, self.now)
+                    || self.selection.as_ref().is_some_and(|s| !s.covers(shard)))
             {
                 // Another replica's key for now: kept for the term this replica may win.
                 self.queue.done(&parent);

@@ -32,6 +32,7 @@
 //! decides every handover, and disagreement about membership costs only balance for a
 //! retry period, never safety.
 
+mod selection;
 mod table;
 
 use std::borrow::Cow;
@@ -40,6 +41,7 @@ use std::time::Duration;
 use crate::election::{ElectionConfig, ElectionConfigError, MAX_IDENTITY_BYTES, OnLost};
 use crate::wire::object::ObjectKey;
 
+pub(crate) use selection::{Ask, Selection};
 pub(crate) use table::{ShardChange, ShardTable};
 
 /// The label on every Lease of a shard set; its value is the set's name.
@@ -163,6 +165,12 @@ pub struct ShardConfig {
     /// How long a shard given up to rebalance waits for its running reconciles before
     /// cancelling them (default 5 s); it stays held, and renewed, meanwhile.
     pub handover_drain: Duration,
+    /// With [`ShardBy::Namespace`], the primary source asks the apiserver for the held
+    /// shards' objects alone (KEP-5866's `shardSelector`), and lists again as shards move;
+    /// an apiserver that ignores the parameter is detected and everything is cached
+    /// (default on). Only a primary keyed by name or by owner is selected, since only then
+    /// is a key's shard its objects' namespace's; any other key map caches everything.
+    pub select_on_server: bool,
 }
 
 /// A shard setting out of bounds.
@@ -196,6 +204,7 @@ impl ShardConfig {
             release_on_stop: true,
             on_lost: OnLost::Cancel,
             handover_drain: Duration::from_secs(5),
+            select_on_server: true,
         }
     }
 

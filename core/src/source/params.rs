@@ -35,6 +35,11 @@ pub struct WatchParams {
     ///
     /// [`FrameErrorKind::WrongKind`]: crate::frame::FrameErrorKind::WrongKind
     pub kind: Option<String>,
+    /// `shardSelector` (KEP-5866, behind the apiserver's `ShardedListAndWatch` gate): only
+    /// objects whose namespace hashes into these ranges. Set by the core, never by hand:
+    /// a sharded controller whose keys are sharded by namespace asks for the shards it
+    /// holds, and changes it (relisting) as its shards move. `None`: every object.
+    pub shard_selector: Option<String>,
 }
 
 /// How a source fetches its initial state, and the state after every relist
@@ -66,6 +71,7 @@ impl Default for WatchParams {
             initial_list: InitialListStrategy::ListWatch,
             wire_format: WireFormat::Json,
             kind: None,
+            shard_selector: None,
         }
     }
 }
@@ -146,6 +152,9 @@ impl fmt::Display for WatchParams {
         }
         if self.wire_format != WireFormat::Json {
             write!(f, " wire={}", self.wire_format.as_str())?;
+        }
+        if let Some(s) = &self.shard_selector {
+            write!(f, " shards={s}")?;
         }
         Ok(())
     }

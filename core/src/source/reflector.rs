@@ -73,7 +73,7 @@ enum Next {
     Watch,
 }
 
-#[derive(Debug)]
+#[derive(Debug, PartialEq, Eq)]
 enum Phase {
     Idle,
     Listing {
@@ -555,7 +555,49 @@ impl<O: Object> Reflector<O> {
         }
     }
 
-    pub(crate) fn stop<Q, P>(&mut self, out: &mut Outbox<Q, P>) {
+    /// Asks for another shard selection from now on. With `relist`, whatever is in flight is
+    /// abandoned and the source lists at once, so that its next listing holds exactly the
+    /// new selection; without, only later requests carry it (the server already answers
+    /// the new selection, as when it ignored the old one).
+    pub(crate) fn reselect<Q, P>(
+        &mut self,
+        now: Instant,
+        selector: Option<String>,
+        relist: bool,
+        ids: &mut (impl MintIds + ?Sized),
+        out: &mut Outbox<Q, P>,
+    ) {
+        if self.params.shard_selector != selector {
+            let mut params = WatchParams::clone(&self.params);
+            params.shard_selector = selector;
+            self.params = Arc::new(params);
+        }
+        if !relist || self.phase == Phase::Stopped {
+            return;
+        }
+        self.abandon(out);
+        self.cursor = None;
+        self.counters.relists += 1;
+        out.push_back(Output::Event(Event::Relist {
+            source: self.source,
+            reason: RelistReason::ShardsMoved,
+        }));
+        self.list(now, ids, out);
+    }
+
+    /// Stops listing and watching until the next [`Reflector::reselect`]: the replica holds
+    /// no shard, and an empty selection cannot be written as a selector.
+    pub(crate) fn pause<Q, P>(&mut self, out: &mut Outbox<Q, P>) {
+        if self.phase == Phase::Stopped {
+            return;
+        }
+        self.abandon(out);
+        self.cursor = None;
+        self.phase = Phase::Idle;
+    }
+
+    /// Cancels the LIST in flight or closes the WATCH, and drops a listing half gathered.
+    fn abandon<Q, P>(&mut self, out: &mut Outbox<Q, P>) {
         match self.phase {
             Phase::Listing { req } => out.push_back(Output::Command(Command::CancelList { req })),
             Phase::Watching { stream, .. } => {
@@ -565,6 +607,10 @@ impl<O: Object> Reflector<O> {
         }
         self.pages = None;
         self.initial = None;
+    }
+
+    pub(crate) fn stop<Q, P>(&mut self, out: &mut Outbox<Q, P>) {
+        self.abandon(out);
         self.phase = Phase::Stopped;
     }
 

@@ -383,6 +383,22 @@ pub enum Event<P> {
         /// Shards this replica holds at most: `ceil(shards / live)`.
         target: usize,
     },
+    /// The primary now asks the apiserver for these shards' objects alone (KEP-5866's
+    /// `shardSelector`), and lists them; empty: no shard is held, nothing is listed and the
+    /// cache is emptied.
+    ShardsSelected {
+        /// The shards asked for, ascending.
+        shards: Vec<u32>,
+    },
+    /// The apiserver sent an object outside the shards asked for: it ignores
+    /// `shardSelector` (its `ShardedListAndWatch` gate is off, or it predates it). The
+    /// replica caches every object from now on and filters on dispatch.
+    ShardSelectionIgnored {
+        /// The object that showed it.
+        object: ObjectKey,
+        /// Its shard.
+        shard: u32,
+    },
     /// The Lease names a new holder (`None`: released, or never held).
     LeaderObserved {
         /// The holder now.
@@ -565,6 +581,9 @@ pub enum RelistReason {
     HttpStatus(u16, Option<Status>),
     /// A frame that tells no resourceVersion: the cursor cannot move past it.
     UndecodableFrame(FrameError),
+    /// The replica's shards moved and the apiserver selects by shard: the source lists its
+    /// new shards' objects, and forgets the old ones.
+    ShardsMoved,
 }
 
 impl fmt::Display for RelistReason {
@@ -574,6 +593,7 @@ impl fmt::Display for RelistReason {
             RelistReason::HttpStatus(code, Some(status)) => write!(f, "HTTP {code}: {status}"),
             RelistReason::HttpStatus(code, None) => write!(f, "HTTP {code}"),
             RelistReason::UndecodableFrame(e) => write!(f, "{e}"),
+            RelistReason::ShardsMoved => f.write_str("shards moved"),
         }
     }
 }
@@ -965,6 +985,20 @@ impl<P: fmt::Display> fmt::Display for Event<P> {
             Event::ShardMembers { live, target } => {
                 write!(f, "shard members live={live} target={target}")
             }
+            Event::ShardsSelected { shards } => {
+                f.write_str("shards selected [")?;
+                for (i, shard) in shards.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(",")?;
+                    }
+                    write!(f, "{shard}")?;
+                }
+                f.write_str("]")
+            }
+            Event::ShardSelectionIgnored { object, shard } => write!(
+                f,
+                "shard selection ignored by the apiserver ({object} is in shard {shard}), caching every object"
+            ),
             Event::LeaderObserved { holder: Some(h) } => write!(f, "leader is {h}"),
             Event::Draining { running } => write!(f, "draining running={running}"),
             Event::Filtered { source, key, by } if *source == SourceId::PRIMARY => {

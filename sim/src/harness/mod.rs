@@ -750,13 +750,17 @@ impl Harness {
             Event::Relist { source, reason } => {
                 // The dead cursor may never be watched from again.
                 self.served_rvs.remove(source);
-                self.retry_armed.insert(*source, self.now);
+                // A move of shards lists at once, every other relist after the retry delay.
+                if *reason != RelistReason::ShardsMoved {
+                    self.retry_armed.insert(*source, self.now);
+                }
                 match reason {
                     RelistReason::ErrorFrame(s) if s.is_expired() => "relist: 410 ERROR frame",
                     RelistReason::ErrorFrame(_) => "relist: 504 ERROR frame",
                     RelistReason::HttpStatus(410, _) => "relist: WATCH HTTP 410",
                     RelistReason::HttpStatus(_, _) => "relist: WATCH HTTP 504",
                     RelistReason::UndecodableFrame(_) => "relist: frame without cursor",
+                    RelistReason::ShardsMoved => "relist: shards moved",
                 }
             }
             Event::WatchRetry { stream, reason } => {
@@ -865,6 +869,10 @@ impl Harness {
             Event::ShardReleasing { running: 0, .. } => "sharding: shard given up, idle",
             Event::ShardReleasing { .. } => "sharding: shard given up, draining its reconciles",
             Event::ShardMembers { .. } => "sharding: membership changed",
+            Event::ShardsSelected { .. } => "sharding: shards selected on the server",
+            Event::ShardSelectionIgnored { .. } => {
+                "sharding: shard selection ignored by the server"
+            }
             Event::LeaseFailed { error, .. } => {
                 if error == "conflict" {
                     "election: lease conflict (409)"

@@ -910,7 +910,7 @@ fn runtime_name<R>() -> &'static str {
 }
 
 /// `K`'s owner type as `owns` matches it: `Kind.group`, where `Kind.` is the core group.
-fn owner_type<K>() -> String
+pub(crate) fn owner_type<K>() -> String
 where
     K: kube_core::Resource,
     K::DynamicType: Default,

@@ -23,15 +23,20 @@
 //!
 //! A subscriber has no cursor of its own: read your own writes does not wait on a shared
 //! primary (see `docs/alignment.md`, Shared sources).
+//!
+//! A shared cache can also hold a controller's children: [`Controller::owns_shared`]
+//! (kube-runtime's `owns_shared_stream`) wakes each child's owner from it, with no LIST or
+//! WATCH of the children of its own.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::convert::Infallible;
 use std::fmt;
 use std::sync::Arc;
 
-use reconcile_core::{KeyMap, Object};
+use reconcile_core::{KeyMap, Object, ObjectKey, ParentsBy};
 
 use super::cache::{Cache, Feed};
-use super::controller::{Controller, ParentKey, Running};
+use super::controller::{Controller, ParentKey, Running, owner_type};
 use super::driver::Limits;
 use super::error::Error;
 use super::handle::Handle;
@@ -129,6 +134,158 @@ where
     {
         Self::for_shared_with(R::default(), shared, key_map)
     }
+}
+
+impl<O, P, R, T> Controller<O, P, R, T>
+where
+    O: Object + Send + Sync,
+    P: ParentKey,
+    R: Runtime,
+    T: Transport,
+{
+    /// Adds the children cached by `shared` (a [`Reflector`]'s, or any controller's cache),
+    /// each waking its **controller** owner when that owner is of this controller's kind and
+    /// API group, as [`Controller::owns`] does, with no LIST or WATCH of its own: kube-runtime's
+    /// `owns_shared_stream`, except that kube-runtime wakes every owner of the kind (that is
+    /// [`Controller::owns_shared_any_owner`]).
+    ///
+    /// The owner is woken as [`Handle::reconcile_on`] wakes it: the owner's key names a
+    /// cached primary object (in the child's namespace), and that object's parent is queued.
+    /// A child added, changed or deleted wakes its owner, and so does a child whose owner
+    /// changed (both owners). A fresh snapshot (the first, or after falling a buffer behind)
+    /// wakes the owner of every child in it, and of every child known before and missing
+    /// from it.
+    ///
+    /// Unlike [`Controller::owns`], the children are not in the reconcile's
+    /// [`Reconcile::related`], and the controller does not wait for the shared cache's
+    /// sync before its first reconcile: read them from the shared cache
+    /// ([`SharedSource::cache`]), after its `wait_until_ready` when a reconcile needs the
+    /// whole listing. An owner woken before the controller's own first listing is in its
+    /// cache is not queued by the child; that listing queues it anyway.
+    #[must_use]
+    pub fn owns_shared<C, Q>(self, shared: SharedSource<C, Q>) -> Self
+    where
+        O: kube_core::Resource,
+        O::DynamicType: Default,
+        C: Object + Send + Sync,
+        Q: Ord + Send + Sync + 'static,
+    {
+        let owner_type = owner_type::<O>();
+        self.owns_shared_by(shared, ParentsBy::ControllerOwner(owner_type))
+    }
+
+    /// [`Controller::owns_shared`] waking **every** owner of the controller's kind and API
+    /// group among a child's `ownerReferences`, controller or not: kube-runtime's
+    /// `owns_shared_stream` (its `trigger_owners`), as [`Controller::owns_any_owner`] is
+    /// kube-runtime's `owns`.
+    #[must_use]
+    pub fn owns_shared_any_owner<C, Q>(self, shared: SharedSource<C, Q>) -> Self
+    where
+        O: kube_core::Resource,
+        O::DynamicType: Default,
+        C: Object + Send + Sync,
+        Q: Ord + Send + Sync + 'static,
+    {
+        let owner_type = owner_type::<O>();
+        self.owns_shared_by(shared, ParentsBy::AnyOwner(owner_type))
+    }
+
+    /// [`Controller::owns_shared`] for owners of `owner_type`, `Kind` or `Kind.group`: for a
+    /// primary whose kind its type does not name (a `DynamicObject`, a view).
+    #[must_use]
+    pub fn owns_shared_kind<C, Q>(self, shared: SharedSource<C, Q>, owner_type: &str) -> Self
+    where
+        C: Object + Send + Sync,
+        Q: Ord + Send + Sync + 'static,
+    {
+        self.owns_shared_by(shared, ParentsBy::ControllerOwner(owner_type.to_owned()))
+    }
+
+    fn owns_shared_by<C, Q>(self, shared: SharedSource<C, Q>, rule: ParentsBy) -> Self
+    where
+        C: Object + Send + Sync,
+        Q: Ord + Send + Sync + 'static,
+    {
+        let handle = self.handle();
+        self.beside(Box::pin(wake_owners(shared, rule, handle)))
+    }
+}
+
+/// Wakes, through `handle`, the owners `rule` names of each child `shared` publishes, until
+/// either ends; resubscribes with a fresh snapshot when cut off for lagging.
+async fn wake_owners<C, Q, O, P>(shared: SharedSource<C, Q>, rule: ParentsBy, handle: Handle<O, P>)
+where
+    C: Object + Send + Sync,
+    Q: Ord,
+{
+    // The owners each child with any woke last, so that a child missing from a fresh
+    // snapshot (deleted while this subscriber lagged) still wakes them, and a child whose
+    // owner changed wakes the one it left.
+    let mut known: BTreeMap<ObjectKey, Vec<ObjectKey>> = BTreeMap::new();
+    loop {
+        if shared.cache.wait_until_ready().await.is_err() {
+            return;
+        }
+        let Some(changes) = shared.cache.subscribe(shared.buffer) else {
+            return;
+        };
+        while let Ok(change) = changes.recv().await {
+            let mut wake = BTreeSet::new();
+            match change {
+                Feed::Replace(all) => {
+                    let mut now = BTreeMap::new();
+                    for child in all.iter() {
+                        let owners = rule.parents_of(&**child);
+                        if let Some(key) = child_key(&**child).filter(|_| !owners.is_empty()) {
+                            wake.extend(owners.iter().cloned());
+                            now.insert(key, owners);
+                        }
+                    }
+                    for (key, owners) in std::mem::replace(&mut known, now) {
+                        if !known.contains_key(&key) {
+                            wake.extend(owners);
+                        }
+                    }
+                }
+                Feed::Upsert(child) => {
+                    let owners = rule.parents_of(&*child);
+                    wake.extend(owners.iter().cloned());
+                    if let Some(key) = child_key(&*child) {
+                        let before = if owners.is_empty() {
+                            known.remove(&key)
+                        } else {
+                            known.insert(key, owners)
+                        };
+                        wake.extend(before.unwrap_or_default());
+                    }
+                }
+                Feed::Delete(child) => {
+                    wake.extend(rule.parents_of(&*child));
+                    if let Some(key) = child_key(&*child) {
+                        wake.extend(known.remove(&key).unwrap_or_default());
+                    }
+                }
+            }
+            for owner in wake {
+                if handle.reconcile_on(owner).await.is_err() {
+                    // This controller has ended.
+                    return;
+                }
+            }
+        }
+        if shared.cache.has_ended() {
+            return;
+        }
+        tracing::info!("shared children: resubscribing after falling behind");
+    }
+}
+
+/// A cached object's key; `None` for one with no name, which no cache holds.
+fn child_key<C: Object>(child: &C) -> Option<ObjectKey> {
+    Some(ObjectKey::new(
+        child.object_namespace(),
+        child.object_name()?,
+    ))
 }
 
 /// Feeds `handle`'s in-process source from `shared` until either ends: subscribes once the

@@ -353,3 +353,94 @@ async fn a_late_subscribers_tape_records_the_snapshot_then_each_change() {
     stop_cleanly(&handle, task).await;
     stop_cleanly(&source, reflecting).await;
 }
+
+/// A pod in namespace `ns` whose controller owner is the `Parent` named `owner`, if any.
+fn child(name: &str, owner: Option<&str>) -> PodView {
+    owned(name, owner.map(|owner| ("example.com/v1", "Parent", owner)))
+}
+
+/// A pod in namespace `ns` whose controller owner is `(apiVersion, kind, name)`, if any.
+fn owned(name: &str, owner: Option<(&str, &str, &str)>) -> PodView {
+    let owners = owner.map_or(String::new(), |(api_version, kind, owner)| {
+        format!(
+            r#","ownerReferences":[{{"apiVersion":"{api_version}","kind":"{kind}","name":"{owner}","uid":"u-{owner}","controller":true}}]"#
+        )
+    });
+    serde_json::from_str(&format!(
+        r#"{{"metadata":{{"name":"{name}","namespace":"ns"{owners}}}}}"#
+    ))
+    .expect("a pod")
+}
+
+/// `owns_shared` (kube-runtime's `owns_shared_stream`): children cached by a reflector wake
+/// their controller owner in another controller, which lists and watches no children of its
+/// own. A child added, changed, moved to another owner or deleted wakes its owner (both, for
+/// a move); a child with no owner, or another kind of owner, wakes nothing.
+#[tokio::test(start_paused = true)]
+async fn children_in_a_shared_cache_wake_their_owner() {
+    let children = reflector().await;
+    let feed = children.handle();
+    let shared = children.shared();
+    let reflecting = tokio::spawn(children.run());
+    feed.replace(vec![child("c1", Some("p1"))])
+        .await
+        .expect("pushed");
+
+    let owners = Controller::<PodView, ObjectKey, Paused, NoTransport>::with_runtime(
+        paused().await,
+        Source::in_process(),
+        KeyMap::by_object(),
+    )
+    .owns_shared_kind(shared, "Parent.example.com");
+    let primary = owners.handle();
+    let runs: Arc<std::sync::Mutex<Vec<String>>> = Arc::default();
+    let task =
+        tokio::spawn(
+            owners.run(
+                |request: Reconcile<PodView, ObjectKey>,
+                 runs: Arc<std::sync::Mutex<Vec<String>>>| async move {
+                    runs.lock()
+                        .unwrap()
+                        .push(request.parent().name().to_owned());
+                    Ok::<_, String>(Action::await_change())
+                },
+                default_error_policy,
+                Arc::clone(&runs),
+            ),
+        );
+    let parent = |name: &str| child(name, None);
+    primary
+        .replace(vec![parent("p1"), parent("p2")])
+        .await
+        .expect("pushed");
+    within("synced", primary.synced()).await.expect("synced");
+    let count = |name: &str| runs.lock().unwrap().iter().filter(|r| *r == name).count();
+    until("the listing ran both", || {
+        count("p1") >= 1 && count("p2") >= 1
+    })
+    .await;
+    // Each wake below runs its owner once more.
+    let (p1, p2) = (count("p1"), count("p2"));
+
+    feed.upsert(child("c2", Some("p2"))).await.expect("pushed");
+    until("a new child woke p2", || count("p2") == p2 + 1).await;
+    feed.upsert(child("c1", Some("p2"))).await.expect("pushed");
+    until("a child moving from p1 to p2 woke both", || {
+        count("p1") == p1 + 1 && count("p2") == p2 + 2
+    })
+    .await;
+    feed.delete(child("c2", Some("p2"))).await.expect("pushed");
+    until("a deleted child woke p2", || count("p2") == p2 + 3).await;
+    // No owner, or an owner of another kind: nothing is woken; a marker then shows that
+    // nothing ran in between.
+    feed.upsert(child("orphan", None)).await.expect("pushed");
+    feed.upsert(owned("adopted", Some(("apps/v1", "ReplicaSet", "p1"))))
+        .await
+        .expect("pushed");
+    feed.upsert(child("c3", Some("p1"))).await.expect("pushed");
+    until("the marker child woke p1", || count("p1") == p1 + 2).await;
+    assert_eq!(count("p2"), p2 + 3, "nothing else woke p2");
+    assert_eq!(primary.stats().lists, 0, "no LIST of its own");
+    stop_cleanly(&primary, task).await;
+    stop_cleanly(&feed, reflecting).await;
+}

@@ -20,6 +20,9 @@
 //! should be, so the run its own write wakes finds nothing to do, and the controller
 //! settles.
 //!
+//! Each line typed on standard input reconciles every generator once, as the original's
+//! "press `<enter>`" does (`reconcile_all_on` over [`crate::stdin_lines`]).
+//!
 //! Nothing is done when the generator is gone: its ConfigMap carries an owner reference
 //! with `blockOwnerDeletion`, so the cluster's garbage collector deletes the child after
 //! its owner.
@@ -203,7 +206,8 @@ pub async fn start<R: Runtime, T: Transport>(
 }
 
 /// Installs the CRD (waiting up to a minute for it), then runs the controller on `runtime`
-/// with `transport` until SIGINT or SIGTERM.
+/// with `transport` until SIGINT or SIGTERM; each line on standard input reconciles every
+/// generator once ([`crate::stdin_lines`], kube-runtime's example's `reconcile_all_on`).
 ///
 /// # Errors
 /// [`Error::InstallCrd`], [`Error::NotEstablished`], or [`Error::Controller`].
@@ -214,11 +218,13 @@ pub async fn run<R: ShutdownSignal, T: Transport>(
 ) -> Result<(), Error> {
     install_crd(&runtime, transport.clone(), Duration::from_secs(60)).await?;
     let ctx = Arc::new(Context::new(transport.clone()));
+    tracing::info!("press <enter> to force a reconciliation of all objects");
     controller(
         runtime,
         source(transport.clone(), args),
         children(transport, args),
     )
+    .reconcile_all_on(crate::stdin_lines())
     .shutdown_on_signal()
     .run(reconcile, error_policy, ctx)
     .await?;

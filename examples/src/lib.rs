@@ -11,13 +11,27 @@
 //! | [`dynamic_configmaps`] | a `DynamicObject` controller named by an `ApiResource`, writing back through the same `ApiResource` |
 //! | [`secret_metadata`] | a metadata-only watch (`PartialObjectMeta<Secret>`): no secret data ever enters the process |
 //!
+//! and the ports of kube-rs's examples of the same names (issue 29):
+//!
+//! | example | what it shows |
+//! |---|---|
+//! | [`pod_reflector`] | a cache of pods slimmed by `Source::modify`, read every five seconds; each pod that comes in is logged |
+//! | [`crd_reflector`] | the same over a custom resource whose CRD it installs |
+//! | [`secret_syncer`] | the finalizer helper: each labelled ConfigMap copied to a Secret, deleted before the ConfigMap may go |
+//! | [`shared_stream_controllers`] | one watch of pods (a `Reflector`) shared by a pod controller (`for_shared`) and a Deployment controller that owns pods through it (`owns_shared_any_owner`) |
+//!
+//! kube-rs's `configmapgen_controller` is [`configmap_generator`] (its "press enter to
+//! reconcile everything" is [`stdin_lines`]). The differences from each original are in
+//! `docs/from-kube-runtime.md`, "Porting kube-rs's examples".
+//!
 //! ```text
 //! cargo run -p reconcile-examples --example deployment-annotate-tokio -- [--namespace NS] [--selector SEL]
 //! cargo run -p reconcile-examples --example deployment-annotate-smol -- [--namespace NS] [--selector SEL]
 //! ```
 //!
-//! and the same for `crd-status`, `configmap-generator`, `dynamic-configmaps` and
-//! `secret-metadata`. The smol mains start no tokio runtime (`smol::block_on`,
+//! and the same for `crd-status`, `configmap-generator`, `dynamic-configmaps`,
+//! `secret-metadata`, `pod-reflector`, `crd-reflector`, `secret-syncer` and
+//! `shared-stream-controllers`. The smol mains start no tokio runtime (`smol::block_on`,
 //! `SmolTransport`); the tokio ones use `#[tokio::main]` and a `kube::Client`.
 //!
 //! Each module has the same shape, so a test can drive the very body a main runs (the
@@ -31,9 +45,12 @@
 //! - `install_crd(&runtime, transport, limit)` for the examples with a custom resource,
 //!   over the shared [`install_crd`];
 //! - `Context`: what the reconcile needs, and the [`Observations`] it leaves;
-//! - `reconcile`, and [`error_policy`] (the metadata-only one cannot fail, so it keeps
-//!   `default_error_policy`);
-//! - `start(controller, ctx)`: spawned and synced, returning the `Running` controller;
+//! - `reconcile`, and [`error_policy`] (the metadata-only one and the reflectors cannot
+//!   fail, so they keep `default_error_policy`; `secret_syncer` keeps its original's, a
+//!   retry after 2 s);
+//! - `start(controller, ctx)`: spawned and synced, returning the `Running` controller
+//!   (`shared_stream_controllers` has three parts, so its `pods`, `deployments`, `reflector`
+//!   and two controller functions, and a `start` that starts them all);
 //! - `run(runtime, transport, &args)`: until SIGINT or SIGTERM, what the mains call.
 //!
 //! The reconciles are level-triggered and idempotent: each computes what the object should
@@ -46,16 +63,21 @@ use std::time::Duration;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::core::params::{Patch, PatchParams, PostParams};
+use reconcile_core::Object;
 use reconcile_core::ObjectKey;
-use reconcile_engine::{Action, ApiClient, ApiError, Reconcile, Runtime, Source, Transport};
+use reconcile_engine::{Action, ApiClient, ApiError, Cache, Reconcile, Runtime, Source, Transport};
 use serde_json::json;
 
 pub mod buggy;
 pub mod configmap_generator;
+pub mod crd_reflector;
 pub mod crd_status;
 pub mod deployment_annotate;
 pub mod dynamic_configmaps;
+pub mod pod_reflector;
 pub mod secret_metadata;
+pub mod secret_syncer;
+pub mod shared_stream_controllers;
 
 /// The examples' command line: `[--namespace NS] [--selector SEL] [--protobuf]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -335,6 +357,43 @@ pub async fn install_crd<R: Runtime, T: Transport>(
         runtime.sleep_until(runtime.now() + pause).await;
         pause = (pause * 2).min(Duration::from_millis(500));
     }
+}
+
+/// Once `cache` has synced, calls `look` with everything it holds every `period`, for as
+/// long as the future is polled (kube-runtime's examples' `loop { sleep; reader.state() }`,
+/// on `runtime`'s timers); returns only if the cache's controller ended before its sync.
+pub async fn periodically<R: Runtime, O: Object, P: Ord>(
+    runtime: &R,
+    cache: &Cache<O, P>,
+    period: Duration,
+    mut look: impl FnMut(&[Arc<O>]),
+) {
+    if cache.wait_until_ready().await.is_err() {
+        return;
+    }
+    loop {
+        runtime.sleep_until(runtime.now() + period).await;
+        look(&cache.state());
+    }
+}
+
+/// A line-triggered stream: one `()` for each line read from standard input, from a thread
+/// of its own, so that it works on any runtime (kube-runtime's configmapgen reads stdin the
+/// same way, on a thread, for its "press enter to reconcile everything"). A line that finds
+/// the last one still unread is dropped: one pending trigger reconciles everything anyway.
+/// The stream ends with standard input.
+#[must_use]
+pub fn stdin_lines() -> async_channel::Receiver<()> {
+    let (tx, rx) = async_channel::bounded(1);
+    std::thread::spawn(move || {
+        for line in std::io::stdin().lines() {
+            if line.is_err() || tx.is_closed() {
+                break;
+            }
+            let _ = tx.try_send(());
+        }
+    });
+    rx
 }
 
 /// What the reconciles of one controller did, in order: a hook for tests (and a log for a

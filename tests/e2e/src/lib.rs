@@ -88,7 +88,8 @@ macro_rules! apiserver_suite {
 /// Controllers of other kinds than pods (`reconcile-examples`' bodies: Deployments, a
 /// CRD's status, `DynamicObject` ConfigMaps, metadata-only Secrets, an operator owning
 /// ConfigMaps), and the helpers of issue 28 (finalizer, events, read your own writes, the
-/// reconcile timeout), shared sources and streams as sources (issue 29), in a module `kinds`
+/// reconcile timeout), shared sources and streams as sources (issue 29), the ports of
+/// kube-rs's examples (issue 29, `ports`), in a module `kinds`
 /// so that `cargo test kinds` selects them.
 #[macro_export]
 macro_rules! kinds_suite {
@@ -115,6 +116,13 @@ macro_rules! kinds_suite {
             $crate::cases!($driver, shared:
                 two_controllers_share_one_watch_and_a_late_one_joins,
                 a_controller_over_a_stream_of_objects_reconciles_each,
+            );
+            $crate::cases!($driver, ports:
+                a_pod_reflector_caches_slim_pods_and_sees_each,
+                a_crd_reflector_caches_the_foos_of_its_namespace,
+                a_secret_syncer_copies_a_configmap_and_cleans_up_behind_its_finalizer,
+                a_configmap_generator_reconciles_every_generator_on_a_reload,
+                two_controllers_act_on_one_shared_pod_watch,
             );
             $crate::cases!($driver, own_writes:
                 a_rerun_after_a_write_is_held_until_the_watch_shows_the_write,

@@ -13,6 +13,7 @@ pub mod helpers;
 pub mod kinds;
 pub mod kwok;
 pub mod own_writes;
+pub mod ports;
 pub mod priority;
 pub mod sharding;
 pub mod shared;

@@ -54,14 +54,14 @@ use crate::tap::TapeExt;
 const RUNS_PER_CHANGE: usize = 3;
 
 /// A transport to the watch-cache-on apiserver, as the examples' mains build one.
-async fn connect<D: DriverUnderTest>(case: &Case<D>) -> D::Transport {
+pub(crate) async fn connect<D: DriverUnderTest>(case: &Case<D>) -> D::Transport {
     D::connect(case.env.kubeconfig_path(ApiServer::Cached))
         .await
         .unwrap_or_else(|e| panic!("{}: cannot connect: {e}", case.name))
 }
 
 /// A controller started by an example's `start`, stopped when the case ends (or unwinds).
-struct Live<O, R: Runtime> {
+pub(crate) struct Live<O, R: Runtime> {
     name: &'static str,
     runtime: R,
     running: Option<Running<O, ObjectKey, R>>,
@@ -71,7 +71,7 @@ struct Live<O, R: Runtime> {
 impl<O, R: Runtime> Live<O, R> {
     /// Awaits `start` (an example's `start`, which returns once the first listing is in
     /// the cache) for at most [`WAIT`]; `handle` is the controller's, taken before.
-    async fn start<D, E>(
+    pub(crate) async fn start<D, E>(
         case: &Case<D>,
         handle: Handle<O, ObjectKey>,
         start: impl Future<Output = Result<Running<O, ObjectKey, R>, E>>,
@@ -102,7 +102,7 @@ impl<O, R: Runtime> Live<O, R> {
     }
 
     /// Stops the controller and waits for its end, which must be clean.
-    async fn shutdown(mut self) {
+    pub(crate) async fn shutdown(mut self) {
         let Some(running) = self.running.take() else {
             return;
         };
@@ -132,26 +132,26 @@ impl<O, R: Runtime> Drop for Live<O, R> {
 }
 
 /// The key of `name` in `ns`.
-fn key(ns: &str, name: &str) -> ObjectKey {
+pub(crate) fn key(ns: &str, name: &str) -> ObjectKey {
     ObjectKey::new(Some(ns), name)
 }
 
 /// `POST path` through the environment's client.
-fn create<D: DriverUnderTest>(case: &Case<D>, path: &str, object: &Value) -> Value {
+pub(crate) fn create<D: DriverUnderTest>(case: &Case<D>, path: &str, object: &Value) -> Value {
     case.api()
         .create(path, object)
         .unwrap_or_else(|e| panic!("{}: create in {path}: {e}", case.name))
 }
 
 /// A JSON merge patch of `path` through the environment's client.
-fn merge_patch<D: DriverUnderTest>(case: &Case<D>, path: &str, patch: &Value) {
+pub(crate) fn merge_patch<D: DriverUnderTest>(case: &Case<D>, path: &str, patch: &Value) {
     case.api()
         .merge_patch(path, patch)
         .unwrap_or_else(|e| panic!("{}: patch {path}: {e}", case.name));
 }
 
 /// `DELETE path` through the environment's client.
-fn delete<D: DriverUnderTest>(case: &Case<D>, path: &str) {
+pub(crate) fn delete<D: DriverUnderTest>(case: &Case<D>, path: &str) {
     case.api()
         .delete(path, None)
         .unwrap_or_else(|e| panic!("{}: delete {path}: {e}", case.name));
@@ -187,7 +187,7 @@ async fn wait_annotation<D: DriverUnderTest>(case: &Case<D>, path: &str, name: &
 /// how many runs `key` has had. Fails
 /// at once when the change took more than [`RUNS_PER_CHANGE`] runs without settling: a
 /// reconcile that keeps waking itself.
-async fn settled<D: DriverUnderTest>(
+pub(crate) async fn settled<D: DriverUnderTest>(
     case: &Case<D>,
     seen: &Observations,
     key: &ObjectKey,
@@ -280,7 +280,7 @@ async fn assert_quiet<D: DriverUnderTest>(
 
 /// A Deployment of `replicas` whose pods nothing will run (no deployment controller runs
 /// in the environment, so nobody but the case and the controller writes to it).
-fn deployment(name: &str, replicas: i32) -> Value {
+pub(crate) fn deployment(name: &str, replicas: i32) -> Value {
     json!({
         "apiVersion": "apps/v1",
         "kind": "Deployment",

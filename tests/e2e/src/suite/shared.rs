@@ -20,15 +20,16 @@ use crate::harness::{Case, DriverUnderTest, WAIT, eventually};
 
 /// A transport that counts the LISTs and WATCHes sent through it.
 #[derive(Clone)]
-struct Counting<T> {
-    inner: T,
-    counts: Arc<Counts>,
+pub(crate) struct Counting<T> {
+    pub(crate) inner: T,
+    pub(crate) counts: Arc<Counts>,
 }
 
+/// The LISTs and WATCHes a [`Counting`] transport sent.
 #[derive(Default)]
-struct Counts {
-    lists: AtomicUsize,
-    watches: AtomicUsize,
+pub(crate) struct Counts {
+    pub(crate) lists: AtomicUsize,
+    pub(crate) watches: AtomicUsize,
 }
 
 impl<T: Transport> Transport for Counting<T> {

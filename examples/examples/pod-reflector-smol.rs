@@ -1,0 +1,26 @@
+//! `pod-reflector` on smol, with no tokio runtime anywhere: caches the pods of a namespace, slimmed, and logs each one and the count every five seconds.
+//!
+//! ```text
+//! cargo run -p reconcile-examples --example pod-reflector-smol -- [--namespace NS] [--selector SEL]
+//! ```
+//!
+//! Stops on Ctrl-C or SIGTERM. The body is `reconcile_examples::pod_reflector`, written once over
+//! any runtime; this main starts smol and builds a [`SmolTransport`] from the kubeconfig
+//! (or the in-cluster config). The same body on tokio: the `pod-reflector-tokio` example.
+
+use reconcile_examples::{Args, pod_reflector};
+use reconcile_smol::{SmolRuntime, SmolTransport, smol};
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .init();
+    let args = Args::parse(std::env::args().skip(1))?;
+    smol::block_on(async {
+        let transport = SmolTransport::infer().await?;
+        pod_reflector::run(SmolRuntime, transport, &args).await?;
+        Ok(())
+    })
+}

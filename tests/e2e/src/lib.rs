@@ -162,6 +162,8 @@ macro_rules! election_suite {
                 three_replicas_share_the_cells_and_each_runs_only_its_own,
                 a_killed_replicas_shards_move_within_the_lease,
                 an_added_replica_restores_the_balance,
+                with_server_side_selection_each_replica_caches_only_its_shards,
+                without_the_gate_each_replica_caches_every_pod_and_says_so,
             );
             $crate::cases!($driver, shutdown:
                 a_graceful_stop_finishes_a_slow_reconcile_and_cancels_one_past_the_timeout,

@@ -9,12 +9,14 @@
 //! the others.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use reconcile_core::metrics::RelistLabel;
 use reconcile_core::pod::PodView;
-use reconcile_core::{KeyMap, ShardConfig};
+use reconcile_core::{KeyMap, ShardBy, ShardConfig};
 use reconcile_engine::runtime::timeout;
 use reconcile_engine::{
     Action, Controller, Handle, Limits, Reconcile, Running, Source, default_error_policy,
@@ -104,25 +106,61 @@ struct Replica<D: DriverUnderTest> {
     cut: Arc<AtomicBool>,
 }
 
+/// Where a replica's pods come from, and how its keys are sharded.
+struct Setup<'a> {
+    /// The apiserver's kubeconfig.
+    kubeconfig: &'a Path,
+    /// The Leases' namespace.
+    leases: &'a str,
+    /// The pods' namespace, or all namespaces.
+    pods: Option<&'a str>,
+    /// The pods' label selector.
+    labels: &'a str,
+    /// Pods keyed by their own name and sharded by namespace (selectable on the server),
+    /// or keyed by cell and sharded by key.
+    by_namespace: bool,
+}
+
 impl<D: DriverUnderTest> Replica<D> {
     async fn start(case: &Case<D>, ns: &str, identity: &'static str, runs: &Runs) -> Self {
-        let inner = D::connect(
-            case.env
+        let setup = Setup {
+            kubeconfig: case
+                .env
                 .kubeconfig_path(reconcile_k8s_env::ApiServer::Cached),
-        )
-        .await
-        .unwrap_or_else(|e| panic!("{}: cannot connect: {e}", case.name));
+            leases: ns,
+            pods: Some(ns),
+            labels: "app=e2e",
+            by_namespace: false,
+        };
+        Self::start_with(case, &setup, identity, runs).await
+    }
+
+    async fn start_with(
+        case: &Case<D>,
+        setup: &Setup<'_>,
+        identity: &'static str,
+        runs: &Runs,
+    ) -> Self {
+        let inner = D::connect(setup.kubeconfig)
+            .await
+            .unwrap_or_else(|e| panic!("{}: cannot connect: {e}", case.name));
         let cut = Arc::new(AtomicBool::new(false));
         let transport = Cuttable::new(inner, Arc::clone(&cut));
-        let source = Source::<PodView, Cuttable<D::Transport>>::pods(transport, Some(ns))
-            .labels("app=e2e")
+        let source = Source::<PodView, Cuttable<D::Transport>>::pods(transport, setup.pods)
+            .labels(setup.labels)
             .timeout(60);
-        let mut sharding = ShardConfig::new(ns, SET, identity, SHARDS);
+        let mut sharding = ShardConfig::new(setup.leases, SET, identity, SHARDS);
         sharding.lease_duration = LEASE_DURATION;
         sharding.renew_deadline = RENEW_DEADLINE;
         sharding.retry_period = RETRY_PERIOD;
         sharding.handover_drain = Duration::from_secs(2);
-        let controller = Controller::with_runtime(D::runtime(), source, KeyMap::by_label(CELL))
+        let key_map = if setup.by_namespace {
+            sharding.by = ShardBy::Namespace;
+            KeyMap::by_name()
+        } else {
+            KeyMap::by_label(CELL)
+        };
+        let controller = Controller::with_runtime(D::runtime(), source, key_map)
             .concurrency(4)
             .retry_delay(Duration::from_millis(200))
             .resync(None)
@@ -406,4 +444,190 @@ pub async fn an_added_replica_restores_the_balance<D: DriverUnderTest>(case: Cas
     for r in [&mut a, &mut b, &mut c] {
         r.shutdown(&case).await;
     }
+}
+
+/// Namespaces of the selection cases: named to differ in their first bytes, since the
+/// server's hash (FNV-1a, unmixed) crowds names that differ only at the end into a few
+/// shards.
+const SELECTED_NAMESPACES: usize = 16;
+const PODS_PER_NAMESPACE: usize = 3;
+
+/// Pods in `SELECTED_NAMESPACES` namespaces of their own, labelled `run=<ns>`; gives the
+/// namespaces.
+fn create_spread_pods<D: DriverUnderTest>(case: &Case<D>, ns: &str) -> Vec<String> {
+    let namespaces: Vec<String> = (0..SELECTED_NAMESPACES)
+        .map(|i| format!("{i}-{ns}").chars().take(63).collect())
+        .collect();
+    for namespace in &namespaces {
+        case.api()
+            .create_namespace(namespace)
+            .unwrap_or_else(|e| panic!("{}: create namespace {namespace}: {e}", case.name));
+        for p in 0..PODS_PER_NAMESPACE {
+            let pod = pod_manifest(&format!("p{p}"), &[("run", ns)]);
+            case.api()
+                .create_pod(namespace, &pod)
+                .unwrap_or_else(|e| panic!("{}: create pod: {e}", case.name));
+        }
+    }
+    namespaces
+}
+
+fn delete_namespaces<D: DriverUnderTest>(case: &Case<D>, namespaces: &[String]) {
+    for namespace in namespaces {
+        let _ = case.api().delete_namespace(namespace);
+    }
+}
+
+/// Waits until each replica caches exactly the pods of the namespaces in its shards
+/// (`selected`), or every pod (not `selected`).
+async fn wait_caches<D: DriverUnderTest>(
+    case: &Case<D>,
+    namespaces: &[String],
+    live: &[&Replica<D>],
+    selected: bool,
+) {
+    let mut config = ShardConfig::new("any", SET, "any", SHARDS);
+    config.by = ShardBy::Namespace;
+    use reconcile_core::Object as _;
+    let what = if selected {
+        "each replica caches its shards' pods alone"
+    } else {
+        "each replica caches every pod"
+    };
+    case.eventually(what, || {
+        for r in live {
+            let held = r.held();
+            let expected: BTreeSet<String> = namespaces
+                .iter()
+                .filter(|ns| !selected || held.contains(&config.shard_of_text(ns)))
+                .flat_map(|ns| (0..PODS_PER_NAMESPACE).map(move |p| format!("{ns}/p{p}")))
+                .collect();
+            let cached: BTreeSet<String> = r
+                .handle
+                .cache()
+                .state()
+                .iter()
+                .filter_map(|pod| pod.key().map(|k| k.to_string()))
+                .collect();
+            if cached != expected {
+                return Err(format!(
+                    "{} holds {held:?}: caches {} pods, expected {}",
+                    r.identity,
+                    cached.len(),
+                    expected.len()
+                ));
+            }
+        }
+        Ok(())
+    })
+    .await;
+}
+
+/// On an apiserver with `ShardedListAndWatch` on, three replicas sharding pods by namespace
+/// each list and watch only their shards' pods (KEP-5866's `shardSelector`); when one is
+/// killed, the survivors list their new shards' pods too.
+pub async fn with_server_side_selection_each_replica_caches_only_its_shards<D: DriverUnderTest>(
+    case: Case<D>,
+) {
+    let _steady = case.env.steady();
+    let ns = case.namespace();
+    let gated = case
+        .env
+        .extra_apiserver(&["--feature-gates=ShardedListAndWatch=true"])
+        .unwrap_or_else(|e| panic!("an apiserver with ShardedListAndWatch on: {e}"));
+    let namespaces = create_spread_pods(&case, &ns);
+    let labels = format!("run={ns}");
+    let setup = Setup {
+        kubeconfig: gated.kubeconfig_path(),
+        leases: &ns,
+        pods: None,
+        labels: &labels,
+        by_namespace: true,
+    };
+    let runs = Runs::default();
+    let mut a = Replica::start_with(&case, &setup, "e2e-a", &runs).await;
+    let mut b = Replica::start_with(&case, &setup, "e2e-b", &runs).await;
+    let mut c = Replica::start_with(&case, &setup, "e2e-c", &runs).await;
+    wait_balanced(&case, &[&a, &b, &c]).await;
+    wait_caches(&case, &namespaces, &[&a, &b, &c], true).await;
+    let total = SELECTED_NAMESPACES * PODS_PER_NAMESPACE;
+    for r in [&a, &b, &c] {
+        assert_eq!(
+            r.handle.metrics().shard_server_selection,
+            Some(true),
+            "{}: {} the server's selection",
+            case.name,
+            r.identity
+        );
+        let cached = r.handle.cache().state().len();
+        eprintln!(
+            "{} [{}]: {} holds {:?} and caches {cached} of {total} pods",
+            case.name,
+            D::NAME,
+            r.identity,
+            r.held()
+        );
+    }
+    // c is cut off: a and b take its shards and list their pods.
+    c.cut.store(true, Ordering::SeqCst);
+    let killed = Instant::now();
+    wait_balanced(&case, &[&a, &b]).await;
+    wait_caches(&case, &namespaces, &[&a, &b], true).await;
+    eprintln!(
+        "{} [{}]: the survivors cache their new shards {:.3}s after the kill",
+        case.name,
+        D::NAME,
+        killed.elapsed().as_secs_f64()
+    );
+    let moved = |r: &Replica<D>| r.handle.metrics().relists(RelistLabel::ShardsMoved);
+    assert!(
+        moved(&a) > 0 && moved(&b) > 0,
+        "{}: no relist as shards moved",
+        case.name
+    );
+    runs.check_no_overlap()
+        .unwrap_or_else(|e| panic!("{}: {e}", case.name));
+    c.cut.store(false, Ordering::SeqCst);
+    for r in [&mut a, &mut b, &mut c] {
+        r.shutdown(&case).await;
+    }
+    delete_namespaces(&case, &namespaces);
+}
+
+/// On an apiserver without the gate, the selector is ignored: each replica finds out from
+/// the first pod outside its shards, says so (the gauge drops to 0), and caches every pod.
+pub async fn without_the_gate_each_replica_caches_every_pod_and_says_so<D: DriverUnderTest>(
+    case: Case<D>,
+) {
+    let _steady = case.env.steady();
+    let ns = case.namespace();
+    let namespaces = create_spread_pods(&case, &ns);
+    let labels = format!("run={ns}");
+    let setup = Setup {
+        kubeconfig: case
+            .env
+            .kubeconfig_path(reconcile_k8s_env::ApiServer::Cached),
+        leases: &ns,
+        pods: None,
+        labels: &labels,
+        by_namespace: true,
+    };
+    let runs = Runs::default();
+    let mut a = Replica::start_with(&case, &setup, "e2e-a", &runs).await;
+    let mut b = Replica::start_with(&case, &setup, "e2e-b", &runs).await;
+    wait_balanced(&case, &[&a, &b]).await;
+    wait_caches(&case, &namespaces, &[&a, &b], false).await;
+    for r in [&a, &b] {
+        assert_eq!(
+            r.handle.metrics().shard_server_selection,
+            Some(false),
+            "{}: {} did not notice the ignored selector",
+            case.name,
+            r.identity
+        );
+    }
+    for r in [&mut a, &mut b] {
+        r.shutdown(&case).await;
+    }
+    delete_namespaces(&case, &namespaces);
 }

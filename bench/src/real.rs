@@ -506,7 +506,7 @@ fn sentinel(templates: &[Value]) -> Value {
 
 /// A real-shaped pod for the real apiserver: the template's spec without what ties it to
 /// a node, a service account or a priority class (none of them exist there); no status.
-pub(crate) fn real_pod(templates: &[Value], i: usize) -> Value {
+pub fn real_pod(templates: &[Value], i: usize) -> Value {
     let mut pod = workload::pod(templates, i, 0);
     let spec = &mut pod["spec"];
     if let Some(spec) = spec.as_object_mut() {
@@ -547,7 +547,10 @@ pub(crate) fn real_pod(templates: &[Value], i: usize) -> Value {
 }
 
 /// Creates `pods` with 8 threads; returns how many were created before `until`.
-fn create_pods(
+///
+/// # Errors
+/// A pod could not be created after retries.
+pub fn create_pods(
     client: &reconcile_k8s_env::Client,
     namespace: &str,
     pods: Vec<Value>,

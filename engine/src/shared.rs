@@ -21,8 +21,10 @@
 //! resubscribes with a fresh snapshot: level-triggered, so nothing is lost, only coalesced.
 //! [`Cache::share_stats`] counts it.
 //!
-//! A subscriber has no cursor of its own: read your own writes does not wait on a shared
-//! primary (see `docs/alignment.md`, Shared sources).
+//! Read your own writes works on a subscriber: each publish that moved the shared cache's
+//! cursor sends it after the changes it covers, and the subscriber's in-process source
+//! takes it as its own cursor ([`Handle::source_cursor`]); the subscriber knows the shared
+//! collection's resource, so a write its reconcile reports to it waits on that cursor.
 //!
 //! A shared cache can also hold a controller's children: [`Controller::owns_shared`]
 //! (kube-runtime's `owns_shared_stream`) wakes each child's owner from it, with no LIST or
@@ -123,6 +125,12 @@ where
         Q: Ord + Send + Sync + 'static,
     {
         let controller = Self::with_runtime(runtime, Source::in_process(), key_map).name("shared");
+        // Its writes to the shared collection wait on the shared cache's cursor.
+        if let Some((group, plural)) = shared.cache.resource() {
+            controller
+                .published()
+                .set_resource(group.clone(), plural.clone());
+        }
         let handle = controller.handle();
         controller.beside(Box::pin(feed(shared, handle)))
     }
@@ -296,6 +304,7 @@ async fn wake_mapped<C, Q, O, P>(
                         wake.extend(before.unwrap_or_default());
                     }
                 }
+                Feed::Cursor(_) => {}
                 Feed::Delete(child) => {
                     wake.extend(map(&*child));
                     if let Some(key) = child_key(&*child) {
@@ -362,6 +371,7 @@ where
                 }
                 Feed::Upsert(o) => handle.upsert((*o).clone()).await,
                 Feed::Delete(o) => handle.delete((*o).clone()).await,
+                Feed::Cursor(rv) => handle.source_cursor(&*rv).await,
             };
             if pushed.is_err() {
                 // This controller has ended.

@@ -254,11 +254,13 @@ fn reflector_shared(
     reconcile_engine::SharedSource::of(cache.clone())
 }
 
-/// The documented limitation (`docs/alignment.md`, Shared sources): a subscriber has no
-/// cursor, so a write its reconcile reports to the shared resource is not waited for: the
-/// next change reconciles at once, and no hold is counted.
+/// A subscriber of a cache with no cursor (an in-process reflector that never said one)
+/// has none either, so a write its reconcile reports is not waited for (fail open): the
+/// next change reconciles at once, and no hold is counted. A shared cache over the
+/// apiserver has a cursor: see `a_subscribers_own_write_holds_it_until_the_shared_cache_has_it`
+/// in `engine/tests/own_writes.rs`.
 #[tokio::test(start_paused = true)]
-async fn a_subscriber_has_no_cursor_so_its_own_writes_are_not_waited_for() {
+async fn a_subscriber_of_a_cache_without_a_cursor_does_not_wait_for_its_writes() {
     use k8s_openapi::api::core::v1::Pod;
     let reflector = reflector().await;
     let source = reflector.handle();

@@ -7,8 +7,8 @@ mod harness;
 
 use std::time::Duration;
 
-use harness::{Scenario, kube_config, pod};
-use reconcile_core::{Config, Outcome};
+use harness::{Scenario, kube_config, pod, pod_view};
+use reconcile_core::{Config, Outcome, SourceEvent};
 
 /// Synced at rv 10 with `a` in c1 and `b` in c2; c1 then runs (woken by a change of `a` at
 /// rv 11) and reports a write answered with rv 13, say a patch of `a`.
@@ -195,4 +195,113 @@ fn a_zero_wait_or_timeout_is_refused() {
         ConfigError::MaxOwnWrites
     );
     let _ = Outcome::Success;
+}
+
+/// An in-process source fed from a shared cache, with its cursor: synced at rv 10 with `a`
+/// in c1; c1 then runs (woken by `a` at rv 11) and reports a write answered with rv 13.
+fn subscriber_c1_wrote_13() -> Scenario {
+    let mut config = Config::in_process(harness::by_cell);
+    config.read_own_writes = Some(Duration::from_secs(5));
+    let mut s = Scenario::new(config);
+    s.start()
+        .source_event(
+            SourceEvent::Replace(vec![pod_view("a", Some("c1"), 9)]),
+            "Replace [a]",
+        )
+        .source_cursor(10)
+        .settle()
+        .at(1.0)
+        .source_event(
+            SourceEvent::Upsert(pod_view("a", Some("c1"), 11)),
+            "Upsert a",
+        )
+        .source_cursor(11)
+        .at(1.5)
+        .ok_wrote("c1", &[(0, "13")]);
+    s
+}
+
+#[test]
+fn a_subscribers_write_is_held_until_the_shared_cursor_reaches_it() {
+    let mut s = subscriber_c1_wrote_13();
+    assert_eq!(s.core.cursor(), Some("11"));
+    // Another pod of c1 reaches the subscriber, at a cursor still behind the write: held.
+    s.at(2.0)
+        .source_event(
+            SourceEvent::Upsert(pod_view("c", Some("c1"), 12)),
+            "Upsert c",
+        )
+        .source_cursor(12);
+    assert!(!s.running.contains_key("c1"), "{}", s.log);
+    assert_eq!(s.core.stats().own_write_holds, 1);
+    // The echo of the write, then the cursor that covers it: c1 runs, seeing it.
+    s.at(2.5)
+        .source_event(
+            SourceEvent::Upsert(pod_view("a", Some("c1"), 13)),
+            "Upsert a",
+        )
+        .source_cursor(13);
+    assert!(s.running.contains_key("c1"), "{}", s.log);
+    let a = s
+        .core
+        .store()
+        .get(&reconcile_core::ObjectKey::new(Some("ns"), "a"))
+        .expect("a cached")
+        .metadata
+        .resource_version
+        .clone();
+    assert_eq!(a.as_deref(), Some("13"), "the run sees its own write");
+    assert_eq!(s.core.metrics().own_writes_waiting, 0);
+    assert_eq!(s.core.stats().own_write_timeouts, 0);
+}
+
+#[test]
+fn a_reopened_subscriber_waits_for_the_new_streams_cursor() {
+    let mut s = subscriber_c1_wrote_13();
+    // The feed is cut off and reopened (a lagging subscriber resubscribes): until the new
+    // stream says its cursor, the write is not observed.
+    s.at(2.0).source_end(Some("cut off"));
+    s.next_deadline().source_event(
+        SourceEvent::Replace(vec![pod_view("a", Some("c1"), 13)]),
+        "Replace [a]",
+    );
+    assert_eq!(s.core.cursor(), None);
+    assert!(
+        !s.running.contains_key("c1"),
+        "held: no cursor yet\n{}",
+        s.log
+    );
+    s.source_cursor(13);
+    assert!(s.running.contains_key("c1"), "{}", s.log);
+}
+
+#[test]
+fn an_in_process_source_without_a_cursor_does_not_wait_and_a_cursor_before_its_replace_is_stale() {
+    let mut config = Config::in_process(harness::by_cell);
+    config.read_own_writes = Some(Duration::from_secs(5));
+    let mut s = Scenario::new(config);
+    s.start().source_cursor(5);
+    assert_eq!(s.core.cursor(), None, "refused before the Replace");
+    assert_eq!(s.core.stats().stale_inputs, 1);
+    s.source_event(
+        SourceEvent::Replace(vec![pod_view("a", Some("c1"), 9)]),
+        "Replace [a]",
+    )
+    .settle()
+    .at(1.0)
+    .source_event(
+        SourceEvent::Upsert(pod_view("a", Some("c1"), 11)),
+        "Upsert a",
+    )
+    .ok_wrote("c1", &[(0, "13")]);
+    assert_eq!(
+        s.core.metrics().own_writes_waiting,
+        0,
+        "no cursor: not tracked"
+    );
+    s.source_event(
+        SourceEvent::Upsert(pod_view("c", Some("c1"), 12)),
+        "Upsert c",
+    );
+    assert!(s.running.contains_key("c1"), "not held\n{}", s.log);
 }

@@ -249,6 +249,9 @@ pub(crate) enum Feed<O> {
     Upsert(Arc<O>),
     /// Removed; the object is its last cached state.
     Delete(Arc<O>),
+    /// The changes sent so far reflect the collection up to this resourceVersion: the
+    /// shared cache's cursor as of its publish.
+    Cursor(Arc<str>),
 }
 
 impl<O> Clone for Feed<O> {
@@ -257,6 +260,7 @@ impl<O> Clone for Feed<O> {
             Feed::Replace(all) => Feed::Replace(Arc::clone(all)),
             Feed::Upsert(o) => Feed::Upsert(Arc::clone(o)),
             Feed::Delete(o) => Feed::Delete(Arc::clone(o)),
+            Feed::Cursor(rv) => Feed::Cursor(Arc::clone(rv)),
         }
     }
 }
@@ -267,6 +271,7 @@ impl<O> fmt::Debug for Feed<O> {
             Feed::Replace(all) => write!(f, "Replace({} objects)", all.len()),
             Feed::Upsert(_) => f.write_str("Upsert"),
             Feed::Delete(_) => f.write_str("Delete"),
+            Feed::Cursor(rv) => write!(f, "Cursor({rv})"),
         }
     }
 }
@@ -354,6 +359,9 @@ struct Share<O> {
     lagged: u64,
     /// Subscriptions made, resubscriptions included.
     subscriptions: u64,
+    /// The cursor as of the last publish (`None` while relisting, or for a source without
+    /// one): a subscriber gets it after its snapshot, and after each publish that moved it.
+    cursor: Option<Arc<str>>,
 }
 
 /// A shared cache's figures ([`Cache::share_stats`]).
@@ -376,6 +384,10 @@ pub(crate) struct Published<O, P> {
     /// Taken before `snapshot` whenever both are: a publish and a subscription are ordered
     /// by it, so a subscriber sees one snapshot then every later change, none twice.
     share: Mutex<Share<O>>,
+    /// The collection the cache mirrors, as (API group, plural): its own LIST+WATCH's, or
+    /// the shared cache's it subscribes to. A write a reconcile reports to it waits on the
+    /// cursor. Set once, when the controller is built.
+    resource: std::sync::OnceLock<(String, String)>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -398,8 +410,20 @@ impl<O, P> Published<O, P> {
                 ended: false,
                 lagged: 0,
                 subscriptions: 0,
+                cursor: None,
             }),
+            resource: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Names the collection the cache mirrors; the first call wins.
+    pub(crate) fn set_resource(&self, group: String, plural: String) {
+        let _ = self.resource.set((group, plural));
+    }
+
+    /// The collection the cache mirrors, when known.
+    pub(crate) fn resource(&self) -> Option<&(String, String)> {
+        self.resource.get()
     }
 
     fn share(&self) -> MutexGuard<'_, Share<O>> {
@@ -435,24 +459,38 @@ impl<O, P> Published<O, P> {
     }
 
     /// Replaces what readers see, and sends the changes staged since the last publish to
-    /// every subscriber. A subscriber whose buffer is full is cut off (its channel closed):
-    /// it resubscribes, with a fresh snapshot.
-    pub(crate) fn publish(&self, snapshot: CacheSnapshot<O, P>)
+    /// every subscriber, then `cursor` when it moved: the cursor the snapshot is at (the
+    /// core's, read in the same turn). A subscriber whose buffer is full is cut off (its
+    /// channel closed): it resubscribes, with a fresh snapshot.
+    pub(crate) fn publish(&self, snapshot: CacheSnapshot<O, P>, cursor: Option<&str>)
     where
         O: Object,
         P: Ord,
     {
         let mut share = self.share();
         let staged = std::mem::replace(&mut share.staged, Staged::new(false));
-        if share.subscribers.is_empty() || (!staged.whole && staged.changes.is_empty()) {
+        let moved = match (cursor, share.cursor.as_deref()) {
+            (Some(now), Some(before)) => now != before,
+            (now, before) => now.is_some() != before.is_some(),
+        };
+        if moved {
+            share.cursor = cursor.map(Arc::from);
+        }
+        // A cursor gone (a relist under way) is not sent: subscribers keep the last one,
+        // which the listing's own cursor will pass.
+        let send_cursor = if moved { share.cursor.clone() } else { None };
+        if share.subscribers.is_empty()
+            || (!staged.whole && staged.changes.is_empty() && send_cursor.is_none())
+        {
             *self.snapshot() = snapshot;
             return;
         }
-        let feed = if staged.whole {
+        let mut feed = if staged.whole {
             vec![Feed::Replace(Arc::new(snapshot.state()))]
         } else {
             staged.changes
         };
+        feed.extend(send_cursor.map(Feed::Cursor));
         *self.snapshot() = snapshot;
         let mut lagged = 0;
         share.subscribers.retain(|tx| {
@@ -489,10 +527,14 @@ impl<O, P> Published<O, P> {
         if share.ended {
             return None;
         }
-        let (tx, rx) = async_channel::bounded(buffer.max(1));
+        // Room for the snapshot and its cursor at least.
+        let (tx, rx) = async_channel::bounded(buffer.max(2));
         let all = self.snapshot().state();
-        // A fresh channel with room for one: cannot fail.
+        // A fresh channel with room for two: cannot fail.
         let _ = tx.try_send(Feed::Replace(Arc::new(all)));
+        if let Some(cursor) = &share.cursor {
+            let _ = tx.try_send(Feed::Cursor(Arc::clone(cursor)));
+        }
         share.subscribers.push(tx);
         share.subscriptions += 1;
         Some(rx)
@@ -609,6 +651,11 @@ impl<O: Object, P: Ord> Cache<O, P> {
         self.published.subscribe(buffer)
     }
 
+    /// The collection the cache mirrors, as (API group, plural), when known.
+    pub(crate) fn resource(&self) -> Option<&(String, String)> {
+        self.published.resource()
+    }
+
     /// Whether the cache's controller has ended for good.
     pub(crate) fn has_ended(&self) -> bool {
         self.published.share_ended()
@@ -707,6 +754,7 @@ mod tests {
                 }
                 Feed::Upsert(o) => format!("U:{}", name(&o)),
                 Feed::Delete(o) => format!("D:{}", name(&o)),
+                Feed::Cursor(rv) => format!("C:{rv}"),
             })
             .collect()
     }
@@ -734,7 +782,7 @@ mod tests {
             copy.apply(change);
         }
         published.stage(staged);
-        published.publish(copy.clone());
+        published.publish(copy.clone(), None);
     }
 
     #[test]
@@ -768,7 +816,7 @@ mod tests {
         // ...then someone subscribes before the publish: the old snapshot, then the new
         // whole one, so y is not lost.
         let rx = published.subscribe(8).unwrap();
-        published.publish(copy.clone());
+        published.publish(copy.clone(), None);
         assert_eq!(queued(&rx), ["R:a/x", "R:a/x,a/y"]);
     }
 
@@ -791,7 +839,7 @@ mod tests {
         staged.note(&change, &copy);
         copy.apply(change);
         published.stage(staged);
-        published.publish(copy.clone());
+        published.publish(copy.clone(), None);
         assert_eq!(queued(&rx), ["R:a/x", "R:a/y"]);
     }
 
@@ -831,6 +879,40 @@ mod tests {
         let got = queued(&rx);
         assert_eq!(got.len(), 2, "the snapshot, then one replace");
         assert!(got[1].starts_with("R:a/p00000,"));
+    }
+
+    #[test]
+    fn the_cursor_follows_the_changes_it_covers_and_a_late_subscriber_gets_it_after_its_snapshot() {
+        let published = Published::new();
+        let mut copy = CacheSnapshot::new(KeyMap::by_label("cell"));
+        let early = published.subscribe(8).unwrap();
+        let mut staged = Staged::new(published.has_subscribers());
+        let object = pod("a", "x", "p");
+        let key = object.key().unwrap();
+        let change = CacheChange::Set {
+            key: &key,
+            object: &object,
+            parent: &String::new(),
+        };
+        staged.note(&change, &copy);
+        copy.apply(change);
+        published.stage(staged);
+        published.publish(copy.clone(), Some("10"));
+        // A publish with no change: only a cursor that moved is sent.
+        published.publish(copy.clone(), Some("10"));
+        published.publish(copy.clone(), Some("12"));
+        // A relist under way has no cursor: nothing is sent, the next one is.
+        published.publish(copy.clone(), None);
+        let late = published.subscribe(8).unwrap();
+        published.publish(copy.clone(), Some("15"));
+        assert_eq!(queued(&early), ["R:", "U:a/x", "C:10", "C:12", "C:15"]);
+        assert_eq!(queued(&late), ["R:a/x", "C:15"]);
+        let again = published.subscribe(1).unwrap();
+        assert_eq!(
+            queued(&again),
+            ["R:a/x", "C:15"],
+            "room for both at any buffer"
+        );
     }
 
     #[test]

@@ -194,6 +194,14 @@ where
             .and_then(|r| r.requests.collection_name())
             .unwrap_or("in-process");
         shared.metrics.set_name(name);
+        let published = Published::new();
+        if let Some(remote) = &remote {
+            let resource =
+                super::recorder::SourceResource::of_url(remote.requests.url_path(), None, false);
+            if let (Some(group), Some(plural)) = (resource.group, resource.plural) {
+                published.set_resource(group, plural);
+            }
+        }
         Controller {
             runtime,
             remote,
@@ -201,7 +209,7 @@ where
             config,
             limits,
             shared: Arc::new(shared),
-            published: Arc::new(Published::new()),
+            published: Arc::new(published),
             inbox,
             stop,
             recorder: None,
@@ -518,6 +526,11 @@ where
             }
         }));
         self
+    }
+
+    /// What this controller publishes to its caches and handles.
+    pub(crate) fn published(&self) -> &Published<O, P> {
+        &self.published
     }
 
     /// Runs `task` on a task of its own beside the controller, from its start to its end

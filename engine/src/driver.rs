@@ -310,7 +310,8 @@ where
         self.input(now, Input::Start);
         loop {
             let deadline = self.drain();
-            self.published.publish(self.cache.clone());
+            self.published
+                .publish(self.cache.clone(), self.core.cursor());
             self.shared.publish(self.core.stats(), self.core.cursor());
             self.shared.publish_leadership(self.core.leadership());
             self.shared.publish_sharding(self.core.sharding());
@@ -549,6 +550,13 @@ where
                 self.tasks.remove(&TaskKey::Lease(req));
                 Input::Lease { req, response }
             }
+            Msg::SourceCursor(resource_version) => match self.open_source {
+                Some(stream) => Input::SourceCursor {
+                    stream,
+                    resource_version,
+                },
+                None => return,
+            },
             Msg::SourceEnd(error) => match self.open_source.take() {
                 Some(stream) => Input::SourceEnd { stream, error },
                 None => return,
@@ -645,6 +653,15 @@ where
     /// whatever the namespace or selectors: its cursor moves for every write to the
     /// resource); `None` when no source caches it.
     fn source_caching(&self, write: &super::writes::Written) -> Option<SourceId> {
+        // An in-process primary fed from a shared cache mirrors that cache's collection.
+        if self.remote.is_none()
+            && self
+                .published
+                .resource()
+                .is_some_and(|(group, plural)| *group == write.group && *plural == write.plural)
+        {
+            return Some(SourceId::PRIMARY);
+        }
         self.remote
             .iter()
             .map(|r| (SourceId::PRIMARY, r))
@@ -869,7 +886,8 @@ where
             Event::Synced { objects } => {
                 tracing::info!(objects, "synced");
                 // Readers woken by readiness must find the listing already published.
-                self.published.publish(self.cache.clone());
+                self.published
+                    .publish(self.cache.clone(), self.core.cursor());
                 self.published.set_ready();
                 self.shared.set_synced();
             }

@@ -33,6 +33,8 @@ pub(crate) enum Msg<O> {
     Source(SourceEvent<O>),
     /// The in-process source ended, with an error or without.
     SourceEnd(Option<String>),
+    /// The in-process stream's events so far reflect this resourceVersion.
+    SourceCursor(String),
     /// A reconcile-all trigger.
     ReconcileAll,
     /// A one-key trigger: the parent of this cached primary object.
@@ -361,6 +363,19 @@ impl<O, P> Handle<O, P> {
     /// [`Error::NotRunning`] once the controller has ended.
     pub async fn end_source(&self, error: Option<String>) -> Result<(), Error> {
         self.push(Msg::SourceEnd(error)).await
+    }
+
+    /// Says that the in-process events pushed so far reflect the collection they mirror up
+    /// to `resource_version` (a shared cache's subscriber sends its cache's cursor this way).
+    /// It becomes the source's cursor ([`Handle::cursor`]), which read your own writes waits
+    /// on, as on a reflector's. Until a stream sends one, writes to an in-process source are
+    /// not waited for; once one has, a reopened stream has no cursor until it sends one.
+    /// One sent before the stream's first [`replace`](Handle::replace) is ignored.
+    ///
+    /// # Errors
+    /// [`Error::NotRunning`] once the controller has ended.
+    pub async fn source_cursor(&self, resource_version: impl Into<String>) -> Result<(), Error> {
+        self.push(Msg::SourceCursor(resource_version.into())).await
     }
 
     async fn push(&self, msg: Msg<O>) -> Result<(), Error> {

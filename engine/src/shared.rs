@@ -21,12 +21,15 @@
 //! resubscribes with a fresh snapshot: level-triggered, so nothing is lost, only coalesced.
 //! [`Cache::share_stats`] counts it.
 //!
-//! A subscriber has no cursor of its own: read your own writes does not wait on a shared
-//! primary (see `docs/alignment.md`, Shared sources).
+//! Read your own writes works on a subscriber: each publish that moved the shared cache's
+//! cursor sends it after the changes it covers, and the subscriber's in-process source
+//! takes it as its own cursor ([`Handle::source_cursor`]); the subscriber knows the shared
+//! collection's resource, so a write its reconcile reports to it waits on that cursor.
 //!
 //! A shared cache can also hold a controller's children: [`Controller::owns_shared`]
 //! (kube-runtime's `owns_shared_stream`) wakes each child's owner from it, with no LIST or
-//! WATCH of the children of its own.
+//! WATCH of the children of its own; [`Controller::watches_shared`] (kube-runtime's
+//! `watches_shared_stream`) wakes what a function of the user's names.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::convert::Infallible;
@@ -122,6 +125,12 @@ where
         Q: Ord + Send + Sync + 'static,
     {
         let controller = Self::with_runtime(runtime, Source::in_process(), key_map).name("shared");
+        // Its writes to the shared collection wait on the shared cache's cursor.
+        if let Some((group, plural)) = shared.cache.resource() {
+            controller
+                .published()
+                .set_resource(group.clone(), plural.clone());
+        }
         let handle = controller.handle();
         controller.beside(Box::pin(feed(shared, handle)))
     }
@@ -206,21 +215,57 @@ where
         C: Object + Send + Sync,
         Q: Ord + Send + Sync + 'static,
     {
+        self.watches_shared(shared, move |child: &C| rule.parents_of(child))
+    }
+
+    /// Adds the objects cached by `shared` (a [`Reflector`]'s, or any controller's cache),
+    /// each waking the primary objects `map` names: kube-runtime's `watches_shared_stream`,
+    /// with no LIST or WATCH of its own.
+    ///
+    /// Each primary object named is woken as [`Handle::reconcile_on`] wakes it (the parent
+    /// it is cached under is queued; one not cached queues nothing). `map` names primary
+    /// **objects**, as kube-runtime's mapper names `ObjectRef`s, not parents as
+    /// [`Controller::watches`]'s does; with [`KeyMap::by_object`] the two are the same.
+    ///
+    /// An object added, changed or deleted wakes what `map` names for it, and a changed
+    /// object also wakes what it named before (so a moved reference wakes both ends). A
+    /// fresh snapshot (the first, or after falling a buffer behind) wakes what every object
+    /// in it names, and what every object known before and missing from it named. As with
+    /// [`Controller::owns_shared`], the objects are not in [`Reconcile::related`] (read them
+    /// from [`SharedSource::cache`]), and the controller does not wait for the shared
+    /// cache's sync.
+    ///
+    /// The last names of each object that named any are kept, one key list per object:
+    /// bounded by the shared cache's size.
+    #[must_use]
+    pub fn watches_shared<C, Q>(
+        self,
+        shared: SharedSource<C, Q>,
+        map: impl Fn(&C) -> Vec<ObjectKey> + Send + Sync + 'static,
+    ) -> Self
+    where
+        C: Object + Send + Sync,
+        Q: Ord + Send + Sync + 'static,
+    {
         let handle = self.handle();
-        self.beside(Box::pin(wake_owners(shared, rule, handle)))
+        self.beside(Box::pin(wake_mapped(shared, map, handle)))
     }
 }
 
-/// Wakes, through `handle`, the owners `rule` names of each child `shared` publishes, until
-/// either ends; resubscribes with a fresh snapshot when cut off for lagging.
-async fn wake_owners<C, Q, O, P>(shared: SharedSource<C, Q>, rule: ParentsBy, handle: Handle<O, P>)
-where
+/// Wakes, through `handle`, the primary objects `map` names for each object `shared`
+/// publishes, until either ends; resubscribes with a fresh snapshot when cut off for
+/// lagging.
+async fn wake_mapped<C, Q, O, P>(
+    shared: SharedSource<C, Q>,
+    map: impl Fn(&C) -> Vec<ObjectKey>,
+    handle: Handle<O, P>,
+) where
     C: Object + Send + Sync,
     Q: Ord,
 {
-    // The owners each child with any woke last, so that a child missing from a fresh
-    // snapshot (deleted while this subscriber lagged) still wakes them, and a child whose
-    // owner changed wakes the one it left.
+    // What each object naming any named last, so that an object missing from a fresh
+    // snapshot (deleted while this subscriber lagged) still wakes them, and an object
+    // whose names changed wakes the ones it left.
     let mut known: BTreeMap<ObjectKey, Vec<ObjectKey>> = BTreeMap::new();
     loop {
         if shared.cache.wait_until_ready().await.is_err() {
@@ -235,7 +280,7 @@ where
                 Feed::Replace(all) => {
                     let mut now = BTreeMap::new();
                     for child in all.iter() {
-                        let owners = rule.parents_of(&**child);
+                        let owners = names(&map, &**child);
                         if let Some(key) = child_key(&**child).filter(|_| !owners.is_empty()) {
                             wake.extend(owners.iter().cloned());
                             now.insert(key, owners);
@@ -248,7 +293,7 @@ where
                     }
                 }
                 Feed::Upsert(child) => {
-                    let owners = rule.parents_of(&*child);
+                    let owners = names(&map, &*child);
                     wake.extend(owners.iter().cloned());
                     if let Some(key) = child_key(&*child) {
                         let before = if owners.is_empty() {
@@ -259,8 +304,9 @@ where
                         wake.extend(before.unwrap_or_default());
                     }
                 }
+                Feed::Cursor(_) => {}
                 Feed::Delete(child) => {
-                    wake.extend(rule.parents_of(&*child));
+                    wake.extend(map(&*child));
                     if let Some(key) = child_key(&*child) {
                         wake.extend(known.remove(&key).unwrap_or_default());
                     }
@@ -276,8 +322,16 @@ where
         if shared.cache.has_ended() {
             return;
         }
-        tracing::info!("shared children: resubscribing after falling behind");
+        tracing::info!("shared secondary: resubscribing after falling behind");
     }
+}
+
+/// What `map` names for `object`, sorted and without repeats.
+fn names<C>(map: &impl Fn(&C) -> Vec<ObjectKey>, object: &C) -> Vec<ObjectKey> {
+    let mut names = map(object);
+    names.sort_unstable();
+    names.dedup();
+    names
 }
 
 /// A cached object's key; `None` for one with no name, which no cache holds.
@@ -317,6 +371,7 @@ where
                 }
                 Feed::Upsert(o) => handle.upsert((*o).clone()).await,
                 Feed::Delete(o) => handle.delete((*o).clone()).await,
+                Feed::Cursor(rv) => handle.source_cursor(&*rv).await,
             };
             if pushed.is_err() {
                 // This controller has ended.

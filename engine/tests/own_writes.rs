@@ -204,3 +204,86 @@ async fn a_reconcile_past_its_deadline_is_cancelled_counted_and_retried() {
     );
     stop_cleanly(&handle, task).await;
 }
+
+/// Read your own writes on a shared cache's subscriber: the reflector's cursor travels
+/// with the feed, so a subscriber whose reconcile patched a pod is not run again until the
+/// shared cache has the patch, and then sees it.
+#[tokio::test(start_paused = true)]
+async fn a_subscribers_own_write_holds_it_until_the_shared_cache_has_it() {
+    let (tx, lines) = async_channel::unbounded();
+    let cluster = Cluster {
+        lines,
+        patches: Arc::default(),
+    };
+    let source: Source<PodView, Cluster> = Source::pods(cluster.clone(), Some("ns")).timeout(60);
+    let reflector = reconcile_engine::Reflector::with_runtime(paused().await, source);
+    let shared = reflector.shared();
+    let reflector_handle = reflector.handle();
+    let reflecting = tokio::spawn(reflector.run());
+    let subscriber = Controller::<PodView, String, Paused, Cluster>::for_shared_with(
+        paused().await,
+        shared,
+        KeyMap::by_label("cell"),
+    );
+    let handle = subscriber.handle();
+    // Each run: the members' names and resourceVersions.
+    let runs: Arc<Mutex<Vec<Vec<String>>>> = Arc::default();
+    let ctx = Arc::new((cluster.clone(), Arc::clone(&runs)));
+    type Ctx = (Cluster, Arc<Mutex<Vec<Vec<String>>>>);
+    let task = tokio::spawn(subscriber.run(
+        |req: Reconcile<PodView, String>, ctx: Arc<Ctx>| async move {
+            let seen: Vec<String> = req
+                .members()
+                .iter()
+                .map(|p| {
+                    format!(
+                        "{}@{}",
+                        p.metadata.name.as_deref().unwrap_or(""),
+                        p.metadata.resource_version.as_deref().unwrap_or("")
+                    )
+                })
+                .collect();
+            let first = {
+                let mut runs = ctx.1.lock().unwrap();
+                runs.push(seen);
+                runs.len() == 1
+            };
+            if first {
+                let pods: ApiClient<Pod, Cluster> = ApiClient::namespaced(ctx.0.clone(), "ns");
+                let patch = Patch::Merge(serde_json::json!({"metadata":{"labels":{"seen":"1"}}}));
+                pods.patch("p1", &PatchParams::default(), &patch)
+                    .await
+                    .map_err(|e| e.to_string())?;
+            }
+            Ok::<_, String>(Action::await_change())
+        },
+        default_error_policy,
+        ctx,
+    ));
+    until("the first run", || runs.lock().unwrap().len() == 1).await;
+    until("the subscriber has the shared cursor", || {
+        handle.cursor().as_deref() == Some("10")
+    })
+    .await;
+    until("the write is waited for", || {
+        handle.metrics().own_writes_waiting == 1
+    })
+    .await;
+    // A pod of `a` written before the patch: `a` is woken, but held.
+    tx.send(frame("ADDED", "p2", 15)).await.unwrap();
+    until("the hold", || handle.stats().own_write_holds == 1).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(runs.lock().unwrap().len(), 1, "held: no second run yet");
+    assert_eq!(handle.cursor().as_deref(), Some("15"));
+    // The shared cache gets the patch: `a` runs, seeing its own write.
+    tx.send(frame("MODIFIED", "p1", 20)).await.unwrap();
+    until("the second run", || runs.lock().unwrap().len() == 2).await;
+    assert_eq!(runs.lock().unwrap()[1], ["p1@20", "p2@15"]);
+    let m = handle.metrics();
+    assert_eq!(m.own_write_holds_total, 1);
+    assert_eq!(m.own_write_timeouts_total, 0);
+    assert_eq!(m.own_writes_waiting, 0);
+    assert_eq!(cluster.patches.load(Ordering::SeqCst), 1);
+    stop_cleanly(&handle, task).await;
+    stop_cleanly(&reflector_handle, reflecting).await;
+}

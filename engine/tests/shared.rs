@@ -254,11 +254,13 @@ fn reflector_shared(
     reconcile_engine::SharedSource::of(cache.clone())
 }
 
-/// The documented limitation (`docs/alignment.md`, Shared sources): a subscriber has no
-/// cursor, so a write its reconcile reports to the shared resource is not waited for: the
-/// next change reconciles at once, and no hold is counted.
+/// A subscriber of a cache with no cursor (an in-process reflector that never said one)
+/// has none either, so a write its reconcile reports is not waited for (fail open): the
+/// next change reconciles at once, and no hold is counted. A shared cache over the
+/// apiserver has a cursor: see `a_subscribers_own_write_holds_it_until_the_shared_cache_has_it`
+/// in `engine/tests/own_writes.rs`.
 #[tokio::test(start_paused = true)]
-async fn a_subscriber_has_no_cursor_so_its_own_writes_are_not_waited_for() {
+async fn a_subscriber_of_a_cache_without_a_cursor_does_not_wait_for_its_writes() {
     use k8s_openapi::api::core::v1::Pod;
     let reflector = reflector().await;
     let source = reflector.handle();
@@ -440,6 +442,89 @@ async fn children_in_a_shared_cache_wake_their_owner() {
     feed.upsert(child("c3", Some("p1"))).await.expect("pushed");
     until("the marker child woke p1", || count("p1") == p1 + 2).await;
     assert_eq!(count("p2"), p2 + 3, "nothing else woke p2");
+    assert_eq!(primary.stats().lists, 0, "no LIST of its own");
+    stop_cleanly(&primary, task).await;
+    stop_cleanly(&feed, reflecting).await;
+}
+
+/// A pod in namespace `ns` labelled `wake=<names>`: the primary objects it names, `.`-separated.
+fn naming(name: &str, names: &str) -> PodView {
+    serde_json::from_str(&format!(
+        r#"{{"metadata":{{"name":"{name}","namespace":"ns","labels":{{"wake":"{names}"}}}}}}"#
+    ))
+    .expect("a pod")
+}
+
+/// `watches_shared` (kube-runtime's `watches_shared_stream`): objects in a shared cache wake
+/// the primary objects a function of the user's names. A changed object wakes what it
+/// names and what it named before; a deleted one what it named.
+#[tokio::test(start_paused = true)]
+async fn objects_in_a_shared_cache_wake_what_the_mapper_names() {
+    let related = reflector().await;
+    let feed = related.handle();
+    let shared = related.shared();
+    let reflecting = tokio::spawn(related.run());
+    feed.replace(vec![naming("cm", "p1")])
+        .await
+        .expect("pushed");
+
+    let controller = Controller::<PodView, ObjectKey, Paused, NoTransport>::with_runtime(
+        paused().await,
+        Source::in_process(),
+        KeyMap::by_object(),
+    )
+    .watches_shared(shared, |o: &PodView| {
+        o.metadata
+            .labels
+            .get("wake")
+            .map(|w| {
+                w.split('.')
+                    .map(|n| ObjectKey::new(Some("ns"), n))
+                    .collect()
+            })
+            .unwrap_or_default()
+    });
+    let primary = controller.handle();
+    let runs: Arc<std::sync::Mutex<Vec<String>>> = Arc::default();
+    let task =
+        tokio::spawn(
+            controller.run(
+                |request: Reconcile<PodView, ObjectKey>,
+                 runs: Arc<std::sync::Mutex<Vec<String>>>| async move {
+                    runs.lock()
+                        .unwrap()
+                        .push(request.parent().name().to_owned());
+                    Ok::<_, String>(Action::await_change())
+                },
+                default_error_policy,
+                Arc::clone(&runs),
+            ),
+        );
+    let parent = |name: &str| child(name, None);
+    primary
+        .replace(vec![parent("p1"), parent("p2"), parent("p3")])
+        .await
+        .expect("pushed");
+    within("synced", primary.synced()).await.expect("synced");
+    let count = |name: &str| runs.lock().unwrap().iter().filter(|r| *r == name).count();
+    until("the listing ran all three", || {
+        count("p1") >= 1 && count("p2") >= 1 && count("p3") >= 1
+    })
+    .await;
+    let (p1, p2, p3) = (count("p1"), count("p2"), count("p3"));
+
+    feed.upsert(naming("cm", "p2.p3")).await.expect("pushed");
+    until(
+        "a renamed reference woke the one it left and the new ones",
+        || count("p1") == p1 + 1 && count("p2") == p2 + 1 && count("p3") == p3 + 1,
+    )
+    .await;
+    feed.delete(naming("cm", "p2.p3")).await.expect("pushed");
+    until("a deleted object woke what it named", || {
+        count("p2") == p2 + 2 && count("p3") == p3 + 2
+    })
+    .await;
+    assert_eq!(count("p1"), p1 + 1, "nothing else woke p1");
     assert_eq!(primary.stats().lists, 0, "no LIST of its own");
     stop_cleanly(&primary, task).await;
     stop_cleanly(&feed, reflecting).await;

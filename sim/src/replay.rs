@@ -566,6 +566,29 @@ impl Replay<'_> {
                 );
                 self.handle_io(io);
             }
+            Record::SourceCursor { resource_version } => {
+                let Some(stream) = self.p[s].source else {
+                    return self.diverge(
+                        entry,
+                        "the trace gives a source cursor, but no source stream is open".into(),
+                    );
+                };
+                let label = format!("source {stream} cursor {resource_version}");
+                let resource_version = resource_version.clone();
+                let io = self.h.step(
+                    || label,
+                    |core, now| {
+                        core.handle_input(
+                            now,
+                            Input::SourceCursor {
+                                stream,
+                                resource_version,
+                            },
+                        )
+                    },
+                );
+                self.handle_io(io);
+            }
             Record::SourceEnd { error } => {
                 let Some(stream) = self.p[s].source.take() else {
                     return self.diverge(

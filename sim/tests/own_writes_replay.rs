@@ -9,7 +9,7 @@ use std::time::Duration;
 use reconcile_core::pod::PodView;
 use reconcile_core::{
     Command, Config, Event, Input, Instant, KeyMap, ListResponse, Outcome, Output, OwnWrite,
-    ReconcileLoop, SourceId, Stats, StreamId, Ticket, WatchParams,
+    ReconcileLoop, SourceEvent, SourceId, Stats, StreamId, Ticket, WatchParams,
 };
 use reconcile_sim::replay::{ReplayOptions, replay};
 use reconcile_sim::trace::{Record, Trace};
@@ -21,6 +21,8 @@ struct Live {
     records: Vec<(Instant, Recorded<PodView, String>)>,
     now: Instant,
     watch: Option<StreamId>,
+    /// The in-process source's stream, once opened.
+    source: Option<StreamId>,
     running: Vec<Ticket>,
     held: usize,
     released: usize,
@@ -33,6 +35,7 @@ impl Live {
             records: Vec::new(),
             now: Instant::ZERO,
             watch: None,
+            source: None,
             running: Vec::new(),
             held: 0,
             released: 0,
@@ -55,6 +58,7 @@ impl Live {
                     match command {
                         Command::List { req, .. } => list = Some(req),
                         Command::Watch { stream, .. } => self.watch = Some(stream),
+                        Command::OpenSource { stream } => self.source = Some(stream),
                         Command::Reconcile { ticket, .. } => self.running.push(ticket),
                         _ => {}
                     }
@@ -194,5 +198,93 @@ fn the_wait_is_written_only_when_it_is_not_the_default() {
     assert_eq!(trace.header.read_own_writes, None);
     let (stats, output) = replayed(&trace);
     assert_eq!(live.held, 0);
+    assert_eq!(stats.own_write_holds, 0, "{output}");
+}
+
+/// A shared cache's subscriber: its in-process source gets the shared cache's events, each
+/// batch followed by the cache's cursor (`Input::SourceCursor`). Its first run writes p1
+/// (answered at rv 20); p2 at rv 15 wakes `a`, which is held until the cursor reaches 20.
+/// The trace keeps each cursor as a `source_cursor` record, so the replay holds there too.
+#[test]
+fn a_subscribers_hold_on_the_shared_cursor_replays_identically() {
+    let config =
+        Config::in_process(KeyMap::by_label("cell")).read_own_writes(Some(Duration::from_secs(7)));
+    let header = header_for("subscriber own writes", &config);
+    let mut live = Live::new(config);
+    let stream = live.source.expect("the in-process source opened");
+    let view = |name: &str, rv: u64| -> PodView { serde_json::from_str(&pod(name, rv)).unwrap() };
+    let cursor = |rv: &str| Input::SourceCursor {
+        stream,
+        resource_version: rv.into(),
+    };
+    live.feed(
+        0.0,
+        Input::SourceEvent {
+            stream,
+            event: SourceEvent::Replace(vec![view("p1", 5)]),
+        },
+    );
+    live.feed(0.0, cursor("10"));
+    assert_eq!(live.running.len(), 1, "a's first run");
+    live.finish(0.1, vec![OwnWrite::new(SourceId::PRIMARY, "20")]);
+    live.feed(
+        0.2,
+        Input::SourceEvent {
+            stream,
+            event: SourceEvent::Upsert(view("p2", 15)),
+        },
+    );
+    live.feed(0.2, cursor("15"));
+    assert!(live.running.is_empty(), "held");
+    live.feed(
+        0.3,
+        Input::SourceEvent {
+            stream,
+            event: SourceEvent::Upsert(view("p1", 20)),
+        },
+    );
+    assert!(live.running.is_empty(), "held until the cursor says 20");
+    live.feed(0.3, cursor("20"));
+    assert_eq!(live.running.len(), 1, "a's second run, once released");
+    live.finish(0.4, Vec::new());
+    live.feed(0.5, Input::Stop);
+    assert_eq!((live.held, live.released), (1, 1), "the live run held once");
+    // As the engine's recorder writes it: in-process objects as JSON (`to_trace` leaves
+    // them out).
+    let mut builder = reconcile_sim::trace::TraceBuilder::default();
+    let to_json = |o: &PodView| {
+        let rv = o.metadata.resource_version.as_deref()?.parse().ok()?;
+        Some(pod(o.metadata.name.as_deref()?, rv))
+    };
+    for (at, recorded) in &live.records {
+        match recorded {
+            Recorded::Input(input) => builder.input(*at, input, &to_json),
+            Recorded::Command(command) => builder.command(*at, command),
+        }
+    }
+    let mut entries = Vec::new();
+    builder.take_all(&mut entries);
+    let trace = Trace {
+        name: "subscriber.jsonl".into(),
+        header,
+        entries,
+    };
+    let text = trace.to_jsonl();
+    assert!(
+        text.contains(r#"{"record":"source_cursor","t":0.3,"resource_version":"20"}"#),
+        "{text}"
+    );
+    let trace = Trace::parse("subscriber.jsonl", &text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let (stats, output) = replayed(&trace);
+    assert_eq!(stats.own_write_holds, 1, "{output}");
+    assert_eq!(stats.own_write_timeouts, 0, "{output}");
+    assert!(output.contains("cursor 20"), "{output}");
+
+    // Without its cursors the source has none: the write is not waited for.
+    let mut trace = trace;
+    trace
+        .entries
+        .retain(|e| !matches!(e.record, Record::SourceCursor { .. }));
+    let (stats, output) = replayed(&trace);
     assert_eq!(stats.own_write_holds, 0, "{output}");
 }

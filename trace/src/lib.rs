@@ -485,6 +485,13 @@ pub enum Record {
     },
     /// An in-process source write.
     Source(SourceOp),
+    /// The in-process source stream's cursor (`Input::SourceCursor`): its events so far
+    /// reflect the mirrored collection up to this resourceVersion (a shared cache's
+    /// subscriber).
+    SourceCursor {
+        /// The resourceVersion.
+        resource_version: String,
+    },
     /// The in-process source stream ended.
     SourceEnd {
         /// The error it ended with.
@@ -1074,6 +1081,12 @@ fn parse_record(l: &Line<'_>) -> Result<Record, String> {
             ),
             _ => return Err("a source record needs \"op\": upsert, delete or replace".into()),
         }),
+        "source_cursor" => Record::SourceCursor {
+            resource_version: l
+                .resource_version
+                .clone()
+                .ok_or("a source_cursor record needs \"resource_version\"")?,
+        },
         "source_end" => Record::SourceEnd {
             error: l.error.clone(),
         },
@@ -1327,6 +1340,7 @@ impl Entry {
             Record::WatchEnd(_) => "watch_end",
             Record::Reconcile { .. } => "reconcile",
             Record::Source(_) => "source",
+            Record::SourceCursor { .. } => "source_cursor",
             Record::SourceEnd { .. } => "source_end",
             Record::Advance { .. } => "advance",
             Record::Fault(_) => "fault",
@@ -1460,6 +1474,9 @@ impl Entry {
                     push_raw(&mut out, "objects", &one_line_json(&joined));
                 }
             },
+            Record::SourceCursor { resource_version } => {
+                push_str(&mut out, "resource_version", resource_version);
+            }
             Record::SourceEnd { error } => {
                 if let Some(e) = error {
                     push_str(&mut out, "error", e);

@@ -15,6 +15,7 @@
 //! | [`Input::ReconcileOn`] | `reconcile_on` (its `key`) |
 //! | [`Input::Stop`] | `stop` |
 //! | [`Input::SourceEvent`] | `source` (upsert / delete / replace), when the recorder can write the objects as JSON |
+//! | [`Input::SourceCursor`] | `source_cursor` (its `resource_version`) |
 //! | [`Input::SourceEnd`] | `source_end` |
 //!
 //! Timers, commands and dispatches are not written: the replaying core derives them. A
@@ -316,6 +317,15 @@ impl TraceBuilder {
                     None => self.skipped_objects += 1,
                 }
             }
+            Input::SourceCursor {
+                resource_version, ..
+            } => push(
+                &mut self.held,
+                Record::SourceCursor {
+                    resource_version: resource_version.clone(),
+                },
+                None,
+            ),
             Input::SourceEnd { error, .. } => push(
                 &mut self.held,
                 Record::SourceEnd {

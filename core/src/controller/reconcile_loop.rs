@@ -116,7 +116,7 @@ enum Source<O> {
 ///   | [`Start`](Input::Start) | (nothing: the first input) |
 ///   | [`List`](Input::List) | [`Command::List`] |
 ///   | [`WatchOpened`](Input::WatchOpened), [`WatchLine`](Input::WatchLine), [`WatchEnd`](Input::WatchEnd) | [`Command::Watch`] |
-///   | [`SourceEvent`](Input::SourceEvent), [`SourceEnd`](Input::SourceEnd) | [`Command::OpenSource`] |
+///   | [`SourceEvent`](Input::SourceEvent), [`SourceCursor`](Input::SourceCursor), [`SourceEnd`](Input::SourceEnd) | [`Command::OpenSource`] |
 ///   | [`Reconciled`](Input::Reconciled) | [`Command::Reconcile`] |
 ///   | [`Timeout`](Input::Timeout) | [`Output::Timeout`] (the deadline passed) |
 ///   | [`Stop`](Input::Stop) | (nothing: the last input) |
@@ -474,6 +474,13 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
                 let change = source.handle_event(now, stream, event, &mut self.out);
                 self.after_source(now, change.map(Change::from));
             }
+            (
+                Source::InProcess(source),
+                Input::SourceCursor {
+                    stream,
+                    resource_version,
+                },
+            ) => source.handle_cursor(stream, resource_version, &mut self.out),
             (Source::InProcess(source), Input::SourceEnd { stream, error }) => {
                 source.handle_end(now, stream, error, &mut self.out);
             }
@@ -1157,12 +1164,13 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
         self.lifecycle
     }
 
-    /// The reflector's cursor (`None` for an in-process source, or while relisting).
+    /// The reflector's cursor (`None` while relisting), or the in-process source's as its
+    /// stream last said ([`Input::SourceCursor`]; `None` for a source that says none).
     #[must_use]
     pub fn cursor(&self) -> Option<&str> {
         match &self.source {
             Source::Kubernetes(reflector) => reflector.cursor(),
-            Source::InProcess(_) => None,
+            Source::InProcess(source) => source.cursor(),
         }
     }
 
@@ -1586,6 +1594,9 @@ fn cursor_state<O: Object, P>(
     match usize::try_from(id.get()) {
         Ok(0) => match source {
             Source::Kubernetes(reflector) => CursorState::of(reflector.cursor()),
+            // An in-process source has a cursor once it mirrors a collection with one (a
+            // shared cache's); until then its writes cannot be waited for.
+            Source::InProcess(source) if source.mirrors() => CursorState::of(source.cursor()),
             Source::InProcess(_) => CursorState::None,
         },
         Ok(n) => secondaries

@@ -20,6 +20,13 @@ enum Phase {
 pub(crate) struct InProcessSource {
     retry_delay: Duration,
     phase: Phase,
+    /// The resourceVersion the open stream's events reflect, as it last said
+    /// ([`Input::SourceCursor`](crate::Input::SourceCursor)); `None` before it said one.
+    cursor: Option<String>,
+    /// A stream of this source has carried a cursor: from then on the source mirrors a
+    /// collection with one, and a reopened stream has no cursor until it sends one
+    /// (as a reflector has none while it relists).
+    mirrors: bool,
     /// Inputs for a stream that is no longer open.
     pub(crate) stale_inputs: u64,
 }
@@ -29,11 +36,14 @@ impl InProcessSource {
         InProcessSource {
             retry_delay,
             phase: Phase::Idle,
+            cursor: None,
+            mirrors: false,
             stale_inputs: 0,
         }
     }
 
     pub(crate) fn start<O, P>(&mut self, stream: StreamId, out: &mut Outbox<O, P>) {
+        self.cursor = None;
         self.phase = Phase::Open {
             stream,
             replaced: false,
@@ -79,6 +89,42 @@ impl InProcessSource {
         Some(event)
     }
 
+    /// Takes the open stream's cursor. Refused (stale) for another stream, and before the
+    /// stream's first `Replace`: a cursor means the store holds the collection up to it.
+    pub(crate) fn handle_cursor<O, P>(
+        &mut self,
+        stream: StreamId,
+        resource_version: String,
+        out: &mut Outbox<O, P>,
+    ) {
+        match self.phase {
+            Phase::Open {
+                stream: current,
+                replaced: true,
+            } if current == stream => {
+                self.mirrors = true;
+                self.cursor = Some(resource_version);
+            }
+            _ => {
+                self.stale_inputs += 1;
+                out.push_back(Output::Event(Event::Stale {
+                    input: "source cursor",
+                }));
+            }
+        }
+    }
+
+    /// The open stream's cursor, as its last [`Input::SourceCursor`](crate::Input::SourceCursor)
+    /// said.
+    pub(crate) fn cursor(&self) -> Option<&str> {
+        self.cursor.as_deref()
+    }
+
+    /// Whether a stream of it has ever carried a cursor.
+    pub(crate) fn mirrors(&self) -> bool {
+        self.mirrors
+    }
+
     pub(crate) fn handle_end<O, P>(
         &mut self,
         now: Instant,
@@ -90,6 +136,7 @@ impl InProcessSource {
             Phase::Open {
                 stream: current, ..
             } if current == stream => {
+                self.cursor = None;
                 out.push_back(Output::Event(Event::SourceEnded { stream, error }));
                 self.phase = Phase::Waiting {
                     at: now + self.retry_delay,

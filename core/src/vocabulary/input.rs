@@ -55,6 +55,18 @@ pub enum Input<O> {
         /// The store write.
         event: SourceEvent<O>,
     },
+    /// The in-process source's `stream` has delivered the collection it mirrors up to
+    /// `resource_version`: every change the apiserver made up to that version is in the
+    /// events sent before this one. A source fed from a shared cache sends it after each
+    /// batch, so that read your own writes can wait on it as on a reflector's cursor. Until
+    /// a stream sends one, the in-process source has no cursor and a write to it is not
+    /// waited for.
+    SourceCursor {
+        /// The stream.
+        stream: StreamId,
+        /// The apiserver's resourceVersion the events so far reflect.
+        resource_version: String,
+    },
     /// The in-process source's `stream` ended, with an error or without.
     SourceEnd {
         /// The stream.
@@ -141,6 +153,7 @@ impl<O> Input<O> {
             Input::WatchLine { .. } => "watch frame",
             Input::WatchEnd { .. } => "watch end",
             Input::SourceEvent { .. } => "source event",
+            Input::SourceCursor { .. } => "source cursor",
             Input::SourceEnd { .. } => "source end",
             Input::Reconciled { .. } | Input::ReconciledWrote { .. } => "reconcile outcome",
             Input::ReconcileTimeout { .. } => "reconcile timeout",

@@ -424,6 +424,20 @@ impl Scenario {
         self
     }
 
+    /// The in-process source says its events so far reflect resourceVersion `rv`.
+    pub fn source_cursor(&mut self, rv: u64) -> &mut Self {
+        let stream = self.source.expect("no source opened");
+        self.core.handle_input(
+            self.now,
+            Input::SourceCursor {
+                stream,
+                resource_version: rv.to_string(),
+            },
+        );
+        self.step(&format!("{stream} source cursor {rv}"));
+        self
+    }
+
     pub fn members(&self, parent: &str) -> Vec<String> {
         self.core
             .members(&parent.to_owned())

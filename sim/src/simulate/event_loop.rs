@@ -1095,6 +1095,9 @@ impl Sim<'_> {
                     self.schedule(now, Action::SourceEvent(stream, op.clone()));
                 }
             }
+            // The world numbers its own resourceVersions, and simulate does not wait for own
+            // writes (as for a Kubernetes source's): a recorded cursor is not fed.
+            Record::SourceCursor { .. } => {}
             Record::SourceEnd { error } => {
                 if let Some(stream) = self.source.take() {
                     let error = error.clone();

@@ -116,6 +116,7 @@ macro_rules! kinds_suite {
             $crate::cases!($driver, shared:
                 two_controllers_share_one_watch_and_a_late_one_joins,
                 a_controller_over_a_stream_of_objects_reconciles_each,
+                a_subscribers_rerun_after_its_write_sees_the_write,
             );
             $crate::cases!($driver, ports:
                 a_pod_reflector_caches_slim_pods_and_sees_each,

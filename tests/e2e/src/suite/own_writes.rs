@@ -36,7 +36,7 @@ use crate::harness::{BACKOFF, CELL, Case, DriverUnderTest, WAIT};
 use crate::scrape::scrape;
 
 /// The annotation the hold case's reconcile writes.
-const SEEN: &str = "e2e.reconcile-loop.dev/seen";
+pub(crate) const SEEN: &str = "e2e.reconcile-loop.dev/seen";
 
 /// A pod on no node: kwok leaves it alone, so nothing but the case changes it and every
 /// wake of its cell is the case's own.
@@ -110,8 +110,8 @@ impl Future for Opened {
 /// head, and every other request, pass at once).
 #[derive(Clone)]
 pub struct Gated<T> {
-    inner: T,
-    gate: Gate,
+    pub(crate) inner: T,
+    pub(crate) gate: Gate,
 }
 
 impl<T: Transport> Transport for Gated<T> {

@@ -1,7 +1,8 @@
 //! Shared sources and streams as sources on the apiserver (issue 29): two controllers over
 //! one `Reflector` send one LIST and one WATCH between them, as counted at the transport,
 //! and a third that joins after the sync sees the snapshot then every later change; a
-//! controller over a stream of objects reconciles each as it comes.
+//! controller over a stream of objects reconciles each as it comes; a subscriber reads its
+//! own writes through the shared cache's cursor.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -203,4 +204,140 @@ pub async fn a_controller_over_a_stream_of_objects_reconciles_each<D: DriverUnde
     assert_eq!(running.handle().stats().lists, 0, "no LIST");
     assert_eq!(running.handle().stats().watches, 0, "no WATCH");
     running.shutdown().await.expect("a clean stop");
+}
+
+/// Read your own writes on a shared cache's subscriber: a reflector of pods (its WATCH
+/// gated, as in the `own_writes` case) and a subscriber whose reconcile annotates its pod
+/// and asks to run again at once. The rerun is held until the shared cache's cursor, which
+/// follows the feed, reaches the write; then it runs, seeing the annotation, and writes no
+/// second time.
+pub async fn a_subscribers_rerun_after_its_write_sees_the_write<D: DriverUnderTest>(case: Case<D>) {
+    use super::own_writes::{Gate, Gated, SEEN, quiet_pod};
+    use k8s_openapi::api::core::v1::Pod;
+    use kube_core::params::{Patch, PatchParams};
+    use reconcile_engine::ApiClient;
+
+    let _steady = case.env.steady();
+    let ns = case.namespace();
+    case.api()
+        .create_pod(&ns, &quiet_pod("p1", &[("app", "e2e"), ("cell", "a")]))
+        .unwrap_or_else(|e| panic!("{}: create pod: {e}", case.name));
+    let inner = D::connect(case.env.kubeconfig_path(ApiServer::Cached))
+        .await
+        .unwrap_or_else(|e| panic!("{}: cannot connect: {e}", case.name));
+    let gate = Gate::default();
+    let transport = Gated {
+        inner,
+        gate: gate.clone(),
+    };
+    let source = Source::<PodView, Gated<D::Transport>>::pods(transport.clone(), Some(&ns))
+        .labels("app=e2e")
+        .timeout(60);
+    let reflecting = Reflector::with_runtime(D::runtime(), source)
+        .start()
+        .await
+        .expect("the reflector synced");
+    let shared = reconcile_engine::SharedSource::of(reflecting.cache());
+
+    #[derive(Default)]
+    struct Runs {
+        seen: Mutex<Vec<Option<String>>>,
+        patches: AtomicUsize,
+    }
+    type Ctx<T> = (Gated<T>, String, Arc<Runs>);
+    let runs: Arc<Runs> = Arc::default();
+    let ctx: Arc<Ctx<D::Transport>> = Arc::new((transport, ns.clone(), Arc::clone(&runs)));
+    let running = Controller::<PodView, String, D::Runtime, Gated<D::Transport>>::for_shared_with(
+        D::runtime(),
+        shared,
+        KeyMap::by_label("cell"),
+    )
+    .resync(None)
+    .read_own_writes(Some(WAIT * 2))
+    .start(
+        |req: Reconcile<PodView, String>, ctx: Arc<Ctx<D::Transport>>| async move {
+            let (transport, ns, runs) = (&ctx.0, &ctx.1, &ctx.2);
+            let seen = req
+                .members()
+                .iter()
+                .find(|p| p.metadata.name.as_deref() == Some("p1"))
+                .and_then(|p| p.metadata.annotations.get(SEEN).map(|v| v.to_string()));
+            runs.seen.lock().unwrap().push(seen.clone());
+            if seen.is_some() {
+                return Ok(Action::await_change());
+            }
+            let pods: ApiClient<Pod, Gated<D::Transport>> =
+                ApiClient::namespaced(transport.clone(), ns);
+            let patch = Patch::Merge(serde_json::json!({"metadata": {"annotations": {SEEN: "1"}}}));
+            pods.patch("p1", &PatchParams::default(), &patch)
+                .await
+                .map_err(|e| e.to_string())?;
+            runs.patches.fetch_add(1, Ordering::SeqCst);
+            // Run again at once: before the shared cache can have the write.
+            Ok::<_, String>(Action::requeue(std::time::Duration::from_millis(1)))
+        },
+        default_error_policy,
+        ctx,
+    )
+    .await
+    .expect("the subscriber synced");
+    let handle = running.handle().clone();
+    case.eventually("the subscriber has the shared cursor", || {
+        handle
+            .cursor()
+            .map(|_| ())
+            .ok_or_else(|| "no cursor".to_owned())
+    })
+    .await;
+    case.eventually("the rerun held for the write", || {
+        let s = handle.stats();
+        if s.own_write_holds >= 1 {
+            Ok(())
+        } else {
+            Err(format!("{s:?}"))
+        }
+    })
+    .await;
+    assert_eq!(
+        runs.seen.lock().unwrap().as_slice(),
+        [None],
+        "{}: held",
+        case.name
+    );
+
+    gate.open();
+    case.eventually("the released rerun", || {
+        let s = runs.seen.lock().unwrap().clone();
+        if s.len() >= 2 {
+            Ok(())
+        } else {
+            Err(format!("runs saw {s:?}"))
+        }
+    })
+    .await;
+    let seen = runs.seen.lock().unwrap().clone();
+    assert!(
+        seen[1..].iter().all(|s| s.as_deref() == Some("1")),
+        "{}: every run after the write saw it: {seen:?}",
+        case.name
+    );
+    assert_eq!(
+        runs.patches.load(Ordering::SeqCst),
+        1,
+        "{}: one write",
+        case.name
+    );
+    let m = handle.metrics();
+    assert_eq!(
+        (
+            m.own_write_holds_total,
+            m.own_write_timeouts_total,
+            m.own_writes_waiting
+        ),
+        (1, 0, 0),
+        "{}: released by the shared cursor, not by the wait",
+        case.name
+    );
+    running.shutdown().await.expect("a clean stop");
+    reflecting.shutdown().await.expect("a clean stop");
 }

@@ -527,12 +527,35 @@ type harness struct {
 	// initial: a streaming list is gathering its initial events (until its end bookmark
 	// is delivered, or the reflector's next request).
 	initial bool
-	// pendingPages: items of the pages of a listing not yet whole (see listed).
-	pendingPages int
+	// pendingPages: the keys of the items of the pages of a listing not yet whole (see
+	// listed).
+	pendingPages []string
+	// store: the informer's store, which a listing replaces.
+	store cache.Store
+	// goneExpected, gone: the objects a listing deletes (held, and not in it: handed to the
+	// handler as DeletedFinalStateUnknown), and the tombstones handled.
+	goneExpected, gone int
 }
 
 // quiet: everything the reflector was handed is queued, and everything queued is handled.
-func (h *harness) quiet() bool { return h.queued >= h.expect && h.handled >= h.queued }
+func (h *harness) quiet() bool {
+	return h.queued >= h.expect && h.handled >= h.queued && h.gone >= h.goneExpected
+}
+
+// replacing counts, for a listing of keys about to replace the store, the objects it
+// deletes: those the store holds that the listing lacks. The store is up to date: the
+// request the listing answers was made once everything queued before it was handled.
+func (h *harness) replacing(keys []string) {
+	listed := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		listed[k] = true
+	}
+	for _, k := range h.store.ListKeys() {
+		if !listed[k] {
+			h.goneExpected++
+		}
+	}
+}
 
 // transform counts each object once, however often it is transformed: a streaming list's
 // objects are transformed into the reflector's temporary store and again by the queue's
@@ -586,7 +609,7 @@ func (h *harness) ListWithContext(ctx context.Context, opts metav1.ListOptions) 
 	h.mu.Lock()
 	if opts.Continue == "" {
 		// A new listing: the pages of one left unfinished are never queued.
-		h.pendingPages = 0
+		h.pendingPages = nil
 	}
 	if len(h.lists) == 0 {
 		h.mu.Unlock()
@@ -629,7 +652,7 @@ func (h *harness) ListWithContext(ctx context.Context, opts metav1.ListOptions) 
 		}
 		list.Items = append(list.Items, *u)
 	}
-	h.listed(len(list.Items), body.Metadata.Continue != "")
+	h.listed(list.Items, body.Metadata.Continue != "")
 	return list, nil
 }
 
@@ -637,12 +660,19 @@ func (h *harness) ListWithContext(ctx context.Context, opts metav1.ListOptions) 
 // pager gathers the pages and the reflector queues them all at the last one, so the items of
 // a page with a continue token wait for the pages after it (and are dropped with a listing
 // that is never finished: see ListWithContext).
-func (h *harness) listed(items int, more bool) {
+//
+// A listing replaces the store, so the objects held and not listed are deleted, handed to
+// the handler as tombstones: those are expected too (replacing), or a LIST that deletes
+// and adds nothing would let the next request be made before its deletes were handled.
+func (h *harness) listed(items []unstructured.Unstructured, more bool) {
 	h.mu.Lock()
-	h.pendingPages += items
+	for i := range items {
+		h.pendingPages = append(h.pendingPages, keyOf(&items[i]))
+	}
 	if !more {
-		h.expect += h.pendingPages
-		h.pendingPages = 0
+		h.expect += len(h.pendingPages)
+		h.replacing(h.pendingPages)
+		h.pendingPages = nil
 	}
 	h.mu.Unlock()
 }
@@ -672,7 +702,7 @@ func (h *harness) protobufList(body []byte) (runtime.Object, error) {
 			}
 			list.Items = append(list.Items, *u)
 		}
-		h.listed(len(list.Items), metas.Continue != "")
+		h.listed(list.Items, metas.Continue != "")
 		return list, nil
 	}
 	pods, ok := obj.(*corev1.PodList)
@@ -691,7 +721,7 @@ func (h *harness) protobufList(body []byte) (runtime.Object, error) {
 		}
 		list.Items = append(list.Items, *u)
 	}
-	h.listed(len(list.Items), pods.Continue != "")
+	h.listed(list.Items, pods.Continue != "")
 	return list, nil
 }
 
@@ -745,12 +775,12 @@ func (h *harness) WatchWithContext(ctx context.Context, opts metav1.ListOptions)
 // play delivers a WATCH answer's frames as client-go's StreamWatcher would decode them.
 func (h *harness) play(ctx context.Context, a *watchAnswer, w *scripted, initial bool) {
 	// A streaming list's initial events are expected only once its end bookmark comes.
-	pending := 0
+	var pending []string
 	send := func(ev watch.Event) bool {
 		if ev.Type == watch.Added || ev.Type == watch.Modified || ev.Type == watch.Deleted {
 			h.mu.Lock()
 			if initial {
-				pending++
+				pending = append(pending, keyOf(ev.Object))
 			} else {
 				h.expect++
 			}
@@ -774,7 +804,8 @@ func (h *harness) play(ctx context.Context, a *watchAnswer, w *scripted, initial
 			initial = false
 			h.mu.Lock()
 			h.initial = false
-			h.expect += pending
+			h.expect += len(pending)
+			h.replacing(pending)
 			h.mu.Unlock()
 		}
 		if !send(ev) {
@@ -895,7 +926,9 @@ func (h *harness) note(n Notification, tombstone bool) {
 	h.mu.Lock()
 	n.After = len(h.requests)
 	h.notes = append(h.notes, n)
-	if !tombstone {
+	if tombstone {
+		h.gone++
+	} else {
 		h.handled++
 	}
 	h.cond.Broadcast()
@@ -1010,6 +1043,7 @@ func start(ctx context.Context, src *source) *informer {
 		Handler:       handler,
 		Transform:     h.transform,
 	})
+	h.store = store
 	inf := &informer{h: h, store: store, ctrl: ctrl, done: make(chan struct{})}
 	go func() {
 		ctrl.RunWithContext(ctx)

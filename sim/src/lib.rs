@@ -78,6 +78,6 @@ pub use reconcile_trace as trace;
 pub use reconcile_trace::selector;
 
 pub use harness::{Render, Violation};
-pub use replay::{Observed, ReplayOptions, replay, replay_observed};
+pub use replay::{Observed, ReplayOptions, SecondaryObserved, replay, replay_observed};
 pub use simulate::{RunReport, SimOptions, simulate, simulate_recorded};
 pub use trace::{Trace, TraceError};

@@ -4,8 +4,8 @@
 
 use reconcile_core::pod::PodView;
 use reconcile_core::{
-    Command, Input, Instant, ListResponse, Object, RequestId, SourceEvent, StreamEnd, StreamId,
-    Wake,
+    Command, Input, Instant, ListResponse, Object, RequestId, SourceEvent, SourceId, StreamEnd,
+    StreamId, Wake,
 };
 
 use bytes::Bytes;
@@ -99,6 +99,17 @@ pub struct Observed {
     pub log: Vec<Observation>,
     /// `namespace/name` → resourceVersion of every object cached at the end.
     pub store: BTreeMap<String, Option<String>>,
+    /// Each secondary source at the end, in the header's order.
+    pub secondaries: Vec<SecondaryObserved>,
+}
+
+/// What a secondary source ended with.
+#[derive(Debug, Clone, Default)]
+pub struct SecondaryObserved {
+    /// Every object it holds: its resourceVersion and the parents its key map maps it to.
+    pub held: crate::harness::SecondaryHeld,
+    /// Its cursor (`None` while it lists).
+    pub cursor: Option<String>,
 }
 
 /// Replays `trace` as [`replay`] does, recording what the core did ([`Observed`]).
@@ -110,15 +121,25 @@ pub fn replay_observed(
     opts: &ReplayOptions,
 ) -> Result<Observed, reconcile_core::ConfigError> {
     match replay_inner(trace, opts, None, true) {
-        Ok((report, Some((log, store)))) => Ok(Observed { report, log, store }),
+        Ok((report, Some((log, store, secondaries)))) => Ok(Observed {
+            report,
+            log,
+            store,
+            secondaries,
+        }),
         Ok((_, None)) => unreachable!("an observed replay returns its observations"),
         Err(RunError::Config(e)) => Err(e),
         Err(RunError::Output(_)) => unreachable!("a run without a sink writes nothing"),
     }
 }
 
-/// The observation log and the final cache's versions, of an observed run.
-type Observations = (Vec<Observation>, BTreeMap<String, Option<String>>);
+/// The observation log, the final cache's versions and each secondary's end, of an
+/// observed run.
+type Observations = (
+    Vec<Observation>,
+    BTreeMap<String, Option<String>>,
+    Vec<SecondaryObserved>,
+);
 
 fn replay_inner(
     trace: &Trace,
@@ -154,7 +175,17 @@ fn replay_inner(
                     )
                 })
                 .collect();
-        (r.h.take_observations(), store)
+        let secondaries = (1..=trace.header.secondaries.len())
+            .map(|n| SecondaryObserved {
+                held: r.h.secondary_held(n),
+                cursor: r
+                    .h
+                    .core()
+                    .secondary_cursor(SourceId::nth(n as u64))
+                    .map(str::to_owned),
+            })
+            .collect();
+        (r.h.take_observations(), store, secondaries)
     });
     Ok((RunReport::finish(r.h)?, observed))
 }

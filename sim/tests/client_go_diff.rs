@@ -1,11 +1,12 @@
 //! Same trace, same answer as client-go (issue 30): every bundled trace with a primary
 //! LIST/WATCH conversation (a world-mode one as its run recorded by `simulate_recorded`),
 //! every real capture in `testdata/real` imported as a trace, and the recorded world runs of
-//! one-source `explore` seeds with stream faults (100 here, 500 in an ignored test) are
-//! played to client-go v0.36.3's own informer (`tests/go/informer`, a real `Reflector`, its
-//! default `RealFIFO` and `processDeltas` into the informer's store, a handler recording each
-//! notification) and replayed through the core (`reconcile_sim::replay_observed`). The two are
-//! compared on
+//! `explore` seeds with stream faults (100 one-source and 100 many-source seeds here, 500 of
+//! each in an ignored test) are played to client-go v0.36.3's own informer
+//! (`tests/go/informer`, a real `Reflector`, its default `RealFIFO` and `processDeltas` into
+//! the informer's store, a handler recording each notification; one informer per source)
+//! and replayed through the core (`reconcile_sim::replay_observed`). The two are compared,
+//! source by source, on
 //!
 //! - the requests: LIST and WATCH in order, with the cursor of each WATCH;
 //! - the cursor each ends at, and the final store (`namespace/name` → resourceVersion);
@@ -13,7 +14,10 @@
 //!   objects woken and the set of parents woken: Go's handlers fire per object, our reconciles
 //!   are per parent and coalesce, so the sets between two requests (quiescent points: the
 //!   harness records a request only once everything queued before it was handled) are what
-//!   both must agree on.
+//!   both must agree on;
+//! - for a secondary source, also the key map: the parents each object held maps to, by
+//!   the core's `ParentsBy` on our side and as controller-runtime's `EnqueueRequestForOwner`
+//!   maps it on Go's (a difference of a secondary is prefixed `Sn `).
 //!
 //! Only what `docs/alignment.md` says may differ is normalized, each rule citing its row
 //! below. Every other difference is listed in [`KNOWN`] with the alignment row that records
@@ -224,38 +228,75 @@ fn written(name: &str, trace: &Trace, file: PathBuf) -> Input {
     }
 }
 
+/// Where recorded inputs are written: under the target's scratch directory, apart for each
+/// checkout (a target directory may be shared by several worktrees, whose runs would
+/// otherwise write the same files).
 fn scratch() -> PathBuf {
-    let tmp = Path::new(env!("CARGO_TARGET_TMPDIR")).join("client_go_diff");
+    let checkout: String = env!("CARGO_MANIFEST_DIR")
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
+    let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("client_go_diff")
+        .join(checkout);
     std::fs::create_dir_all(&tmp).unwrap();
     tmp
 }
 
 /// The first `n` one-source explore seeds (from 0) of [`STREAM_FAULT_PROFILES`], each run
 /// in world mode and recorded; named `explore N (profile)`, with `protobuf` when the seed
-/// draws it (as `explore` does: its world serves protobuf, every 7th answer in JSON). The
-/// listing options a seed may also draw (pages, streaming lists) are not applied: the
-/// harness plays them, but a trace's header does not say a page size for the replay.
+/// draws it (as `explore` does: its world serves protobuf, every 7th answer in JSON), and
+/// its streaming-list and page-size draws.
 fn explore_inputs(n: usize) -> Vec<Input> {
+    explore_seed_inputs(n, false)
+}
+
+/// The first `n` many-source explore seeds (from 0, those `explore --sources both` builds
+/// with several sources) of the many-source forms of [`STREAM_FAULT_PROFILES`], recorded
+/// as [`explore_inputs`] records one-source seeds. Their protobuf draw is applied to every
+/// source (a secondary then asks for `PartialObjectMetadata`), their streaming-list draw to
+/// every source; their page-size draw to the primary only: a trace header says a page size
+/// for the primary alone, so a secondary recorded in pages could not be replayed in pages.
+fn many_source_inputs(n: usize) -> Vec<Input> {
+    explore_seed_inputs(n, true)
+}
+
+fn explore_seed_inputs(n: usize, many: bool) -> Vec<Input> {
     let tmp = scratch();
     let mut inputs = Vec::new();
     for seed in 0u64.. {
         if inputs.len() == n {
             break;
         }
-        let (mut trace, profile) = explore::generate(seed, false);
-        if !STREAM_FAULT_PROFILES.contains(&profile) {
+        // One-source seeds are every seed's one-source trace (`explore --sources one`);
+        // many-source seeds those `explore --sources both` builds with several sources.
+        if many && !explore::many_sources(seed, explore::Sources::Both) {
+            continue;
+        }
+        let (mut trace, profile) = if many {
+            explore::generate_many(seed, false)
+        } else {
+            explore::generate(seed, false)
+        };
+        let base = profile.strip_prefix("sources/").unwrap_or(profile);
+        if !STREAM_FAULT_PROFILES.contains(&base) {
             continue;
         }
         let protobuf = explore::protobuf_for(seed, profile);
         if protobuf {
             explore::ask_for_protobuf(&mut trace);
         }
-        // A seed that draws streaming lists asks for them (the header says so, for the
-        // replay and the harness), and its world serves or refuses them.
+        // A seed that draws streaming lists asks for them on every source (the header says
+        // so, for the replay and the harness), and its world serves or refuses them.
         let streaming = explore::streaming_for(seed, profile);
         trace.header.streaming_lists = streaming.is_some();
-        // A seed that draws a page size LISTs in pages (the header says it, for the
-        // replay).
+        if streaming.is_some() {
+            for s in &mut trace.header.secondaries {
+                s.params.initial_list = reconcile_core::InitialListStrategy::StreamingList;
+            }
+        }
+        // A seed that draws a page size LISTs its primary in pages (the header says it, for
+        // the replay).
         trace.header.list_page_size = explore::page_size_for(seed, profile);
         let pages = trace
             .header
@@ -270,11 +311,11 @@ fn explore_inputs(n: usize) -> Vec<Input> {
                 None => "",
             }
         );
-        inputs.push(written(
-            &name,
-            &recorded_with(&trace, streaming),
-            tmp.join(format!("explore-{seed}.jsonl")),
+        let file = tmp.join(format!(
+            "explore-{}{seed}.jsonl",
+            if many { "many-" } else { "" }
         ));
+        inputs.push(written(&name, &recorded_with(&trace, streaming), file));
     }
     inputs
 }
@@ -312,6 +353,12 @@ struct GoNotification {
     old_owner: String,
     #[serde(default)]
     tombstone: bool,
+    /// A secondary's: the parents its key map maps the object (the old object) to, as
+    /// controller-runtime's `EnqueueRequestForOwner` does.
+    #[serde(default)]
+    parents: Vec<String>,
+    #[serde(default)]
+    old_parents: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -321,14 +368,27 @@ struct GoStoreEntry {
     labels: Option<BTreeMap<String, String>>,
     #[serde(default)]
     owner: String,
+    /// A secondary's: the parents its key map maps the object to.
+    #[serde(default)]
+    parents: Vec<String>,
 }
 
+/// What one source's informer did.
 #[derive(Debug, Deserialize)]
-struct GoOutput {
+struct GoSource {
     requests: Vec<GoRequest>,
     notifications: Vec<GoNotification>,
     store: BTreeMap<String, GoStoreEntry>,
     last_sync_resource_version: String,
+}
+
+/// The harness's output: the primary's informer, and one informer per secondary source.
+#[derive(Debug, Deserialize)]
+struct GoOutput {
+    #[serde(flatten)]
+    primary: GoSource,
+    #[serde(default)]
+    secondaries: Vec<GoSource>,
 }
 
 /// What one side did, normalized for comparison.
@@ -341,6 +401,8 @@ struct Side {
     /// Answer line → parents woken.
     parents: BTreeMap<usize, BTreeSet<String>>,
     store: BTreeMap<String, String>,
+    /// A secondary's key map: each object held → the parents it maps to.
+    keys: BTreeMap<String, String>,
     cursor: String,
 }
 
@@ -410,11 +472,12 @@ fn parent_of(by: &KeyBy, key: &str, (labels, owner): Facts<'_>) -> Option<String
     }
 }
 
-/// The trace line of each LIST record, and of each WATCH record, of the primary, in order.
-fn answer_lines(trace: &Trace) -> (Vec<usize>, Vec<usize>) {
+/// The trace line of each LIST record, and of each WATCH record, of source `source` (0
+/// for the primary), in order.
+fn answer_lines(trace: &Trace, source: u64) -> (Vec<usize>, Vec<usize>) {
     let (mut lists, mut watches) = (Vec::new(), Vec::new());
     for e in &trace.entries {
-        if e.source_index() != 0 {
+        if e.source_index() != source {
             continue;
         }
         match e.record {
@@ -426,12 +489,10 @@ fn answer_lines(trace: &Trace) -> (Vec<usize>, Vec<usize>) {
     (lists, watches)
 }
 
-fn go_side(out: &GoOutput, by: &KeyBy) -> Side {
-    let mut side = Side {
-        cursor: out.last_sync_resource_version.clone(),
-        ..Side::default()
-    };
-    let mut answer_of = Vec::new();
+/// A source's requests as compared, answered ones only, and the answer line of each
+/// request made (0 for none).
+fn go_requests(out: &GoSource) -> (Vec<String>, Vec<usize>) {
+    let (mut requests, mut answer_of) = (Vec::new(), Vec::new());
     for r in &out.requests {
         answer_of.push(r.answer);
         // Requests the trace had no answer for are not compared: the trace says nothing of
@@ -439,7 +500,7 @@ fn go_side(out: &GoOutput, by: &KeyBy) -> Side {
         if r.answer == 0 {
             continue;
         }
-        side.requests.push(match r.verb.as_str() {
+        requests.push(match r.verb.as_str() {
             // row::LIST_RV: a LIST's resourceVersion is ours to choose (always a consistent
             // read); row::PAGING: Go's pager's limit=500 on the first LIST.
             "LIST" => {
@@ -451,6 +512,16 @@ fn go_side(out: &GoOutput, by: &KeyBy) -> Side {
             _ => format!("WATCH rv={}", r.resource_version),
         });
     }
+    (requests, answer_of)
+}
+
+fn go_side(out: &GoSource, by: &KeyBy) -> Side {
+    let (requests, answer_of) = go_requests(out);
+    let mut side = Side {
+        cursor: out.last_sync_resource_version.clone(),
+        requests,
+        ..Side::default()
+    };
     // What a key map reads of each object as Go's handler last saw it cached.
     let mut cached: BTreeMap<&str, Facts<'_>> = BTreeMap::new();
     for n in &out.notifications {
@@ -502,8 +573,119 @@ fn go_side(out: &GoOutput, by: &KeyBy) -> Side {
     side
 }
 
+/// A secondary source's informer, normalized as [`go_side`] normalizes the primary's: the
+/// parents of each object are the harness's, mapped by the source's key map as
+/// controller-runtime's `EnqueueRequestForOwner` maps them. A secondary caches every object
+/// it is sent, mapped to parents or not (as client-go does), so nothing is left out for
+/// being unmapped.
+fn go_secondary_side(out: &GoSource) -> Side {
+    let (requests, answer_of) = go_requests(out);
+    let mut side = Side {
+        cursor: out.last_sync_resource_version.clone(),
+        requests,
+        ..Side::default()
+    };
+    // The parents each object is held under, as Go's handler last saw it.
+    let mut held: BTreeMap<&str, &[String]> = BTreeMap::new();
+    for n in &out.notifications {
+        let stored = held.get(n.key.as_str()).copied().unwrap_or(&[]);
+        if n.kind == "delete" {
+            held.remove(n.key.as_str());
+        } else {
+            held.insert(&n.key, &n.parents);
+        }
+        // row::SAME_RV: an update at the held resourceVersion wakes nothing here.
+        if n.kind == "update" && n.rv == n.old_rv && !n.rv.is_empty() {
+            continue;
+        }
+        let woken: Vec<&String> = match n.kind.as_str() {
+            "update" => n.old_parents.iter().chain(&n.parents).collect(),
+            // row::DELETE_PARENT: a delete wakes the parents the object was held under,
+            // not those the DELETED event's object (or a tombstone) maps to.
+            "delete" => stored.iter().collect(),
+            _ => n.parents.iter().collect(),
+        };
+        let answer = n.after.checked_sub(1).map_or(0, |i| answer_of[i]);
+        side.objects
+            .entry(answer)
+            .or_default()
+            .insert(n.key.clone());
+        side.parents
+            .entry(answer)
+            .or_default()
+            .extend(woken.into_iter().cloned());
+    }
+    side.parents.retain(|_, p| !p.is_empty());
+    for (key, entry) in &out.store {
+        side.store.insert(key.clone(), entry.rv.clone());
+        side.keys.insert(key.clone(), entry.parents.join(","));
+    }
+    side
+}
+
+/// Secondary source `source`'s side as the core observed it.
+fn core_secondary_side(trace: &Trace, observed: &Observed, source: u64) -> Side {
+    let (lists, watches) = answer_lines(trace, source);
+    let (mut n_list, mut n_watch) = (0, 0);
+    let mut answer = 0;
+    let end = &observed.secondaries[usize::try_from(source).unwrap() - 1];
+    let mut side = Side {
+        cursor: end.cursor.clone().unwrap_or_default(),
+        ..Side::default()
+    };
+    for o in &observed.log {
+        match o {
+            Observation::SecondaryList { source: s } if *s == source => {
+                answer = lists.get(n_list).copied().unwrap_or(0);
+                n_list += 1;
+                if answer != 0 {
+                    side.requests.push("LIST".into());
+                }
+            }
+            Observation::SecondaryWatch {
+                source: s,
+                resource_version,
+                send_initial_events,
+            } if *s == source => {
+                answer = watches.get(n_watch).copied().unwrap_or(0);
+                n_watch += 1;
+                if answer != 0 {
+                    side.requests.push(if *send_initial_events {
+                        "WATCH initial-events".to_owned()
+                    } else {
+                        format!("WATCH rv={resource_version}")
+                    });
+                }
+            }
+            Observation::SecondaryWoke {
+                source: s,
+                objects,
+                parents,
+            } if *s == source => {
+                side.objects
+                    .entry(answer)
+                    .or_default()
+                    .extend(objects.iter().cloned());
+                if !parents.is_empty() {
+                    side.parents
+                        .entry(answer)
+                        .or_default()
+                        .extend(parents.iter().cloned());
+                }
+            }
+            _ => {}
+        }
+    }
+    for (key, (rv, parents)) in &end.held {
+        side.store
+            .insert(key.clone(), rv.clone().unwrap_or_default());
+        side.keys.insert(key.clone(), parents.join(","));
+    }
+    side
+}
+
 fn core_side(trace: &Trace, observed: &Observed) -> Side {
-    let (lists, watches) = answer_lines(trace);
+    let (lists, watches) = answer_lines(trace, 0);
     let (mut n_list, mut n_watch) = (0, 0);
     let mut answer = 0;
     let mut side = Side {
@@ -546,6 +728,7 @@ fn core_side(trace: &Trace, observed: &Observed) -> Side {
                         .extend(parents.iter().cloned());
                 }
             }
+            _ => {}
         }
     }
     for (k, rv) in &observed.store {
@@ -559,12 +742,13 @@ fn set(s: Option<&BTreeSet<String>>) -> String {
     format!("{{{}}}", items.join(","))
 }
 
-/// Every difference between the two sides, one line each.
-fn differences(go: &Side, core: &Side) -> Vec<String> {
+/// Every difference between the two sides, one line each, each starting with `source`
+/// (empty for the primary, `S1 ` for the first secondary).
+fn differences(source: &str, go: &Side, core: &Side) -> Vec<String> {
     let mut diffs = Vec::new();
     if go.requests != core.requests {
         diffs.push(format!(
-            "requests: client-go [{}], core [{}]",
+            "{source}requests: client-go [{}], core [{}]",
             go.requests.join(", "),
             core.requests.join(", ")
         ));
@@ -574,7 +758,7 @@ fn differences(go: &Side, core: &Side) -> Vec<String> {
     // reports the version it last synced at; both relist from "" alike.
     if go.cursor != core.cursor && !core.cursor.is_empty() {
         diffs.push(format!(
-            "cursor: client-go {}, core {}",
+            "{source}cursor: client-go {}, core {}",
             go.cursor, core.cursor
         ));
     }
@@ -583,9 +767,20 @@ fn differences(go: &Side, core: &Side) -> Vec<String> {
         let (g, c) = (go.store.get(k), core.store.get(k));
         if g != c {
             diffs.push(format!(
-                "store {k}: client-go {}, core {}",
+                "{source}store {k}: client-go {}, core {}",
                 g.map_or("absent", String::as_str),
                 c.map_or("absent", String::as_str)
+            ));
+        }
+    }
+    // The key map: the parents each object held maps to (a secondary's; the primary's
+    // objects are compared by the parents they wake).
+    for (k, g) in &go.keys {
+        if let Some(c) = core.keys.get(k)
+            && g != c
+        {
+            diffs.push(format!(
+                "{source}parents of {k}: client-go [{g}], core [{c}]"
             ));
         }
     }
@@ -599,14 +794,14 @@ fn differences(go: &Side, core: &Side) -> Vec<String> {
     for a in answered {
         if go.objects.get(&a) != core.objects.get(&a) {
             diffs.push(format!(
-                "objects woken by line {a}: client-go {}, core {}",
+                "{source}objects woken by line {a}: client-go {}, core {}",
                 set(go.objects.get(&a)),
                 set(core.objects.get(&a))
             ));
         }
         if go.parents.get(&a) != core.parents.get(&a) {
             diffs.push(format!(
-                "parents woken by line {a}: client-go {}, core {}",
+                "{source}parents woken by line {a}: client-go {}, core {}",
                 set(go.parents.get(&a)),
                 set(core.parents.get(&a))
             ));
@@ -841,6 +1036,17 @@ const GO_JOBS: usize = 4;
 
 /// Plays `inputs` on both sides, `alter` changing the trace the core is fed.
 fn compare(bin: &Path, inputs: &[Input], alter: impl Fn(&str, &mut Trace)) -> Found {
+    compare_corrupted(bin, inputs, alter, |_| {})
+}
+
+/// [`compare`], `corrupt` changing what the core is found to have done before it is
+/// compared (a check of the check).
+fn compare_corrupted(
+    bin: &Path,
+    inputs: &[Input],
+    alter: impl Fn(&str, &mut Trace),
+    corrupt: impl Fn(&mut Observed),
+) -> Found {
     let mut results: Vec<(usize, Result<GoOutput, String>)> = Vec::new();
     for (c, chunk) in inputs.chunks(GO_JOBS).enumerate() {
         results.extend(std::thread::scope(|s| {
@@ -870,11 +1076,27 @@ fn compare(bin: &Path, inputs: &[Input], alter: impl Fn(&str, &mut Trace)) -> Fo
         };
         let mut trace = input.trace.clone();
         alter(&input.name, &mut trace);
-        let observed = replay_observed(&trace, &ReplayOptions::default()).unwrap();
+        let mut observed = replay_observed(&trace, &ReplayOptions::default()).unwrap();
+        corrupt(&mut observed);
         let by = &input.trace.header.parent;
         let core = core_side(&input.trace, &observed);
-        let go = go_side(&go, by);
-        let mut diffs = differences(&go, &core);
+        let mut diffs = differences("", &go_side(&go.primary, by), &core);
+        // Each secondary source: its own informer on Go's side, its own reflector and store
+        // on ours.
+        assert_eq!(
+            go.secondaries.len(),
+            input.trace.header.secondaries.len(),
+            "{}: the harness played every source",
+            input.name
+        );
+        for (n, go) in go.secondaries.iter().enumerate() {
+            let source = n as u64 + 1;
+            diffs.extend(differences(
+                &format!("S{source} "),
+                &go_secondary_side(go),
+                &core_secondary_side(&input.trace, &observed, source),
+            ));
+        }
         // A core that leaves its own trace (asks for what the trace does not answer next) is
         // a difference too, not a crash of the check.
         for v in &observed.report.violations {
@@ -1008,25 +1230,50 @@ fn the_comparison_fires_when_a_410_does_not_relist() {
     );
 }
 
-/// The line of the WATCH answer whose stream first carries a frame client-go's typed
-/// decoder refuses and the core skips (the world's malformed frame with a cursor, in JSON or
-/// protobuf), if any.
-fn first_undecodable(trace: &Trace) -> Option<usize> {
+/// How the core reads a frame of source `source` (0 the primary): a pod, or a secondary's
+/// metadata, in that source's wire format. `Ok(Some(initial_events_end))` for a bookmark,
+/// `Ok(None)` for another event; `Err(names_a_version)` for a frame that does not decode.
+fn read_frame(trace: &Trace, source: u64, line: &[u8]) -> Result<Option<bool>, bool> {
+    use reconcile_core::frame::{WatchEvent, parse_frame_as};
+    match source.checked_sub(1) {
+        None => {
+            match parse_frame_as::<reconcile_core::pod::PodView>(line, trace.header.wire_format) {
+                Ok(WatchEvent::Bookmark {
+                    initial_events_end, ..
+                }) => Ok(Some(initial_events_end)),
+                Ok(_) => Ok(None),
+                Err(e) => Err(e.resource_version.is_some()),
+            }
+        }
+        Some(n) => {
+            let format = trace.header.secondaries[usize::try_from(n).unwrap()]
+                .params
+                .wire_format;
+            match parse_frame_as::<reconcile_sim::meta_view::MetaView>(line, format) {
+                Ok(WatchEvent::Bookmark {
+                    initial_events_end, ..
+                }) => Ok(Some(initial_events_end)),
+                Ok(_) => Ok(None),
+                Err(e) => Err(e.resource_version.is_some()),
+            }
+        }
+    }
+}
+
+/// The line of the WATCH answer of source `source` whose stream first carries a frame
+/// client-go's typed decoder (for a secondary, the metadata client's) refuses and the core
+/// skips (the world's malformed frame with a cursor, in JSON or protobuf), if any.
+fn first_undecodable(trace: &Trace, source: u64) -> Option<usize> {
     let mut watch = 0;
-    for e in &trace.entries {
+    for e in trace.entries.iter().filter(|e| e.source_index() == source) {
         match &e.record {
             Record::Watch { .. } => watch = e.line,
             // What the core skips, keeping its cursor: an object that does not decode (in
-            // JSON, `labels` that is not a map; in protobuf, a pod whose spec is a varint)
-            // but names its version. The typed client cannot decode either.
-            Record::Frame { line } => {
-                let read = reconcile_core::frame::parse_frame_as::<reconcile_core::pod::PodView>(
-                    line.as_bytes(),
-                    trace.header.wire_format,
-                );
-                if matches!(read, Err(e) if e.resource_version.is_some()) {
-                    return Some(watch);
-                }
+            // JSON, `labels` that is not a map; in protobuf, a pod whose spec is a varint, or
+            // metadata cut short) but names its version. The typed client cannot decode
+            // either.
+            Record::Frame { line } if read_frame(trace, source, line.as_bytes()) == Err(true) => {
+                return Some(watch);
             }
             _ => {}
         }
@@ -1034,16 +1281,30 @@ fn first_undecodable(trace: &Trace) -> Option<usize> {
     None
 }
 
-/// The line of the first WATCH answer after which client-go lists where we stream again, if
-/// any: one that refuses a streaming list (400 or 422: we LIST for good, client-go streams
-/// again on its next relist), or a streaming list whose initial events carry a frame that
-/// does not decode at all (we stream again; client-go falls back to a LIST).
-fn first_streaming_fallback(trace: &Trace) -> Option<usize> {
-    if !trace.header.streaming_lists {
+/// Whether source `source`'s listings are streaming lists.
+fn streams(trace: &Trace, source: u64) -> bool {
+    match source.checked_sub(1) {
+        None => trace.header.streaming_lists,
+        Some(n) => {
+            trace.header.secondaries[usize::try_from(n).unwrap()]
+                .params
+                .initial_list
+                == reconcile_core::InitialListStrategy::StreamingList
+        }
+    }
+}
+
+/// The line of the first WATCH answer of source `source` after which client-go lists where
+/// we stream again, if any: one that refuses a streaming list (400 or 422: we LIST for good,
+/// client-go streams again on its next relist), or a streaming list whose initial events
+/// carry a frame that does not decode at all (we stream again; client-go falls back to a
+/// LIST).
+fn first_streaming_fallback(trace: &Trace, source: u64) -> Option<usize> {
+    if !streams(trace, source) {
         return None;
     }
     let (mut watch, mut initial) = (0, false);
-    for e in &trace.entries {
+    for e in trace.entries.iter().filter(|e| e.source_index() == source) {
         match &e.record {
             Record::Watch {
                 status: 400 | 422, ..
@@ -1054,39 +1315,49 @@ fn first_streaming_fallback(trace: &Trace) -> Option<usize> {
                 watch = e.line;
                 initial = resource_version.as_deref() == Some("");
             }
-            Record::Frame { line } if initial => {
-                let read = reconcile_core::frame::parse_frame_as::<reconcile_core::pod::PodView>(
-                    line.as_bytes(),
-                    trace.header.wire_format,
-                );
-                match read {
-                    Err(e) if e.resource_version.is_none() => return Some(watch),
-                    Ok(reconcile_core::frame::WatchEvent::Bookmark {
-                        initial_events_end: true,
-                        ..
-                    }) => initial = false,
-                    _ => {}
-                }
-            }
+            Record::Frame { line } if initial => match read_frame(trace, source, line.as_bytes()) {
+                Err(false) => return Some(watch),
+                Ok(Some(true)) => initial = false,
+                _ => {}
+            },
             _ => {}
         }
     }
     None
 }
 
+/// The source a difference is of (0 the primary, n for its `Sn ` prefix), and the
+/// difference without the prefix.
+fn source_of(diff: &str) -> (u64, &str) {
+    diff.strip_prefix('S')
+        .and_then(|rest| rest.split_once(' '))
+        .and_then(|(n, rest)| Some((n.parse().ok()?, rest)))
+        .unwrap_or((0, diff))
+}
+
 /// Why a difference an explore seed shows is known, or `None`. Two classes are found, each
-/// a point where the two conversations part, so that every later request, wake, cursor and
-/// store entry may differ; a seed's differences are put down to the earlier of its points
-/// provided none is at an answer before it:
+/// a point where the two conversations of one source part, so that every later request,
+/// wake, cursor and store entry of that source may differ; a difference is put down to the
+/// earlier of its source's points provided it is not at an answer before it:
 /// - [`row::TYPED_DECODE`]: from the stream carrying a frame the typed client cannot decode,
 ///   client-go relists where we skip the frame;
 /// - [`row::STREAMING`]: from a refused streaming list, client-go tries a streaming list
 ///   again on its next relist where we LIST for good; from a streaming list broken by a
 ///   frame that does not decode, client-go LISTs where we stream again.
+///
+/// Sources share nothing on either side (an informer each in Go, a reflector and store each
+/// here), so a point of one source explains no difference of another.
 fn explore_known(input: &Input, diff: &str) -> Option<&'static str> {
+    if diff.starts_with("the replay broke") {
+        return None;
+    }
+    let (source, diff) = source_of(diff);
     let (from, why) = [
-        (first_undecodable(&input.trace), row::TYPED_DECODE),
-        (first_streaming_fallback(&input.trace), row::STREAMING),
+        (first_undecodable(&input.trace, source), row::TYPED_DECODE),
+        (
+            first_streaming_fallback(&input.trace, source),
+            row::STREAMING,
+        ),
     ]
     .into_iter()
     .filter_map(|(from, why)| Some((from?, why)))
@@ -1098,17 +1369,18 @@ fn explore_known(input: &Input, diff: &str) -> Option<&'static str> {
         .map(|n| n.parse::<usize>().unwrap());
     match at {
         Some(line) if line < from => None,
-        _ if diff.starts_with("the replay broke") => None,
         _ => Some(why),
     }
 }
 
-/// Compares the first `n` stream-fault explore seeds; fails on a difference of a class not
-/// known ([`explore_known`]) and on a seed the harness cannot play.
-fn explore_check(n: usize) {
+/// Compares the first `one` one-source and the first `many` many-source stream-fault
+/// explore seeds; fails on a difference of a class not known ([`explore_known`]) and on a
+/// seed the harness cannot play.
+fn explore_check(one: usize, many: usize) {
     let Some(bin) = harness() else { return };
     let started = std::time::Instant::now();
-    let inputs = explore_inputs(n);
+    let mut inputs = explore_inputs(one);
+    inputs.extend(many_source_inputs(many));
     let recorded_in = started.elapsed();
     let found = compare(&bin, &inputs, |_, _| {});
     assert!(found.skipped.is_empty(), "skipped: {:?}", found.skipped);
@@ -1117,35 +1389,60 @@ fn explore_check(n: usize) {
     let protobuf = |input: &Input| input.trace.header.wire_format == WireFormat::Protobuf;
     let (mut on_protobuf, mut differing_on_protobuf) = (0, 0);
     let (mut streaming, mut paged, mut by_class) = (0, 0, BTreeMap::<&str, usize>::new());
+    // Many-source seeds: how many, with a second (any-owner) secondary, differing; and
+    // the differences per source (primary, S1, S2) and per class and source.
+    let (mut many_seeds, mut with_s2, mut many_differing) = (0, 0, 0);
+    let mut per_source = BTreeMap::<u64, usize>::new();
+    let mut many_by_class = BTreeMap::<(u64, &str), usize>::new();
+    // Differences of a secondary's key map (the parents an object held maps to).
+    let mut key_map_diffs = 0;
     for (input, (name, found)) in inputs.iter().zip(&found.compared) {
         assert_eq!(&input.name, name);
+        let sources = input.trace.header.secondaries.len() as u64 + 1;
+        let is_many = sources > 1;
+        many_seeds += usize::from(is_many);
+        with_s2 += usize::from(sources > 2);
+        many_differing += usize::from(is_many && !found.is_empty());
         on_protobuf += usize::from(protobuf(input));
         differing_on_protobuf += usize::from(protobuf(input) && !found.is_empty());
         streaming += usize::from(input.trace.header.streaming_lists);
         paged += usize::from(input.trace.header.list_page_size.is_some());
-        with_malformed += usize::from(first_undecodable(&input.trace).is_some());
+        with_malformed +=
+            usize::from((0..sources).any(|s| first_undecodable(&input.trace, s).is_some()));
         differing += usize::from(!found.is_empty());
         diffs += found.len();
         let mut classes = BTreeSet::new();
         for d in found {
+            let source = source_of(d).0;
+            key_map_diffs += usize::from(source_of(d).1.starts_with("parents of "));
+            if is_many {
+                *per_source.entry(source).or_default() += 1;
+            }
             match explore_known(input, d) {
                 Some(why) => {
-                    classes.insert(why);
+                    classes.insert((source, why));
                 }
                 None => unexplained.push(format!("{name}: {d}")),
             }
         }
-        for why in classes {
+        for why in classes.iter().map(|(_, why)| *why).collect::<BTreeSet<_>>() {
             *by_class.entry(why).or_default() += 1;
+        }
+        if is_many {
+            for c in classes {
+                *many_by_class.entry(c).or_default() += 1;
+            }
         }
     }
     eprintln!(
-        "client_go_diff explore: {} seeds ({on_protobuf} on protobuf, {streaming} with \
-         streaming lists, {paged} paged; {} with a frame the typed client cannot decode), \
-         recorded in \
+        "client_go_diff explore: {} seeds ({many_seeds} many-source, {with_s2} of them with an \
+         any-owner source; {on_protobuf} on protobuf, {streaming} with streaming lists, \
+         {paged} paged; {} with a frame the typed client cannot decode), recorded in \
          {recorded_in:.1?}, compared in {:.1?} in all; {differing} differ \
-         ({differing_on_protobuf} on protobuf), {diffs} differences, {} unexplained; seeds \
-         by class: {by_class:?}",
+         ({differing_on_protobuf} on protobuf, {many_differing} many-source), {diffs} \
+         differences, {} unexplained; seeds by class: {by_class:?}; many-source differences \
+         by source: {per_source:?} ({key_map_diffs} of a key map); many-source seeds by \
+         (source, class): {many_by_class:?}",
         inputs.len(),
         with_malformed,
         started.elapsed(),
@@ -1154,6 +1451,11 @@ fn explore_check(n: usize) {
     // The seeds' protobuf draw is applied: client-go decodes what the world served in
     // protobuf, as the core does.
     assert!(on_protobuf > 0, "no seed ran on protobuf");
+    // Many-source seeds are compared source by source, an any-owner source among them.
+    assert!(
+        many == 0 || (many_seeds == many && with_s2 > 0),
+        "{many_seeds} many-source seeds, {with_s2} with an any-owner source"
+    );
     // And their page-size draw: client-go's pager followed the recorded continue tokens.
     let paged_input = inputs
         .iter()
@@ -1161,12 +1463,13 @@ fn explore_check(n: usize) {
         .expect("a paged seed");
     let go = run_go(&bin, &paged_input.file).unwrap();
     assert!(
-        go.requests
+        go.primary
+            .requests
             .iter()
             .any(|r| r.verb == "LIST" && !r.continue_token.is_empty() && r.answer != 0),
         "{}: client-go asked for no page after the first: {:?}",
         paged_input.name,
-        go.requests
+        go.primary.requests
     );
     assert!(
         unexplained.is_empty(),
@@ -1176,14 +1479,16 @@ fn explore_check(n: usize) {
 }
 
 #[test]
-fn client_go_and_the_core_agree_on_100_explore_seeds_or_the_difference_is_recorded() {
-    explore_check(100);
+fn client_go_and_the_core_agree_on_100_explore_seeds_and_100_many_source_seeds_or_the_difference_is_recorded()
+ {
+    explore_check(100, 100);
 }
 
 #[test]
-#[ignore = "500 seeds: cargo test -p reconcile-sim --test client_go_diff -- --ignored"]
-fn client_go_and_the_core_agree_on_500_explore_seeds_or_the_difference_is_recorded() {
-    explore_check(500);
+#[ignore = "500 + 500 seeds: cargo test -p reconcile-sim --test client_go_diff -- --ignored"]
+fn client_go_and_the_core_agree_on_500_explore_seeds_and_500_many_source_seeds_or_the_difference_is_recorded()
+ {
+    explore_check(500, 500);
 }
 
 #[test]
@@ -1201,7 +1506,7 @@ fn the_explore_check_fires_on_a_difference_of_no_known_class() {
     let input = explore_inputs(40)
         .into_iter()
         .find(|i| {
-            first_undecodable(&i.trace).is_none()
+            first_undecodable(&i.trace, 0).is_none()
                 && i.trace
                     .entries
                     .iter()
@@ -1228,5 +1533,63 @@ fn the_explore_check_fires_on_a_difference_of_no_known_class() {
     assert!(
         diffs.iter().all(|d| explore_known(&input, d).is_none()),
         "no difference of a seed without a malformed frame is put down to it: {diffs:#?}"
+    );
+}
+
+#[test]
+fn the_many_source_comparison_fires_on_a_corrupted_secondary() {
+    let Some(bin) = harness() else { return };
+    // A many-source seed whose S1 has no point where the two sides part (no frame the
+    // metadata client cannot decode, no streaming-list fallback) and holds two objects or
+    // more at the end; its core's S1 is corrupted after the replay: the first object it
+    // holds is dropped, and the second is put under a parent it does not map to.
+    let input = many_source_inputs(30)
+        .into_iter()
+        .find(|i| {
+            first_undecodable(&i.trace, 1).is_none()
+                && first_streaming_fallback(&i.trace, 1).is_none()
+                && replay_observed(&i.trace, &ReplayOptions::default())
+                    .unwrap()
+                    .secondaries[0]
+                    .held
+                    .len()
+                    >= 2
+        })
+        .expect("a many-source seed whose S1 holds two objects");
+    let found = compare_corrupted(
+        &bin,
+        std::slice::from_ref(&input),
+        |_, _| {},
+        |observed| {
+            let held = &mut observed.secondaries[0].held;
+            let first = held.keys().next().unwrap().clone();
+            held.remove(&first);
+            let (_, parents) = held.values_mut().next().unwrap();
+            *parents = vec!["default/no-such-cell".into()];
+        },
+    );
+    let [(_, diffs)] = found.compared.as_slice() else {
+        panic!("{} is compared: {:?}", input.name, found.skipped)
+    };
+    eprintln!(
+        "client_go_diff, {} with S1 corrupted: {diffs:#?}",
+        input.name
+    );
+    assert!(
+        diffs
+            .iter()
+            .any(|d| d.starts_with("S1 store ") && d.ends_with(", core absent")),
+        "the dropped object shows in S1's store: {diffs:#?}"
+    );
+    assert!(
+        diffs
+            .iter()
+            .any(|d| d.starts_with("S1 parents of ") && d.ends_with("core [default/no-such-cell]")),
+        "the wrong parent shows in S1's key map: {diffs:#?}"
+    );
+    assert!(
+        diffs.iter().all(|d| explore_known(&input, d).is_none()),
+        "no difference of a source without a point where the sides part is put down to one: \
+         {diffs:#?}"
     );
 }

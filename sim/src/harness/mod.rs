@@ -36,7 +36,7 @@ mod render;
 mod wakes;
 
 use crate::harness::wakes::{Placed, Starvation, note_observed, woken_by};
-pub use observed::Observation;
+pub use observed::{Observation, SecondaryHeld};
 
 /// The core as the simulator runs it: partial pod views, parents named by strings.
 pub type Core = ReconcileLoop<PodView, String>;
@@ -230,6 +230,9 @@ pub struct Harness {
     /// What the core did, for a comparison against another client; `None` unless
     /// [`Harness::observe`] turned it on.
     observations: Option<Vec<Observation>>,
+    /// Each secondary source's key map, from the header: how [`Harness::secondary_held`]
+    /// maps what a source holds.
+    secondary_parents_by: Vec<reconcile_core::ParentsBy>,
     /// Invariants broken so far.
     pub violations: Vec<Violation>,
     /// Fault paths reached.
@@ -345,6 +348,11 @@ impl Harness {
             observed_change: BTreeMap::new(),
             observed_cache: BTreeMap::new(),
             observations: None,
+            secondary_parents_by: header
+                .secondaries
+                .iter()
+                .map(|s| s.parents_by.clone())
+                .collect(),
             recording: None,
             lose_dispatches_from: None,
             violations: Vec::new(),
@@ -463,7 +471,28 @@ impl Harness {
     ) -> StepIo {
         self.steps += 1;
         let now = self.now;
+        let held_before = self.observations.is_some().then(|| {
+            (1..=self.secondary_parents_by.len())
+                .map(|n| self.secondary_held(n))
+                .collect::<Vec<_>>()
+        });
         feed(&mut self.core, now);
+        if let Some(before) = held_before {
+            for (n, before) in before.iter().enumerate() {
+                let source = n + 1;
+                let (objects, parents) =
+                    observed::secondary_woken(before, &self.secondary_held(source));
+                if !objects.is_empty()
+                    && let Some(log) = &mut self.observations
+                {
+                    log.push(Observation::SecondaryWoke {
+                        source: source as u64,
+                        objects,
+                        parents,
+                    });
+                }
+            }
+        }
         let copy = &mut self.cache_copy;
         let mut known = self.candidate.is_some().then_some(&mut self.known_parents);
         // Whether the cache was replaced (a listing) and each key's new parent and version:
@@ -529,6 +558,19 @@ impl Harness {
                         send_initial_events,
                         ..
                     } if source.get() == 0 => log.push(Observation::Watch {
+                        resource_version: resource_version.clone(),
+                        send_initial_events: *send_initial_events,
+                    }),
+                    Command::List { source, .. } => log.push(Observation::SecondaryList {
+                        source: source.get(),
+                    }),
+                    Command::Watch {
+                        source,
+                        resource_version,
+                        send_initial_events,
+                        ..
+                    } => log.push(Observation::SecondaryWatch {
+                        source: source.get(),
                         resource_version: resource_version.clone(),
                         send_initial_events: *send_initial_events,
                     }),
@@ -600,6 +642,33 @@ impl Harness {
     /// Turns on the observation log ([`Observation`]), from the next step on.
     pub fn observe(&mut self) {
         self.observations.get_or_insert_with(Vec::new);
+    }
+
+    /// What secondary source `source` (counted from 1) holds now: each object's version and
+    /// the parents its key map (the header's) maps it to, as the core computes them.
+    #[must_use]
+    pub fn secondary_held(&self, source: usize) -> SecondaryHeld {
+        let Some(by) = source
+            .checked_sub(1)
+            .and_then(|n| self.secondary_parents_by.get(n))
+        else {
+            return SecondaryHeld::new();
+        };
+        let held = self
+            .core
+            .secondary_objects(SourceId::nth(source as u64))
+            .and_then(|r| r.downcast::<MetaView>())
+            .unwrap_or_default();
+        held.iter()
+            .filter_map(|o| {
+                let key = o.key()?.to_string();
+                let parents = by.parents_of(&**o).into_iter().map(String::from).collect();
+                Some((
+                    key,
+                    (o.object_resource_version().map(str::to_owned), parents),
+                ))
+            })
+            .collect()
     }
 
     /// The observations so far, leaving the log empty (and on, if it was).

@@ -26,12 +26,7 @@ import (
 
 // The trace, read before the bubble; the play's result, written after it.
 var (
-	input struct {
-		lists     []*listAnswer
-		watches   []*watchAnswer
-		kind      string
-		streaming bool
-	}
+	input     []*source
 	result    Output
 	resultErr error
 )
@@ -45,7 +40,7 @@ func TestMain(m *testing.M) {
 	// The trace is the first argument that is not a test flag.
 	flag.Parse()
 	args := append([]string{os.Args[0]}, flag.Args()...)
-	input.lists, input.watches, input.kind, input.streaming = load(args)
+	input = load(args)
 	_ = flag.Set("test.timeout", realBound.String())
 	_ = flag.Set("test.run", "^TestPlay$")
 	// The testing package's own report goes to stderr: stdout is the harness's JSON.
@@ -68,7 +63,7 @@ func TestPlay(t *testing.T) {
 		saved := utilruntime.ErrorHandlers
 		defer func() { utilruntime.ErrorHandlers = saved }()
 		utilruntime.ErrorHandlers = []utilruntime.ErrorHandler{saved[0], errorBackoff(time.Millisecond)}
-		result, resultErr = play(input.lists, input.watches, input.kind, input.streaming, virtualPlayBound)
+		result, resultErr = play(input, virtualPlayBound)
 	})
 }
 

@@ -1,8 +1,17 @@
-// Command informer plays the primary source of one reconcile-loop trace (the JSON Lines
-// format of trace/src/lib.rs) to client-go's own informer, and prints what it did as JSON:
-// the LIST and WATCH requests its Reflector made, the handler notifications in order, and
-// the final store. It is one side of the differential check of issue 30
-// (sim/tests/client_go_diff.rs is the other side and the comparison).
+// Command informer plays each source of one reconcile-loop trace (the JSON Lines format
+// of trace/src/lib.rs) to client-go's own informer, one informer a source, and prints what
+// each did as JSON: the LIST and WATCH requests its Reflector made, the handler
+// notifications in order, and the final store. It is one side of the differential check of
+// issue 30 (sim/tests/client_go_diff.rs is the other side and the comparison).
+//
+// Sources. The primary's records are those without a "source"; secondary n's (version 2
+// traces, the header's nth entry of "secondaries") name it. Each source gets its own
+// informer and scripted ListerWatcher, fed that source's LIST and WATCH answers only. A
+// secondary is decoded as metadata (metav1.PartialObjectMetadata, what the core decodes a
+// secondary into and what client-go's metadata client asks for), and each of its objects is
+// mapped to parents by its header's parents_by as controller-runtime's
+// EnqueueRequestForOwner maps it (parentsOf): the output gives those parents per
+// notification and per store entry.
 //
 // The informer is cache.NewInformerWithOptions of the pinned client-go (v0.36.3): the real
 // Reflector, the queue newQueueFIFO picks by default (a RealFIFO: InOrderInformers is GA and
@@ -49,6 +58,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -156,6 +166,10 @@ type Notification struct {
 	// OldOwner / Owner: the objects' controller owner as Kind/name, for the owner key map.
 	OldOwner string `json:"old_owner,omitempty"`
 	Owner    string `json:"owner,omitempty"`
+	// OldParents / Parents: for a secondary, the parents its key map maps the objects to
+	// (parentsOf); a delete's Parents are those of the object it carries.
+	OldParents []string `json:"old_parents,omitempty"`
+	Parents    []string `json:"parents,omitempty"`
 	// Tombstone: a delete handed a cache.DeletedFinalStateUnknown.
 	Tombstone     bool `json:"tombstone,omitempty"`
 	InInitialList bool `json:"in_initial_list,omitempty"`
@@ -166,11 +180,15 @@ type StoreEntry struct {
 	RV     string            `json:"rv"`
 	Labels map[string]string `json:"labels"`
 	Owner  string            `json:"owner,omitempty"`
+	// Parents: for a secondary, the parents its key map maps the object to.
+	Parents []string `json:"parents,omitempty"`
 }
 
-// Output is what the harness prints.
-type Output struct {
-	Informer      string                `json:"informer"`
+// SourceOutput is what one source's informer did.
+type SourceOutput struct {
+	// ParentsBy: a secondary's key map as the header writes it (the parents of each
+	// notification and store entry are computed by it); empty for the primary.
+	ParentsBy     string                `json:"parents_by,omitempty"`
 	Requests      []Request             `json:"requests"`
 	Notifications []Notification        `json:"notifications"`
 	Store         map[string]StoreEntry `json:"store"`
@@ -178,6 +196,14 @@ type Output struct {
 	// Unplayed counts the answers the reflector never asked for.
 	UnplayedLists   int `json:"unplayed_lists"`
 	UnplayedWatches int `json:"unplayed_watches"`
+}
+
+// Output is what the harness prints: the primary's informer at the top level, each
+// secondary's in Secondaries, in the header's order.
+type Output struct {
+	Informer string `json:"informer"`
+	SourceOutput
+	Secondaries []SourceOutput `json:"secondaries"`
 }
 
 type cannotPlay struct{ why string }
@@ -196,17 +222,48 @@ func payload(l *line, what string) ([]byte, error) {
 	return nil, fmt.Errorf("%s without a body", what)
 }
 
-func readTrace(path string) (lists []*listAnswer, watches []*watchAnswer, kind string, streaming bool, err error) {
+// source is one source of a trace as this harness plays it: its LIST and WATCH answers in
+// trace order, and how its informer decodes and keys its objects.
+type source struct {
+	lists   []*listAnswer
+	watches []*watchAnswer
+	// kind: the kind the primary's objects are kept as (from its LIST answers, Pod by
+	// default); a secondary's are PartialObjectMetadata.
+	kind string
+	// streaming: the source's listings are streaming lists (WATCH with sendInitialEvents).
+	streaming bool
+	// metadata: a secondary, decoded as metadata only (metav1.PartialObjectMetadata), as
+	// the core decodes it and as client-go's metadata client does.
+	metadata bool
+	// parentsBy: a secondary's key map, as the trace header writes it (owner:<kind>,
+	// any-owner:<kind> or custom); empty for the primary.
+	parentsBy string
+}
+
+// sourceIndex is the source a record names: 0 (the primary) without one.
+func sourceIndex(raw *json.RawMessage) (int, error) {
+	if raw == nil || string(*raw) == "null" {
+		return 0, nil
+	}
+	var n int
+	if err := json.Unmarshal(*raw, &n); err != nil || n < 0 {
+		return 0, fmt.Errorf("source %s", string(*raw))
+	}
+	return n, nil
+}
+
+// readTrace reads every source of the trace: the primary first, then each secondary the
+// header lists, in its order.
+func readTrace(path string) (sources []*source, err error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, nil, "", false, err
+		return nil, err
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 1<<30)
 	n := 0
-	var open *watchAnswer
-	kind = "Pod"
+	var open []*watchAnswer
 	for sc.Scan() {
 		n++
 		text := strings.TrimSpace(sc.Text())
@@ -215,26 +272,45 @@ func readTrace(path string) (lists []*listAnswer, watches []*watchAnswer, kind s
 		}
 		var l line
 		if err := json.Unmarshal([]byte(text), &l); err != nil {
-			return nil, nil, "", false, fmt.Errorf("%s:%d: %v", path, n, err)
+			return nil, fmt.Errorf("%s:%d: %v", path, n, err)
 		}
 		if n == 1 {
 			var h map[string]json.RawMessage
 			_ = json.Unmarshal([]byte(text), &h)
 			if s, ok := h["source"]; ok && strings.Contains(string(s), "in_process") {
-				return nil, nil, "", false, cannotPlay{"an in-process source: no LIST or WATCH to play"}
+				return nil, cannotPlay{"an in-process source: no LIST or WATCH to play"}
 			}
-			streaming = l.StreamingLists != nil && *l.StreamingLists
 			if l.WireFormat != nil && *l.WireFormat != "json" && *l.WireFormat != "protobuf" {
-				return nil, nil, "", false, cannotPlay{"wire format " + *l.WireFormat}
+				return nil, cannotPlay{"wire format " + *l.WireFormat}
 			}
+			sources = []*source{{kind: "Pod", streaming: l.StreamingLists != nil && *l.StreamingLists}}
+			var header struct {
+				Secondaries []struct {
+					ParentsBy      string  `json:"parents_by"`
+					StreamingLists bool    `json:"streaming_lists"`
+					WireFormat     *string `json:"wire_format"`
+				} `json:"secondaries"`
+			}
+			if err := json.Unmarshal([]byte(text), &header); err != nil {
+				return nil, fmt.Errorf("%s:%d: %v", path, n, err)
+			}
+			for _, s := range header.Secondaries {
+				if s.WireFormat != nil && *s.WireFormat != "json" && *s.WireFormat != "protobuf" {
+					return nil, cannotPlay{"a secondary's wire format " + *s.WireFormat}
+				}
+				sources = append(sources, &source{kind: "PartialObjectMetadata", streaming: s.StreamingLists, metadata: true, parentsBy: s.ParentsBy})
+			}
+			open = make([]*watchAnswer, len(sources))
 			continue
 		}
 		if l.Record == nil {
-			return nil, nil, "", false, fmt.Errorf("%s:%d: no record", path, n)
+			return nil, fmt.Errorf("%s:%d: no record", path, n)
 		}
-		if l.Source != nil && string(*l.Source) != "0" && string(*l.Source) != "null" {
-			continue // a secondary source's record
+		at, err := sourceIndex(l.Source)
+		if err != nil || at >= len(sources) {
+			return nil, fmt.Errorf("%s:%d: a source the header does not list", path, n)
 		}
+		src := sources[at]
 		t := 0.0
 		if l.T != nil {
 			t = *l.T
@@ -247,7 +323,7 @@ func readTrace(path string) (lists []*listAnswer, watches []*watchAnswer, kind s
 			if l.Fault != nil && *l.Fault == "clock_jump" {
 				continue
 			}
-			return nil, nil, "", false, cannotPlay{"a world-mode trace (fault records): its conversation is made by the simulated apiserver; play its recording (reconcile_sim::simulate_recorded)"}
+			return nil, cannotPlay{"a world-mode trace (fault records): its conversation is made by the simulated apiserver; play its recording (reconcile_sim::simulate_recorded)"}
 		case "list":
 			a := &listAnswer{line: n, status: 200}
 			if l.Status != nil {
@@ -256,17 +332,17 @@ func readTrace(path string) (lists []*listAnswer, watches []*watchAnswer, kind s
 			if l.TransportError != nil {
 				a.transport = *l.TransportError
 			} else if a.body, err = payload(&l, "list"); err != nil {
-				return nil, nil, "", false, fmt.Errorf("%s:%d: %v", path, n, err)
+				return nil, fmt.Errorf("%s:%d: %v", path, n, err)
 			}
-			if a.status == 200 && a.transport == "" {
+			if a.status == 200 && a.transport == "" && !src.metadata {
 				var head struct {
 					Kind string `json:"kind"`
 				}
 				if json.Unmarshal(a.body, &head) == nil && strings.HasSuffix(head.Kind, "List") {
-					kind = strings.TrimSuffix(head.Kind, "List")
+					src.kind = strings.TrimSuffix(head.Kind, "List")
 				}
 			}
-			lists = append(lists, a)
+			src.lists = append(src.lists, a)
 		case "watch":
 			a := &watchAnswer{line: n, t: t, status: 200}
 			a.beforeHead = l.Note != nil && strings.Contains(*l.Note, "before the response head")
@@ -279,14 +355,14 @@ func readTrace(path string) (lists []*listAnswer, watches []*watchAnswer, kind s
 				}
 				a.ended = true
 				a.endT = t
-				open = nil
+				open[at] = nil
 			} else {
-				open = a
+				open[at] = a
 			}
-			watches = append(watches, a)
+			src.watches = append(src.watches, a)
 		case "frame":
-			if open == nil {
-				return nil, nil, "", false, fmt.Errorf("%s:%d: a frame with no open watch", path, n)
+			if open[at] == nil {
+				return nil, fmt.Errorf("%s:%d: a frame with no open watch", path, n)
 			}
 			var raw []byte
 			switch {
@@ -295,25 +371,32 @@ func readTrace(path string) (lists []*listAnswer, watches []*watchAnswer, kind s
 			case l.RawBase64 != nil:
 				raw, err = base64.StdEncoding.DecodeString(*l.RawBase64)
 				if err != nil {
-					return nil, nil, "", false, fmt.Errorf("%s:%d: %v", path, n, err)
+					return nil, fmt.Errorf("%s:%d: %v", path, n, err)
 				}
 			case l.Event != nil:
 				raw = []byte(l.Event)
 			}
-			open.frames = append(open.frames, frame{t: t, raw: raw})
+			open[at].frames = append(open[at].frames, frame{t: t, raw: raw})
 		case "watch_end":
-			if open == nil {
+			w := open[at]
+			if w == nil {
 				continue // an end after the recorded client closed the stream itself
 			}
-			open.ended = true
-			open.endT = t
-			if open.beforeHead && len(open.frames) == 0 && l.Error != nil {
-				open.headError = *l.Error
+			w.ended = true
+			w.endT = t
+			if w.beforeHead && len(w.frames) == 0 && l.Error != nil {
+				w.headError = *l.Error
 			}
-			open = nil
+			open[at] = nil
 		}
 	}
-	return lists, watches, kind, streaming, sc.Err()
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	if sources == nil {
+		return nil, fmt.Errorf("%s: no header", path)
+	}
+	return sources, nil
 }
 
 // The typed client's protobuf decoder (client-go's scheme; what a clientset built with
@@ -365,10 +448,40 @@ func statusError(status int, body []byte, verb string) error {
 	return apierrors.NewGenericServerResponse(status, verb, schema.GroupResource{Resource: "pods"}, "", string(body), 0, true)
 }
 
+// The metadata client's types: PartialObjectMetadata and its list in meta.k8s.io/v1, and
+// the unversioned Status an ERROR event or a failed request carries (what
+// k8s.io/client-go/metadata decodes a metadata-only source's answers into).
+var metaScheme = func() *runtime.Scheme {
+	s := runtime.NewScheme()
+	metav1.AddMetaToScheme(s)
+	metav1.AddToGroupVersion(s, schema.GroupVersion{Version: "v1"})
+	return s
+}()
+
+var metaProtobufDecoder = protobuf.NewSerializer(metaScheme, metaScheme)
+
+// decodeProtobufFor reads an enveloped protobuf body of the source: a pod or Status through
+// client-go's scheme for the primary, PartialObjectMetadata or Status through the metadata
+// client's for a secondary.
+func decodeProtobufFor(body []byte, metadata bool) (runtime.Object, error) {
+	if metadata {
+		obj, _, err := metaProtobufDecoder.Decode(body, nil, nil)
+		return obj, err
+	}
+	return decodeProtobuf(body)
+}
+
 // decodeObject reads one object as the typed client would (a decode failure of the typed
-// Pod is a decode failure) and keeps it as an Unstructured of the trace's kind.
-func decodeObject(raw []byte, kind string) (*unstructured.Unstructured, error) {
-	if kind == "Pod" {
+// Pod, or for a metadata source of the PartialObjectMetadata, is a decode failure) and keeps
+// it as an Unstructured of the source's kind.
+func decodeObject(raw []byte, kind string, metadata bool) (*unstructured.Unstructured, error) {
+	switch {
+	case metadata:
+		var p metav1.PartialObjectMetadata
+		if err := json.Unmarshal(raw, &p); err != nil {
+			return nil, err
+		}
+	case kind == "Pod":
 		var p corev1.Pod
 		if err := json.Unmarshal(raw, &p); err != nil {
 			return nil, err
@@ -390,6 +503,9 @@ func decodeObject(raw []byte, kind string) (*unstructured.Unstructured, error) {
 // harness is the scripted ListerWatcher and the recorder.
 type harness struct {
 	kind string
+	// metadata, parentsBy: a secondary source (see source).
+	metadata  bool
+	parentsBy string
 	// streaming: the trace's listings are streaming lists (WATCH with sendInitialEvents).
 	streaming bool
 	mu        sync.Mutex
@@ -411,12 +527,35 @@ type harness struct {
 	// initial: a streaming list is gathering its initial events (until its end bookmark
 	// is delivered, or the reflector's next request).
 	initial bool
-	// pendingPages: items of the pages of a listing not yet whole (see listed).
-	pendingPages int
+	// pendingPages: the keys of the items of the pages of a listing not yet whole (see
+	// listed).
+	pendingPages []string
+	// store: the informer's store, which a listing replaces.
+	store cache.Store
+	// goneExpected, gone: the objects a listing deletes (held, and not in it: handed to the
+	// handler as DeletedFinalStateUnknown), and the tombstones handled.
+	goneExpected, gone int
 }
 
 // quiet: everything the reflector was handed is queued, and everything queued is handled.
-func (h *harness) quiet() bool { return h.queued >= h.expect && h.handled >= h.queued }
+func (h *harness) quiet() bool {
+	return h.queued >= h.expect && h.handled >= h.queued && h.gone >= h.goneExpected
+}
+
+// replacing counts, for a listing of keys about to replace the store, the objects it
+// deletes: those the store holds that the listing lacks. The store is up to date: the
+// request the listing answers was made once everything queued before it was handled.
+func (h *harness) replacing(keys []string) {
+	listed := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		listed[k] = true
+	}
+	for _, k := range h.store.ListKeys() {
+		if !listed[k] {
+			h.goneExpected++
+		}
+	}
+}
 
 // transform counts each object once, however often it is transformed: a streaming list's
 // objects are transformed into the reflector's temporary store and again by the queue's
@@ -470,7 +609,7 @@ func (h *harness) ListWithContext(ctx context.Context, opts metav1.ListOptions) 
 	h.mu.Lock()
 	if opts.Continue == "" {
 		// A new listing: the pages of one left unfinished are never queued.
-		h.pendingPages = 0
+		h.pendingPages = nil
 	}
 	if len(h.lists) == 0 {
 		h.mu.Unlock()
@@ -506,14 +645,14 @@ func (h *harness) ListWithContext(ctx context.Context, opts metav1.ListOptions) 
 	list.SetResourceVersion(body.Metadata.ResourceVersion)
 	list.SetContinue(body.Metadata.Continue)
 	for i, raw := range body.Items {
-		u, err := decodeObject(raw, h.kind)
+		u, err := decodeObject(raw, h.kind, h.metadata)
 		if err != nil {
 			// The typed client decodes a LIST whole: one bad item fails it.
 			return nil, fmt.Errorf("decoding items[%d]: %w", i, err)
 		}
 		list.Items = append(list.Items, *u)
 	}
-	h.listed(len(list.Items), body.Metadata.Continue != "")
+	h.listed(list.Items, body.Metadata.Continue != "")
 	return list, nil
 }
 
@@ -521,22 +660,50 @@ func (h *harness) ListWithContext(ctx context.Context, opts metav1.ListOptions) 
 // pager gathers the pages and the reflector queues them all at the last one, so the items of
 // a page with a continue token wait for the pages after it (and are dropped with a listing
 // that is never finished: see ListWithContext).
-func (h *harness) listed(items int, more bool) {
+//
+// A listing replaces the store, so the objects held and not listed are deleted, handed to
+// the handler as tombstones: those are expected too (replacing), or a LIST that deletes
+// and adds nothing would let the next request be made before its deletes were handled.
+func (h *harness) listed(items []unstructured.Unstructured, more bool) {
 	h.mu.Lock()
-	h.pendingPages += items
+	for i := range items {
+		h.pendingPages = append(h.pendingPages, keyOf(&items[i]))
+	}
 	if !more {
-		h.expect += h.pendingPages
-		h.pendingPages = 0
+		h.expect += len(h.pendingPages)
+		h.replacing(h.pendingPages)
+		h.pendingPages = nil
 	}
 	h.mu.Unlock()
 }
 
 // protobufList decodes a protobuf LIST answer as the typed client does: whole, into the
-// list type its envelope names (a PodList), then kept as Unstructured like a JSON one.
+// list type its envelope names (a PodList; a PartialObjectMetadataList for a secondary),
+// then kept as Unstructured like a JSON one.
 func (h *harness) protobufList(body []byte) (runtime.Object, error) {
-	obj, err := decodeProtobuf(body)
+	obj, err := decodeProtobufFor(body, h.metadata)
 	if err != nil {
 		return nil, fmt.Errorf("decoding the list: %w", err)
+	}
+	if h.metadata {
+		metas, ok := obj.(*metav1.PartialObjectMetadataList)
+		if !ok {
+			return nil, fmt.Errorf("decoding the list: a %T, not a PartialObjectMetadataList", obj)
+		}
+		list := &unstructured.UnstructuredList{Object: map[string]any{}}
+		list.SetAPIVersion("v1")
+		list.SetKind(h.kind + "List")
+		list.SetResourceVersion(metas.ResourceVersion)
+		list.SetContinue(metas.Continue)
+		for i := range metas.Items {
+			u, err := unstructuredOf(&metas.Items[i], h.kind)
+			if err != nil {
+				return nil, fmt.Errorf("decoding items[%d]: %w", i, err)
+			}
+			list.Items = append(list.Items, *u)
+		}
+		h.listed(list.Items, metas.Continue != "")
+		return list, nil
 	}
 	pods, ok := obj.(*corev1.PodList)
 	if !ok {
@@ -554,7 +721,7 @@ func (h *harness) protobufList(body []byte) (runtime.Object, error) {
 		}
 		list.Items = append(list.Items, *u)
 	}
-	h.listed(len(list.Items), pods.Continue != "")
+	h.listed(list.Items, pods.Continue != "")
 	return list, nil
 }
 
@@ -608,12 +775,12 @@ func (h *harness) WatchWithContext(ctx context.Context, opts metav1.ListOptions)
 // play delivers a WATCH answer's frames as client-go's StreamWatcher would decode them.
 func (h *harness) play(ctx context.Context, a *watchAnswer, w *scripted, initial bool) {
 	// A streaming list's initial events are expected only once its end bookmark comes.
-	pending := 0
+	var pending []string
 	send := func(ev watch.Event) bool {
 		if ev.Type == watch.Added || ev.Type == watch.Modified || ev.Type == watch.Deleted {
 			h.mu.Lock()
 			if initial {
-				pending++
+				pending = append(pending, keyOf(ev.Object))
 			} else {
 				h.expect++
 			}
@@ -637,7 +804,8 @@ func (h *harness) play(ctx context.Context, a *watchAnswer, w *scripted, initial
 			initial = false
 			h.mu.Lock()
 			h.initial = false
-			h.expect += pending
+			h.expect += len(pending)
+			h.replacing(pending)
 			h.mu.Unlock()
 		}
 		if !send(ev) {
@@ -710,7 +878,7 @@ func (h *harness) decodeFrame(raw []byte) (watch.Event, bool) {
 		}
 		return watch.Event{Type: watch.Error, Object: &st}, true
 	case watch.Added, watch.Modified, watch.Deleted, watch.Bookmark:
-		u, err := decodeObject(env.Object, h.kind)
+		u, err := decodeObject(env.Object, h.kind, h.metadata)
 		if err != nil {
 			return decodeErr(err)
 		}
@@ -727,7 +895,7 @@ func (h *harness) decodeProtobufFrame(raw []byte, decodeErr func(error) (watch.E
 	if err := ev.Unmarshal(raw); err != nil {
 		return decodeErr(err)
 	}
-	obj, err := decodeProtobuf(ev.Object.Raw)
+	obj, err := decodeProtobufFor(ev.Object.Raw, h.metadata)
 	if err != nil {
 		return decodeErr(err)
 	}
@@ -758,7 +926,9 @@ func (h *harness) note(n Notification, tombstone bool) {
 	h.mu.Lock()
 	n.After = len(h.requests)
 	h.notes = append(h.notes, n)
-	if !tombstone {
+	if tombstone {
+		h.gone++
+	} else {
 		h.handled++
 	}
 	h.cond.Broadcast()
@@ -783,117 +953,197 @@ func ownerOf(obj any) string {
 	return ""
 }
 
-// play runs client-go's informer on the answers until the trace is used up and the
-// reflector is idle, and returns what it did. It does no I/O and reads time only through
-// the time package, so run inside a synctest bubble (informer_test.go) every timer of the
-// reflector and of the harness is virtual; run by main it is real. It fails when the play
-// has not settled within playBound of the clock it runs on.
-func play(lists []*listAnswer, watches []*watchAnswer, kind string, streaming bool, playBound time.Duration) (Output, error) {
-	h := &harness{kind: kind, streaming: streaming, seen: map[*unstructured.Unstructured]bool{}, lists: lists, watches: watches, requests: []Request{}, notes: []Notification{}}
+// parentsOf is the parents a secondary's object maps to under parentsBy, as
+// controller-runtime's handler.EnqueueRequestForOwner maps them: "owner:<type>" (with
+// OnlyControllerOwner) the owner metav1.GetControllerOf names, "any-owner:<type>" every
+// entry of ownerReferences, each kept when its kind is the type's (and, for a type written
+// Kind.group, its apiVersion's group is the group, or the apiVersion is empty, as the core
+// matches), and keyed namespace/name in the object's namespace; sorted, without repeats.
+// "custom" (the user's own function) and the primary map to nothing here.
+func parentsOf(parentsBy string, obj any) []string {
+	u, ok := obj.(*unstructured.Unstructured)
+	how, ownerType, _ := strings.Cut(parentsBy, ":")
+	if !ok || ownerType == "" {
+		return nil
+	}
+	kind, group, grouped := strings.Cut(ownerType, ".")
+	var refs []metav1.OwnerReference
+	switch how {
+	case "owner":
+		if ref := metav1.GetControllerOfNoCopy(u); ref != nil {
+			refs = []metav1.OwnerReference{*ref}
+		}
+	case "any-owner":
+		refs = u.GetOwnerReferences()
+	default:
+		return nil
+	}
+	var parents []string
+	for _, ref := range refs {
+		if ref.Kind != kind {
+			continue
+		}
+		if grouped && ref.APIVersion != "" {
+			gv, err := schema.ParseGroupVersion(ref.APIVersion)
+			if err != nil || gv.Group != group {
+				continue
+			}
+		}
+		key := ref.Name
+		if ns := u.GetNamespace(); ns != "" {
+			key = ns + "/" + ref.Name
+		}
+		parents = append(parents, key)
+	}
+	sort.Strings(parents)
+	return slices.Compact(parents)
+}
+
+// informer is one source's informer, running.
+type informer struct {
+	h     *harness
+	store cache.Store
+	ctrl  cache.Controller
+	done  chan struct{}
+}
+
+// start runs client-go's informer over one source's answers until ctx is done.
+func start(ctx context.Context, src *source) *informer {
+	h := &harness{kind: src.kind, streaming: src.streaming, metadata: src.metadata, parentsBy: src.parentsBy, seen: map[*unstructured.Unstructured]bool{}, lists: src.lists, watches: src.watches, requests: []Request{}, notes: []Notification{}}
 	h.cond = sync.NewCond(&h.mu)
 	handler := cache.ResourceEventHandlerDetailedFuncs{
 		AddFunc: func(obj any, initial bool) {
 			rv, labels := meta(obj)
-			h.note(Notification{Kind: "add", Key: keyOf(obj), RV: rv, Labels: labels, Owner: ownerOf(obj), InInitialList: initial}, false)
+			h.note(Notification{Kind: "add", Key: keyOf(obj), RV: rv, Labels: labels, Owner: ownerOf(obj), Parents: parentsOf(h.parentsBy, obj), InInitialList: initial}, false)
 		},
 		UpdateFunc: func(old, obj any) {
 			rv, labels := meta(obj)
 			orv, olabels := meta(old)
-			h.note(Notification{Kind: "update", Key: keyOf(obj), RV: rv, OldRV: orv, Labels: labels, OldLabels: olabels, Owner: ownerOf(obj), OldOwner: ownerOf(old)}, false)
+			h.note(Notification{Kind: "update", Key: keyOf(obj), RV: rv, OldRV: orv, Labels: labels, OldLabels: olabels, Owner: ownerOf(obj), OldOwner: ownerOf(old), Parents: parentsOf(h.parentsBy, obj), OldParents: parentsOf(h.parentsBy, old)}, false)
 		},
 		DeleteFunc: func(obj any) {
 			n := Notification{Kind: "delete", Key: keyOf(obj)}
 			tomb, isTomb := obj.(cache.DeletedFinalStateUnknown)
 			if isTomb {
+				obj = tomb.Obj
 				n.Tombstone = true
-				n.RV, n.Labels = meta(tomb.Obj)
-				n.Owner = ownerOf(tomb.Obj)
-			} else {
-				n.RV, n.Labels = meta(obj)
-				n.Owner = ownerOf(obj)
 			}
+			n.RV, n.Labels = meta(obj)
+			n.Owner = ownerOf(obj)
+			n.Parents = parentsOf(h.parentsBy, obj)
 			h.note(n, isTomb)
 		},
 	}
 	objType := &unstructured.Unstructured{}
 	objType.SetAPIVersion("v1")
-	objType.SetKind(kind)
+	objType.SetKind(src.kind)
 	store, ctrl := cache.NewInformerWithOptions(cache.InformerOptions{
 		ListerWatcher: h,
 		ObjectType:    objType,
 		Handler:       handler,
 		Transform:     h.transform,
 	})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan struct{})
+	h.store = store
+	inf := &informer{h: h, store: store, ctrl: ctrl, done: make(chan struct{})}
 	go func() {
 		ctrl.RunWithContext(ctx)
-		close(done)
+		close(inf.done)
 	}()
+	return inf
+}
 
-	// Wait until every answer is used (or the reflector waits for one the trace lacks) and
-	// the reflector is idle with everything it queued handled.
+// play runs client-go's informer on each source's answers (one informer a source, as a
+// controller has one a kind, sharing nothing) until the trace is used up and every reflector
+// is idle, and returns what each did. It does no I/O and reads time only through the time
+// package, so run inside a synctest bubble (informer_test.go) every timer of the reflectors
+// and of the harness is virtual; run by main it is real. It fails when the play has not
+// settled within playBound of the clock it runs on.
+func play(sources []*source, playBound time.Duration) (Output, error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	informers := make([]*informer, len(sources))
+	for i, src := range sources {
+		informers[i] = start(ctx, src)
+	}
+	stop := func() {
+		cancel()
+		for _, inf := range informers {
+			<-inf.done
+		}
+	}
+
+	// Wait until, for each source, every answer is used (or the reflector waits for one the
+	// trace lacks) and the reflector is idle with everything it queued handled. Sources do
+	// not wait on each other, so one settled stays settled while the next is waited for.
 	deadline := time.Now().Add(playBound)
 	bound := time.AfterFunc(playBound, func() {
-		h.mu.Lock()
-		h.cond.Broadcast()
-		h.mu.Unlock()
+		for _, inf := range informers {
+			inf.h.mu.Lock()
+			inf.h.cond.Broadcast()
+			inf.h.mu.Unlock()
+		}
 	})
 	defer bound.Stop()
-	h.mu.Lock()
-	timedOut := false
-	for {
-		if h.parked && h.quiet() {
-			break
+	for i, inf := range informers {
+		h := inf.h
+		h.mu.Lock()
+		for !(h.parked && h.quiet()) && time.Now().Before(deadline) {
+			h.cond.Wait()
 		}
-		if !time.Now().Before(deadline) {
-			timedOut = true
-			break
+		settled := h.parked && h.quiet()
+		why := fmt.Sprintf("source %d: the play did not settle within %v: queued %d, handled %d, expected %d, parked %v, requests %+v", i, playBound, h.queued, h.handled, h.expect, h.parked, h.requests)
+		h.mu.Unlock()
+		if !settled {
+			for _, inf := range informers {
+				inf.h.mu.Lock()
+				inf.h.stopped = true
+				inf.h.cond.Broadcast()
+				inf.h.mu.Unlock()
+			}
+			stop()
+			return Output{}, errors.New(why)
 		}
-		h.cond.Wait()
 	}
-	h.stopped = true
-	out := Output{
-		Informer:        "client-go v0.36.3 NewInformerWithOptions, RealFIFO (AtomicFIFO, UnlockWhileProcessingFIFO)",
-		Requests:        h.requests,
-		Notifications:   h.notes,
-		Store:           map[string]StoreEntry{},
-		LastSyncRV:      ctrl.LastSyncResourceVersion(),
-		UnplayedLists:   len(h.lists),
-		UnplayedWatches: len(h.watches),
+	outs := make([]SourceOutput, len(informers))
+	for i, inf := range informers {
+		h := inf.h
+		h.mu.Lock()
+		h.stopped = true
+		outs[i] = SourceOutput{
+			ParentsBy:       h.parentsBy,
+			Requests:        h.requests,
+			Notifications:   h.notes,
+			Store:           map[string]StoreEntry{},
+			LastSyncRV:      inf.ctrl.LastSyncResourceVersion(),
+			UnplayedLists:   len(h.lists),
+			UnplayedWatches: len(h.watches),
+		}
+		h.cond.Broadcast()
+		h.mu.Unlock()
+		keys := inf.store.ListKeys()
+		sort.Strings(keys)
+		for _, k := range keys {
+			obj, _, _ := inf.store.GetByKey(k)
+			rv, labels := meta(obj)
+			outs[i].Store[k] = StoreEntry{RV: rv, Labels: labels, Owner: ownerOf(obj), Parents: parentsOf(h.parentsBy, obj)}
+		}
 	}
-	var err error
-	if timedOut {
-		err = fmt.Errorf("the play did not settle within %v: queued %d, handled %d, expected %d, parked %v, requests %+v", playBound, h.queued, h.handled, h.expect, h.parked, h.requests)
-	}
-	h.cond.Broadcast()
-	h.mu.Unlock()
-	if err != nil {
-		cancel()
-		<-done
-		return out, err
-	}
-	keys := store.ListKeys()
-	sort.Strings(keys)
-	for _, k := range keys {
-		obj, _, _ := store.GetByKey(k)
-		rv, labels := meta(obj)
-		out.Store[k] = StoreEntry{RV: rv, Labels: labels, Owner: ownerOf(obj)}
-	}
-	cancel()
-	<-done
-	return out, nil
+	stop()
+	return Output{
+		Informer:     "client-go v0.36.3 NewInformerWithOptions, RealFIFO (AtomicFIFO, UnlockWhileProcessingFIFO)",
+		SourceOutput: outs[0],
+		Secondaries:  outs[1:],
+	}, nil
 }
 
 // load reads the trace named on the command line, exiting 2 on a bad trace and 3 on one
 // this harness cannot play.
-func load(args []string) (lists []*listAnswer, watches []*watchAnswer, kind string, streaming bool) {
+func load(args []string) []*source {
 	if len(args) != 2 {
 		fmt.Fprintln(os.Stderr, "usage: informer TRACE.jsonl")
 		os.Exit(2)
 	}
-	lists, watches, kind, streaming, err := readTrace(args[1])
+	sources, err := readTrace(args[1])
 	var cp cannotPlay
 	if errors.As(err, &cp) {
 		fmt.Fprintln(os.Stderr, "cannot play:", cp.why)
@@ -903,7 +1153,7 @@ func load(args []string) (lists []*listAnswer, watches []*watchAnswer, kind stri
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	return lists, watches, kind, streaming
+	return sources
 }
 
 // write prints what the play did, or why it failed (exit 1).
@@ -927,7 +1177,6 @@ func write(to *os.File, out Output, err error) int {
 func main() {
 	klog.SetOutput(os.Stderr)
 	klog.LogToStderr(false)
-	lists, watches, kind, streaming := load(os.Args)
-	out, err := play(lists, watches, kind, streaming, realPlayBound)
+	out, err := play(load(os.Args), realPlayBound)
 	os.Exit(write(os.Stdout, out, err))
 }

@@ -321,8 +321,15 @@ impl Fleet {
                             .map(|(n, ns, rv)| pod_json(n, ns, *rv))
                             .collect();
                         let rv = self.pods.values().max().copied().unwrap_or(1);
+                        // A selecting server says so on the LIST (`metadata.shardInfo`).
+                        let shard_info = match (&params.shard_selector, self.server) {
+                            (Some(selector), Some(Server::Selects)) => {
+                                format!(r#","shardInfo":{{"selector":{selector:?}}}"#)
+                            }
+                            _ => String::new(),
+                        };
                         let body = format!(
-                            r#"{{"metadata":{{"resourceVersion":"{rv}"}},"items":[{}]}}"#,
+                            r#"{{"metadata":{{"resourceVersion":"{rv}"{shard_info}}},"items":[{}]}}"#,
                             items.join(",")
                         );
                         inputs.push(Input::List {
@@ -1105,4 +1112,34 @@ fn the_cache_check_fires_on_a_replica_caching_the_wrong_pods() {
     fleet.server = Some(Server::Ignores);
     let error = fleet.check_caches().unwrap_err();
     assert!(error.contains("caches"), "{error}");
+}
+
+#[test]
+fn a_lone_replica_holding_every_shard_sees_the_ignored_selector_on_its_list() {
+    // Every pod is in its shards, so no object can show it: the LIST's missing shardInfo
+    // does. Without that, each later move of shards would relist everything again.
+    let mut fleet = Fleet::on_server(1, Server::Ignores);
+    fleet.run_until(secs(20.0));
+    assert_eq!(fleet.held(0).len(), SHARDS as usize);
+    assert_eq!(
+        fleet.replicas[0].core.metrics().shard_server_selection,
+        Some(false)
+    );
+    let moved = |fleet: &Fleet| {
+        fleet.replicas[0]
+            .core
+            .metrics()
+            .relists(reconcile_core::metrics::RelistLabel::ShardsMoved)
+    };
+    let before = moved(&fleet);
+    let joined = fleet.now;
+    fleet.add();
+    fleet.run_until(joined + Duration::from_secs(10));
+    fleet.check_balance().unwrap();
+    fleet.check_caches().unwrap();
+    assert_eq!(
+        moved(&fleet),
+        before,
+        "r0 relisted everything again as its shards moved"
+    );
 }

@@ -963,9 +963,8 @@ where
                     "listing only these shards' objects (shardSelector)"
                 );
             }
-            Event::ShardSelectionIgnored { object, shard } => tracing::warn!(
-                %object,
-                shard,
+            Event::ShardSelectionIgnored { outside } => tracing::warn!(
+                ?outside,
                 "the apiserver ignores shardSelector (ShardedListAndWatch off?): caching every object"
             ),
             other => tracing::debug!(event = %other, "core event"),

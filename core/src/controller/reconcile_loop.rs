@@ -458,6 +458,9 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
             (Source::Kubernetes(reflector), Input::List { req, response }) => {
                 let change =
                     reflector.handle_list(now, req, response, &mut self.ids, &mut self.out);
+                if reflector.take_selector_ignored() {
+                    self.ignore_selection(None);
+                }
                 self.after_source(now, change);
             }
             (Source::Kubernetes(reflector), Input::WatchOpened { stream }) => {
@@ -953,15 +956,23 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
         let object = object
             .key()
             .unwrap_or_else(|| ObjectKey::new(None, "<unnamed>"));
+        self.ignore_selection(Some((object, shard)));
+    }
+
+    /// The apiserver does not select by shard: cache everything from now on.
+    fn ignore_selection(&mut self, outside: Option<(ObjectKey, u32)>) {
+        let Some(selection) = &mut self.selection else {
+            return;
+        };
+        if selection.is_ignored() {
+            return;
+        }
         let newly = selection.ignore();
         if let Source::Kubernetes(reflector) = &mut self.source {
             reflector.reselect(self.now, None, false, &mut self.ids, &mut self.out);
         }
         self.out
-            .push_back(Output::Event(Event::ShardSelectionIgnored {
-                object,
-                shard,
-            }));
+            .push_back(Output::Event(Event::ShardSelectionIgnored { outside }));
         for shard in newly {
             self.unpark(shard);
         }

@@ -169,6 +169,9 @@ pub(crate) struct Reflector<O> {
     pages: Option<Pages<O>>,
     /// The next first page is asked for unpaged: the last listing's continue token expired.
     unpaged_next: bool,
+    /// A LIST asked with a shard selector came back without `metadata.shardInfo`: the
+    /// apiserver does not select by shard. Taken by the loop.
+    selector_ignored: bool,
     counters: Counters,
     object: PhantomData<fn() -> O>,
 }
@@ -188,6 +191,7 @@ impl<O: Object> Reflector<O> {
             phase: Phase::Idle,
             pages: None,
             unpaged_next: false,
+            selector_ignored: false,
             counters: Counters::default(),
             object: PhantomData,
         }
@@ -295,6 +299,7 @@ impl<O: Object> Reflector<O> {
         for error in list.skipped {
             out.push_back(Output::Event(Event::ListItemSkipped { req, error }));
         }
+        let filtered_by_shard = list.shard_selector.is_some();
         self.counters.list_bytes += list.body_bytes;
         let items = match (self.pages.take(), list.continue_token) {
             // One page, as every unpaged LIST: applied as it is.
@@ -335,6 +340,9 @@ impl<O: Object> Reflector<O> {
                 pages.items
             }
         };
+        // A server that selects by shard says so on the LIST; one that ignored the
+        // parameter answered every object.
+        self.selector_ignored |= self.params.shard_selector.is_some() && !filtered_by_shard;
         // Every page shares the first page's version; the last page's is the listing's.
         self.cursor = Some(list.resource_version);
         self.counters.cursor_at = Some(now);
@@ -583,6 +591,11 @@ impl<O: Object> Reflector<O> {
             reason: RelistReason::ShardsMoved,
         }));
         self.list(now, ids, out);
+    }
+
+    /// Whether a LIST asked with a shard selector was answered unfiltered since last asked.
+    pub(crate) fn take_selector_ignored(&mut self) -> bool {
+        std::mem::take(&mut self.selector_ignored)
     }
 
     /// Stops listing and watching until the next [`Reflector::reselect`]: the replica holds

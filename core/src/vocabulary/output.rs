@@ -394,10 +394,9 @@ pub enum Event<P> {
     /// `shardSelector` (its `ShardedListAndWatch` gate is off, or it predates it). The
     /// replica caches every object from now on and filters on dispatch.
     ShardSelectionIgnored {
-        /// The object that showed it.
-        object: ObjectKey,
-        /// Its shard.
-        shard: u32,
+        /// The object outside the shards asked for that showed it, and its shard; `None`
+        /// when a LIST asked with the selector came back without `metadata.shardInfo`.
+        outside: Option<(ObjectKey, u32)>,
     },
     /// The Lease names a new holder (`None`: released, or never held).
     LeaderObserved {
@@ -995,9 +994,14 @@ impl<P: fmt::Display> fmt::Display for Event<P> {
                 }
                 f.write_str("]")
             }
-            Event::ShardSelectionIgnored { object, shard } => write!(
+            Event::ShardSelectionIgnored {
+                outside: Some((object, shard)),
+            } => write!(
                 f,
                 "shard selection ignored by the apiserver ({object} is in shard {shard}), caching every object"
+            ),
+            Event::ShardSelectionIgnored { outside: None } => f.write_str(
+                "shard selection ignored by the apiserver (its LIST has no shardInfo), caching every object",
             ),
             Event::LeaderObserved { holder: Some(h) } => write!(f, "leader is {h}"),
             Event::Draining { running } => write!(f, "draining running={running}"),

@@ -61,6 +61,9 @@ pub struct ObjectList<O> {
     /// `metadata.remainingItemCount`: how many items the pages after this one hold, when the
     /// apiserver says (an estimate; absent with a selector).
     pub remaining_item_count: Option<u64>,
+    /// `metadata.shardInfo.selector`: the shard selector the apiserver applied (KEP-5866);
+    /// `None` when it filtered nothing by shard, or ignored the selector asked for.
+    pub shard_selector: Option<String>,
 }
 
 /// A LIST item that did not decode.
@@ -253,6 +256,14 @@ struct HeaderMeta {
     continue_token: Option<String>,
     #[serde(rename = "remainingItemCount")]
     remaining_item_count: Option<i64>,
+    #[serde(rename = "shardInfo")]
+    shard_info: Option<ShardInfo>,
+}
+
+/// `metadata.shardInfo` of a LIST filtered by shard.
+#[derive(Deserialize, Default)]
+struct ShardInfo {
+    selector: Option<String>,
 }
 
 /// Decodes a LIST response body (`{"metadata":{"resourceVersion":…},"items":[…]}`) pushed in
@@ -428,6 +439,7 @@ impl<O: Object> ListDecoder<O> {
             items: self.items,
             skipped: self.skipped,
             body_bytes: self.offset,
+            shard_selector: header.metadata.shard_info.and_then(|i| i.selector),
             continue_token: header.metadata.continue_token.filter(|c| !c.is_empty()),
             remaining_item_count: header
                 .metadata
@@ -1098,6 +1110,7 @@ impl<O: Object> ProtobufList<O> {
             items: self.items,
             skipped: self.skipped,
             body_bytes: read,
+            shard_selector: self.meta.shard_selector,
             continue_token: self.meta.continue_token.filter(|c| !c.is_empty()),
             remaining_item_count: self
                 .meta
@@ -1170,6 +1183,7 @@ mod tests {
             items,
             skipped,
             body_bytes: body.len() as u64,
+            shard_selector: metadata.shard_info.and_then(|i| i.selector),
             continue_token: metadata.continue_token.filter(|c| !c.is_empty()),
             remaining_item_count: metadata
                 .remaining_item_count
@@ -1410,6 +1424,18 @@ mod tests {
         let list = decode(body, 3).unwrap();
         assert_eq!(list.continue_token.as_deref(), Some("abc"));
         assert_eq!(list.remaining_item_count, Some(4));
+        assert_eq!(list.shard_selector, None);
+        let body = br#"{"metadata":{"resourceVersion":"9","shardInfo":{"selector":"shardRange(object.metadata.uid, '0x0', '0x1')"}},"items":[]}"#;
+        for list in [
+            parse_list::<PodView>(body).unwrap(),
+            decode(body, 7).unwrap(),
+        ] {
+            assert_eq!(
+                list.shard_selector.as_deref(),
+                Some("shardRange(object.metadata.uid, '0x0', '0x1')"),
+                "a LIST filtered by shard says so"
+            );
+        }
         let last = br#"{"metadata":{"resourceVersion":"9","continue":"","remainingItemCount":-1},"items":[]}"#;
         let list = decode(last, 3).unwrap();
         assert_eq!(list.continue_token, None, "an empty token ends the listing");

@@ -111,6 +111,17 @@ pub struct ListMeta {
     /// 4: `remainingItemCount`.
     #[prost(int64, optional, tag = "4")]
     pub remaining_item_count: Option<i64>,
+    /// 5: `shardInfo`.
+    #[prost(message, optional, tag = "5")]
+    pub shard_info: Option<ShardInfo>,
+}
+
+/// `metav1.ShardInfo` (KEP-5866).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ShardInfo {
+    /// 1: `selector`, as the request asked.
+    #[prost(string, optional, tag = "1")]
+    pub selector: Option<String>,
 }
 
 /// `metav1.Time`.

@@ -283,12 +283,13 @@ pub fn parse_status(body: &[u8]) -> Result<Status, ProtobufError> {
 }
 
 /// A list's `metadata` (meta/v1 `ListMeta`: resourceVersion 2, continue 3,
-/// remainingItemCount 4).
+/// remainingItemCount 4, shardInfo 5, whose selector is 1).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct ListMeta {
     pub(crate) resource_version: Option<String>,
     pub(crate) continue_token: Option<String>,
     pub(crate) remaining_item_count: Option<i64>,
+    pub(crate) shard_selector: Option<String>,
 }
 
 pub(crate) fn list_meta(
@@ -303,6 +304,15 @@ pub(crate) fn list_meta(
             2 => meta.resource_version = Some(r.str(field, value)?.to_owned()),
             3 => meta.continue_token = Some(r.str(field, value)?.to_owned()),
             4 => meta.remaining_item_count = Some(r.varint(field, value)? as i64),
+            5 => {
+                let (info, at) = r.bytes(field, value)?;
+                let mut s = Reader::new(info, at, "metav1.ShardInfo", &budget);
+                while let Some((field, value)) = s.next()? {
+                    if field == 1 {
+                        meta.shard_selector = Some(s.str(field, value)?.to_owned());
+                    }
+                }
+            }
             _ => {}
         }
     }

@@ -603,6 +603,9 @@ fn list_body(pods: &[PodData], rv: &str, continue_token: Option<&str>) -> Vec<u8
             resource_version: Some(rv.into()),
             r#continue: continue_token.map(str::to_owned),
             remaining_item_count: continue_token.map(|_| 5),
+            shard_info: continue_token.map(|_| m::ShardInfo {
+                selector: Some("shardRange(object.metadata.namespace, '0x0', '0x8')".into()),
+            }),
         }),
         items: pods.iter().map(PodData::message).collect(),
     };
@@ -617,6 +620,10 @@ fn a_list_decodes_whole_or_in_chunks() {
     assert_eq!(list.resource_version, "77");
     assert_eq!(list.continue_token.as_deref(), Some("next"));
     assert_eq!(list.remaining_item_count, Some(5));
+    assert_eq!(
+        list.shard_selector.as_deref(),
+        Some("shardRange(object.metadata.namespace, '0x0', '0x8')")
+    );
     assert_eq!(list.body_bytes, body.len() as u64);
     let expected: Vec<_> = pods.iter().map(from_json).collect();
     assert_eq!(list.items, expected);

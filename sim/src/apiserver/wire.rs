@@ -239,6 +239,8 @@ pub fn list_body(
         r#continue: continue_token,
         // As the world's JSON pages: no `remainingItemCount`.
         remaining_item_count: None,
+        // The world does not select by shard.
+        shard_info: None,
     });
     match served {
         Served::Pods => {

@@ -43,10 +43,14 @@ fi
 tmp="$(mktemp -d "$cache_root/informer/.build.XXXXXX")"
 trap 'rm -rf "$tmp"' EXIT
 export CGO_ENABLED=0
+# As in tests/go/build.sh: the build cache (about 300 MB here) lives and dies with this build, so
+# a fresh CI machine keeps that disk for the Rust build.
+export GOCACHE="$tmp/go-build-cache"
 # The committed go.sum is the pin: refuse to change it during a build.
 export GOFLAGS="-mod=readonly ${GOFLAGS:-}"
 echo "informer/build.sh: building the client-go informer harness into $out" >&2
 (cd "$here" && "$GO" test -c -trimpath -o "$tmp/informer" .)
+rm -rf "$tmp/go-build-cache"
 rm -rf "$out"
 mv "$tmp" "$out"
 trap - EXIT

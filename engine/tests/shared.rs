@@ -347,11 +347,22 @@ async fn a_late_subscribers_tape_records_the_snapshot_then_each_change() {
                 SourceEvent::Delete(o) => {
                     format!("delete {}", o.metadata.name.as_deref().unwrap_or(""))
                 }
+                SourceEvent::ReplaceShared(all) => format!("replace {} shared", all.len()),
+                SourceEvent::UpsertShared(o) => {
+                    format!("upsert {} shared", o.metadata.name.as_deref().unwrap_or(""))
+                }
+                SourceEvent::DeleteShared(o) => {
+                    format!("delete {} shared", o.metadata.name.as_deref().unwrap_or(""))
+                }
             }),
             _ => None,
         })
         .collect();
-    assert_eq!(events, ["replace 3", "delete a", "upsert d"]);
+    // The cache's pointers, not copies: the subscriber's store shares each object.
+    assert_eq!(
+        events,
+        ["replace 3 shared", "delete a shared", "upsert d shared"]
+    );
     stop_cleanly(&handle, task).await;
     stop_cleanly(&source, reflecting).await;
 }

@@ -147,6 +147,22 @@ async fn two_controllers_share_one_source_each_with_its_own_key_map_and_a_third_
     assert_eq!(cache.share_stats().subscribers, 3);
     assert_eq!(cache.share_stats().lagged, 0);
 
+    // One copy of each object between the shared cache and its subscribers' stores: each
+    // store holds the cache's own pointer, from the snapshot (b, c) and from a later change
+    // (d) alike.
+    let cell_cache = cell_handle.cache();
+    for name in ["b", "c", "d"] {
+        let key = ObjectKey::new(Some("ns"), name);
+        let held = cache.get(&key).expect("in the shared cache");
+        for (who, store) in [("cell", &cell_cache), ("late", &late_cache)] {
+            let subscriber = store.get(&key).expect("in the subscriber's store");
+            assert!(
+                Arc::ptr_eq(&held, &subscriber),
+                "{who}'s store holds a copy of {name}, not the shared cache's object"
+            );
+        }
+    }
+
     stop_cleanly(&late_handle, late_task).await;
     stop_cleanly(&cell_handle, cell_task).await;
     stop_cleanly(&zone_handle, zone_task).await;

@@ -356,6 +356,17 @@ impl<O, P> Handle<O, P> {
         self.push(Msg::Source(SourceEvent::Replace(objects))).await
     }
 
+    /// Pushes an in-process event whose objects may be shared with another cache
+    /// ([`SourceEvent::UpsertShared`] and the like): the store keeps the pointers instead of
+    /// a copy of each object. A controller with a transform should be pushed objects it
+    /// holds alone (see [`SourceEvent`]).
+    ///
+    /// # Errors
+    /// [`Error::NotRunning`] once the controller has ended.
+    pub async fn source_event(&self, event: SourceEvent<O>) -> Result<(), Error> {
+        self.push(Msg::Source(event)).await
+    }
+
     /// Ends the in-process stream; the core reopens it after `source_retry_delay`, and the
     /// next push must then be a [`replace`](Handle::replace).
     ///

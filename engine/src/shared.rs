@@ -36,7 +36,7 @@ use std::convert::Infallible;
 use std::fmt;
 use std::sync::Arc;
 
-use reconcile_core::{KeyMap, Object, ObjectKey, ParentsBy};
+use reconcile_core::{KeyMap, Object, ObjectKey, ParentsBy, SourceEvent};
 
 use super::cache::{Cache, Feed};
 use super::controller::{Controller, ParentKey, Running, owner_type};
@@ -114,8 +114,10 @@ where
     /// `key_map` into its own queue. It syncs once the shared cache has synced and its
     /// snapshot reached this controller's store; it may start at any time.
     ///
-    /// Each controller's store holds its own copy of each object (the watch, the decoding
-    /// and the shared cache are shared; the per-controller store is not).
+    /// Each controller's store holds its own index of the objects, but not its own copy of
+    /// them: it keeps the shared cache's pointers (in-process `*Shared` events,
+    /// [`SourceEvent::UpsertShared`]), so the watch, the decoding and the objects themselves
+    /// are shared.
     pub fn for_shared_with<Q>(
         runtime: R,
         shared: SharedSource<O, Q>,
@@ -363,16 +365,19 @@ where
             return;
         };
         while let Ok(change) = changes.recv().await {
-            let pushed = match change {
-                Feed::Replace(all) => {
-                    handle
-                        .replace(all.iter().map(|o| (**o).clone()).collect())
-                        .await
+            // The cache's own pointers: the subscriber's store shares each object with it.
+            let event = match change {
+                Feed::Replace(all) => SourceEvent::ReplaceShared(all.to_vec()),
+                Feed::Upsert(o) => SourceEvent::UpsertShared(o),
+                Feed::Delete(o) => SourceEvent::DeleteShared(o),
+                Feed::Cursor(rv) => {
+                    if handle.source_cursor(&*rv).await.is_err() {
+                        return;
+                    }
+                    continue;
                 }
-                Feed::Upsert(o) => handle.upsert((*o).clone()).await,
-                Feed::Delete(o) => handle.delete((*o).clone()).await,
-                Feed::Cursor(rv) => handle.source_cursor(&*rv).await,
             };
+            let pushed = handle.source_event(event).await;
             if pushed.is_err() {
                 // This controller has ended.
                 return;

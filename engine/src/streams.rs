@@ -184,12 +184,7 @@ async fn feed<O, P>(
 ) {
     let mut events = std::pin::pin!(events);
     while let Some(event) = events.next().await {
-        let pushed = match event {
-            SourceEvent::Replace(all) => handle.replace(all).await,
-            SourceEvent::Upsert(o) => handle.upsert(o).await,
-            SourceEvent::Delete(o) => handle.delete(o).await,
-        };
-        if pushed.is_err() {
+        if handle.source_event(event).await.is_err() {
             return;
         }
     }

@@ -147,6 +147,22 @@ async fn two_controllers_share_one_source_each_with_its_own_key_map_and_a_third_
     assert_eq!(cache.share_stats().subscribers, 3);
     assert_eq!(cache.share_stats().lagged, 0);
 
+    // One copy of each object between the shared cache and its subscribers' stores: each
+    // store holds the cache's own pointer, from the snapshot (b, c) and from a later change
+    // (d) alike.
+    let cell_cache = cell_handle.cache();
+    for name in ["b", "c", "d"] {
+        let key = ObjectKey::new(Some("ns"), name);
+        let held = cache.get(&key).expect("in the shared cache");
+        for (who, store) in [("cell", &cell_cache), ("late", &late_cache)] {
+            let subscriber = store.get(&key).expect("in the subscriber's store");
+            assert!(
+                Arc::ptr_eq(&held, &subscriber),
+                "{who}'s store holds a copy of {name}, not the shared cache's object"
+            );
+        }
+    }
+
     stop_cleanly(&late_handle, late_task).await;
     stop_cleanly(&cell_handle, cell_task).await;
     stop_cleanly(&zone_handle, zone_task).await;
@@ -347,11 +363,22 @@ async fn a_late_subscribers_tape_records_the_snapshot_then_each_change() {
                 SourceEvent::Delete(o) => {
                     format!("delete {}", o.metadata.name.as_deref().unwrap_or(""))
                 }
+                SourceEvent::ReplaceShared(all) => format!("replace {} shared", all.len()),
+                SourceEvent::UpsertShared(o) => {
+                    format!("upsert {} shared", o.metadata.name.as_deref().unwrap_or(""))
+                }
+                SourceEvent::DeleteShared(o) => {
+                    format!("delete {} shared", o.metadata.name.as_deref().unwrap_or(""))
+                }
             }),
             _ => None,
         })
         .collect();
-    assert_eq!(events, ["replace 3", "delete a", "upsert d"]);
+    // The cache's pointers, not copies: the subscriber's store shares each object.
+    assert_eq!(
+        events,
+        ["replace 3 shared", "delete a shared", "upsert d shared"]
+    );
     stop_cleanly(&handle, task).await;
     stop_cleanly(&source, reflecting).await;
 }

@@ -585,9 +585,16 @@ impl Replay<'_> {
                     }
                 };
                 let text = match &event {
-                    SourceEvent::Upsert(_) => format!("source {stream} upsert"),
-                    SourceEvent::Delete(_) => format!("source {stream} delete"),
+                    SourceEvent::Upsert(_) | SourceEvent::UpsertShared(_) => {
+                        format!("source {stream} upsert")
+                    }
+                    SourceEvent::Delete(_) | SourceEvent::DeleteShared(_) => {
+                        format!("source {stream} delete")
+                    }
                     SourceEvent::Replace(o) => {
+                        format!("source {stream} replace objects={}", o.len())
+                    }
+                    SourceEvent::ReplaceShared(o) => {
                         format!("source {stream} replace objects={}", o.len())
                     }
                 };

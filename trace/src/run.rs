@@ -311,6 +311,15 @@ impl TraceBuilder {
                         .map(to_json)
                         .collect::<Option<Vec<_>>>()
                         .map(SourceOp::Replace),
+                    // A shared object is recorded as the object: a replay feeds it back as a
+                    // plain event, which the core takes the same way.
+                    SourceEvent::UpsertShared(o) => to_json(&**o).map(SourceOp::Upsert),
+                    SourceEvent::DeleteShared(o) => to_json(&**o).map(SourceOp::Delete),
+                    SourceEvent::ReplaceShared(objects) => objects
+                        .iter()
+                        .map(|o| to_json(&**o))
+                        .collect::<Option<Vec<_>>>()
+                        .map(SourceOp::Replace),
                 };
                 match op {
                     Some(op) => push(&mut self.held, Record::Source(op), None),

@@ -947,7 +947,7 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
             selection.outside(shard).then_some(shard)
         };
         let found = match change {
-            Change::Replace(items) => items.iter().find_map(|o| outside(o).map(|s| (o, s))),
+            Change::Replace(items) => items.iter().find_map(|o| outside(o).map(|s| (&**o, s))),
             Change::Upsert(o) | Change::Delete(o) => outside(o).map(|s| (&**o, s)),
         };
         let Some((object, shard)) = found else {

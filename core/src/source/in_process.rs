@@ -77,7 +77,7 @@ impl InProcessSource {
             }));
             return None;
         }
-        if !*replaced && !matches!(event, SourceEvent::Replace(_)) {
+        if !*replaced && !event.is_replace() {
             out.push_back(Output::Event(Event::SourceNotSynced { stream }));
             out.push_back(Output::Command(Command::CloseSource { stream }));
             self.phase = Phase::Waiting {

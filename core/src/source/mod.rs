@@ -19,12 +19,13 @@ pub(crate) mod store;
 pub(crate) mod transform;
 
 /// A store write inside the core, with objects already shared: the reflector moves each
-/// decoded object into its `Arc` once, and nothing copies it afterwards.
+/// decoded object into its `Arc` once, and nothing copies it afterwards; an in-process
+/// source's shared events keep the pointers they came with.
 #[derive(Debug)]
 pub(crate) enum Change<O> {
     Upsert(Arc<O>),
     Delete(Arc<O>),
-    Replace(Vec<O>),
+    Replace(Vec<Arc<O>>),
 }
 
 impl<O> From<SourceEvent<O>> for Change<O> {
@@ -32,7 +33,12 @@ impl<O> From<SourceEvent<O>> for Change<O> {
         match event {
             SourceEvent::Upsert(o) => Change::Upsert(Arc::new(o)),
             SourceEvent::Delete(o) => Change::Delete(Arc::new(o)),
-            SourceEvent::Replace(objects) => Change::Replace(objects),
+            SourceEvent::Replace(objects) => {
+                Change::Replace(objects.into_iter().map(Arc::new).collect())
+            }
+            SourceEvent::UpsertShared(o) => Change::Upsert(o),
+            SourceEvent::DeleteShared(o) => Change::Delete(o),
+            SourceEvent::ReplaceShared(objects) => Change::Replace(objects),
         }
     }
 }

@@ -347,7 +347,7 @@ impl<O: Object> Reflector<O> {
         self.cursor = Some(list.resource_version);
         self.counters.cursor_at = Some(now);
         self.watch(now, ids, out);
-        Some(Change::Replace(items))
+        Some(Change::Replace(items.into_iter().map(Arc::new).collect()))
     }
 
     fn list_failed<Q, P>(
@@ -783,7 +783,7 @@ impl<O: Object> Reflector<O> {
                 self.counters.list_bytes += initial.bytes;
                 self.cursor = Some(resource_version);
                 self.counters.cursor_at = Some(now);
-                return Some(Change::Replace(objects));
+                return Some(Change::Replace(objects.into_iter().map(Arc::new).collect()));
             }
             WatchEvent::Error(status) => {
                 out.push_back(Output::Command(Command::CloseWatch { stream }));

@@ -193,7 +193,7 @@ impl<C: Object + Send + Sync, P: Ord + Clone> Source<C, P> {
                 }
             }
             Change::Replace(objects) => {
-                let incoming: BTreeMap<ObjectKey, C> = objects
+                let incoming: BTreeMap<ObjectKey, Arc<C>> = objects
                     .into_iter()
                     .filter_map(|o| Some((o.key()?, o)))
                     .collect();
@@ -207,7 +207,7 @@ impl<C: Object + Send + Sync, P: Ord + Clone> Source<C, P> {
                     self.remove(&key, wakes);
                 }
                 for (_, object) in incoming {
-                    self.upsert(Arc::new(object), wakes, out);
+                    self.upsert(object, wakes, out);
                 }
                 self.synced = true;
             }

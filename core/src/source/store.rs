@@ -375,7 +375,7 @@ impl<O: Object, P: Ord + Hash + Clone> Store<O, P> {
 
     fn replace(
         &mut self,
-        objects: Vec<O>,
+        objects: Vec<Arc<O>>,
         key_map: &KeyMap<O, P>,
         wakes: &mut Vec<Arc<P>>,
         rejected: &mut Vec<Rejected<P>>,
@@ -383,7 +383,7 @@ impl<O: Object, P: Ord + Hash + Clone> Store<O, P> {
         let mut incoming = BTreeMap::new();
         for object in objects {
             let mut key = String::new();
-            if object_key_into(&object, &mut key) {
+            if object_key_into(&*object, &mut key) {
                 // A listing that names a key twice keeps the later object, as a watch would.
                 incoming.insert(key, object);
             } else {
@@ -407,7 +407,7 @@ impl<O: Object, P: Ord + Hash + Clone> Store<O, P> {
             }
         }
         for (key, object) in incoming {
-            self.upsert(&key, Arc::new(object), key_map, wakes, rejected);
+            self.upsert(&key, object, key_map, wakes, rejected);
         }
         if let Some(log) = &mut self.changes {
             // A copy is rebuilt from the whole cache rather than key by key.

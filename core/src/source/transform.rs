@@ -72,19 +72,21 @@ impl<O: 'static> Transform<O> {
         (self.f)(object);
     }
 
-    /// Applies the transform to every object of `change`. The objects of a `Change` are not
-    /// shared yet (the reflector and the in-process source move each decoded object into a
-    /// fresh `Arc`), so each is changed in place; one that were shared would be left as it is
-    /// rather than copied (`O` need not be `Clone`), which no path does (see the test
-    /// `a_shared_object_is_left_untouched`).
+    /// Applies the transform to every object of `change`, in place. The objects the reflector
+    /// and the in-process source's plain events bring are not shared yet (each decoded object
+    /// was moved into a fresh `Arc`), so each is changed; one that is shared (an in-process
+    /// `*Shared` event's, still held by another cache) is left as it is rather than copied
+    /// (`O` need not be `Clone`): see [`SourceEvent`](crate::SourceEvent) and the test
+    /// `a_shared_object_is_left_untouched`.
     pub(crate) fn change(&self, change: &mut Change<O>) {
-        match change {
-            Change::Upsert(object) | Change::Delete(object) => {
-                if let Some(object) = Arc::get_mut(object) {
-                    self.apply(object);
-                }
+        let apply = |object: &mut Arc<O>| {
+            if let Some(object) = Arc::get_mut(object) {
+                self.apply(object);
             }
-            Change::Replace(objects) => objects.iter_mut().for_each(|o| self.apply(o)),
+        };
+        match change {
+            Change::Upsert(object) | Change::Delete(object) => apply(object),
+            Change::Replace(objects) => objects.iter_mut().for_each(apply),
         }
     }
 }
@@ -151,7 +153,7 @@ mod tests {
         let name = |o: &PodView| o.metadata.name.as_deref().unwrap_or("").to_owned();
         match change {
             Change::Upsert(o) | Change::Delete(o) => vec![name(o)],
-            Change::Replace(objects) => objects.iter().map(name).collect(),
+            Change::Replace(objects) => objects.iter().map(|o| name(o)).collect(),
         }
     }
 
@@ -162,7 +164,7 @@ mod tests {
             (Change::Upsert(Arc::new(pod("a"))), vec!["a-t"]),
             (Change::Delete(Arc::new(pod("b"))), vec!["b-t"]),
             (
-                Change::Replace(vec![pod("c"), pod("d")]),
+                Change::Replace(vec![Arc::new(pod("c")), Arc::new(pod("d"))]),
                 vec!["c-t", "d-t"],
             ),
         ] {

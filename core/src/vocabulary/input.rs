@@ -1,5 +1,6 @@
 //! What a driver feeds the loop: the inputs, and the answers they carry.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -203,6 +204,16 @@ pub enum StreamEnd {
 }
 
 /// One write to the store.
+///
+/// The `*Shared` variants carry objects another cache in the process already holds (a
+/// shared source's subscriber is fed them): the store keeps the pointer it is given, so
+/// every store fed the same `Arc` holds one copy of the object between them. They mean
+/// exactly what the plain variants mean; a trace records them as it records those.
+///
+/// A [`Transform`](crate::Transform) changes an object in place, so it can change only an
+/// object nothing else points to (the core cannot copy one: `O` need not be `Clone`). A
+/// loop with a transform should be pushed plain events, or shared ones whose pointers it
+/// holds alone; a shared object it cannot change is cached as it came.
 #[derive(Debug, Clone, PartialEq)]
 pub enum SourceEvent<O> {
     /// Insert or update.
@@ -211,6 +222,24 @@ pub enum SourceEvent<O> {
     Delete(O),
     /// The whole world: everything not in it is deleted.
     Replace(Vec<O>),
+    /// [`SourceEvent::Upsert`] of an object shared with another cache.
+    UpsertShared(Arc<O>),
+    /// [`SourceEvent::Delete`] of an object shared with another cache.
+    DeleteShared(Arc<O>),
+    /// [`SourceEvent::Replace`] with objects shared with another cache.
+    ReplaceShared(Vec<Arc<O>>),
+}
+
+impl<O> SourceEvent<O> {
+    /// Whether this is the whole world ([`SourceEvent::Replace`] or
+    /// [`SourceEvent::ReplaceShared`]).
+    #[must_use]
+    pub fn is_replace(&self) -> bool {
+        matches!(
+            self,
+            SourceEvent::Replace(_) | SourceEvent::ReplaceShared(_)
+        )
+    }
 }
 
 /// How a reconcile run ended.

@@ -854,6 +854,11 @@ impl Sim<'_> {
             SourceEvent::Upsert(p) => format!("source {stream} upsert {}", key(p)),
             SourceEvent::Delete(p) => format!("source {stream} delete {}", key(p)),
             SourceEvent::Replace(ps) => format!("source {stream} replace objects={}", ps.len()),
+            SourceEvent::UpsertShared(p) => format!("source {stream} upsert {}", key(&**p)),
+            SourceEvent::DeleteShared(p) => format!("source {stream} delete {}", key(&**p)),
+            SourceEvent::ReplaceShared(ps) => {
+                format!("source {stream} replace objects={}", ps.len())
+            }
         };
         let text = if self.h.rendering() {
             describe()

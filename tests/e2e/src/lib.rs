@@ -117,6 +117,9 @@ macro_rules! kinds_suite {
                 two_controllers_share_one_watch_and_a_late_one_joins,
                 a_controller_over_a_stream_of_objects_reconciles_each,
                 a_subscribers_rerun_after_its_write_sees_the_write,
+                a_pod_in_a_shared_cache_wakes_the_configmap_its_label_names,
+                a_streamed_pod_wakes_the_configmap_that_controls_it,
+                a_streamed_secret_wakes_each_configmap_its_mapper_names,
             );
             $crate::cases!($driver, ports:
                 a_pod_reflector_caches_slim_pods_and_sees_each,

@@ -28,7 +28,7 @@ use super::shared::{Counting, Counts};
 use crate::harness::{Case, DriverUnderTest, WAIT};
 
 /// A pod the case makes: no node, so it stays `Pending` and nothing but the case writes it.
-fn unscheduled(name: &str) -> Value {
+pub(crate) fn unscheduled(name: &str) -> Value {
     let mut pod = pod_manifest(name, &[("app", "e2e")]);
     if let Some(spec) = pod["spec"].as_object_mut() {
         spec.remove("nodeName");

@@ -3,20 +3,29 @@
 //! and a third that joins after the sync sees the snapshot then every later change; a
 //! controller over a stream of objects reconciles each as it comes; a subscriber reads its
 //! own writes through the shared cache's cursor.
+//!
+//! Secondaries fed by a shared cache or a stream (`watches_shared`, `owns_stream`,
+//! `watches_stream`): a ConfigMap controller is woken by pods in a reflector's cache, by
+//! pods it controls arriving down a stream, and by Secrets a function maps to ConfigMaps.
+//! Each counts its ConfigMaps' runs and waits for exact counts, which a wake too many fails
+//! at once: there is no resync, and nothing else writes the ConfigMaps.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use reconcile_core::KeyMap;
+use k8s_openapi::api::core::v1::ConfigMap;
 use reconcile_core::pod::PodView;
+use reconcile_core::{KeyMap, ObjectKey};
 use reconcile_engine::{
-    Action, BodyStream, BoxFuture, Controller, Reconcile, Reflector, Source, Transport,
-    TransportError, default_error_policy,
+    Action, BodyStream, BoxFuture, Controller, Reconcile, Reflector, SharedSource, Source,
+    Transport, TransportError, default_error_policy,
 };
 use reconcile_k8s_env::{ApiServer, pod_manifest};
-use serde_json::Value;
+use serde_json::{Value, json};
 
+use super::kinds::{Live, connect};
+use super::ports::unscheduled;
 use crate::harness::{Case, DriverUnderTest, WAIT, eventually};
 
 /// A transport that counts the LISTs and WATCHes sent through it.
@@ -340,4 +349,375 @@ pub async fn a_subscribers_rerun_after_its_write_sees_the_write<D: DriverUnderTe
     );
     running.shutdown().await.expect("a clean stop");
     reflecting.shutdown().await.expect("a clean stop");
+}
+
+/// The label by which a pod of the `watches_shared` case names the ConfigMap it wakes.
+const CONFIG: &str = "config";
+
+/// The annotation in which a Secret of the `watches_stream` case lists, comma-separated,
+/// the ConfigMaps it wakes.
+const USED_BY: &str = "e2e.reconcile-loop/used-by";
+
+/// How many times each ConfigMap, by name, has been reconciled.
+type Runs = Arc<Mutex<BTreeMap<String, usize>>>;
+
+/// The reconcile of the secondaries' cases: counts the run of its ConfigMap.
+async fn count_run(request: Reconcile<ConfigMap, ObjectKey>, runs: Runs) -> Result<Action, String> {
+    *runs
+        .lock()
+        .unwrap()
+        .entry(request.parent().name().to_owned())
+        .or_default() += 1;
+    Ok(Action::await_change())
+}
+
+/// Creates ConfigMap `name` in `ns`; returns it as the apiserver wrote it (with its uid).
+fn configmap<D: DriverUnderTest>(case: &Case<D>, ns: &str, name: &str) -> Value {
+    case.api()
+        .create(
+            &format!("/api/v1/namespaces/{ns}/configmaps"),
+            &json!({
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": { "name": name, "labels": { "app": "e2e" } },
+            }),
+        )
+        .unwrap_or_else(|e| panic!("{}: create configmap {name}: {e}", case.name))
+}
+
+/// A controller of the ConfigMaps of `ns`, one parent per ConfigMap, with no resync: each
+/// run after the first listing's is a wake from its secondary.
+async fn configmaps<D: DriverUnderTest>(
+    case: &Case<D>,
+    ns: &str,
+) -> Controller<ConfigMap, ObjectKey, D::Runtime, D::Transport> {
+    let source =
+        Source::<ConfigMap, D::Transport>::namespaced(connect(case).await, ns).labels("app=e2e");
+    Controller::with_runtime(D::runtime(), source, KeyMap::by_object()).resync(None)
+}
+
+/// Waits until the ConfigMaps have run exactly as often as `want` says, each of them; fails
+/// at once when one ran more often (a wake that should not have happened). `want` names
+/// every ConfigMap of the case, so the ones a step must leave alone are checked too.
+async fn ran<D: DriverUnderTest>(case: &Case<D>, runs: &Runs, want: &[(&str, usize)], after: &str) {
+    ran_with(case, runs, want, None, after).await;
+}
+
+/// [`ran`], except that `busy` may run more often than it says: for a step that sends its
+/// ConfigMap more than one event (a pod's deletion may come as a MODIFIED that sets its
+/// `deletionTimestamp`, then the DELETED), whose runs may or may not coalesce.
+async fn ran_with<D: DriverUnderTest>(
+    case: &Case<D>,
+    runs: &Runs,
+    want: &[(&str, usize)],
+    busy: Option<&str>,
+    after: &str,
+) {
+    case.eventually(&format!("runs {want:?} after {after}"), || {
+        let got = runs.lock().unwrap().clone();
+        let count = |name: &str| got.get(name).copied().unwrap_or(0);
+        for (name, want) in want {
+            assert!(
+                count(name) <= *want || busy == Some(*name),
+                "{}: {name} ran {} times after {after}, {want} expected: {got:?}",
+                case.name,
+                count(name)
+            );
+        }
+        let reached = |name: &str, want: usize| match busy == Some(name) {
+            true => count(name) >= want,
+            false => count(name) == want,
+        };
+        if want.iter().all(|(name, want)| reached(name, *want)) {
+            Ok(())
+        } else {
+            Err(format!("{got:?}"))
+        }
+    })
+    .await;
+}
+
+/// `watches_shared` (kube-runtime's `watches_shared_stream`): a ConfigMap controller whose
+/// secondary is a reflector's cache of pods, each pod naming a ConfigMap by its `config`
+/// label. A pod created wakes the ConfigMap it names, one with no such label wakes none, a
+/// pod relabelled wakes both the ConfigMap it left and the one it names, and a pod deleted
+/// wakes the one it named last (once or twice: the apiserver may first send the pod with its
+/// `deletionTimestamp` set, a change of its own). The pods are listed once and watched once, by the
+/// reflector, as counted at its transport: the secondary sends no request of its own.
+pub async fn a_pod_in_a_shared_cache_wakes_the_configmap_its_label_names<D: DriverUnderTest>(
+    case: Case<D>,
+) {
+    let _steady = case.env.steady();
+    let ns = case.namespace();
+    configmap(&case, &ns, "cm-a");
+    configmap(&case, &ns, "cm-b");
+    let counts = Arc::new(Counts::default());
+    let counting = Counting {
+        inner: connect(&case).await,
+        counts: Arc::clone(&counts),
+    };
+    let pods =
+        Source::<PodView, Counting<D::Transport>>::pods(counting, Some(&ns)).labels("app=e2e");
+    let reflecting = Reflector::with_runtime(D::runtime(), pods)
+        .start()
+        .await
+        .expect("the reflector synced");
+    let runs = Runs::default();
+    let controller = configmaps(&case, &ns).await.watches_shared(
+        SharedSource::of(reflecting.cache()),
+        |pod: &PodView| {
+            pod.metadata
+                .labels
+                .get(CONFIG)
+                .map(|name| vec![ObjectKey::new(pod.metadata.namespace.as_deref(), name)])
+                .unwrap_or_default()
+        },
+    );
+    let live = Live::start(
+        &case,
+        controller.handle(),
+        controller.start(count_run, default_error_policy, Arc::clone(&runs)),
+    )
+    .await;
+    ran(
+        &case,
+        &runs,
+        &[("cm-a", 1), ("cm-b", 1)],
+        "the first listing",
+    )
+    .await;
+
+    let mut p1 = unscheduled("p1");
+    p1["metadata"]["labels"][CONFIG] = json!("cm-a");
+    let created = |pod: &Value| {
+        case.api()
+            .create_pod(&ns, pod)
+            .unwrap_or_else(|e| panic!("{}: create pod: {e}", case.name));
+    };
+    created(&p1);
+    ran(
+        &case,
+        &runs,
+        &[("cm-a", 2), ("cm-b", 1)],
+        "p1 came naming cm-a",
+    )
+    .await;
+    created(&unscheduled("unlabelled"));
+    case.api()
+        .patch_pod(
+            &ns,
+            "p1",
+            &json!({"metadata": {"labels": {CONFIG: "cm-b"}}}),
+        )
+        .unwrap_or_else(|e| panic!("{}: patch pod: {e}", case.name));
+    ran(
+        &case,
+        &runs,
+        &[("cm-a", 3), ("cm-b", 2)],
+        "a pod naming none, then p1 moved from cm-a to cm-b",
+    )
+    .await;
+    case.api()
+        .delete_pod(&ns, "p1", Some(0))
+        .unwrap_or_else(|e| panic!("{}: delete pod: {e}", case.name));
+    ran_with(
+        &case,
+        &runs,
+        &[("cm-a", 3), ("cm-b", 3)],
+        Some("cm-b"),
+        "p1's deletion",
+    )
+    .await;
+
+    assert_eq!(
+        reflecting.cache().share_stats().subscribers,
+        1,
+        "the secondary is the reflector's one subscriber"
+    );
+    live.shutdown().await;
+    reflecting.shutdown().await.expect("a clean stop");
+    assert_eq!(counts.lists.load(Ordering::SeqCst), 1, "one LIST of pods");
+    assert_eq!(
+        counts.watches.load(Ordering::SeqCst),
+        1,
+        "one WATCH of pods"
+    );
+}
+
+/// An `ownerReferences` entry naming `owner` (an object as the apiserver wrote it).
+fn owner_reference(owner: &Value, controller: bool) -> Value {
+    json!({
+        "apiVersion": owner["apiVersion"],
+        "kind": owner["kind"],
+        "name": owner["metadata"]["name"],
+        "uid": owner["metadata"]["uid"],
+        "controller": controller,
+    })
+}
+
+/// `owns_stream` (kube-runtime's `owns_stream`): a ConfigMap controller whose secondary is
+/// a stream of pods (created on the apiserver, and sent down a channel as it returned
+/// them). A pod whose controller owner is a ConfigMap wakes it; a pod with no owner, one
+/// owned by a ConfigMap that is not its controller, and one controlled by a Secret of a
+/// ConfigMap's name wake none (each is followed by a pod waking the other ConfigMap, so
+/// the wake they must not cause has had its chance). The pods are not cached.
+pub async fn a_streamed_pod_wakes_the_configmap_that_controls_it<D: DriverUnderTest>(
+    case: Case<D>,
+) {
+    use k8s_openapi::api::core::v1::Pod;
+
+    let _steady = case.env.steady();
+    let ns = case.namespace();
+    let cm_a = configmap(&case, &ns, "cm-a");
+    let cm_b = configmap(&case, &ns, "cm-b");
+    let secret_b = case
+        .api()
+        .create(
+            &format!("/api/v1/namespaces/{ns}/secrets"),
+            &json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "cm-b"}}),
+        )
+        .unwrap_or_else(|e| panic!("{}: create secret: {e}", case.name));
+    let (tx, rx) = async_channel::bounded::<Pod>(8);
+    let runs = Runs::default();
+    let controller = configmaps(&case, &ns).await.owns_stream(rx);
+    let cache = controller.cache();
+    let live = Live::start(
+        &case,
+        controller.handle(),
+        controller.start(count_run, default_error_policy, Arc::clone(&runs)),
+    )
+    .await;
+    ran(
+        &case,
+        &runs,
+        &[("cm-a", 1), ("cm-b", 1)],
+        "the first listing",
+    )
+    .await;
+
+    let send = |name: &'static str, owners: Vec<Value>| {
+        let mut pod = unscheduled(name);
+        pod["metadata"]["ownerReferences"] = Value::Array(owners);
+        let written = case
+            .api()
+            .create_pod(&ns, &pod)
+            .unwrap_or_else(|e| panic!("{}: create pod {name}: {e}", case.name));
+        let pod: Pod = serde_json::from_value(written).expect("a pod");
+        let tx = tx.clone();
+        async move { tx.send(pod).await.expect("the controller reads its stream") }
+    };
+    send("c1", vec![owner_reference(&cm_a, true)]).await;
+    ran(
+        &case,
+        &runs,
+        &[("cm-a", 2), ("cm-b", 1)],
+        "c1, controlled by cm-a",
+    )
+    .await;
+    send("orphan", vec![]).await;
+    send("adopted", vec![owner_reference(&cm_b, false)]).await;
+    send("secrets", vec![owner_reference(&secret_b, true)]).await;
+    send("c2", vec![owner_reference(&cm_a, true)]).await;
+    ran(
+        &case,
+        &runs,
+        &[("cm-a", 3), ("cm-b", 1)],
+        "pods with no owner, not controlled by cm-b, controlled by a Secret cm-b; then c2, \
+         controlled by cm-a",
+    )
+    .await;
+    send("c3", vec![owner_reference(&cm_b, true)]).await;
+    ran(
+        &case,
+        &runs,
+        &[("cm-a", 3), ("cm-b", 2)],
+        "c3, controlled by cm-b",
+    )
+    .await;
+    assert_eq!(cache.state().len(), 2, "the ConfigMaps only: no pod cached");
+    live.shutdown().await;
+}
+
+/// `watches_stream` (kube-runtime's `watches_stream`): a ConfigMap controller whose
+/// secondary is a stream of Secrets (created on the apiserver, and sent down a channel as
+/// it returned them), mapped to ConfigMaps by a function: each Secret lists the ConfigMaps
+/// that use it in an annotation. A Secret wakes each ConfigMap it lists; one that lists
+/// none, or only a ConfigMap that does not exist, wakes none.
+pub async fn a_streamed_secret_wakes_each_configmap_its_mapper_names<D: DriverUnderTest>(
+    case: Case<D>,
+) {
+    use k8s_openapi::api::core::v1::Secret;
+
+    let _steady = case.env.steady();
+    let ns = case.namespace();
+    configmap(&case, &ns, "cm-a");
+    configmap(&case, &ns, "cm-b");
+    let (tx, rx) = async_channel::bounded::<Secret>(8);
+    let runs = Runs::default();
+    let controller = configmaps(&case, &ns)
+        .await
+        .watches_stream(rx, |secret: &Secret| {
+            let ns = secret.metadata.namespace.as_deref();
+            secret
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(USED_BY))
+                .map(|list| {
+                    list.split(',')
+                        .map(|name| ObjectKey::new(ns, name))
+                        .collect()
+                })
+                .unwrap_or_default()
+        });
+    let live = Live::start(
+        &case,
+        controller.handle(),
+        controller.start(count_run, default_error_policy, Arc::clone(&runs)),
+    )
+    .await;
+    ran(
+        &case,
+        &runs,
+        &[("cm-a", 1), ("cm-b", 1)],
+        "the first listing",
+    )
+    .await;
+
+    let send = |name: &'static str, used_by: Option<&str>| {
+        let mut secret = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name}});
+        if let Some(list) = used_by {
+            secret["metadata"]["annotations"] = json!({ USED_BY: list });
+        }
+        let written = case
+            .api()
+            .create(&format!("/api/v1/namespaces/{ns}/secrets"), &secret)
+            .unwrap_or_else(|e| panic!("{}: create secret {name}: {e}", case.name));
+        let secret: Secret = serde_json::from_value(written).expect("a secret");
+        let tx = tx.clone();
+        async move {
+            tx.send(secret)
+                .await
+                .expect("the controller reads its stream");
+        }
+    };
+    send("both", Some("cm-a,cm-b")).await;
+    ran(
+        &case,
+        &runs,
+        &[("cm-a", 2), ("cm-b", 2)],
+        "a Secret used by both",
+    )
+    .await;
+    send("unused", None).await;
+    send("stale", Some("cm-gone")).await;
+    send("b-only", Some("cm-b")).await;
+    ran(
+        &case,
+        &runs,
+        &[("cm-a", 2), ("cm-b", 3)],
+        "Secrets used by none and by a ConfigMap that does not exist; then one used by cm-b",
+    )
+    .await;
+    live.shutdown().await;
 }

@@ -9,14 +9,17 @@
 //! status line every 250 ms; the parent reads them:
 //! 1. **sync:** until the replicas hold every shard, balanced, each caches what it should,
 //!    and the first reconciles have run out: heap and CPU of each replica;
-//! 2. **events:** the parent patches `--patches` pods spread over every namespace, and waits
-//!    until each was reconciled: each replica's CPU and watch frames over that phase;
+//! 2. **idle, then events:** the replicas are left idle for `--idle-secs` (10) to measure what
+//!    they spend with nothing to do (renewing their Leases, mostly); then the parent patches
+//!    `--patches` pods spread over every namespace, and waits until each was reconciled: each
+//!    replica's CPU and watch frames over that phase, and its CPU less the idle rate over as
+//!    long (the events' own);
 //! 3. **takeover** (2 and 4 replicas): one replica is killed (SIGKILL), and the parent
 //!    times until the survivors hold its shards and cache their pods.
 //!
 //! Pods are spread over `--namespaces` namespaces named to differ in their first bytes (the
 //! server's hash is FNV-1a, unmixed: names that differ only at the end crowd into a few
-//! shards). `-- --pods N --namespaces M --shards S --patches P` to change the size, and
+//! shards). `-- --pods N --namespaces M --shards S --patches P --idle-secs T` to change the size, and
 //! `--modes server` or `--modes client` to run one side only.
 
 #![allow(missing_docs)]
@@ -324,6 +327,8 @@ fn main() {
     let namespaces = arg("--namespaces", 1000).max(1);
     let shards = u32::try_from(arg("--shards", 16)).unwrap_or(16);
     let patches = arg("--patches", 5_000);
+    // How long the replicas are watched idle after the sync, for their fixed cost.
+    let idle_window = Duration::from_secs(arg("--idle-secs", 10) as u64);
     let per_namespace = pods.div_ceil(namespaces);
     let exe = std::env::current_exe().expect("this binary");
     let env = K8sEnv::shared().expect("the real apiserver (tests/k8s-env)");
@@ -372,7 +377,7 @@ fn main() {
         layout.total()
     );
     println!(
-        "selection replicas | heap_MiB mean max | sync_cpu_s mean max | event_cpu_s mean max | frames mean | cpu_us_per_frame | takeover_s"
+        "selection replicas | heap_MiB mean max | sync_cpu_s mean max | idle_cpu_s_per_s | event_phase_s | event_cpu_s mean max | net_event_cpu_s mean max | frames mean | cpu_us_per_frame | net_cpu_us_per_frame | takeover_s"
     );
     let mut round = 0u32;
     // `--modes server`, `--modes client`, or both (the default).
@@ -403,7 +408,19 @@ fn main() {
                 println!("{selecting} {n} | did not settle: {seen:?}");
                 continue;
             };
+            // Idle: the replicas' cost with nothing to do (mostly renewing their Leases), to
+            // be taken off the event phase's CPU, which otherwise counts it too.
+            let idle_from = Instant::now();
+            let idle0: Vec<Status> = replicas.iter().filter_map(Replica::status).collect();
+            std::thread::sleep(idle_window);
+            let idle1: Vec<Status> = replicas.iter().filter_map(Replica::status).collect();
+            let idle_secs = idle_from.elapsed().as_secs_f64();
+            if idle0.len() != n || idle1.len() != n {
+                println!("{selecting} {n} | a replica stopped reporting while idle");
+                continue;
+            }
             // Events: a new version of `patches` pods, spread over every namespace.
+            let events_from = Instant::now();
             round += 1;
             let reconciles0: u64 = synced.iter().map(|s| s.reconciles).sum();
             let patched = Mutex::new((0..patches).collect::<Vec<usize>>());
@@ -433,6 +450,7 @@ fn main() {
                 println!("{selecting} {n} | events did not settle");
                 continue;
             };
+            let events_secs = events_from.elapsed().as_secs_f64();
             // Takeover: r0 dies; the survivors take its shards and list their pods.
             let takeover = if n > 1 {
                 let killed = Instant::now();
@@ -451,20 +469,29 @@ fn main() {
             let max = |f: &dyn Fn(usize) -> f64| (0..n).map(f).fold(0.0, f64::max);
             let heap = |i: usize| mib(synced[i].heap);
             let sync_cpu = |i: usize| synced[i].cpu;
-            let event_cpu = |i: usize| after[i].cpu - synced[i].cpu;
-            let frames = |i: usize| (after[i].frames - synced[i].frames) as f64;
-            let per_frame =
-                (0..n).map(event_cpu).sum::<f64>() / (0..n).map(frames).sum::<f64>().max(1.0) * 1e6;
+            let idle_rate = |i: usize| (idle1[i].cpu - idle0[i].cpu) / idle_secs;
+            let event_cpu = |i: usize| after[i].cpu - idle1[i].cpu;
+            // The events' own CPU: the phase's, less what the replica spends idle over as long.
+            let net_cpu = |i: usize| (event_cpu(i) - idle_rate(i) * events_secs).max(0.0);
+            let frames = |i: usize| (after[i].frames - idle1[i].frames) as f64;
+            let per_frame = |cpu: &dyn Fn(usize) -> f64| {
+                (0..n).map(cpu).sum::<f64>() / (0..n).map(frames).sum::<f64>().max(1.0) * 1e6
+            };
             println!(
-                "{} {n} | {:.1} {:.1} | {:.2} {:.2} | {:.2} {:.2} | {:.0} | {per_frame:.1} | {takeover}",
+                "{} {n} | {:.1} {:.1} | {:.2} {:.2} | {:.3} | {events_secs:.1} | {:.2} {:.2} | {:.2} {:.2} | {:.0} | {:.1} | {:.1} | {takeover}",
                 if selecting { "server" } else { "client" },
                 mean(&heap),
                 max(&heap),
                 mean(&sync_cpu),
                 max(&sync_cpu),
+                mean(&idle_rate),
                 mean(&event_cpu),
                 max(&event_cpu),
+                mean(&net_cpu),
+                max(&net_cpu),
                 mean(&frames),
+                per_frame(&event_cpu),
+                per_frame(&net_cpu),
             );
             replicas.clear();
         }

@@ -4,6 +4,8 @@
 //! controller with read your own writes (300 by default; `.ci/run`
 //! runs 10,000 in release).
 
+mod common;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,13 +13,6 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::ResourceExt;
 use reconcile_examples::buggy::{self, Bug, Variant, Widget, child_name, children_of, widget};
 use reconcile_sim::scenario::{Env, Failure, Faults, Scenario, World, create, delete, edit};
-
-fn seeds() -> u64 {
-    std::env::var("SCENARIO_SEEDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(300)
-}
 
 fn replicas(bug: Bug) -> u32 {
     if bug == Bug::MemoryOnly { 2 } else { 1 }
@@ -149,7 +144,7 @@ fn caught(bug: Bug) -> Box<Failure> {
 }
 
 fn passes(bug: Bug) {
-    let summary = scenario(bug, Variant::Fixed).explore(0..seeds());
+    let summary = scenario(bug, Variant::Fixed).explore(0..common::seeds(300));
     eprintln!("{}: {summary}", bug.name());
 }
 
@@ -268,7 +263,7 @@ fn reading_its_own_writes_keeps_a_polling_controller_from_a_duplicate_create() {
         .expect_err("without read-your-own-writes the duplicate is found");
     eprintln!("{off}");
     assert!(off.violation.oracle.contains("more children"), "{off}");
-    let summary = polling(Some(Duration::from_secs(5))).explore(0..seeds());
+    let summary = polling(Some(Duration::from_secs(5))).explore(0..common::seeds(300));
     eprintln!("with read-your-own-writes: {summary}");
 }
 

@@ -1,6 +1,8 @@
 //! configmap-generator under the operator test kit: its own body, unchanged, explored over
 //! seeds with every fault on.
 
+mod common;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -101,17 +103,11 @@ fn without_faults_the_generator_converges() {
     assert_eq!(summary.seeds, 4);
 }
 
-/// Seeds for the long explorations: `SCENARIO_SEEDS` (CI runs 10,000 in release), else 200.
-fn seeds() -> u64 {
-    std::env::var("SCENARIO_SEEDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(200)
-}
-
 #[test]
 fn under_every_fault_the_generator_converges() {
-    let summary = scenario().faults(Faults::all()).explore(0..seeds());
+    let summary = scenario()
+        .faults(Faults::all())
+        .explore(0..common::seeds(200));
     eprintln!("{summary}");
 }
 

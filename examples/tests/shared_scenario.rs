@@ -16,6 +16,8 @@
 //! sees the edit, and after the restart no pod names `db` any more, so nothing ever wakes the
 //! key that would delete `app-db`. A level-triggered controller must watch what it owns.
 
+mod common;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
@@ -234,17 +236,11 @@ fn scenario(keeps_empty_apps: bool) -> Scenario {
     .converges_to(desired)
 }
 
-/// Seeds for the long exploration: `SCENARIO_SEEDS` (CI runs 10,000 in release), else 200.
-fn seeds() -> u64 {
-    std::env::var("SCENARIO_SEEDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(200)
-}
-
 #[test]
 fn two_subscribers_of_one_shared_pod_source_converge_under_every_fault() {
-    let summary = scenario(false).faults(Faults::all()).explore(0..seeds());
+    let summary = scenario(false)
+        .faults(Faults::all())
+        .explore(0..common::seeds(200));
     eprintln!("{summary}");
 }
 

@@ -396,6 +396,23 @@ async fn configmaps<D: DriverUnderTest>(
     Controller::with_runtime(D::runtime(), source, KeyMap::by_object()).resync(None)
 }
 
+/// Starts `controller` with [`count_run`], and waits for the first listing's run of each of
+/// the two ConfigMaps the secondaries' cases make, `cm-a` and `cm-b`.
+async fn start_counting<D: DriverUnderTest>(
+    case: &Case<D>,
+    controller: Controller<ConfigMap, ObjectKey, D::Runtime, D::Transport>,
+    runs: &Runs,
+) -> Live<ConfigMap, D::Runtime> {
+    let live = Live::start(
+        case,
+        controller.handle(),
+        controller.start(count_run, default_error_policy, Arc::clone(runs)),
+    )
+    .await;
+    ran(case, runs, &[("cm-a", 1), ("cm-b", 1)], "the first listing").await;
+    live
+}
+
 /// Waits until the ConfigMaps have run exactly as often as `want` says, each of them; fails
 /// at once when one ran more often (a wake that should not have happened). `want` names
 /// every ConfigMap of the case, so the ones a step must leave alone are checked too.
@@ -473,19 +490,7 @@ pub async fn a_pod_in_a_shared_cache_wakes_the_configmap_its_label_names<D: Driv
                 .unwrap_or_default()
         },
     );
-    let live = Live::start(
-        &case,
-        controller.handle(),
-        controller.start(count_run, default_error_policy, Arc::clone(&runs)),
-    )
-    .await;
-    ran(
-        &case,
-        &runs,
-        &[("cm-a", 1), ("cm-b", 1)],
-        "the first listing",
-    )
-    .await;
+    let live = start_counting(&case, controller, &runs).await;
 
     let mut p1 = unscheduled("p1");
     p1["metadata"]["labels"][CONFIG] = json!("cm-a");
@@ -581,19 +586,7 @@ pub async fn a_streamed_pod_wakes_the_configmap_that_controls_it<D: DriverUnderT
     let runs = Runs::default();
     let controller = configmaps(&case, &ns).await.owns_stream(rx);
     let cache = controller.cache();
-    let live = Live::start(
-        &case,
-        controller.handle(),
-        controller.start(count_run, default_error_policy, Arc::clone(&runs)),
-    )
-    .await;
-    ran(
-        &case,
-        &runs,
-        &[("cm-a", 1), ("cm-b", 1)],
-        "the first listing",
-    )
-    .await;
+    let live = start_counting(&case, controller, &runs).await;
 
     let send = |name: &'static str, owners: Vec<Value>| {
         let mut pod = unscheduled(name);
@@ -670,19 +663,7 @@ pub async fn a_streamed_secret_wakes_each_configmap_its_mapper_names<D: DriverUn
                 })
                 .unwrap_or_default()
         });
-    let live = Live::start(
-        &case,
-        controller.handle(),
-        controller.start(count_run, default_error_policy, Arc::clone(&runs)),
-    )
-    .await;
-    ran(
-        &case,
-        &runs,
-        &[("cm-a", 1), ("cm-b", 1)],
-        "the first listing",
-    )
-    .await;
+    let live = start_counting(&case, controller, &runs).await;
 
     let send = |name: &'static str, used_by: Option<&str>| {
         let mut secret = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name}});

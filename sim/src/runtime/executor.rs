@@ -54,7 +54,9 @@ pub(super) struct State {
     /// The reader of each open watch that waits for a change.
     pub(super) watch_wakers: BTreeMap<u64, Waker>,
     gc_pending: bool,
-    pub(super) log: Vec<String>,
+    pub(super) log: super::log::RunLog,
+    /// [`SimConfig::max_log_bytes`], here so that logging needs only the state.
+    max_log_bytes: usize,
     steps: u64,
     /// What a test kit adds to the run: faults at the transport, a look at every change.
     pub(crate) hooks: Option<Box<dyn super::hooks::Hooks>>,
@@ -101,8 +103,7 @@ impl State {
 
     /// A log line stamped with the virtual time.
     pub(super) fn log(&mut self, line: impl std::fmt::Display) {
-        let line = format!("{} {line}", stamp(self.now));
-        self.log.push(line);
+        self.log.push(self.now, line, self.max_log_bytes);
     }
 
     /// The cluster changed (its resourceVersion moved): each watch reader waiting for news
@@ -146,8 +147,7 @@ impl State {
 /// A virtual offset as the log shows it: seconds with milliseconds, right-aligned.
 #[must_use]
 pub fn stamp(at: Duration) -> String {
-    let ms = at.as_millis();
-    format!("{:>4}.{:03}s", ms / 1000, ms % 1000)
+    super::log::Stamp(at).to_string()
 }
 
 /// The shared core of a simulation: its configuration, the one real `Instant` its clock
@@ -176,7 +176,8 @@ impl Shared {
             cluster,
             watch_wakers: BTreeMap::new(),
             gc_pending: false,
-            log: Vec::new(),
+            log: super::log::RunLog::default(),
+            max_log_bytes: config.max_log_bytes,
             steps: 0,
             hooks: None,
             owned: BTreeMap::new(),

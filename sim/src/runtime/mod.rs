@@ -8,6 +8,7 @@
 //! | tasks on `async-task`, the seeded pick among ready tasks, timers, virtual time, GC passes | `executor.rs` |
 //! | [`SimTransport`]: latency, the cluster's answers, watch bodies | `transport.rs` |
 //! | the tap logging each reconcile from the engine's `reconcile` span | `tap.rs` |
+//! | the run log, in one buffer bounded in bytes | `log.rs` |
 //!
 //! - **Scheduling.** Each step runs one ready task, picked by the seed among all ready
 //!   ones. Once none is ready, the clock jumps to the earliest timer. Nothing reads a real
@@ -26,7 +27,8 @@
 //!   as kube-controller-manager's collector acts on what its informers see, asynchronously.
 //! - **The log.** One line per request (`  0.012s GET /api/... -> 200 rv=12`), watch
 //!   frame, watch end, collector action and reconcile (`  0.020s reconcile default/a`),
-//!   stamped with virtual time: [`Simulation::log`].
+//!   stamped with virtual time: [`Simulation::log`]. It keeps at most
+//!   [`SimConfig::max_log_bytes`].
 //! - **Bounds.** A run ends with a typed [`SimError`] when nothing can progress (every
 //!   task waits on something no timer or write will bring: [`SimError::Deadlock`], with
 //!   what each task waits on), when the next timer lies beyond [`SimConfig::horizon`], or
@@ -40,6 +42,7 @@
 
 mod executor;
 pub(crate) mod hooks;
+mod log;
 mod tap;
 mod transport;
 
@@ -75,6 +78,9 @@ pub struct SimConfig {
     /// Log a line per reconcile (from the engine's `reconcile` span; see the `tap` notes in
     /// [`Simulation::block_on`]).
     pub log_reconciles: bool,
+    /// Bytes the log keeps at most; later lines are counted and dropped, after one line
+    /// that says so ([`Simulation::log_dropped`]).
+    pub max_log_bytes: usize,
 }
 
 impl Default for SimConfig {
@@ -87,6 +93,7 @@ impl Default for SimConfig {
             horizon: Duration::from_secs(3600),
             max_steps: 1_000_000,
             log_reconciles: true,
+            max_log_bytes: 1 << 30,
         }
     }
 }
@@ -261,13 +268,19 @@ impl Simulation {
     /// The log so far, one line each.
     #[must_use]
     pub fn log(&self) -> Vec<String> {
-        self.shared.lock().log.clone()
+        self.shared.lock().log.lines_since(0)
+    }
+
+    /// Lines dropped because the log reached [`SimConfig::max_log_bytes`].
+    #[must_use]
+    pub fn log_dropped(&self) -> u64 {
+        self.shared.lock().log.dropped()
     }
 
     /// The log so far as text, a newline after each line.
     #[must_use]
     pub fn log_text(&self) -> String {
-        self.log().iter().map(|l| format!("{l}\n")).collect()
+        self.shared.lock().log.text().to_owned()
     }
 
     /// Runs `future` as the task `main`, with every task it spawns, until it finishes.
@@ -457,11 +470,7 @@ impl SimHandle {
 
     /// The log's lines from line `from` on.
     pub(crate) fn log_since(&self, from: usize) -> Vec<String> {
-        let st = self.shared.lock();
-        st.log
-            .get(from..)
-            .map(<[String]>::to_vec)
-            .unwrap_or_default()
+        self.shared.lock().log.lines_since(from)
     }
 
     /// Spawns `future` as a task of `incarnation`.

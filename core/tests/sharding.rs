@@ -197,6 +197,10 @@ struct Fleet {
     /// The apiserver serves each turn's LISTs before that turn's writes, and their answers
     /// come last: a LIST shows the Leases as they were before writes already answered.
     stale_lists: bool,
+    /// With a server: each LIST of pods, by replica, with the pods it was answered.
+    lists: Vec<(usize, Vec<String>)>,
+    /// With a server: each WATCH of pods, by replica, with the version it starts from.
+    watches: Vec<(usize, String)>,
 }
 
 impl Fleet {
@@ -222,6 +226,8 @@ impl Fleet {
             replies_lost: BTreeSet::new(),
             unversioned: Vec::new(),
             log: String::new(),
+            lists: Vec::new(),
+            watches: Vec::new(),
         };
         for _ in 0..replicas {
             fleet.add();
@@ -315,8 +321,10 @@ impl Fleet {
                         });
                     }
                     Output::Command(Command::List { req, params, .. }) => {
-                        let items: Vec<String> = self
-                            .served(&params)
+                        let served = self.served(&params);
+                        self.lists
+                            .push((i, served.iter().map(|(n, _, _)| n.clone()).collect()));
+                        let items: Vec<String> = served
                             .iter()
                             .map(|(n, ns, rv)| pod_json(n, ns, *rv))
                             .collect();
@@ -340,7 +348,13 @@ impl Fleet {
                             },
                         });
                     }
-                    Output::Command(Command::Watch { stream, params, .. }) => {
+                    Output::Command(Command::Watch {
+                        stream,
+                        params,
+                        resource_version,
+                        ..
+                    }) => {
+                        self.watches.push((i, resource_version));
                         r.stream = Some(stream);
                         r.watch = Some(WatchParams::clone(&params));
                         inputs.push(Input::WatchOpened { stream });
@@ -1142,4 +1156,97 @@ fn a_lone_replica_holding_every_shard_sees_the_ignored_selector_on_its_list() {
         before,
         "r0 relisted everything again as its shards moved"
     );
+}
+
+#[test]
+fn a_move_lists_only_the_gained_shards_and_replayed_changes_they_hold_are_dropped() {
+    let mut fleet = Fleet::on_server(2, Server::Selects);
+    fleet.run_until(secs(20.0));
+    fleet.check_balance().unwrap();
+    fleet.check_caches().unwrap();
+    let config = fleet.config("any");
+    let shard_of = |fleet: &Fleet, pod: &str| config.shard_of_text(&fleet.namespace(pod));
+    let (kept, gained) = (fleet.held(0), fleet.held(1));
+    let in_gained: Vec<String> = fleet
+        .pods
+        .keys()
+        .filter(|p| gained.contains(&shard_of(&fleet, p)))
+        .cloned()
+        .collect();
+    assert!(!in_gained.is_empty() && in_gained.len() < PODS);
+    // r1 dies, and its pods change while nobody watches them: r0's listing of them will
+    // be newer than where its watch stands.
+    fleet.kill(1);
+    for pod in &in_gained {
+        fleet.pods.insert(pod.clone(), 5);
+    }
+    let (lists, watches) = (fleet.lists.len(), fleet.watches.len());
+    let cursor = fleet.replicas[0]
+        .core
+        .store()
+        .iter()
+        .map(|(_, o, _)| o.metadata.resource_version.clone().unwrap().to_string())
+        .max()
+        .unwrap();
+    fleet.run_until(fleet.now + Duration::from_secs(25));
+    assert_eq!(fleet.held(0).len(), SHARDS as usize);
+    fleet.check_caches().unwrap();
+    // Only the gained shards were listed, and the watch resumed where it stood.
+    let listed: Vec<&String> = fleet.lists[lists..]
+        .iter()
+        .filter(|(r, _)| *r == 0)
+        .flat_map(|(_, pods)| pods)
+        .collect();
+    assert!(!listed.is_empty(), "r0 listed its new shards");
+    for pod in &listed {
+        assert!(
+            !kept.contains(&shard_of(&fleet, pod)),
+            "{pod} is of a shard r0 held all along, and was listed again"
+        );
+    }
+    let resumed: Vec<&String> = fleet.watches[watches..]
+        .iter()
+        .filter(|(r, _)| *r == 0)
+        .map(|(_, rv)| rv)
+        .collect();
+    assert_eq!(
+        resumed.last(),
+        Some(&&cursor),
+        "the watch resumes from its cursor"
+    );
+    // The watch now replays a change to a gained pod from before the listing: the cache
+    // keeps the listed state. A change after the listing is applied.
+    let pod = &in_gained[0];
+    let namespace = fleet.namespace(pod);
+    let line = |rv: u64, label: &str| {
+        format!(
+            r#"{{"type":"MODIFIED","object":{{"metadata":{{"name":"{pod}","namespace":"{namespace}","resourceVersion":"{rv}","labels":{{"seen":"{label}"}}}}}}}}"#
+        )
+    };
+    let stream = fleet.replicas[0].stream.unwrap();
+    let cached = |fleet: &Fleet| {
+        let key = ObjectKey::new(Some(&namespace), pod);
+        let o = fleet.replicas[0].core.store().get(&key).cloned().unwrap();
+        let label = o.metadata.labels.get("seen").map(str::to_owned);
+        (
+            o.metadata.resource_version.clone().unwrap().to_string(),
+            label,
+        )
+    };
+    let send = |fleet: &mut Fleet, rv: u64, label: &str| {
+        let line = line(rv, label).into();
+        let now = fleet.now;
+        fleet.replicas[0]
+            .core
+            .handle_input(now, Input::WatchLine { stream, line });
+    };
+    assert_eq!(cached(&fleet), ("5".to_owned(), None), "as listed");
+    send(&mut fleet, 3, "replayed");
+    assert_eq!(
+        cached(&fleet),
+        ("5".to_owned(), None),
+        "the replay is dropped"
+    );
+    send(&mut fleet, 6, "new");
+    assert_eq!(cached(&fleet), ("6".to_owned(), Some("new".to_owned())));
 }

@@ -31,6 +31,18 @@ use crate::vocabulary::{
 };
 use crate::wire::object::{Object, ObjectKey};
 
+/// What a `Replace` of the primary holds (`ReconcileLoop::apply_primary`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Listed {
+    /// Every object: a whole listing (or a change that is no listing at all).
+    Whole,
+    /// The objects of the shards just gained, listed at this version; the cache keeps the
+    /// objects of the shards it still covers.
+    Gained(u64),
+    /// Nothing new: the cache keeps only the objects of the shards it still covers.
+    Kept,
+}
+
 /// Where the loop is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Lifecycle {
@@ -458,16 +470,45 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
             (Source::Kubernetes(reflector), Input::List { req, response }) => {
                 let change =
                     reflector.handle_list(now, req, response, &mut self.ids, &mut self.out);
+                let gained = reflector.take_gained_listed();
                 if reflector.take_selector_ignored() {
                     self.ignore_selection(None);
                 }
-                self.after_source(now, change);
+                let Some(change) = change else {
+                    return;
+                };
+                match gained.map(|rv| rv.parse::<u64>()) {
+                    Some(Ok(version)) => self.apply_primary(now, change, Listed::Gained(version)),
+                    // A version that is no number cannot be compared with the watch's, so
+                    // the replayed changes could not be told apart: list everything again.
+                    // (The move resumed from a numeric cursor, so this server mixes forms.)
+                    Some(Err(_)) => {
+                        self.apply_primary(now, change, Listed::Kept);
+                        if let Source::Kubernetes(reflector) = &mut self.source {
+                            let selector = reflector.shard_selector();
+                            reflector.reselect(now, selector, true, &mut self.ids, &mut self.out);
+                        }
+                    }
+                    None => self.after_source(now, Some(change)),
+                }
             }
             (Source::Kubernetes(reflector), Input::WatchOpened { stream }) => {
                 reflector.handle_watch_opened(now, stream, &mut self.out);
             }
             (Source::Kubernetes(reflector), Input::WatchLine { stream, line }) => {
                 let change = reflector.handle_watch_line(now, stream, &line, &mut self.out);
+                if let Some(selection) = &mut self.selection
+                    && selection.has_fresh()
+                {
+                    let cursor = reflector.cursor().and_then(|rv| rv.parse().ok());
+                    if let Some(change) = change {
+                        self.apply_primary(now, change, Listed::Whole);
+                    }
+                    if let Some(selection) = &mut self.selection {
+                        selection.passed(cursor);
+                    }
+                    return;
+                }
                 self.after_source(now, change);
             }
             (Source::Kubernetes(reflector), Input::WatchEnd { stream, end }) => {
@@ -922,8 +963,15 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
         self.out
             .push_back(Output::Event(Event::ShardsSelected { shards: held }));
         match ask {
-            Ask::Shards(selector) => {
-                reflector.reselect(self.now, Some(selector), true, &mut self.ids, &mut self.out);
+            Ask::Shards { all, gained } => {
+                let only_let_go = gained.is_none();
+                let (now, ids, out) = (self.now, &mut self.ids, &mut self.out);
+                if !reflector.move_shards(now, all.clone(), gained, ids, out) {
+                    reflector.reselect(now, Some(all), true, ids, out);
+                } else if only_let_go {
+                    // Nothing to list: the objects of the shards let go are forgotten now.
+                    self.apply_primary(now, Change::Replace(Vec::new()), Listed::Kept);
+                }
             }
             Ask::Nothing => {
                 reflector.pause(&mut self.out);
@@ -1327,12 +1375,26 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
     /// Applies a store write from the source and records the parents it woke: the store is
     /// always updated before any key is queued.
     fn after_source(&mut self, now: Instant, change: Option<Change<O>>) {
-        let Some(mut change) = change else {
+        if let Some(change) = change {
+            self.apply_primary(now, change, Listed::Whole);
+        }
+    }
+
+    /// Applies a change of the primary to the cache. `listed` says what a `Replace` holds:
+    /// every object, or only the shards just gained (then the cached objects of the
+    /// shards still covered are kept).
+    fn apply_primary(&mut self, now: Instant, mut change: Change<O>, listed: Listed) {
+        if self.is_stale_change(&change) {
             return;
-        };
+        }
         self.check_selected(&change);
         // Every primary object reaches the store here, whichever path decoded it.
         crate::source::transform::apply_to(self.transform.as_ref(), &mut change);
+        if matches!(listed, Listed::Gained(_) | Listed::Kept)
+            && let Change::Replace(items) = &mut change
+        {
+            items.extend(self.covered_objects());
+        }
         let replace = matches!(change, Change::Replace(_));
         let before = self.wakes.len();
         self.store
@@ -1368,16 +1430,60 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
         if replace {
             self.demote_since(before);
             self.primary_synced = true;
-            let covered = self
-                .selection
-                .as_mut()
-                .map(Selection::listed)
-                .unwrap_or_default();
+            let covered = match &mut self.selection {
+                Some(selection) => {
+                    let covered = selection.listed();
+                    match listed {
+                        Listed::Gained(version) => selection.fresh(&covered, version),
+                        Listed::Whole => selection.passed(None),
+                        Listed::Kept => {}
+                    }
+                    covered
+                }
+                None => Vec::new(),
+            };
             for shard in covered {
                 self.unpark(shard);
             }
         }
         self.check_synced(now);
+    }
+
+    /// Whether `change` is a watch event the cache already holds from a newer listing of
+    /// its shard (see `shard::selection`): applying it would take the object back in time.
+    fn is_stale_change(&self, change: &Change<O>) -> bool {
+        let (Some(selection), Some(table)) = (&self.selection, &self.shards) else {
+            return false;
+        };
+        let (Change::Upsert(object) | Change::Delete(object)) = change else {
+            return false;
+        };
+        if !selection.has_fresh() {
+            return false;
+        }
+        let shard = table
+            .config()
+            .shard_of_text(object.object_namespace().unwrap_or(""));
+        let version = object
+            .object_resource_version()
+            .and_then(|rv| rv.parse().ok());
+        selection.is_stale(shard, version)
+    }
+
+    /// The cached primary objects of the shards the cache covers, to keep through a
+    /// listing of other shards.
+    fn covered_objects(&self) -> Vec<Arc<O>> {
+        let (Some(selection), Some(table)) = (&self.selection, &self.shards) else {
+            return Vec::new();
+        };
+        let config = table.config();
+        self.store
+            .iter()
+            .filter(|(_, object, _)| {
+                selection.is_covered(config.shard_of_text(object.object_namespace().unwrap_or("")))
+            })
+            .map(|(_, object, _)| Arc::clone(object))
+            .collect()
     }
 
     /// Passes the sync barrier once every source has applied a whole listing: no reconcile

@@ -127,6 +127,17 @@ struct Pages<O> {
     bytes: u64,
 }
 
+/// A listing of the shards just gained (server-side selection, issue 33), while the watch
+/// waits to resume where it stood: only the new shards' objects are listed, not every
+/// shard held.
+#[derive(Debug)]
+struct Gained {
+    /// The watch's cursor at the move; it resumes from there once the listing is in.
+    resume: String,
+    /// What the watch asks for then: every shard held. `params` lists the gained ones.
+    watch: Arc<WatchParams>,
+}
+
 /// What the reflector has done so far.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Counters {
@@ -172,6 +183,11 @@ pub(crate) struct Reflector<O> {
     /// A LIST asked with a shard selector came back without `metadata.shardInfo`: the
     /// apiserver does not select by shard. Taken by the loop.
     selector_ignored: bool,
+    /// The listing of shards just gained, while in flight.
+    gained: Option<Gained>,
+    /// The version of the gained shards' listing just returned, taken by the loop: that
+    /// listing is to be merged with the cache, not replace it.
+    gained_listed: Option<String>,
     counters: Counters,
     object: PhantomData<fn() -> O>,
 }
@@ -192,6 +208,8 @@ impl<O: Object> Reflector<O> {
             pages: None,
             unpaged_next: false,
             selector_ignored: false,
+            gained: None,
+            gained_listed: None,
             counters: Counters::default(),
             object: PhantomData,
         }
@@ -342,9 +360,24 @@ impl<O: Object> Reflector<O> {
         };
         // A server that selects by shard says so on the LIST; one that ignored the
         // parameter answered every object.
-        self.selector_ignored |= self.params.shard_selector.is_some() && !filtered_by_shard;
-        // Every page shares the first page's version; the last page's is the listing's.
-        self.cursor = Some(list.resource_version);
+        let ignored = self.params.shard_selector.is_some() && !filtered_by_shard;
+        self.selector_ignored |= ignored;
+        match self.gained.take() {
+            // Only the gained shards were listed: the watch resumes where it stood, and
+            // the loop merges the listing into the cache.
+            Some(gained) if !ignored => {
+                self.params = gained.watch;
+                self.cursor = Some(gained.resume);
+                self.gained_listed = Some(list.resource_version);
+            }
+            // Every object came back: a whole listing after all, at its own version.
+            Some(gained) => {
+                self.params = gained.watch;
+                self.cursor = Some(list.resource_version);
+            }
+            // Every page shares the first page's version; the last page's is the listing's.
+            None => self.cursor = Some(list.resource_version),
+        }
         self.counters.cursor_at = Some(now);
         self.watch(now, ids, out);
         Some(Change::Replace(items.into_iter().map(Arc::new).collect()))
@@ -575,14 +608,16 @@ impl<O: Object> Reflector<O> {
         ids: &mut (impl MintIds + ?Sized),
         out: &mut Outbox<Q, P>,
     ) {
+        if let Some(gained) = &mut self.gained {
+            gained.watch = with_selector(&gained.watch, selector.clone());
+        }
         if self.params.shard_selector != selector {
-            let mut params = WatchParams::clone(&self.params);
-            params.shard_selector = selector;
-            self.params = Arc::new(params);
+            self.params = with_selector(&self.params, selector);
         }
         if !relist || self.phase == Phase::Stopped {
             return;
         }
+        self.drop_gained();
         self.abandon(out);
         self.cursor = None;
         self.counters.relists += 1;
@@ -591,6 +626,80 @@ impl<O: Object> Reflector<O> {
             reason: RelistReason::ShardsMoved,
         }));
         self.list(now, ids, out);
+    }
+
+    /// Moves to the shards `all` without listing those still held: lists only `gained`
+    /// (the held shards the cache lacks), then watches `all` from where the watch stood;
+    /// with nothing gained, watches `all` from there at once. The loop merges the listing
+    /// ([`Reflector::take_gained_listed`]). Declines (`false`) when the watch has no
+    /// numeric position to resume from (never synced, listing, or an apiserver whose
+    /// versions are not etcd's revisions): the caller relists instead.
+    pub(crate) fn move_shards<Q, P>(
+        &mut self,
+        now: Instant,
+        all: String,
+        gained: Option<String>,
+        ids: &mut (impl MintIds + ?Sized),
+        out: &mut Outbox<Q, P>,
+    ) -> bool {
+        let resume = match (&self.gained, &self.phase) {
+            (Some(listing), _) => Some(listing.resume.clone()),
+            (None, Phase::Watching { .. }) if self.initial.is_none() => self.cursor.clone(),
+            (
+                None,
+                Phase::Waiting {
+                    next: Next::Watch, ..
+                },
+            ) => self.cursor.clone(),
+            _ => None,
+        };
+        let Some(resume) = resume.filter(|rv| rv.parse::<u64>().is_ok()) else {
+            return false;
+        };
+        self.abandon(out);
+        self.gained = None;
+        let watch = with_selector(&self.params, Some(all));
+        match gained {
+            Some(gained) => {
+                self.params = with_selector(&self.params, Some(gained));
+                self.gained = Some(Gained { resume, watch });
+                self.cursor = None;
+                self.counters.relists += 1;
+                out.push_back(Output::Event(Event::Relist {
+                    source: self.source,
+                    reason: RelistReason::ShardsMoved,
+                }));
+                self.list(now, ids, out);
+            }
+            None => {
+                self.params = watch;
+                self.cursor = Some(resume);
+                self.watch(now, ids, out);
+            }
+        }
+        true
+    }
+
+    /// The shard selector the next request carries.
+    pub(crate) fn shard_selector(&self) -> Option<String> {
+        self.gained
+            .as_ref()
+            .map_or(&self.params, |gained| &gained.watch)
+            .shard_selector
+            .clone()
+    }
+
+    /// The version of the gained shards' listing the last answer completed, if it was one.
+    pub(crate) fn take_gained_listed(&mut self) -> Option<String> {
+        self.gained_listed.take()
+    }
+
+    /// Forgets a gained shards' listing in flight; the next listing is whole, of every
+    /// shard held.
+    fn drop_gained(&mut self) {
+        if let Some(gained) = self.gained.take() {
+            self.params = gained.watch;
+        }
     }
 
     /// Whether a LIST asked with a shard selector was answered unfiltered since last asked.
@@ -605,6 +714,7 @@ impl<O: Object> Reflector<O> {
             return;
         }
         self.abandon(out);
+        self.drop_gained();
         self.cursor = None;
         self.phase = Phase::Idle;
     }
@@ -624,6 +734,7 @@ impl<O: Object> Reflector<O> {
 
     pub(crate) fn stop<Q, P>(&mut self, out: &mut Outbox<Q, P>) {
         self.abandon(out);
+        self.drop_gained();
         self.phase = Phase::Stopped;
     }
 
@@ -664,6 +775,7 @@ impl<O: Object> Reflector<O> {
     fn relist<Q, P>(&mut self, now: Instant, reason: RelistReason, out: &mut Outbox<Q, P>) {
         // The cursor is dead: never watch from it again.
         self.cursor = None;
+        self.drop_gained();
         self.pages = None;
         self.initial = None;
         self.counters.relists += 1;
@@ -691,7 +803,9 @@ impl<O: Object> Reflector<O> {
     ) {
         self.pages = None;
         self.initial = None;
-        if self.streaming {
+        // The gained shards are listed by a LIST: a streaming list's events could not be
+        // told from the watch's.
+        if self.streaming && self.gained.is_none() {
             self.stream_list(now, ids, out);
         } else {
             self.list_page(ids, out, None);
@@ -945,6 +1059,16 @@ impl<O: Object> Reflector<O> {
             send_initial_events: false,
         }));
     }
+}
+
+/// `params` asking for `selector`.
+fn with_selector(params: &Arc<WatchParams>, selector: Option<String>) -> Arc<WatchParams> {
+    if params.shard_selector == selector {
+        return Arc::clone(params);
+    }
+    let mut params = WatchParams::clone(params);
+    params.shard_selector = selector;
+    Arc::new(params)
 }
 
 #[cfg(test)]

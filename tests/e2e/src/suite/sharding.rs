@@ -579,6 +579,39 @@ pub async fn with_server_side_selection_each_replica_caches_only_its_shards<D: D
         D::NAME,
         killed.elapsed().as_secs_f64()
     );
+    // Every pod changes: each survivor's watch, resumed after the move with every shard it
+    // holds, brings the change to the pods of the shards it kept and of those it gained
+    // (which it listed alone).
+    for namespace in &namespaces {
+        for p in 0..PODS_PER_NAMESPACE {
+            let patch = serde_json::json!({"metadata": {"labels": {"e2e-moved": "1"}}});
+            case.api()
+                .patch_pod(namespace, &format!("p{p}"), &patch)
+                .unwrap_or_else(|e| panic!("{}: patch pod: {e}", case.name));
+        }
+    }
+    case.eventually(
+        "each survivor's watch brings every change in its shards",
+        || {
+            use reconcile_core::Object as _;
+            for r in [&a, &b] {
+                let unchanged: Vec<String> = r
+                    .handle
+                    .cache()
+                    .state()
+                    .iter()
+                    .filter(|pod| pod.metadata.labels.get("e2e-moved") != Some("1"))
+                    .filter_map(|pod| pod.key().map(|k| k.to_string()))
+                    .collect();
+                if !unchanged.is_empty() {
+                    return Err(format!("{} caches unchanged: {unchanged:?}", r.identity));
+                }
+            }
+            Ok(())
+        },
+    )
+    .await;
+    wait_caches(&case, &namespaces, &[&a, &b], true).await;
     let moved = |r: &Replica<D>| r.handle.metrics().relists(RelistLabel::ShardsMoved);
     assert!(
         moved(&a) > 0 && moved(&b) > 0,

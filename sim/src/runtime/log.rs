@@ -92,7 +92,11 @@ mod tests {
     fn lines_come_back_as_they_went_in() {
         let mut log = RunLog::default();
         log.push(Duration::from_millis(12), "GET /a -> 200", 1 << 20);
-        log.push(Duration::from_millis(1500), format_args!("watch#{}", 3), 1 << 20);
+        log.push(
+            Duration::from_millis(1500),
+            format_args!("watch#{}", 3),
+            1 << 20,
+        );
         assert_eq!(log.len(), 2);
         assert_eq!(
             log.lines_since(0),

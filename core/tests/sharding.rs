@@ -12,7 +12,7 @@ use reconcile_core::shard::fnv1a64;
 use reconcile_core::{
     Command, Config, Event, Input, Instant, KeyMap, LeaseRequest, LeaseResponse, ListResponse,
     ObjectKey, Outcome, Output, ReconcileLoop, RequestId, ShardBy, ShardConfig, Sharding,
-    SourceEvent, StreamId, Ticket, WatchParams,
+    SourceEvent, SourceId, StreamId, Ticket, WatchParams,
 };
 use serde_json::Value;
 
@@ -23,9 +23,11 @@ fn pod(name: &str, rv: u64) -> PodView {
     serde_json::from_str(&pod_json(name, "ns", rv)).unwrap()
 }
 
+/// A pod; it names itself its controller owner, so that as an owned object (`owns`) it
+/// wakes the pod of the same name.
 fn pod_json(name: &str, namespace: &str, rv: u64) -> String {
     format!(
-        r#"{{"metadata":{{"name":"{name}","namespace":"{namespace}","resourceVersion":"{rv}"}}}}"#
+        r#"{{"metadata":{{"name":"{name}","namespace":"{namespace}","resourceVersion":"{rv}","ownerReferences":[{{"apiVersion":"v1","kind":"Pod","name":"{name}","uid":"u-{name}","controller":true}}]}}}}"#
     )
 }
 
@@ -164,6 +166,10 @@ struct Replica {
     stream: Option<StreamId>,
     /// With a selecting or ignoring server: what the open WATCH asked for.
     watch: Option<WatchParams>,
+    /// With `owned`: the secondary's open WATCH, and what it asked for.
+    owned: Option<(StreamId, WatchParams)>,
+    /// Answers held back until their time (`Fleet::owned_lists_late`).
+    late: Vec<(Instant, Input<PodView>)>,
     /// Running reconciles: when each will finish.
     running: BTreeMap<Ticket, (usize, Instant)>,
     leases: Vec<(RequestId, String, LeaseRequest)>,
@@ -199,6 +205,11 @@ struct Fleet {
     stale_lists: bool,
     /// With a server: each LIST of pods, by replica, with the pods it was answered.
     lists: Vec<(usize, Vec<String>)>,
+    /// With a server: replicas also own pods (a secondary source of the same pods,
+    /// `owns`), selected as the primary is.
+    owned: bool,
+    /// The owned pods' LISTs are answered this much later than the primary's.
+    owned_lists_late: Option<Duration>,
     /// With a server: each WATCH of pods, by replica, with the version it starts from.
     watches: Vec<(usize, String)>,
 }
@@ -228,6 +239,8 @@ impl Fleet {
             log: String::new(),
             lists: Vec::new(),
             watches: Vec::new(),
+            owned: false,
+            owned_lists_late: None,
         };
         for _ in 0..replicas {
             fleet.add();
@@ -237,8 +250,14 @@ impl Fleet {
 
     /// A fleet over a server that selects by shard, or ignores it.
     fn on_server(replicas: usize, server: Server) -> Self {
+        Self::on_server_owning(replicas, server, false)
+    }
+
+    /// As `on_server`; with `owned`, each replica also owns pods (a secondary source).
+    fn on_server_owning(replicas: usize, server: Server, owned: bool) -> Self {
         let mut fleet = Self::with(0, SHARDS, false);
         fleet.server = Some(server);
+        fleet.owned = owned;
         for _ in 0..replicas {
             fleet.add();
         }
@@ -285,6 +304,10 @@ impl Fleet {
             None => Config::in_process(KeyMap::by_object()),
             Some(_) => Config::kubernetes(WatchParams::default(), KeyMap::by_object()),
         };
+        let config = match self.owned {
+            true => config.owns::<PodView>(WatchParams::default(), "Pod"),
+            false => config,
+        };
         let config = config
             .concurrency(4)
             .sharding(self.config(&format!("r{i}")));
@@ -294,6 +317,8 @@ impl Fleet {
             core,
             alive: true,
             watch: None,
+            owned: None,
+            late: Vec::new(),
             stream: None,
             running: BTreeMap::new(),
             leases: Vec::new(),
@@ -320,10 +345,17 @@ impl Fleet {
                             event: SourceEvent::Replace(pods),
                         });
                     }
-                    Output::Command(Command::List { req, params, .. }) => {
+                    Output::Command(Command::List {
+                        req,
+                        params,
+                        source,
+                        ..
+                    }) => {
                         let served = self.served(&params);
-                        self.lists
-                            .push((i, served.iter().map(|(n, _, _)| n.clone()).collect()));
+                        if source == SourceId::PRIMARY {
+                            self.lists
+                                .push((i, served.iter().map(|(n, _, _)| n.clone()).collect()));
+                        }
                         let items: Vec<String> = served
                             .iter()
                             .map(|(n, ns, rv)| pod_json(n, ns, *rv))
@@ -340,13 +372,29 @@ impl Fleet {
                             r#"{{"metadata":{{"resourceVersion":"{rv}"{shard_info}}},"items":[{}]}}"#,
                             items.join(",")
                         );
-                        inputs.push(Input::List {
+                        let answer = Input::List {
                             req,
                             response: ListResponse::Response {
                                 status: 200,
                                 body: body.into(),
                             },
-                        });
+                        };
+                        match self.owned_lists_late {
+                            Some(late) if source != SourceId::PRIMARY => {
+                                let at = self.now + late;
+                                self.replicas[i].late.push((at, answer));
+                            }
+                            _ => inputs.push(answer),
+                        }
+                    }
+                    Output::Command(Command::Watch {
+                        stream,
+                        params,
+                        source,
+                        ..
+                    }) if source != SourceId::PRIMARY => {
+                        r.owned = Some((stream, WatchParams::clone(&params)));
+                        inputs.push(Input::WatchOpened { stream });
                     }
                     Output::Command(Command::Watch {
                         stream,
@@ -363,6 +411,9 @@ impl Fleet {
                         if r.stream == Some(stream) {
                             r.stream = None;
                         }
+                        if r.owned.as_ref().is_some_and(|(s, _)| *s == stream) {
+                            r.owned = None;
+                        }
                     }
                     Output::Command(Command::Lease {
                         req, name, request, ..
@@ -371,10 +422,15 @@ impl Fleet {
                         ticket,
                         parent,
                         members,
+                        related,
                         ..
                     }) => {
                         if members.is_empty() {
                             self.blind.push(format!("r{i} {parent} at {:?}", self.now));
+                        }
+                        if self.owned && related.iter().all(|r| r.objects.is_empty()) {
+                            self.blind
+                                .push(format!("r{i} {parent} owns nothing at {:?}", self.now));
                         }
                         let key = parent.name().to_owned();
                         let took = self
@@ -486,6 +542,7 @@ impl Fleet {
                         .map(|d| d.at)
                         .into_iter()
                         .chain(r.running.values().map(|(_, end)| *end))
+                        .chain(r.late.iter().map(|(at, _)| *at))
                 })
                 .min();
             let Some(next) = next.filter(|&n| n <= until) else {
@@ -524,6 +581,14 @@ impl Fleet {
                         },
                     );
                 }
+                let r = &mut self.replicas[i];
+                let (due, late) = std::mem::take(&mut r.late)
+                    .into_iter()
+                    .partition(|(at, _)| *at <= self.now);
+                r.late = late;
+                for (_, answer) in due {
+                    self.replicas[i].core.handle_input(self.now, answer);
+                }
                 if self.replicas[i]
                     .core
                     .poll_timeout()
@@ -546,25 +611,24 @@ impl Fleet {
                 continue;
             }
             if self.server.is_some() {
-                // Over the WATCH open, if any: a replica relisting gets the new versions from
-                // its LIST.
-                let (Some(stream), Some(params)) =
-                    (self.replicas[i].stream, self.replicas[i].watch.clone())
-                else {
-                    continue;
-                };
-                for (name, ns, rv) in self.served(&params) {
-                    let line = format!(
-                        r#"{{"type":"MODIFIED","object":{}}}"#,
-                        pod_json(&name, &ns, rv)
-                    );
-                    self.replicas[i].core.handle_input(
-                        self.now,
-                        Input::WatchLine {
-                            stream,
-                            line: line.into(),
-                        },
-                    );
+                // Over each WATCH open: a source relisting gets the new versions from its
+                // LIST.
+                let r = &self.replicas[i];
+                let primary = r.stream.zip(r.watch.clone());
+                for (stream, params) in primary.into_iter().chain(r.owned.clone()) {
+                    for (name, ns, rv) in self.served(&params) {
+                        let line = format!(
+                            r#"{{"type":"MODIFIED","object":{}}}"#,
+                            pod_json(&name, &ns, rv)
+                        );
+                        self.replicas[i].core.handle_input(
+                            self.now,
+                            Input::WatchLine {
+                                stream,
+                                line: line.into(),
+                            },
+                        );
+                    }
                 }
                 self.drain(i);
                 continue;
@@ -1023,6 +1087,28 @@ impl Fleet {
                     cached.symmetric_difference(&expected).collect::<Vec<_>>()
                 ));
             }
+            if !self.owned {
+                continue;
+            }
+            let owned: BTreeSet<String> = r
+                .core
+                .secondary_objects(SourceId::nth(1))
+                .unwrap()
+                .objects
+                .iter()
+                .map(|o| {
+                    let pod = o.downcast_ref::<PodView>().unwrap();
+                    pod.metadata.name.as_deref().unwrap().to_owned()
+                })
+                .collect();
+            if owned != expected {
+                return Err(format!(
+                    "r{i} holds {held:?} and caches {} owned pods, expected {}: {:?}",
+                    owned.len(),
+                    expected.len(),
+                    owned.symmetric_difference(&expected).collect::<Vec<_>>()
+                ));
+            }
         }
         Ok(())
     }
@@ -1249,4 +1335,59 @@ fn a_move_lists_only_the_gained_shards_and_replayed_changes_they_hold_are_droppe
     );
     send(&mut fleet, 6, "new");
     assert_eq!(cached(&fleet), ("6".to_owned(), Some("new".to_owned())));
+}
+
+#[test]
+fn owned_objects_are_selected_with_the_primary_and_move_with_it() {
+    let mut fleet = Fleet::on_server_owning(0, Server::Selects, true);
+    // Each owned listing comes late: a key of a new shard must wait for it, or its
+    // reconcile sees none of the pods it owns (`blind`).
+    fleet.owned_lists_late = Some(Duration::from_millis(700));
+    fleet.add();
+    fleet.add();
+    fleet.run_until(secs(20.0));
+    fleet.check_balance().unwrap();
+    fleet.check_caches().unwrap();
+    for i in 0..2 {
+        let owned = fleet.replicas[i]
+            .core
+            .secondary_objects(SourceId::nth(1))
+            .unwrap()
+            .objects
+            .len();
+        assert!(
+            owned < PODS,
+            "r{i} owns {owned} of {PODS} pods: not selected"
+        );
+    }
+    let joined = fleet.now;
+    fleet.add();
+    fleet.run_until(joined + Duration::from_secs(10));
+    fleet.check_balance().unwrap();
+    fleet.check_caches().unwrap();
+    fleet.kill(1);
+    let killed = fleet.now;
+    fleet.run_until(killed + Duration::from_secs(25));
+    fleet.check_balance().unwrap();
+    fleet.check_caches().unwrap();
+    let from = fleet.runs.len();
+    fleet.touch_all();
+    fleet.run_until(fleet.now + Duration::from_secs(5));
+    fleet.check_owners_ran(from).unwrap();
+    fleet.check_caches().unwrap();
+    fleet.check_safety().unwrap();
+    assert!(fleet.blind.is_empty(), "{:?}", fleet.blind);
+}
+
+#[test]
+fn owned_objects_on_an_ignoring_server_are_all_cached() {
+    let mut fleet = Fleet::on_server_owning(3, Server::Ignores, true);
+    fleet.run_until(secs(20.0));
+    fleet.check_balance().unwrap();
+    fleet.check_caches().unwrap();
+    let from = fleet.runs.len();
+    fleet.touch_all();
+    fleet.run_until(secs(25.0));
+    fleet.check_owners_ran(from).unwrap();
+    fleet.check_caches().unwrap();
 }

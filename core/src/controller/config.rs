@@ -329,7 +329,8 @@ impl<O, P> Config<O, P> {
         {
             self.misuse.get_or_insert(error);
         }
-        let spec = crate::source::secondary::spec(params.clone(), Arc::new(map));
+        let by_owner = !matches!(parents_by, ParentsBy::Custom);
+        let spec = crate::source::secondary::spec(params.clone(), Arc::new(map), by_owner);
         self.secondaries
             .push((SecondaryConfig { params, parents_by }, spec));
         self

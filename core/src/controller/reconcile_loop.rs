@@ -22,6 +22,7 @@ use crate::source::in_process::InProcessSource;
 use crate::source::reflector::{Reflector, Timing};
 use crate::source::secondaries::Secondaries;
 use crate::source::secondary::Secondary;
+use crate::source::secondary::{Applied, Scope};
 use crate::source::store::{CacheChange, Rejected, Store};
 use crate::source::transform::Transform;
 use crate::time::Instant;
@@ -167,6 +168,9 @@ pub struct ReconcileLoop<O, P> {
     source: Source<O>,
     /// The secondary sources, `S1` onwards, in the order configured.
     secondaries: Secondaries<O, P>,
+    /// Per secondary: its source number in the [`Selection`] when the shard selector is
+    /// sent on its requests too (an owned kind, under a selected primary).
+    secondary_slots: Vec<Option<usize>>,
     store: Store<O, P>,
     /// Keys from here on are the store's shared `Arc<P>`: queueing, dispatching and
     /// completing a reconcile then clone no key and compare most by pointer (a resync of 1M
@@ -288,7 +292,18 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
             .sharding
             .as_ref()
             .filter(|(s, _)| selectable && s.select_on_server && s.by == ShardBy::Namespace)
-            .map(|_| Selection::default());
+            .map(|_| ());
+        let mut slots = 0;
+        let secondary_slots: Vec<Option<usize>> = secondaries
+            .iter()
+            .map(|source| {
+                (selection.is_some() && source.selectable()).then(|| {
+                    slots += 1;
+                    slots
+                })
+            })
+            .collect();
+        let selection = selection.map(|()| Selection::new(1 + slots));
         let (shards, shard_text) = match config.sharding {
             Some((sharding, text)) => (Some(ShardTable::new(sharding)), Some(text)),
             None => (None, None),
@@ -312,6 +327,7 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
             now,
             source,
             secondaries,
+            secondary_slots,
             store,
             predicate_name,
             transform,
@@ -442,19 +458,54 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
         let listing = matches!(input, Input::List { .. });
         let before = self.wakes.len();
         let (ids, out, wakes) = (&mut self.ids, &mut self.out, &mut self.wakes);
-        self.secondaries.with(i, |source| match input {
-            Input::List { req, response } => {
-                source.handle_list(now, req, response, ids, out, wakes);
-            }
-            Input::WatchOpened { stream } => source.handle_watch_opened(now, stream, out),
-            Input::WatchLine { stream, line } => {
-                source.handle_watch_line(now, stream, &line, out, wakes);
-            }
-            Input::WatchEnd { stream, end } => {
-                source.handle_watch_end(now, stream, end, ids, out);
-            }
-            _ => unreachable!("only LIST and WATCH inputs have an owner"),
+        let slot = self.secondary_slots[i];
+        let selected = slot.and_then(|slot| {
+            Some((
+                slot,
+                self.selection.as_ref()?,
+                self.shards.as_ref()?.config(),
+            ))
         });
+        let covered = |namespace: &str| {
+            selected.is_none_or(|(slot, selection, config)| {
+                selection.is_covered(slot, config.shard_of_text(namespace))
+            })
+        };
+        let stale = |namespace: &str, version: Option<u64>| {
+            selected.is_some_and(|(slot, selection, config)| {
+                selection.has_fresh(slot)
+                    && selection.is_stale(slot, config.shard_of_text(namespace), version)
+            })
+        };
+        let scope = Scope {
+            covered: &covered,
+            stale: &stale,
+        };
+        let (applied, ignored, cursor) = self.secondaries.with(i, |source| {
+            let applied = match input {
+                Input::List { req, response } => {
+                    source.handle_list(now, req, response, ids, out, wakes, &scope)
+                }
+                Input::WatchOpened { stream } => {
+                    source.handle_watch_opened(now, stream, out);
+                    None
+                }
+                Input::WatchLine { stream, line } => {
+                    source.handle_watch_line(now, stream, &line, out, wakes, &scope);
+                    None
+                }
+                Input::WatchEnd { stream, end } => {
+                    source.handle_watch_end(now, stream, end, ids, out);
+                    None
+                }
+                _ => unreachable!("only LIST and WATCH inputs have an owner"),
+            };
+            let cursor = source.cursor().and_then(|rv| rv.parse::<u64>().ok());
+            (applied, source.take_selector_ignored(), cursor)
+        });
+        if let Some(slot) = slot {
+            self.after_secondary(slot, applied, ignored, cursor);
+        }
         if self.wakes.len() > before {
             self.dispatch_due = true;
         }
@@ -498,14 +549,14 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
             (Source::Kubernetes(reflector), Input::WatchLine { stream, line }) => {
                 let change = reflector.handle_watch_line(now, stream, &line, &mut self.out);
                 if let Some(selection) = &mut self.selection
-                    && selection.has_fresh()
+                    && selection.has_fresh(0)
                 {
                     let cursor = reflector.cursor().and_then(|rv| rv.parse().ok());
                     if let Some(change) = change {
                         self.apply_primary(now, change, Listed::Whole);
                     }
                     if let Some(selection) = &mut self.selection {
-                        selection.passed(cursor);
+                        selection.passed(0, cursor);
                     }
                     return;
                 }
@@ -553,7 +604,13 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
             }
         }
         let (now, ids, out) = (self.now, &mut self.ids, &mut self.out);
-        self.secondaries.each(|source| source.start(now, ids, out));
+        for i in 0..self.secondary_slots.len() {
+            // A selected secondary lists once a shard is held, as the primary.
+            if self.secondary_slots[i].is_none() {
+                self.secondaries
+                    .with(i, |source| source.start(now, ids, out));
+            }
+        }
     }
 
     fn drain(&mut self) {
@@ -947,36 +1004,107 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
     /// Asks the apiserver for the shards held now, when the primary is selected on the
     /// server and they changed: the primary lists them (or, holding none, is emptied).
     fn reselect(&mut self) {
-        let (Some(selection), Some(table)) = (&mut self.selection, &self.shards) else {
-            return;
-        };
         if self.lifecycle != Lifecycle::Running {
             return;
         }
+        let (Some(selection), Some(table)) = (&mut self.selection, &self.shards) else {
+            return;
+        };
         let held = table.sharding(self.now).held;
         let Some(ask) = selection.want(table.config(), &held) else {
             return;
         };
+        let gained = selection.gained(table.config(), 0);
         let Source::Kubernetes(reflector) = &mut self.source else {
             return;
         };
         self.out
             .push_back(Output::Event(Event::ShardsSelected { shards: held }));
-        match ask {
-            Ask::Shards { all, gained } => {
+        let (now, ids, out) = (self.now, &mut self.ids, &mut self.out);
+        match &ask {
+            Ask::Shards(all) => {
                 let only_let_go = gained.is_none();
-                let (now, ids, out) = (self.now, &mut self.ids, &mut self.out);
                 if !reflector.move_shards(now, all.clone(), gained, ids, out) {
-                    reflector.reselect(now, Some(all), true, ids, out);
+                    reflector.reselect(now, Some(all.clone()), true, ids, out);
                 } else if only_let_go {
                     // Nothing to list: the objects of the shards let go are forgotten now.
                     self.apply_primary(now, Change::Replace(Vec::new()), Listed::Kept);
                 }
             }
             Ask::Nothing => {
-                reflector.pause(&mut self.out);
-                self.after_source(self.now, Some(Change::Replace(Vec::new())));
+                reflector.pause(out);
+                self.after_source(now, Some(Change::Replace(Vec::new())));
             }
+        }
+        self.select_secondaries(&ask);
+    }
+
+    /// Moves the selected secondaries to the shards the primary was just asked for.
+    fn select_secondaries(&mut self, ask: &Ask) {
+        let (Some(selection), Some(table)) = (&self.selection, &self.shards) else {
+            return;
+        };
+        let config = table.config();
+        let (now, ids, out, wakes) = (self.now, &mut self.ids, &mut self.out, &mut self.wakes);
+        let before = wakes.len();
+        for (i, slot) in self.secondary_slots.iter().enumerate() {
+            let Some(slot) = *slot else {
+                continue;
+            };
+            match ask {
+                Ask::Shards(all) => {
+                    let gained = selection.gained(config, slot);
+                    let covered = |namespace: &str| {
+                        selection.is_covered(slot, config.shard_of_text(namespace))
+                    };
+                    let scope = Scope {
+                        covered: &covered,
+                        stale: &|_, _| false,
+                    };
+                    self.secondaries.with(i, |source| {
+                        source.select(now, all.clone(), gained, &scope, ids, out, wakes);
+                    });
+                }
+                Ask::Nothing => self
+                    .secondaries
+                    .with(i, |source| source.deselect(out, wakes)),
+            }
+        }
+        if self.wakes.len() > before {
+            self.dispatch_due = true;
+        }
+    }
+
+    /// Acts on what a selected secondary (number `slot` in the selection) just did: a
+    /// listing it applied may cover shards (their parked keys may run), a LIST it got
+    /// unfiltered shows the selector ignored, and its watch passing a listing's version
+    /// ends that listing's freshness.
+    fn after_secondary(
+        &mut self,
+        slot: usize,
+        applied: Option<Applied>,
+        ignored: bool,
+        cursor: Option<u64>,
+    ) {
+        if ignored {
+            self.ignore_selection(None);
+            return;
+        }
+        let Some(selection) = &mut self.selection else {
+            return;
+        };
+        let covered = match applied {
+            Some(Applied::Whole) => selection.listed(slot, None),
+            Some(Applied::Gained(version)) => selection.listed(slot, Some(version)),
+            None => {
+                if selection.has_fresh(slot) {
+                    selection.passed(slot, cursor);
+                }
+                Vec::new()
+            }
+        };
+        for shard in covered {
+            self.unpark(shard);
         }
     }
 
@@ -1018,6 +1146,13 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
         let newly = selection.ignore();
         if let Source::Kubernetes(reflector) = &mut self.source {
             reflector.reselect(self.now, None, false, &mut self.ids, &mut self.out);
+        }
+        let (now, ids, out) = (self.now, &mut self.ids, &mut self.out);
+        for i in 0..self.secondary_slots.len() {
+            if self.secondary_slots[i].is_some() {
+                self.secondaries
+                    .with(i, |source| source.unselect(now, ids, out));
+            }
         }
         self.out
             .push_back(Output::Event(Event::ShardSelectionIgnored { outside }));
@@ -1430,17 +1565,11 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
         if replace {
             self.demote_since(before);
             self.primary_synced = true;
-            let covered = match &mut self.selection {
-                Some(selection) => {
-                    let covered = selection.listed();
-                    match listed {
-                        Listed::Gained(version) => selection.fresh(&covered, version),
-                        Listed::Whole => selection.passed(None),
-                        Listed::Kept => {}
-                    }
-                    covered
-                }
-                None => Vec::new(),
+            let covered = match (&mut self.selection, listed) {
+                (Some(selection), Listed::Gained(version)) => selection.listed(0, Some(version)),
+                (Some(selection), Listed::Whole) => selection.listed(0, None),
+                // Nothing new was listed.
+                (Some(_), Listed::Kept) | (None, _) => Vec::new(),
             };
             for shard in covered {
                 self.unpark(shard);
@@ -1458,7 +1587,7 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
         let (Change::Upsert(object) | Change::Delete(object)) = change else {
             return false;
         };
-        if !selection.has_fresh() {
+        if !selection.has_fresh(0) {
             return false;
         }
         let shard = table
@@ -1467,7 +1596,7 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
         let version = object
             .object_resource_version()
             .and_then(|rv| rv.parse().ok());
-        selection.is_stale(shard, version)
+        selection.is_stale(0, shard, version)
     }
 
     /// The cached primary objects of the shards the cache covers, to keep through a
@@ -1480,7 +1609,10 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
         self.store
             .iter()
             .filter(|(_, object, _)| {
-                selection.is_covered(config.shard_of_text(object.object_namespace().unwrap_or("")))
+                selection.is_covered(
+                    0,
+                    config.shard_of_text(object.object_namespace().unwrap_or("")),
+                )
             })
             .map(|(_, object, _)| Arc::clone(object))
             .collect()

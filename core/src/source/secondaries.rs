@@ -163,6 +163,7 @@ mod tests {
 
     use super::*;
     use crate::source::reflector::Counters;
+    use crate::source::secondary::{Applied, Scope};
     use crate::vocabulary::{ListResponse, MintIds, Outbox, Related, SourceId, StreamEnd, Wake};
 
     /// What a probe waits on, set by the test between the calls the index sees.
@@ -200,7 +201,9 @@ mod tests {
             _: &mut dyn MintIds,
             _: &mut Outbox<(), ()>,
             _: &mut Vec<Arc<()>>,
-        ) {
+            _: &Scope<'_>,
+        ) -> Option<Applied> {
+            None
         }
         fn handle_watch_opened(&mut self, _: Instant, _: StreamId, _: &mut Outbox<(), ()>) {}
         fn handle_watch_line(
@@ -210,6 +213,7 @@ mod tests {
             _: &[u8],
             _: &mut Outbox<(), ()>,
             _: &mut Vec<Arc<()>>,
+            _: &Scope<'_>,
         ) {
         }
         fn handle_watch_end(
@@ -253,6 +257,25 @@ mod tests {
         }
         fn len(&self) -> usize {
             0
+        }
+        fn selectable(&self) -> bool {
+            false
+        }
+        fn select(
+            &mut self,
+            _: Instant,
+            _: String,
+            _: Option<String>,
+            _: &Scope<'_>,
+            _: &mut dyn MintIds,
+            _: &mut Outbox<(), ()>,
+            _: &mut Vec<Arc<()>>,
+        ) {
+        }
+        fn deselect(&mut self, _: &mut Outbox<(), ()>, _: &mut Vec<Arc<()>>) {}
+        fn unselect(&mut self, _: Instant, _: &mut dyn MintIds, _: &mut Outbox<(), ()>) {}
+        fn take_selector_ignored(&mut self) -> bool {
+            false
         }
     }
 

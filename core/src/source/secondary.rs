@@ -25,6 +25,26 @@ use crate::wire::object::{Object, ObjectKey};
 /// Maps a secondary object to the parents it wakes: none, one (an owner) or several.
 pub type SecondaryMap<C, P> = Arc<dyn Fn(&C) -> Vec<P> + Send + Sync>;
 
+/// What the loop's server-side shard selection says of a selected secondary's objects, by
+/// their namespace (`shard::selection`).
+pub(crate) struct Scope<'a> {
+    /// Whether an object in this namespace is of a shard the source's cache covers: such
+    /// objects are kept through a listing of the shards gained.
+    pub(crate) covered: &'a dyn Fn(&str) -> bool,
+    /// Whether a change at this version to an object in this namespace is already cached
+    /// from a newer listing of its shard.
+    pub(crate) stale: &'a dyn Fn(&str, Option<u64>) -> bool,
+}
+
+/// A listing a secondary applied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Applied {
+    /// Every object it selects.
+    Whole,
+    /// Only the shards it gained, at this version, merged with the shards it covers.
+    Gained(u64),
+}
+
 /// One secondary source, whatever its object type.
 pub(crate) trait Secondary<O, P> {
     /// The LIST in flight, whose answer is this source's.
@@ -32,6 +52,7 @@ pub(crate) trait Secondary<O, P> {
     /// The WATCH open, whose frames are this source's.
     fn current_stream(&self) -> Option<StreamId>;
     fn start(&mut self, now: Instant, ids: &mut dyn MintIds, out: &mut Outbox<O, P>);
+    /// Handles a LIST answer; gives the listing it applied, if one completed.
     #[allow(clippy::too_many_arguments)]
     fn handle_list(
         &mut self,
@@ -41,7 +62,8 @@ pub(crate) trait Secondary<O, P> {
         ids: &mut dyn MintIds,
         out: &mut Outbox<O, P>,
         wakes: &mut Vec<Arc<P>>,
-    );
+        scope: &Scope<'_>,
+    ) -> Option<Applied>;
     fn handle_watch_opened(&mut self, now: Instant, stream: StreamId, out: &mut Outbox<O, P>);
     fn handle_watch_line(
         &mut self,
@@ -50,6 +72,7 @@ pub(crate) trait Secondary<O, P> {
         line: &[u8],
         out: &mut Outbox<O, P>,
         wakes: &mut Vec<Arc<P>>,
+        scope: &Scope<'_>,
     );
     fn handle_watch_end(
         &mut self,
@@ -70,6 +93,29 @@ pub(crate) trait Secondary<O, P> {
     fn cursor(&self) -> Option<&str>;
     fn counters(&self) -> Counters;
     fn len(&self) -> usize;
+    /// Whether the primary's shard selector fits this source: its objects wake their
+    /// owners, which live in their namespace, so an object's shard is its parent's.
+    fn selectable(&self) -> bool;
+    /// Moves to the shards `all` (a selector): lists `gained` alone and resumes its watch
+    /// from its cursor, or relists everything with `all` when it cannot. With nothing
+    /// gained, forgets at once the objects `scope` no longer covers.
+    #[allow(clippy::too_many_arguments)]
+    fn select(
+        &mut self,
+        now: Instant,
+        all: String,
+        gained: Option<String>,
+        scope: &Scope<'_>,
+        ids: &mut dyn MintIds,
+        out: &mut Outbox<O, P>,
+        wakes: &mut Vec<Arc<P>>,
+    );
+    /// No shard is held: stops listing and forgets every object, until the next `select`.
+    fn deselect(&mut self, out: &mut Outbox<O, P>, wakes: &mut Vec<Arc<P>>);
+    /// The apiserver ignores the selector: stops sending it (what it sends is everything).
+    fn unselect(&mut self, now: Instant, ids: &mut dyn MintIds, out: &mut Outbox<O, P>);
+    /// Whether a LIST asked with a shard selector came back unfiltered since last asked.
+    fn take_selector_ignored(&mut self) -> bool;
 }
 
 /// How a secondary source is built, kept in the [`Config`](crate::Config) so the config
@@ -94,6 +140,7 @@ pub(crate) trait SecondarySpec<O, P>: Send + Sync {
 pub(crate) fn spec<O, P, C>(
     params: WatchParams,
     map: SecondaryMap<C, P>,
+    by_owner: bool,
 ) -> Box<dyn SecondarySpec<O, P>>
 where
     O: 'static,
@@ -103,6 +150,7 @@ where
     Box::new(Spec {
         params,
         map,
+        by_owner,
         predicate: None,
         transform: None,
     })
@@ -111,6 +159,8 @@ where
 struct Spec<C, P> {
     params: WatchParams,
     map: SecondaryMap<C, P>,
+    /// The map wakes owners (`owns`): an object's parent is in its namespace.
+    by_owner: bool,
     predicate: Option<Predicate<C>>,
     transform: Option<Transform<C>>,
 }
@@ -126,6 +176,7 @@ where
             id,
             reflector: Reflector::new(id, self.params.clone(), timing),
             map: Arc::clone(&self.map),
+            by_owner: self.by_owner,
             predicate: self
                 .predicate
                 .clone()
@@ -159,6 +210,7 @@ where
         Box::new(Spec {
             params: self.params.clone(),
             map: Arc::clone(&self.map),
+            by_owner: self.by_owner,
             predicate: self.predicate.clone(),
             transform: self.transform.clone(),
         })
@@ -170,6 +222,7 @@ struct Source<C, P> {
     id: SourceId,
     reflector: Reflector<C>,
     map: SecondaryMap<C, P>,
+    by_owner: bool,
     /// Which updates wake, and its name for `Event::Filtered`.
     predicate: Option<(Arc<str>, Predicate<C>)>,
     /// Applied to each object before it is cached.
@@ -183,8 +236,32 @@ struct Source<C, P> {
 }
 
 impl<C: Object + Send + Sync, P: Ord + Clone> Source<C, P> {
-    fn apply<O>(&mut self, mut change: Change<C>, wakes: &mut Vec<Arc<P>>, out: &mut Outbox<O, P>) {
+    fn apply<O>(&mut self, change: Change<C>, wakes: &mut Vec<Arc<P>>, out: &mut Outbox<O, P>) {
+        self.apply_keeping(change, &|_| false, wakes, out);
+    }
+
+    /// Applies `change`; a `Replace` keeps the cached objects `keep` names (by namespace)
+    /// besides the ones it brings.
+    fn apply_keeping<O>(
+        &mut self,
+        mut change: Change<C>,
+        keep: &dyn Fn(&str) -> bool,
+        wakes: &mut Vec<Arc<P>>,
+        out: &mut Outbox<O, P>,
+    ) {
         super::transform::apply_to(self.transform.as_ref(), &mut change);
+        if let Change::Replace(objects) = &mut change {
+            let kept = self
+                .objects
+                .values()
+                .filter(|(o, _)| keep(o.object_namespace().unwrap_or("")))
+                .map(|(o, _)| Arc::clone(o));
+            let kept: Vec<Arc<C>> = kept.collect();
+            // The listed version wins over a kept one of the same key (`incoming` below
+            // keeps the later).
+            let listed = std::mem::replace(objects, kept);
+            objects.extend(listed);
+        }
         match change {
             Change::Upsert(object) => self.upsert(object, wakes, out),
             Change::Delete(tombstone) => {
@@ -315,10 +392,24 @@ where
         ids: &mut dyn MintIds,
         out: &mut Outbox<O, P>,
         wakes: &mut Vec<Arc<P>>,
-    ) {
+        scope: &Scope<'_>,
+    ) -> Option<Applied> {
         let response = for_secondary(response);
-        if let Some(change) = self.reflector.handle_list(now, req, response, ids, out) {
+        let change = self.reflector.handle_list(now, req, response, ids, out)?;
+        let Some(version) = self.reflector.take_gained_listed() else {
             self.apply(change, wakes, out);
+            return Some(Applied::Whole);
+        };
+        self.apply_keeping(change, scope.covered, wakes, out);
+        match version.parse() {
+            Ok(version) => Some(Applied::Gained(version)),
+            // Not comparable with the watch's versions: list everything again (see the
+            // primary's case in the loop).
+            Err(_) => {
+                let selector = self.reflector.shard_selector();
+                self.reflector.reselect(now, selector, true, ids, out);
+                None
+            }
         }
     }
 
@@ -333,10 +424,22 @@ where
         line: &[u8],
         out: &mut Outbox<O, P>,
         wakes: &mut Vec<Arc<P>>,
+        scope: &Scope<'_>,
     ) {
-        if let Some(change) = self.reflector.handle_watch_line(now, stream, line, out) {
-            self.apply(change, wakes, out);
+        let Some(change) = self.reflector.handle_watch_line(now, stream, line, out) else {
+            return;
+        };
+        if let Change::Upsert(object) | Change::Delete(object) = &change {
+            let version = object
+                .object_resource_version()
+                .and_then(|v| v.parse().ok());
+            if (scope.stale)(object.object_namespace().unwrap_or(""), version) {
+                // Replayed by a watch resumed after a move: the listing of its shard,
+                // newer, is cached already.
+                return;
+            }
         }
+        self.apply(change, wakes, out);
     }
 
     fn handle_watch_end(
@@ -401,5 +504,46 @@ where
 
     fn len(&self) -> usize {
         self.objects.len()
+    }
+
+    fn selectable(&self) -> bool {
+        self.by_owner
+    }
+
+    fn select(
+        &mut self,
+        now: Instant,
+        all: String,
+        gained: Option<String>,
+        scope: &Scope<'_>,
+        ids: &mut dyn MintIds,
+        out: &mut Outbox<O, P>,
+        wakes: &mut Vec<Arc<P>>,
+    ) {
+        let only_let_go = gained.is_none();
+        if !self
+            .reflector
+            .move_shards(now, all.clone(), gained, ids, out)
+        {
+            self.reflector.reselect(now, Some(all), true, ids, out);
+        } else if only_let_go && self.synced {
+            self.apply_keeping(Change::Replace(Vec::new()), scope.covered, wakes, out);
+        }
+    }
+
+    fn deselect(&mut self, out: &mut Outbox<O, P>, wakes: &mut Vec<Arc<P>>) {
+        self.reflector.pause(out);
+        let synced = self.synced;
+        self.apply(Change::Replace(Vec::new()), wakes, out);
+        // Emptied, not listed: a source that never listed has not synced.
+        self.synced = synced;
+    }
+
+    fn unselect(&mut self, now: Instant, ids: &mut dyn MintIds, out: &mut Outbox<O, P>) {
+        self.reflector.reselect(now, None, false, ids, out);
+    }
+
+    fn take_selector_ignored(&mut self) -> bool {
+        self.reflector.take_selector_ignored()
     }
 }

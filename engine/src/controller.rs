@@ -91,7 +91,17 @@ where
     pub fn for_objects_with(runtime: R, source: Source<O, T>) -> Self {
         Self::with_runtime(runtime, source, KeyMap::by_object())
     }
+}
 
+/// Owned children wake their owner's `namespace/name`: any parent key made from an
+/// [`ObjectKey`] (`ObjectKey` itself, or its `String` form).
+impl<O, P, R, T> Controller<O, P, R, T>
+where
+    O: Object + Send + Sync,
+    P: ParentKey + From<ObjectKey>,
+    R: Runtime,
+    T: Transport,
+{
     /// Adds the children of `source`, each waking its **controller** owner: the one
     /// `ownerReferences` entry with `controller: true`, when it is of the controller's own
     /// kind and API group. This is controller-runtime's `Owns` (`EnqueueRequestForOwner`

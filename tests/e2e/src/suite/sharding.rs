@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use k8s_openapi::api::core::v1::ConfigMap;
 use reconcile_core::metrics::RelistLabel;
 use reconcile_core::pod::PodView;
 use reconcile_core::{KeyMap, ShardBy, ShardConfig};
@@ -42,6 +43,8 @@ struct Run {
     cell: String,
     start: Instant,
     end: Instant,
+    /// The owned ConfigMaps the run was handed (`Setup::owned`).
+    owned: usize,
 }
 
 /// Every replica's runs, on the test's clock.
@@ -95,6 +98,7 @@ async fn record_run<R: reconcile_engine::Runtime>(
             cell: request.parent().clone(),
             start,
             end: Instant::now(),
+            owned: request.related::<ConfigMap>().len(),
         });
     Ok(Action::await_change())
 }
@@ -119,6 +123,8 @@ struct Setup<'a> {
     /// Pods keyed by their own name and sharded by namespace (selectable on the server),
     /// or keyed by cell and sharded by key.
     by_namespace: bool,
+    /// The controller also owns ConfigMaps (`owns`, same labels): each pod's own.
+    owned: bool,
 }
 
 impl<D: DriverUnderTest> Replica<D> {
@@ -131,6 +137,7 @@ impl<D: DriverUnderTest> Replica<D> {
             pods: Some(ns),
             labels: "app=e2e",
             by_namespace: false,
+            owned: false,
         };
         Self::start_with(case, &setup, identity, runs).await
     }
@@ -146,6 +153,11 @@ impl<D: DriverUnderTest> Replica<D> {
             .unwrap_or_else(|e| panic!("{}: cannot connect: {e}", case.name));
         let cut = Arc::new(AtomicBool::new(false));
         let transport = Cuttable::new(inner, Arc::clone(&cut));
+        let owned = setup.owned.then(|| {
+            Source::<ConfigMap, Cuttable<D::Transport>>::all(transport.clone())
+                .labels(setup.labels)
+                .timeout(60)
+        });
         let source = Source::<PodView, Cuttable<D::Transport>>::pods(transport, setup.pods)
             .labels(setup.labels)
             .timeout(60);
@@ -169,6 +181,10 @@ impl<D: DriverUnderTest> Replica<D> {
                 ..Limits::default()
             })
             .sharding_with(sharding);
+        let controller = match owned {
+            Some(owned) => controller.owns_kind(owned, "Pod"),
+            None => controller,
+        };
         let handle = controller.handle();
         let ctx = Arc::new(Context {
             replica: identity,
@@ -452,8 +468,8 @@ pub async fn an_added_replica_restores_the_balance<D: DriverUnderTest>(case: Cas
 const SELECTED_NAMESPACES: usize = 16;
 const PODS_PER_NAMESPACE: usize = 3;
 
-/// Pods in `SELECTED_NAMESPACES` namespaces of their own, labelled `run=<ns>`; gives the
-/// namespaces.
+/// Pods in `SELECTED_NAMESPACES` namespaces of their own, labelled `run=<ns>`, each with a
+/// ConfigMap it owns (same label); gives the namespaces.
 fn create_spread_pods<D: DriverUnderTest>(case: &Case<D>, ns: &str) -> Vec<String> {
     let namespaces: Vec<String> = (0..SELECTED_NAMESPACES)
         .map(|i| format!("{i}-{ns}").chars().take(63).collect())
@@ -464,9 +480,30 @@ fn create_spread_pods<D: DriverUnderTest>(case: &Case<D>, ns: &str) -> Vec<Strin
             .unwrap_or_else(|e| panic!("{}: create namespace {namespace}: {e}", case.name));
         for p in 0..PODS_PER_NAMESPACE {
             let pod = pod_manifest(&format!("p{p}"), &[("run", ns)]);
-            case.api()
+            let pod = case
+                .api()
                 .create_pod(namespace, &pod)
                 .unwrap_or_else(|e| panic!("{}: create pod: {e}", case.name));
+            let owned = serde_json::json!({
+                "metadata": {
+                    "name": format!("p{p}-owned"),
+                    "labels": {"run": ns},
+                    "ownerReferences": [{
+                        "apiVersion": "v1",
+                        "kind": "Pod",
+                        "name": format!("p{p}"),
+                        "uid": pod["metadata"]["uid"],
+                        "controller": true,
+                    }],
+                },
+                "data": {"pod": format!("p{p}")},
+            });
+            case.api()
+                .create(
+                    &format!("/api/v1/namespaces/{namespace}/configmaps"),
+                    &owned,
+                )
+                .unwrap_or_else(|e| panic!("{}: create ConfigMap: {e}", case.name));
         }
     }
     namespaces
@@ -543,6 +580,7 @@ pub async fn with_server_side_selection_each_replica_caches_only_its_shards<D: D
         pods: None,
         labels: &labels,
         by_namespace: true,
+        owned: true,
     };
     let runs = Runs::default();
     let mut a = Replica::start_with(&case, &setup, "e2e-a", &runs).await;
@@ -618,6 +656,24 @@ pub async fn with_server_side_selection_each_replica_caches_only_its_shards<D: D
         "{}: no relist as shards moved",
         case.name
     );
+    // Each pod's owned ConfigMap is listed and watched with the same shard selector (the
+    // gauge above stays 1 only if its LISTs came back filtered), and no run, before the
+    // kill or after it, went without it: a gained shard runs once both sources hold it.
+    let blind: Vec<Run> = runs.all().into_iter().filter(|r| r.owned != 1).collect();
+    assert!(
+        blind.is_empty(),
+        "{}: runs without their owned ConfigMap: {blind:?}",
+        case.name
+    );
+    for r in [&a, &b] {
+        assert_eq!(
+            r.handle.metrics().shard_server_selection,
+            Some(true),
+            "{}: {} stopped selecting",
+            case.name,
+            r.identity
+        );
+    }
     runs.check_no_overlap()
         .unwrap_or_else(|e| panic!("{}: {e}", case.name));
     c.cut.store(false, Ordering::SeqCst);
@@ -644,6 +700,7 @@ pub async fn without_the_gate_each_replica_caches_every_pod_and_says_so<D: Drive
         pods: None,
         labels: &labels,
         by_namespace: true,
+        owned: false,
     };
     let runs = Runs::default();
     let mut a = Replica::start_with(&case, &setup, "e2e-a", &runs).await;

@@ -20,7 +20,9 @@
 //! Pods are spread over `--namespaces` namespaces named to differ in their first bytes (the
 //! server's hash is FNV-1a, unmixed: names that differ only at the end crowd into a few
 //! shards). `-- --pods N --namespaces M --shards S --patches P --idle-secs T` to change the size, and
-//! `--modes server` or `--modes client` to run one side only.
+//! `--modes server` or `--modes client` to run one side only. `SHARDING_BENCH_RUNTIME=
+//! current_thread` runs each replica on a single-threaded tokio runtime instead of two
+//! workers.
 
 #![allow(missing_docs)]
 
@@ -89,11 +91,16 @@ async fn connect(path: &Path) -> KubeTransport {
 
 /// One replica: prints `held cache heap cpu reconciles frames selecting` every 250 ms.
 fn child(identity: &str, kubeconfig: &Path, leases: &str, run: &str, shards: u32) {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a runtime");
+    let runtime = match std::env::var("SHARDING_BENCH_RUNTIME").as_deref() {
+        Ok("current_thread") => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build(),
+        _ => tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build(),
+    }
+    .expect("a runtime");
     let heap0 = heap_in_use();
     let cpu0 = process_cpu(std::process::id()).unwrap_or(0.0);
     runtime.block_on(async {

@@ -1159,4 +1159,225 @@ mod tests {
         assert!(log[3].starts_with("close-watch W1; (streaming-list-fallback (initial events too large: 3 objects in 270 bytes"), "{}", log[3]);
         assert_eq!(log[4], "list L2; ");
     }
+
+    /// What each command in `out` asks: `list <selector>`, `watch <selector> from <rv>`,
+    /// `cancel-list`, `close-watch`; events as `relist`.
+    fn asks(out: &mut Outbox<PodView, String>) -> Vec<String> {
+        let selector = |p: &WatchParams| p.shard_selector.clone().unwrap_or_default();
+        out.drain(..)
+            .filter_map(|o| match o {
+                Output::Command(Command::List { params, .. }) => {
+                    Some(format!("list {}", selector(&params)))
+                }
+                Output::Command(Command::Watch {
+                    params,
+                    resource_version,
+                    ..
+                }) => Some(format!(
+                    "watch {} from {resource_version}",
+                    selector(&params)
+                )),
+                Output::Command(Command::CancelList { .. }) => Some("cancel-list".into()),
+                Output::Command(Command::CloseWatch { .. }) => Some("close-watch".into()),
+                Output::Event(Event::Relist { .. }) => Some("relist".into()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// A filtered LIST answer (`shardInfo` set, unless `ignored`) at `rv` holding `names`.
+    fn listed(rv: u64, names: &[&str], ignored: bool) -> ListResponse<PodView> {
+        let items: Vec<String> = names
+            .iter()
+            .map(|n| {
+                format!(
+                    r#"{{"metadata":{{"name":"{n}","namespace":"ns","resourceVersion":"{rv}"}}}}"#
+                )
+            })
+            .collect();
+        let info = if ignored {
+            ""
+        } else {
+            r#","shardInfo":{"selector":"s"}"#
+        };
+        ListResponse::Response {
+            status: 200,
+            body: format!(
+                r#"{{"metadata":{{"resourceVersion":"{rv}"{info}}},"items":[{}]}}"#,
+                items.join(",")
+            )
+            .into(),
+        }
+    }
+
+    /// A selected reflector watching shard `A` from version 12.
+    fn watching_a() -> (Reflector<PodView>, Ids, Outbox<PodView, String>) {
+        let timing = Timing {
+            retry_delay: Duration::from_secs(1),
+            list_deadline: Duration::from_secs(300),
+            max_listing_bytes: MAX_LISTING_BYTES,
+        };
+        let mut params = WatchParams::default();
+        params.shard_selector = Some("A".into());
+        let mut r = Reflector::<PodView>::new(SourceId::PRIMARY, params, timing);
+        let (mut ids, mut out) = (Ids::default(), VecDeque::new());
+        let now = Instant::ZERO;
+        r.start(now, &mut ids, &mut out);
+        let req = r.current_list().unwrap();
+        assert!(matches!(
+            r.handle_list(now, req, listed(10, &["a"], false), &mut ids, &mut out),
+            Some(Change::Replace(_))
+        ));
+        let stream = r.current_stream().unwrap();
+        r.handle_watch_line(now, stream, added("a", 12).as_bytes(), &mut out);
+        assert_eq!(r.cursor(), Some("12"));
+        out.clear();
+        (r, ids, out)
+    }
+
+    #[test]
+    fn a_move_lists_the_gained_shards_then_watches_every_shard_from_the_cursor() {
+        let (mut r, mut ids, mut out) = watching_a();
+        let now = Instant::ZERO;
+        assert!(r.move_shards(now, "A|B".into(), Some("B".into()), &mut ids, &mut out));
+        assert_eq!(asks(&mut out), ["close-watch", "relist", "list B"]);
+        let req = r.current_list().unwrap();
+        let change = r.handle_list(now, req, listed(20, &["b"], false), &mut ids, &mut out);
+        assert!(matches!(change, Some(Change::Replace(items)) if items.len() == 1));
+        assert_eq!(r.take_gained_listed().as_deref(), Some("20"));
+        assert_eq!(
+            asks(&mut out),
+            ["watch A|B from 12"],
+            "resumed where it stood"
+        );
+        assert_eq!(r.cursor(), Some("12"));
+    }
+
+    #[test]
+    fn a_failed_listing_of_gained_shards_is_retried_as_one() {
+        let (mut r, mut ids, mut out) = watching_a();
+        let now = Instant::ZERO;
+        r.move_shards(now, "A|B".into(), Some("B".into()), &mut ids, &mut out);
+        out.clear();
+        let req = r.current_list().unwrap();
+        let failed = ListResponse::TransportError("refused".into());
+        assert!(
+            r.handle_list(now, req, failed, &mut ids, &mut out)
+                .is_none()
+        );
+        out.clear();
+        r.handle_timeout(now + Duration::from_secs(1), &mut ids, &mut out);
+        assert_eq!(asks(&mut out), ["list B"]);
+        let req = r.current_list().unwrap();
+        r.handle_list(now, req, listed(20, &["b"], false), &mut ids, &mut out);
+        assert_eq!(r.take_gained_listed().as_deref(), Some("20"));
+        assert_eq!(asks(&mut out), ["watch A|B from 12"]);
+    }
+
+    #[test]
+    fn a_move_while_listing_gained_shards_lists_the_new_gain_from_the_same_cursor() {
+        let (mut r, mut ids, mut out) = watching_a();
+        let now = Instant::ZERO;
+        r.move_shards(now, "A|B".into(), Some("B".into()), &mut ids, &mut out);
+        out.clear();
+        assert!(r.move_shards(now, "A|B|C".into(), Some("B|C".into()), &mut ids, &mut out));
+        assert_eq!(asks(&mut out), ["cancel-list", "relist", "list B|C"]);
+        let req = r.current_list().unwrap();
+        r.handle_list(now, req, listed(30, &["b", "c"], false), &mut ids, &mut out);
+        assert_eq!(r.take_gained_listed().as_deref(), Some("30"));
+        assert_eq!(asks(&mut out), ["watch A|B|C from 12"]);
+    }
+
+    #[test]
+    fn letting_shards_go_rewatches_from_the_cursor_without_a_list() {
+        let (mut r, mut ids, mut out) = watching_a();
+        assert!(r.move_shards(Instant::ZERO, "A".into(), None, &mut ids, &mut out));
+        assert_eq!(asks(&mut out), ["close-watch", "watch A from 12"]);
+    }
+
+    #[test]
+    fn a_resume_point_compacted_away_relists_every_shard() {
+        let (mut r, mut ids, mut out) = watching_a();
+        let now = Instant::ZERO;
+        r.move_shards(now, "A|B".into(), Some("B".into()), &mut ids, &mut out);
+        let req = r.current_list().unwrap();
+        r.handle_list(now, req, listed(20, &["b"], false), &mut ids, &mut out);
+        r.take_gained_listed();
+        out.clear();
+        let stream = r.current_stream().unwrap();
+        let gone = StreamEnd::HttpStatus {
+            code: 410,
+            body: Vec::new(),
+        };
+        r.handle_watch_end(now, stream, gone, &mut ids, &mut out);
+        r.handle_timeout(now + Duration::from_secs(1), &mut ids, &mut out);
+        assert_eq!(
+            asks(&mut out),
+            ["relist", "list A|B"],
+            "whole, every shard held"
+        );
+        let req = r.current_list().unwrap();
+        r.handle_list(now, req, listed(40, &["a", "b"], false), &mut ids, &mut out);
+        assert_eq!(
+            r.take_gained_listed(),
+            None,
+            "a whole listing replaces the cache"
+        );
+    }
+
+    #[test]
+    fn an_unfiltered_listing_of_gained_shards_counts_as_whole() {
+        let (mut r, mut ids, mut out) = watching_a();
+        let now = Instant::ZERO;
+        r.move_shards(now, "A|B".into(), Some("B".into()), &mut ids, &mut out);
+        out.clear();
+        let req = r.current_list().unwrap();
+        r.handle_list(
+            now,
+            req,
+            listed(20, &["a", "b", "z"], true),
+            &mut ids,
+            &mut out,
+        );
+        assert_eq!(r.take_gained_listed(), None);
+        assert!(r.take_selector_ignored());
+        assert_eq!(
+            asks(&mut out),
+            ["watch A|B from 20"],
+            "from the listing's own version"
+        );
+    }
+
+    #[test]
+    fn a_move_is_declined_without_a_numeric_cursor() {
+        let (mut r, mut ids, mut out) = watching_a();
+        r.cursor = Some("opaque".into());
+        assert!(!r.move_shards(
+            Instant::ZERO,
+            "A|B".into(),
+            Some("B".into()),
+            &mut ids,
+            &mut out
+        ));
+        assert!(out.is_empty());
+        let mut fresh = Reflector::<PodView>::new(
+            SourceId::PRIMARY,
+            WatchParams::default(),
+            Timing {
+                retry_delay: Duration::from_secs(1),
+                list_deadline: Duration::from_secs(300),
+                max_listing_bytes: MAX_LISTING_BYTES,
+            },
+        );
+        assert!(
+            !fresh.move_shards(
+                Instant::ZERO,
+                "A".into(),
+                Some("A".into()),
+                &mut ids,
+                &mut out
+            ),
+            "never synced: nothing to resume"
+        );
+    }
 }

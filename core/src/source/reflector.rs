@@ -1217,8 +1217,10 @@ mod tests {
             list_deadline: Duration::from_secs(300),
             max_listing_bytes: MAX_LISTING_BYTES,
         };
-        let mut params = WatchParams::default();
-        params.shard_selector = Some("A".into());
+        let params = WatchParams {
+            shard_selector: Some("A".into()),
+            ..WatchParams::default()
+        };
         let mut r = Reflector::<PodView>::new(SourceId::PRIMARY, params, timing);
         let (mut ids, mut out) = (Ids::default(), VecDeque::new());
         let now = Instant::ZERO;

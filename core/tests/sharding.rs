@@ -1090,17 +1090,7 @@ impl Fleet {
             if !self.owned {
                 continue;
             }
-            let owned: BTreeSet<String> = r
-                .core
-                .secondary_objects(SourceId::nth(1))
-                .unwrap()
-                .objects
-                .iter()
-                .map(|o| {
-                    let pod = o.downcast_ref::<PodView>().unwrap();
-                    pod.metadata.name.as_deref().unwrap().to_owned()
-                })
-                .collect();
+            let owned = self.owned_pods(i);
             if owned != expected {
                 return Err(format!(
                     "r{i} holds {held:?} and caches {} owned pods, expected {}: {:?}",
@@ -1111,6 +1101,39 @@ impl Fleet {
             }
         }
         Ok(())
+    }
+
+    /// The pods replica `i` caches as owned objects (its secondary source).
+    fn owned_pods(&self, i: usize) -> BTreeSet<String> {
+        self.replicas[i]
+            .core
+            .secondary_objects(SourceId::nth(1))
+            .unwrap()
+            .objects
+            .iter()
+            .map(|o| {
+                let pod = o.downcast_ref::<PodView>().unwrap();
+                pod.metadata.name.as_deref().unwrap().to_owned()
+            })
+            .collect()
+    }
+
+    /// Runs `d` longer, then checks the balance and every replica's caches.
+    fn run_balanced(&mut self, d: Duration) {
+        self.run_until(self.now + d);
+        self.check_balance().unwrap();
+        self.check_caches().unwrap();
+    }
+
+    /// Changes every pod and runs 5 s: each change ran on its shard's owner alone, no key
+    /// on two replicas at once, and no reconcile without its objects.
+    fn touch_and_check_owners(&mut self) {
+        let from = self.runs.len();
+        self.touch_all();
+        self.run_until(self.now + Duration::from_secs(5));
+        self.check_owners_ran(from).unwrap();
+        self.check_safety().unwrap();
+        assert!(self.blind.is_empty(), "{:?}", self.blind);
     }
 
     /// Every pod's last change ran on the owner of its shard, and nowhere else, since `from`.
@@ -1162,25 +1185,14 @@ fn selected_shards_move_with_a_relist_and_no_key_runs_before_its_objects_are_cac
     // Newcomers take their share: r0 forgets the pods of the shards it gave up (their
     // keys wake, and wait parked: not its shards any more), each newcomer lists its own.
     for _ in 0..2 {
-        let joined = fleet.now;
         fleet.add();
-        fleet.run_until(joined + Duration::from_secs(10));
-        fleet.check_balance().unwrap();
-        fleet.check_caches().unwrap();
+        fleet.run_balanced(Duration::from_secs(10));
     }
     // A newcomer dies: r0 takes some of its shards back. Their keys, parked since r0 gave
     // them up, may run only once r0's new listing holds their pods again.
     fleet.kill(1);
-    let killed = fleet.now;
-    fleet.run_until(killed + Duration::from_secs(25));
-    fleet.check_balance().unwrap();
-    fleet.check_caches().unwrap();
-    let from = fleet.runs.len();
-    fleet.touch_all();
-    fleet.run_until(fleet.now + Duration::from_secs(5));
-    fleet.check_owners_ran(from).unwrap();
-    fleet.check_safety().unwrap();
-    assert!(fleet.blind.is_empty(), "{:?}", fleet.blind);
+    fleet.run_balanced(Duration::from_secs(25));
+    fleet.touch_and_check_owners();
 }
 
 #[test]
@@ -1349,34 +1361,18 @@ fn owned_objects_are_selected_with_the_primary_and_move_with_it() {
     fleet.check_balance().unwrap();
     fleet.check_caches().unwrap();
     for i in 0..2 {
-        let owned = fleet.replicas[i]
-            .core
-            .secondary_objects(SourceId::nth(1))
-            .unwrap()
-            .objects
-            .len();
+        let owned = fleet.owned_pods(i).len();
         assert!(
             owned < PODS,
             "r{i} owns {owned} of {PODS} pods: not selected"
         );
     }
-    let joined = fleet.now;
     fleet.add();
-    fleet.run_until(joined + Duration::from_secs(10));
-    fleet.check_balance().unwrap();
-    fleet.check_caches().unwrap();
+    fleet.run_balanced(Duration::from_secs(10));
     fleet.kill(1);
-    let killed = fleet.now;
-    fleet.run_until(killed + Duration::from_secs(25));
-    fleet.check_balance().unwrap();
+    fleet.run_balanced(Duration::from_secs(25));
+    fleet.touch_and_check_owners();
     fleet.check_caches().unwrap();
-    let from = fleet.runs.len();
-    fleet.touch_all();
-    fleet.run_until(fleet.now + Duration::from_secs(5));
-    fleet.check_owners_ran(from).unwrap();
-    fleet.check_caches().unwrap();
-    fleet.check_safety().unwrap();
-    assert!(fleet.blind.is_empty(), "{:?}", fleet.blind);
 }
 
 #[test]

@@ -288,22 +288,22 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
                 config.key_map.describe(),
                 Some(crate::KeyBy::Name | crate::KeyBy::Owner(_))
             );
-        let selection = config
+        let selected = config
             .sharding
             .as_ref()
-            .filter(|(s, _)| selectable && s.select_on_server && s.by == ShardBy::Namespace)
-            .map(|_| ());
+            .is_some_and(|(s, _)| selectable && s.select_on_server && s.by == ShardBy::Namespace);
+        // Owned secondaries follow a selected primary: numbered from 1 in the selection.
         let mut slots = 0;
         let secondary_slots: Vec<Option<usize>> = secondaries
             .iter()
             .map(|source| {
-                (selection.is_some() && source.selectable()).then(|| {
+                (selected && source.selectable()).then(|| {
                     slots += 1;
                     slots
                 })
             })
             .collect();
-        let selection = selection.map(|()| Selection::new(1 + slots));
+        let selection = selected.then(|| Selection::new(1 + slots));
         let (shards, shard_text) = match config.sharding {
             Some((sharding, text)) => (Some(ShardTable::new(sharding)), Some(text)),
             None => (None, None),
@@ -471,16 +471,22 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
                 selection.is_covered(slot, config.shard_of_text(namespace))
             })
         };
-        let stale = |namespace: &str, version: Option<u64>| {
+        // Checked only while some shard is fresh: most frames pay one branch.
+        let stale = |namespace: &str, version: Option<&str>| {
             selected.is_some_and(|(slot, selection, config)| {
                 selection.has_fresh(slot)
-                    && selection.is_stale(slot, config.shard_of_text(namespace), version)
+                    && selection.is_stale(
+                        slot,
+                        config.shard_of_text(namespace),
+                        version.and_then(|v| v.parse().ok()),
+                    )
             })
         };
         let scope = Scope {
             covered: &covered,
             stale: &stale,
         };
+        let fresh = selected.is_some_and(|(slot, selection, _)| selection.has_fresh(slot));
         let (applied, ignored, cursor) = self.secondaries.with(i, |source| {
             let applied = match input {
                 Input::List { req, response } => {
@@ -500,7 +506,10 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
                 }
                 _ => unreachable!("only LIST and WATCH inputs have an owner"),
             };
-            let cursor = source.cursor().and_then(|rv| rv.parse::<u64>().ok());
+            // Only a watch resumed after a move has fresh shards to pass.
+            let cursor = fresh
+                .then(|| source.cursor().and_then(|rv| rv.parse::<u64>().ok()))
+                .flatten();
             (applied, source.take_selector_ignored(), cursor)
         });
         if let Some(slot) = slot {
@@ -521,26 +530,14 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
             (Source::Kubernetes(reflector), Input::List { req, response }) => {
                 let change =
                     reflector.handle_list(now, req, response, &mut self.ids, &mut self.out);
-                let gained = reflector.take_gained_listed();
+                let listed = reflector
+                    .take_gained_listed()
+                    .map_or(Listed::Whole, Listed::Gained);
                 if reflector.take_selector_ignored() {
                     self.ignore_selection(None);
                 }
-                let Some(change) = change else {
-                    return;
-                };
-                match gained.map(|rv| rv.parse::<u64>()) {
-                    Some(Ok(version)) => self.apply_primary(now, change, Listed::Gained(version)),
-                    // A version that is no number cannot be compared with the watch's, so
-                    // the replayed changes could not be told apart: list everything again.
-                    // (The move resumed from a numeric cursor, so this server mixes forms.)
-                    Some(Err(_)) => {
-                        self.apply_primary(now, change, Listed::Kept);
-                        if let Source::Kubernetes(reflector) = &mut self.source {
-                            let selector = reflector.shard_selector();
-                            reflector.reselect(now, selector, true, &mut self.ids, &mut self.out);
-                        }
-                    }
-                    None => self.after_source(now, Some(change)),
+                if let Some(change) = change {
+                    self.apply_primary(now, change, listed);
                 }
             }
             (Source::Kubernetes(reflector), Input::WatchOpened { stream }) => {
@@ -548,19 +545,16 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
             }
             (Source::Kubernetes(reflector), Input::WatchLine { stream, line }) => {
                 let change = reflector.handle_watch_line(now, stream, &line, &mut self.out);
-                if let Some(selection) = &mut self.selection
-                    && selection.has_fresh(0)
-                {
-                    let cursor = reflector.cursor().and_then(|rv| rv.parse().ok());
-                    if let Some(change) = change {
-                        self.apply_primary(now, change, Listed::Whole);
-                    }
-                    if let Some(selection) = &mut self.selection {
-                        selection.passed(0, cursor);
-                    }
-                    return;
+                if !self.selection.as_ref().is_some_and(|s| s.has_fresh(0)) {
+                    return self.after_source(now, change);
                 }
+                // A watch resumed after a move replays what a newer listing holds.
+                let cursor = reflector.cursor().and_then(|rv| rv.parse().ok());
+                let change = change.filter(|c| !self.is_stale_change(c));
                 self.after_source(now, change);
+                if let (Some(selection), Some(cursor)) = (&mut self.selection, cursor) {
+                    selection.passed(0, cursor);
+                }
             }
             (Source::Kubernetes(reflector), Input::WatchEnd { stream, end }) => {
                 reflector.handle_watch_end(now, stream, end, &mut self.ids, &mut self.out);
@@ -1097,7 +1091,8 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
             Some(Applied::Whole) => selection.listed(slot, None),
             Some(Applied::Gained(version)) => selection.listed(slot, Some(version)),
             None => {
-                if selection.has_fresh(slot) {
+                // Only a known position passes: a listing in flight has none.
+                if let Some(cursor) = cursor {
                     selection.passed(slot, cursor);
                 }
                 Vec::new()
@@ -1519,9 +1514,6 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
     /// every object, or only the shards just gained (then the cached objects of the
     /// shards still covered are kept).
     fn apply_primary(&mut self, now: Instant, mut change: Change<O>, listed: Listed) {
-        if self.is_stale_change(&change) {
-            return;
-        }
         self.check_selected(&change);
         // Every primary object reaches the store here, whichever path decoded it.
         crate::source::transform::apply_to(self.transform.as_ref(), &mut change);
@@ -1587,9 +1579,6 @@ impl<O: Object, P: Ord + std::hash::Hash + Clone> ReconcileLoop<O, P> {
         let (Change::Upsert(object) | Change::Delete(object)) = change else {
             return false;
         };
-        if !selection.has_fresh(0) {
-            return false;
-        }
         let shard = table
             .config()
             .shard_of_text(object.object_namespace().unwrap_or(""));

@@ -119,12 +119,8 @@ impl Selection {
 
     /// `source`'s watch has passed `version`: shards listed at or below it are fresh no
     /// more.
-    pub(crate) fn passed(&mut self, source: usize, version: Option<u64>) {
-        let fresh = &mut self.sources[source].fresh;
-        match version {
-            Some(v) => fresh.retain(|_, upto| *upto > v),
-            None => fresh.clear(),
-        }
+    pub(crate) fn passed(&mut self, source: usize, version: u64) {
+        self.sources[source].fresh.retain(|_, upto| *upto > version);
     }
 
     /// A listing by `source` asked with the current selection was applied: it covers every
@@ -224,7 +220,7 @@ mod tests {
             !s.is_stale(0, 1, Some(2)),
             "a shard held all along is not fresh"
         );
-        s.passed(0, Some(9));
+        s.passed(0, 9);
         assert!(!s.has_fresh(0) && !s.is_stale(0, 3, Some(9)));
     }
 

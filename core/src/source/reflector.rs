@@ -187,7 +187,7 @@ pub(crate) struct Reflector<O> {
     gained: Option<Gained>,
     /// The version of the gained shards' listing just returned, taken by the loop: that
     /// listing is to be merged with the cache, not replace it.
-    gained_listed: Option<String>,
+    gained_listed: Option<u64>,
     counters: Counters,
     object: PhantomData<fn() -> O>,
 }
@@ -363,17 +363,23 @@ impl<O: Object> Reflector<O> {
         let ignored = self.params.shard_selector.is_some() && !filtered_by_shard;
         self.selector_ignored |= ignored;
         match self.gained.take() {
-            // Only the gained shards were listed: the watch resumes where it stood, and
-            // the loop merges the listing into the cache.
-            Some(gained) if !ignored => {
-                self.params = gained.watch;
-                self.cursor = Some(gained.resume);
-                self.gained_listed = Some(list.resource_version);
-            }
             // Every object came back: a whole listing after all, at its own version.
-            Some(gained) => {
+            Some(gained) if ignored => {
                 self.params = gained.watch;
                 self.cursor = Some(list.resource_version);
+            }
+            // Only the gained shards were listed: the watch resumes where it stood, and
+            // the loop merges the listing into the cache.
+            Some(gained) => {
+                self.params = gained.watch;
+                let Ok(version) = list.resource_version.parse() else {
+                    // Not comparable with the watch's versions, so its replay could not be
+                    // told from the listing: list every shard held instead.
+                    self.relist(now, RelistReason::ShardsMoved, out);
+                    return None;
+                };
+                self.cursor = Some(gained.resume);
+                self.gained_listed = Some(version);
             }
             // Every page shares the first page's version; the last page's is the listing's.
             None => self.cursor = Some(list.resource_version),
@@ -619,6 +625,16 @@ impl<O: Object> Reflector<O> {
         }
         self.drop_gained();
         self.abandon(out);
+        self.list_for_move(now, ids, out);
+    }
+
+    /// Lists at once (the shards held, or those gained) because shards moved.
+    fn list_for_move<Q, P>(
+        &mut self,
+        now: Instant,
+        ids: &mut (impl MintIds + ?Sized),
+        out: &mut Outbox<Q, P>,
+    ) {
         self.cursor = None;
         self.counters.relists += 1;
         out.push_back(Output::Event(Event::Relist {
@@ -663,13 +679,7 @@ impl<O: Object> Reflector<O> {
             Some(gained) => {
                 self.params = with_selector(&self.params, Some(gained));
                 self.gained = Some(Gained { resume, watch });
-                self.cursor = None;
-                self.counters.relists += 1;
-                out.push_back(Output::Event(Event::Relist {
-                    source: self.source,
-                    reason: RelistReason::ShardsMoved,
-                }));
-                self.list(now, ids, out);
+                self.list_for_move(now, ids, out);
             }
             None => {
                 self.params = watch;
@@ -680,17 +690,8 @@ impl<O: Object> Reflector<O> {
         true
     }
 
-    /// The shard selector the next request carries.
-    pub(crate) fn shard_selector(&self) -> Option<String> {
-        self.gained
-            .as_ref()
-            .map_or(&self.params, |gained| &gained.watch)
-            .shard_selector
-            .clone()
-    }
-
     /// The version of the gained shards' listing the last answer completed, if it was one.
-    pub(crate) fn take_gained_listed(&mut self) -> Option<String> {
+    pub(crate) fn take_gained_listed(&mut self) -> Option<u64> {
         self.gained_listed.take()
     }
 
@@ -1111,15 +1112,19 @@ mod tests {
         line
     }
 
-    /// Streams a listing whose events pass `bounds` at the third object.
-    fn overflow(bounds: (usize, u64)) -> Vec<String> {
-        let timing = Timing {
+    /// A retry after 1 s, streaming lists given 300 s, the default listing bound.
+    fn timing() -> Timing {
+        Timing {
             retry_delay: Duration::from_secs(1),
             list_deadline: Duration::from_secs(300),
             max_listing_bytes: MAX_LISTING_BYTES,
-        };
+        }
+    }
+
+    /// Streams a listing whose events pass `bounds` at the third object.
+    fn overflow(bounds: (usize, u64)) -> Vec<String> {
         let params = WatchParams::default().streaming_lists();
-        let mut r = Reflector::<PodView>::new(SourceId::PRIMARY, params, timing);
+        let mut r = Reflector::<PodView>::new(SourceId::PRIMARY, params, timing());
         r.max_initial = bounds;
         let (mut ids, mut out) = (Ids::default(), VecDeque::new());
         let now = Instant::ZERO;
@@ -1212,16 +1217,11 @@ mod tests {
 
     /// A selected reflector watching shard `A` from version 12.
     fn watching_a() -> (Reflector<PodView>, Ids, Outbox<PodView, String>) {
-        let timing = Timing {
-            retry_delay: Duration::from_secs(1),
-            list_deadline: Duration::from_secs(300),
-            max_listing_bytes: MAX_LISTING_BYTES,
-        };
         let params = WatchParams {
             shard_selector: Some("A".into()),
             ..WatchParams::default()
         };
-        let mut r = Reflector::<PodView>::new(SourceId::PRIMARY, params, timing);
+        let mut r = Reflector::<PodView>::new(SourceId::PRIMARY, params, timing());
         let (mut ids, mut out) = (Ids::default(), VecDeque::new());
         let now = Instant::ZERO;
         r.start(now, &mut ids, &mut out);
@@ -1246,7 +1246,7 @@ mod tests {
         let req = r.current_list().unwrap();
         let change = r.handle_list(now, req, listed(20, &["b"], false), &mut ids, &mut out);
         assert!(matches!(change, Some(Change::Replace(items)) if items.len() == 1));
-        assert_eq!(r.take_gained_listed().as_deref(), Some("20"));
+        assert_eq!(r.take_gained_listed(), Some(20));
         assert_eq!(
             asks(&mut out),
             ["watch A|B from 12"],
@@ -1272,7 +1272,7 @@ mod tests {
         assert_eq!(asks(&mut out), ["list B"]);
         let req = r.current_list().unwrap();
         r.handle_list(now, req, listed(20, &["b"], false), &mut ids, &mut out);
-        assert_eq!(r.take_gained_listed().as_deref(), Some("20"));
+        assert_eq!(r.take_gained_listed(), Some(20));
         assert_eq!(asks(&mut out), ["watch A|B from 12"]);
     }
 
@@ -1286,7 +1286,7 @@ mod tests {
         assert_eq!(asks(&mut out), ["cancel-list", "relist", "list B|C"]);
         let req = r.current_list().unwrap();
         r.handle_list(now, req, listed(30, &["b", "c"], false), &mut ids, &mut out);
-        assert_eq!(r.take_gained_listed().as_deref(), Some("30"));
+        assert_eq!(r.take_gained_listed(), Some(30));
         assert_eq!(asks(&mut out), ["watch A|B|C from 12"]);
     }
 
@@ -1351,6 +1351,28 @@ mod tests {
     }
 
     #[test]
+    fn a_gained_listing_at_a_version_that_is_no_integer_relists_every_shard() {
+        let (mut r, mut ids, mut out) = watching_a();
+        let now = Instant::ZERO;
+        r.move_shards(now, "A|B".into(), Some("B".into()), &mut ids, &mut out);
+        out.clear();
+        let req = r.current_list().unwrap();
+        let body =
+            r#"{"metadata":{"resourceVersion":"v9","shardInfo":{"selector":"s"}},"items":[]}"#;
+        let answer = ListResponse::Response {
+            status: 200,
+            body: body.into(),
+        };
+        assert!(
+            r.handle_list(now, req, answer, &mut ids, &mut out)
+                .is_none()
+        );
+        assert_eq!(r.take_gained_listed(), None);
+        r.handle_timeout(now + Duration::from_secs(1), &mut ids, &mut out);
+        assert_eq!(asks(&mut out), ["relist", "list A|B"]);
+    }
+
+    #[test]
     fn a_move_is_declined_without_a_numeric_cursor() {
         let (mut r, mut ids, mut out) = watching_a();
         r.cursor = Some("opaque".into());
@@ -1362,15 +1384,8 @@ mod tests {
             &mut out
         ));
         assert!(out.is_empty());
-        let mut fresh = Reflector::<PodView>::new(
-            SourceId::PRIMARY,
-            WatchParams::default(),
-            Timing {
-                retry_delay: Duration::from_secs(1),
-                list_deadline: Duration::from_secs(300),
-                max_listing_bytes: MAX_LISTING_BYTES,
-            },
-        );
+        let mut fresh =
+            Reflector::<PodView>::new(SourceId::PRIMARY, WatchParams::default(), timing());
         assert!(
             !fresh.move_shards(
                 Instant::ZERO,

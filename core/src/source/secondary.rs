@@ -31,9 +31,9 @@ pub(crate) struct Scope<'a> {
     /// Whether an object in this namespace is of a shard the source's cache covers: such
     /// objects are kept through a listing of the shards gained.
     pub(crate) covered: &'a dyn Fn(&str) -> bool,
-    /// Whether a change at this version to an object in this namespace is already cached
-    /// from a newer listing of its shard.
-    pub(crate) stale: &'a dyn Fn(&str, Option<u64>) -> bool,
+    /// Whether a change at this resourceVersion to an object in this namespace is already
+    /// cached from a newer listing of its shard.
+    pub(crate) stale: &'a dyn Fn(&str, Option<&str>) -> bool,
 }
 
 /// A listing a secondary applied.
@@ -401,16 +401,7 @@ where
             return Some(Applied::Whole);
         };
         self.apply_keeping(change, scope.covered, wakes, out);
-        match version.parse() {
-            Ok(version) => Some(Applied::Gained(version)),
-            // Not comparable with the watch's versions: list everything again (see the
-            // primary's case in the loop).
-            Err(_) => {
-                let selector = self.reflector.shard_selector();
-                self.reflector.reselect(now, selector, true, ids, out);
-                None
-            }
-        }
+        Some(Applied::Gained(version))
     }
 
     fn handle_watch_opened(&mut self, now: Instant, stream: StreamId, out: &mut Outbox<O, P>) {
@@ -430,10 +421,8 @@ where
             return;
         };
         if let Change::Upsert(object) | Change::Delete(object) = &change {
-            let version = object
-                .object_resource_version()
-                .and_then(|v| v.parse().ok());
-            if (scope.stale)(object.object_namespace().unwrap_or(""), version) {
+            let namespace = object.object_namespace().unwrap_or("");
+            if (scope.stale)(namespace, object.object_resource_version()) {
                 // Replayed by a watch resumed after a move: the listing of its shard,
                 // newer, is cached already.
                 return;

@@ -515,6 +515,23 @@ fn delete_namespaces<D: DriverUnderTest>(case: &Case<D>, namespaces: &[String]) 
     }
 }
 
+/// Waits until each replica's gauge says the server selects its shards (`selecting`), or
+/// that it found the selector ignored. The driver publishes the cache before the metrics
+/// of the same turn, so a reader may see the one a moment before the other.
+async fn wait_selecting<D: DriverUnderTest>(case: &Case<D>, live: &[&Replica<D>], selecting: bool) {
+    let what = format!("each replica's server-side selection gauge reads {selecting}");
+    case.eventually(&what, || {
+        for r in live {
+            let gauge = r.handle.metrics().shard_server_selection;
+            if gauge != Some(selecting) {
+                return Err(format!("{}: {gauge:?}", r.identity));
+            }
+        }
+        Ok(())
+    })
+    .await;
+}
+
 /// Waits until each replica caches exactly the pods of the namespaces in its shards
 /// (`selected`), or every pod (not `selected`).
 async fn wait_caches<D: DriverUnderTest>(
@@ -589,14 +606,8 @@ pub async fn with_server_side_selection_each_replica_caches_only_its_shards<D: D
     wait_balanced(&case, &[&a, &b, &c]).await;
     wait_caches(&case, &namespaces, &[&a, &b, &c], true).await;
     let total = SELECTED_NAMESPACES * PODS_PER_NAMESPACE;
+    wait_selecting(&case, &[&a, &b, &c], true).await;
     for r in [&a, &b, &c] {
-        assert_eq!(
-            r.handle.metrics().shard_server_selection,
-            Some(true),
-            "{}: {} the server's selection",
-            case.name,
-            r.identity
-        );
         let cached = r.handle.cache().state().len();
         eprintln!(
             "{} [{}]: {} holds {:?} and caches {cached} of {total} pods",
@@ -665,15 +676,7 @@ pub async fn with_server_side_selection_each_replica_caches_only_its_shards<D: D
         "{}: runs without their owned ConfigMap: {blind:?}",
         case.name
     );
-    for r in [&a, &b] {
-        assert_eq!(
-            r.handle.metrics().shard_server_selection,
-            Some(true),
-            "{}: {} stopped selecting",
-            case.name,
-            r.identity
-        );
-    }
+    wait_selecting(&case, &[&a, &b], true).await;
     runs.check_no_overlap()
         .unwrap_or_else(|e| panic!("{}: {e}", case.name));
     c.cut.store(false, Ordering::SeqCst);
@@ -707,15 +710,7 @@ pub async fn without_the_gate_each_replica_caches_every_pod_and_says_so<D: Drive
     let mut b = Replica::start_with(&case, &setup, "e2e-b", &runs).await;
     wait_balanced(&case, &[&a, &b]).await;
     wait_caches(&case, &namespaces, &[&a, &b], false).await;
-    for r in [&a, &b] {
-        assert_eq!(
-            r.handle.metrics().shard_server_selection,
-            Some(false),
-            "{}: {} did not notice the ignored selector",
-            case.name,
-            r.identity
-        );
-    }
+    wait_selecting(&case, &[&a, &b], false).await;
     for r in [&mut a, &mut b] {
         r.shutdown(&case).await;
     }

@@ -19,10 +19,12 @@
 //!
 //! Pods are spread over `--namespaces` namespaces named to differ in their first bytes (the
 //! server's hash is FNV-1a, unmixed: names that differ only at the end crowd into a few
-//! shards). `-- --pods N --namespaces M --shards S --patches P --idle-secs T` to change the size, and
-//! `--modes server` or `--modes client` to run one side only. `SHARDING_BENCH_RUNTIME=
-//! current_thread` runs each replica on a single-threaded tokio runtime instead of two
-//! workers.
+//! shards). `-- --pods N --namespaces M --shards S --patches P --idle-secs T` to change the size,
+//! `--modes server` or `--modes client` to run one side only, `--replicas 1,2,4` to pick the
+//! replica counts, and `--patchers K` (8) for how many patches are in flight at once: fewer
+//! make the events arrive one by one, which costs each event more (`docs/benchmarks.md`).
+//! `SHARDING_BENCH_RUNTIME=current_thread` runs each replica on a single-threaded tokio runtime
+//! instead of two workers.
 
 #![allow(missing_docs)]
 
@@ -128,7 +130,7 @@ fn child(identity: &str, kubeconfig: &Path, leases: &str, run: &str, shards: u32
                 } else {
                     held.join(",")
                 },
-                handle.cache().state().len(),
+                handle.cache().snapshot().len(),
                 heap_in_use() - heap0,
                 done.load(Ordering::Relaxed),
                 handle.stats().frames,
@@ -334,6 +336,9 @@ fn main() {
     let namespaces = arg("--namespaces", 1000).max(1);
     let shards = u32::try_from(arg("--shards", 16)).unwrap_or(16);
     let patches = arg("--patches", 5_000);
+    // Threads patching at once: fewer make the events sparser (the rate at which one
+    // replica's per-event cost is measured).
+    let patchers = arg("--patchers", 8).max(1);
     // How long the replicas are watched idle after the sync, for their fixed cost.
     let idle_window = Duration::from_secs(arg("--idle-secs", 10) as u64);
     let per_namespace = pods.div_ceil(namespaces);
@@ -402,7 +407,14 @@ fn main() {
         runs.push((false, env.kubeconfig_path(ApiServer::Cached).to_path_buf()));
     }
     for (selecting, kubeconfig) in runs {
-        for n in [1usize, 2, 4] {
+        // `--replicas 1,2,4` (the default) or a subset.
+        let counts: Vec<usize> = args
+            .iter()
+            .position(|a| a == "--replicas")
+            .and_then(|i| args.get(i + 1))
+            .map(|v| v.split(',').filter_map(|n| n.trim().parse().ok()).collect())
+            .unwrap_or_else(|| vec![1, 2, 4]);
+        for &n in &counts {
             let leases = env.unique_namespace("shardlease").expect("a namespace");
             let mut replicas: Vec<Replica> = (0..n)
                 .map(|i| Replica::spawn(&exe, &format!("r{i}"), &kubeconfig, &leases, &run, shards))
@@ -432,7 +444,7 @@ fn main() {
             let reconciles0: u64 = synced.iter().map(|s| s.reconciles).sum();
             let patched = Mutex::new((0..patches).collect::<Vec<usize>>());
             std::thread::scope(|scope| {
-                for _ in 0..8 {
+                for _ in 0..patchers {
                     scope.spawn(|| {
                         loop {
                             let Some(i) = patched.lock().ok().and_then(|mut q| q.pop()) else {

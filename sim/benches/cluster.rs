@@ -6,7 +6,8 @@
 //! content.
 //!
 //! `cargo bench -p reconcile-sim --bench cluster`; `CLUSTER_BENCH_SIZES` sets the generator
-//! counts (default `1000,10000`; edits are ten per generator).
+//! counts (default `1000,10000`; edits are ten per generator); `CLUSTER_BENCH_REQUESTS=0` skips
+//! the requests figure, so a profile of the generators sees them alone.
 
 #![allow(missing_docs)]
 
@@ -191,7 +192,9 @@ pub fn main() {
         generators(20);
         return;
     }
-    requests_per_second();
+    if std::env::var("CLUSTER_BENCH_REQUESTS").as_deref() != Ok("0") {
+        requests_per_second();
+    }
     let sizes = std::env::var("CLUSTER_BENCH_SIZES").unwrap_or_else(|_| "1000,10000".into());
     for n in sizes.split(',').filter_map(|s| s.trim().parse().ok()) {
         generators(n);

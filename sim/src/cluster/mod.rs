@@ -71,6 +71,7 @@ pub use params::{
 pub use path::Located;
 pub use serve::{Reply, Response};
 pub use status::ApiStatus;
+pub(crate) use store::to_json_vec;
 pub use store::{EPOCH_UNIX_SECONDS, timestamp};
 pub use watch::{WatchId, WatchPoll};
 

@@ -42,7 +42,7 @@ impl Response {
         Response {
             status,
             content_type: "application/json",
-            body: Bytes::from(serde_json::to_vec(body).unwrap_or_default()),
+            body: Bytes::from(super::store::to_json_vec(body, 0)),
         }
     }
 

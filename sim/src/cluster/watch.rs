@@ -56,7 +56,7 @@ fn frame(event_type: &str, object: &Value) -> Bytes {
         #[serde(rename = "type")]
         event_type: &'a str,
     }
-    let mut line = serde_json::to_vec(&Frame { object, event_type }).unwrap_or_default();
+    let mut line = super::store::to_json_vec(&Frame { object, event_type }, 1);
     line.push(b'\n');
     Bytes::from(line)
 }

@@ -663,7 +663,7 @@ fn coalesce(frames: Vec<Bytes>) -> Vec<Bytes> {
 
 /// A watch frame as the body carries it: the JSON and its newline.
 fn frame_line(frame: &Value) -> Bytes {
-    let mut line = serde_json::to_vec(frame).unwrap_or_default();
+    let mut line = crate::cluster::to_json_vec(frame, 1);
     line.push(b'\n');
     Bytes::from(line)
 }

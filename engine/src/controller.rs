@@ -22,6 +22,10 @@ use super::runtime::{BoxFuture, Runtime, ShutdownSignal, Task};
 use super::source::Source;
 use super::transport::Transport;
 
+/// The most reconcile-future boxes kept for reuse, whatever the concurrency: enough for the
+/// usual handful of parallel reconciles without keeping kilobytes per slot of a huge one.
+const MAX_KEPT_FUTURE_SLOTS: usize = 64;
+
 /// The bounds every parent key meets: ordered and hashed for the queue and the cache,
 /// printable for logs and traces.
 pub trait ParentKey:
@@ -758,6 +762,7 @@ where
                 .and_then(|remote| remote.transport.clone())
         });
         let cache = CacheSnapshot::new(self.config.key_map.clone());
+        let concurrency = self.config.concurrency;
         let mut core = match ReconcileLoop::new(self.config, reconcile_core::Instant::ZERO) {
             Ok(core) => core,
             Err(e) => return Err((self.shared, e.into())),
@@ -765,6 +770,9 @@ where
         core.log_cache_changes(true);
         let error_policy = Arc::new(error_policy);
         let results = self.results.take();
+        // One box per reconcile in flight, reused (see `future_slots`).
+        let slots =
+            super::future_slots::FutureSlots::<Fut>::new(concurrency.min(MAX_KEPT_FUTURE_SLOTS));
         let reconcile: ReconcileFn<O, P> = Arc::new(move |request: Reconcile<O, P>| {
             let results = results.clone();
             let parent = results.as_ref().map(|_| request.parent().clone());
@@ -778,23 +786,26 @@ where
                 reconcile(request, Arc::clone(&ctx))
             }));
             let outcome: BoxFuture<Outcome> = match called {
-                Ok(future) => Box::pin(async move {
-                    match future.await {
-                        Ok(action) => action.after_success(),
-                        Err(error) => {
-                            let chosen =
-                                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                                    error_policy(&kept, &error, ctx)
-                                }));
-                            match chosen {
-                                Ok(action) => action.after_error(error.to_string()),
-                                Err(_) => Outcome::Error(format!(
-                                    "{error} (and the error policy panicked)"
-                                )),
+                Ok(future) => {
+                    let future = slots.hold(future);
+                    Box::pin(async move {
+                        match future.await {
+                            Ok(action) => action.after_success(),
+                            Err(error) => {
+                                let chosen =
+                                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                                        error_policy(&kept, &error, ctx)
+                                    }));
+                                match chosen {
+                                    Ok(action) => action.after_error(error.to_string()),
+                                    Err(_) => Outcome::Error(format!(
+                                        "{error} (and the error policy panicked)"
+                                    )),
+                                }
                             }
                         }
-                    }
-                }),
+                    })
+                }
                 Err(_) => Box::pin(async { Outcome::Error("reconcile panicked".into()) }),
             };
             match (results, parent) {

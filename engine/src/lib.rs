@@ -67,6 +67,7 @@ pub mod example;
 #[cfg(feature = "exec")]
 pub mod exec;
 pub mod finalizer;
+mod future_slots;
 pub mod handle;
 pub mod lines;
 pub mod metrics;

@@ -56,11 +56,15 @@ fn heap_in_use() -> i64 {
     stats.bytes_allocated as i64 - stats.bytes_deallocated as i64
 }
 
+/// The value after `name` on the command line.
+fn arg_text(name: &str) -> Option<String> {
+    let mut args = std::env::args().skip_while(|a| a != name);
+    args.next()?;
+    args.next()
+}
+
 fn arg(name: &str, default: usize) -> usize {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
+    arg_text(name)
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
 }
@@ -393,12 +397,11 @@ fn main() {
     );
     let mut round = 0u32;
     // `--modes server`, `--modes client`, or both (the default).
-    let modes = args
-        .iter()
-        .position(|a| a == "--modes")
-        .and_then(|i| args.get(i + 1))
-        .cloned()
-        .unwrap_or_else(|| "server,client".into());
+    let modes = arg_text("--modes").unwrap_or_else(|| "server,client".into());
+    // `--replicas 1,2,4` (the default) or a subset.
+    let counts: Vec<usize> = arg_text("--replicas")
+        .map(|v| v.split(',').filter_map(|n| n.trim().parse().ok()).collect())
+        .unwrap_or_else(|| vec![1, 2, 4]);
     let mut runs = Vec::new();
     if modes.contains("server") {
         runs.push((true, gated.kubeconfig_path().to_path_buf()));
@@ -407,13 +410,6 @@ fn main() {
         runs.push((false, env.kubeconfig_path(ApiServer::Cached).to_path_buf()));
     }
     for (selecting, kubeconfig) in runs {
-        // `--replicas 1,2,4` (the default) or a subset.
-        let counts: Vec<usize> = args
-            .iter()
-            .position(|a| a == "--replicas")
-            .and_then(|i| args.get(i + 1))
-            .map(|v| v.split(',').filter_map(|n| n.trim().parse().ok()).collect())
-            .unwrap_or_else(|| vec![1, 2, 4]);
         for &n in &counts {
             let leases = env.unique_namespace("shardlease").expect("a namespace");
             let mut replicas: Vec<Replica> = (0..n)

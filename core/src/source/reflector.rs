@@ -1237,6 +1237,20 @@ mod tests {
         (r, ids, out)
     }
 
+    /// [`watching_a`], then moved to `A|B`, listing the gained `B`; the commands cleared.
+    fn gaining_b() -> (Reflector<PodView>, Ids, Outbox<PodView, String>) {
+        let (mut r, mut ids, mut out) = watching_a();
+        assert!(r.move_shards(
+            Instant::ZERO,
+            "A|B".into(),
+            Some("B".into()),
+            &mut ids,
+            &mut out
+        ));
+        out.clear();
+        (r, ids, out)
+    }
+
     #[test]
     fn a_move_lists_the_gained_shards_then_watches_every_shard_from_the_cursor() {
         let (mut r, mut ids, mut out) = watching_a();
@@ -1257,10 +1271,8 @@ mod tests {
 
     #[test]
     fn a_failed_listing_of_gained_shards_is_retried_as_one() {
-        let (mut r, mut ids, mut out) = watching_a();
+        let (mut r, mut ids, mut out) = gaining_b();
         let now = Instant::ZERO;
-        r.move_shards(now, "A|B".into(), Some("B".into()), &mut ids, &mut out);
-        out.clear();
         let req = r.current_list().unwrap();
         let failed = ListResponse::TransportError("refused".into());
         assert!(
@@ -1278,10 +1290,8 @@ mod tests {
 
     #[test]
     fn a_move_while_listing_gained_shards_lists_the_new_gain_from_the_same_cursor() {
-        let (mut r, mut ids, mut out) = watching_a();
+        let (mut r, mut ids, mut out) = gaining_b();
         let now = Instant::ZERO;
-        r.move_shards(now, "A|B".into(), Some("B".into()), &mut ids, &mut out);
-        out.clear();
         assert!(r.move_shards(now, "A|B|C".into(), Some("B|C".into()), &mut ids, &mut out));
         assert_eq!(asks(&mut out), ["cancel-list", "relist", "list B|C"]);
         let req = r.current_list().unwrap();
@@ -1329,10 +1339,8 @@ mod tests {
 
     #[test]
     fn an_unfiltered_listing_of_gained_shards_counts_as_whole() {
-        let (mut r, mut ids, mut out) = watching_a();
+        let (mut r, mut ids, mut out) = gaining_b();
         let now = Instant::ZERO;
-        r.move_shards(now, "A|B".into(), Some("B".into()), &mut ids, &mut out);
-        out.clear();
         let req = r.current_list().unwrap();
         r.handle_list(
             now,
@@ -1352,10 +1360,8 @@ mod tests {
 
     #[test]
     fn a_gained_listing_at_a_version_that_is_no_integer_relists_every_shard() {
-        let (mut r, mut ids, mut out) = watching_a();
+        let (mut r, mut ids, mut out) = gaining_b();
         let now = Instant::ZERO;
-        r.move_shards(now, "A|B".into(), Some("B".into()), &mut ids, &mut out);
-        out.clear();
         let req = r.current_list().unwrap();
         let body =
             r#"{"metadata":{"resourceVersion":"v9","shardInfo":{"selector":"s"}},"items":[]}"#;

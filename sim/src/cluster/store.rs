@@ -122,13 +122,9 @@ pub(super) fn finalizers(v: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// The length of `v` serialized as JSON, counted without building the bytes.
-pub(super) fn serialized_len(v: &Value) -> usize {
-    counted_len(v)
-}
-
-/// The length of any serializable `v` as JSON (0 if it cannot be serialized).
-fn counted_len(v: &impl serde::Serialize) -> usize {
+/// The length of `v` serialized as JSON, counted without building the bytes (0 if it
+/// cannot be serialized; a `Value` always can).
+pub(super) fn serialized_len(v: &impl serde::Serialize) -> usize {
     /// Counts what is written, keeps nothing.
     struct Count(usize);
     impl std::io::Write for Count {
@@ -149,7 +145,7 @@ fn counted_len(v: &impl serde::Serialize) -> usize {
 /// per object, and requests past 1 KiB send glibc's allocator down a slow path whose cost
 /// grows with the heap, so a cluster of ten times the objects paid more per request.
 pub(crate) fn to_json_vec(v: &impl serde::Serialize, extra: usize) -> Vec<u8> {
-    let mut bytes = Vec::with_capacity(counted_len(v) + extra);
+    let mut bytes = Vec::with_capacity(serialized_len(v) + extra);
     match serde_json::to_writer(&mut bytes, v) {
         Ok(()) => bytes,
         Err(_) => Vec::new(),

@@ -1,6 +1,8 @@
 //! DELETE: preconditions, the propagation finalizers, `deletionTimestamp` while
 //! finalizers hold the object, and its removal once they are gone.
 
+use std::sync::Arc;
+
 use reconcile_core::Instant;
 use serde_json::Value;
 
@@ -92,12 +94,12 @@ impl Cluster {
         }
         if list.is_empty() {
             if options.dry_run {
-                return Ok(Deleted::Gone((*old).clone()));
+                return Ok(Deleted::Gone(old));
             }
-            let last = self.commit(kind, key, (*old).clone(), true)?;
-            return Ok(Deleted::Gone((*last).clone()));
+            let last = self.commit(kind, key, old, true)?;
+            return Ok(Deleted::Gone(Arc::unwrap_or_clone(last)));
         }
-        let mut new = (*old).clone();
+        let mut new = old.clone();
         let time = self.writer_time();
         if let Some(m) = meta_mut(&mut new) {
             m.insert(
@@ -118,10 +120,10 @@ impl Cluster {
                 }
             }
         }
-        if new == *old || options.dry_run {
+        if new == old || options.dry_run {
             return Ok(Deleted::Pending(new));
         }
         let stored = self.commit(kind, key, new, false)?;
-        Ok(Deleted::Pending((*stored).clone()))
+        Ok(Deleted::Pending(Arc::unwrap_or_clone(stored)))
     }
 }

@@ -21,7 +21,7 @@ use serde_json::Value;
 use super::delete::{Deleted, FOREGROUND, ORPHAN};
 use super::params::{DeleteOptions, Propagation};
 use super::status::ApiStatus;
-use super::store::{Key, finalizers, meta, meta_str};
+use super::store::{Head, Key};
 use super::{Cluster, KindId};
 
 /// The manager the collector's writes are recorded under.
@@ -117,24 +117,6 @@ fn printed(key: &Key) -> String {
     }
 }
 
-/// `(owner uid, blockOwnerDeletion)` of each ownerReference.
-fn owners(v: &Value) -> Vec<(String, bool)> {
-    meta(v)
-        .and_then(|m| m.get("ownerReferences"))
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(|o| {
-            let uid = o.get("uid")?.as_str()?.to_owned();
-            let block = o
-                .get("blockOwnerDeletion")
-                .and_then(Value::as_bool)
-                .unwrap_or(false);
-            Some((uid, block))
-        })
-        .collect()
-}
-
 type ObjRef = (KindId, Key);
 
 /// What the next pass must look at, kept by every commit, so that a pass after a change
@@ -151,11 +133,10 @@ pub(super) struct Tracker {
 }
 
 impl Tracker {
-    /// Records one commit: `prev` the object before it (`None`: created), `now` after it
-    /// (`None`: removed).
-    pub(super) fn note(&mut self, at: ObjRef, prev: Option<&Value>, now: Option<&Value>) {
-        let before = prev.map(|v| meta_str(v, "uid"));
-        let after = now.map(|v| meta_str(v, "uid"));
+    /// Records one commit. Notes a change of the object at `at`, by its uid before (`None`: it was created) and
+    /// after (`None`: it was deleted); `""` is an object without one.
+    pub(super) fn note(&mut self, at: ObjRef, prev: Option<&str>, now: Option<&str>) {
+        let (before, after) = (prev, now);
         if before != after {
             if let Some(uid) = before {
                 self.forget(uid);
@@ -183,11 +164,13 @@ impl Tracker {
 
 /// What a pass acts on in one object: an owner being deleted with the orphan or foreground
 /// finalizer, or a live dependent with an owner not among `uids`.
-fn collectable(v: &Value, uids: &BTreeMap<String, u32>) -> bool {
-    if meta_str(v, "deletionTimestamp").is_empty() {
-        owners(v).iter().any(|(uid, _)| !uids.contains_key(uid))
+fn collectable(head: &Head, uids: &BTreeMap<String, u32>) -> bool {
+    if head.deleting {
+        head.finalizers
+            .iter()
+            .any(|f| f == ORPHAN || f == FOREGROUND)
     } else {
-        finalizers(v).iter().any(|f| f == ORPHAN || f == FOREGROUND)
+        head.owners.iter().any(|(uid, _)| !uids.contains_key(uid))
     }
 }
 
@@ -196,10 +179,7 @@ impl Cluster {
         let mut index = BTreeMap::new();
         for (i, col) in self.collections.iter().enumerate() {
             for (key, s) in &col.objects {
-                index.insert(
-                    meta_str(&s.value, "uid").to_owned(),
-                    (KindId(i), key.clone()),
-                );
+                index.insert(s.head.uid.clone(), (KindId(i), key.clone()));
             }
         }
         index
@@ -209,25 +189,25 @@ impl Cluster {
         let mut deps: BTreeMap<String, Vec<(ObjRef, bool)>> = BTreeMap::new();
         for (i, col) in self.collections.iter().enumerate() {
             for (key, s) in &col.objects {
-                for (uid, block) in owners(&s.value) {
-                    deps.entry(uid)
+                for (uid, block) in &s.head.owners {
+                    deps.entry(uid.clone())
                         .or_default()
-                        .push(((KindId(i), key.clone()), block));
+                        .push(((KindId(i), key.clone()), *block));
                 }
             }
         }
         deps
     }
 
-    /// A copy of the stored object, for a write that needs the old and the new.
-    fn stored(&self, at: &ObjRef) -> Option<Value> {
-        self.peek(at).cloned()
+    /// The stored object, parsed, for a write that needs the old and the new.
+    fn stored(&self, (kind, key): &ObjRef) -> Option<Value> {
+        self.col(*kind).objects.get(key).map(|s| s.object.value())
     }
 
-    /// The stored object, to look at: a pass reads every object, and copying each (a tree
-    /// of maps) was most of the simulator's time.
-    fn peek(&self, (kind, key): &ObjRef) -> Option<&Value> {
-        self.col(*kind).objects.get(key).map(|s| &*s.value)
+    /// What the collector reads of the stored object, in place: a pass reads every object,
+    /// and parsing each would cost more than the pass.
+    fn peek(&self, (kind, key): &ObjRef) -> Option<&Head> {
+        self.col(*kind).objects.get(key).map(|s| &s.head)
     }
 
     fn resource(&self, kind: KindId) -> String {
@@ -307,13 +287,13 @@ impl Cluster {
             return self
                 .collections
                 .iter()
-                .any(|col| col.objects.values().any(|s| collectable(&s.value, uids)));
+                .any(|col| col.objects.values().any(|s| collectable(&s.head, uids)));
         }
         changed.iter().any(|(kind, key)| {
             self.col(*kind)
                 .objects
                 .get(key)
-                .is_some_and(|s| collectable(&s.value, uids))
+                .is_some_and(|s| collectable(&s.head, uids))
         })
     }
 
@@ -337,10 +317,10 @@ impl Cluster {
             let Some(owner) = self.peek(at) else {
                 continue;
             };
-            if meta_str(owner, "deletionTimestamp").is_empty() {
+            if !owner.deleting {
                 continue;
             }
-            let list = finalizers(owner);
+            let list = owner.finalizers.clone();
             let deps = dependents.get(uid).cloned().unwrap_or_default();
             if list.iter().any(|f| f == ORPHAN) {
                 for (dep, _) in &deps {
@@ -350,11 +330,10 @@ impl Cluster {
             } else if list.iter().any(|f| f == FOREGROUND) {
                 for (dep, _) in &deps {
                     let Some(d) = self.peek(dep) else { continue };
-                    if !meta_str(d, "deletionTimestamp").is_empty() {
+                    if d.deleting {
                         continue;
                     }
-                    let d_uid = meta_str(d, "uid");
-                    let policy = if dependents.contains_key(d_uid) {
+                    let policy = if dependents.contains_key(&d.uid) {
                         Propagation::Foreground
                     } else {
                         Propagation::Background
@@ -376,8 +355,8 @@ impl Cluster {
         }
         for at in all {
             let Some(d) = self.peek(&at) else { continue };
-            let refs = owners(d);
-            if refs.is_empty() || !meta_str(d, "deletionTimestamp").is_empty() {
+            let refs = d.owners.clone();
+            if refs.is_empty() || d.deleting {
                 continue;
             }
             let dangling: Vec<&String> = refs
@@ -388,7 +367,7 @@ impl Cluster {
             if dangling.is_empty() {
                 continue;
             }
-            let list = finalizers(d);
+            let list = d.finalizers.clone();
             if dangling.len() < refs.len() {
                 for uid in dangling {
                     self.drop_owner(&at, uid, &mut done);

@@ -8,7 +8,7 @@ use serde_json::{Map, Value, json};
 use super::kinds::KindDescriptor;
 use super::params::ListOptions;
 use super::status::ApiStatus;
-use super::store::{Key, labels, meta_str};
+use super::store::{Key, Object, labels, meta_str};
 use super::{Cluster, KindId};
 use crate::selector::Selector;
 
@@ -119,6 +119,17 @@ impl Filter {
             && self.labels.matches(&labels(v))
             && self.fields.matches(v)
     }
+
+    /// [`Filter::matches`] for an object stored under `key` (its namespace and name), which
+    /// is parsed only when a selector must read it.
+    pub fn matches_stored(&self, key: &Key, object: &Object) -> bool {
+        self.in_namespace(key) && (!self.selective || self.matches(&object.value()))
+    }
+
+    /// Whether the object stored under `key` is in the filter's namespace.
+    pub fn in_namespace(&self, key: &Key) -> bool {
+        self.namespace.as_deref().is_none_or(|ns| key.0 == ns)
+    }
 }
 
 /// Encodes a continue token as the apiserver does: base64url of
@@ -221,6 +232,20 @@ impl Cluster {
         (ns.to_owned(), name.to_owned())
     }
 
+    /// GET's body when nothing is converted: the stored JSON itself.
+    pub(super) fn get_json(
+        &self,
+        kind: KindId,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<bytes::Bytes, ApiStatus> {
+        let col = self.col(kind);
+        col.objects
+            .get(&self.key(kind, namespace, name))
+            .map(|s| s.object.shared_json())
+            .ok_or_else(|| ApiStatus::not_found(&col.desc, name))
+    }
+
     pub(super) fn get_arc(
         &self,
         kind: KindId,
@@ -230,7 +255,7 @@ impl Cluster {
         let col = self.col(kind);
         col.objects
             .get(&self.key(kind, namespace, name))
-            .map(|s| s.value.clone())
+            .map(|s| Arc::new(s.object.value()))
             .ok_or_else(|| ApiStatus::not_found(&col.desc, name))
     }
 
@@ -332,12 +357,22 @@ impl Cluster {
         let mut items = Vec::new();
         let mut last = None;
         let mut remaining = 0u64;
-        for (key, value) in &objects {
-            if start.as_ref().is_some_and(|s| key <= s) || !filter.matches(value) {
+        for (key, object) in &objects {
+            if start.as_ref().is_some_and(|s| key <= s) || !filter.in_namespace(key) {
                 continue;
             }
+            // Parsed once: for the selectors when there are any, else only when listed.
+            let parsed = if filter.selective {
+                let value = object.value();
+                if !filter.matches(&value) {
+                    continue;
+                }
+                Some(value)
+            } else {
+                None
+            };
             if items.len() < limit {
-                let mut item = (**value).clone();
+                let mut item = parsed.unwrap_or_else(|| object.value());
                 if typed && let Some(o) = item.as_object_mut() {
                     o.remove("kind");
                     o.remove("apiVersion");

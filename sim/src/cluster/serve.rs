@@ -190,6 +190,11 @@ impl Cluster {
                 let options = list_options(&query)?;
                 reply_list(self.list(r.kind, ns, &options)?)
             }
+            ("GET", Some(name)) if conversion.is_full() => Ok(Reply::Response(Response {
+                status: 200,
+                content_type: "application/json",
+                body: self.get_json(r.kind, ns, name)?,
+            })),
             ("GET", Some(name)) => reply(200, self.get_arc(r.kind, ns, name)?),
             ("POST", None) if !namespaced || ns.is_some() => {
                 let body = parse_body(body)?;
@@ -311,7 +316,7 @@ impl Cluster {
             .col(kind)
             .objects
             .iter()
-            .filter(|(_, s)| filter.matches(&s.value))
+            .filter(|(k, s)| filter.matches_stored(k, &s.object))
             .map(|(k, _)| k.clone())
             .collect();
         let mut items = Vec::new();

@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
+use bytes::Bytes;
 use reconcile_core::Instant;
 use serde_json::{Map, Value};
 
@@ -15,11 +16,79 @@ use super::{Cluster, KindId};
 /// orders `/registry/<resource>/<namespace>/<name>`, which is the LIST order.
 pub(super) type Key = (String, String);
 
-/// One object as stored, with its serialized size.
-#[derive(Debug, Clone)]
+/// One object as the cluster keeps it: its JSON, exactly as it is served.
+///
+/// Bytes, not a `Value`: a `Value` of a 1 KB ConfigMap is a tree of a dozen maps of about
+/// 600 bytes each, and tens of thousands of such trees, living long among the short-lived
+/// allocations of every request, fragment the heap until glibc's malloc slows with its
+/// size (issue 26). One buffer per object does not; and a watch frame or a GET copies the
+/// bytes instead of serializing a tree. A write or a selector parses them again.
+#[derive(Debug)]
+pub(super) struct Object {
+    json: Bytes,
+}
+
+impl Object {
+    /// `v`, serialized.
+    pub fn new(v: &Value) -> Arc<Object> {
+        Arc::new(Object {
+            json: Bytes::from(to_json_vec(v, 0)),
+        })
+    }
+
+    /// The JSON, as served.
+    pub fn json(&self) -> &[u8] {
+        &self.json
+    }
+
+    /// The JSON, shared (a GET's body), not copied.
+    pub fn shared_json(&self) -> Bytes {
+        self.json.clone()
+    }
+
+    /// Its length in bytes.
+    pub fn len(&self) -> usize {
+        self.json.len()
+    }
+
+    /// The object, parsed. The bytes were written from a `Value`, so they parse; `Null`
+    /// stands in if they ever did not.
+    pub fn value(&self) -> Value {
+        serde_json::from_slice(&self.json).unwrap_or(Value::Null)
+    }
+}
+
+/// The metadata the garbage collector reads of every object on a full pass, taken when the
+/// object is stored, so that a pass parses none of them.
+#[derive(Debug, Default)]
+pub(super) struct Head {
+    /// `metadata.uid` (`""` when absent).
+    pub uid: String,
+    /// Whether `metadata.deletionTimestamp` is set.
+    pub deleting: bool,
+    /// `metadata.finalizers`.
+    pub finalizers: Vec<String>,
+    /// `(owner uid, blockOwnerDeletion)` of each of `metadata.ownerReferences`.
+    pub owners: Vec<(String, bool)>,
+}
+
+impl Head {
+    /// Read from the object, as [`meta_str`], [`finalizers`] and [`owners`] read it.
+    pub fn of(v: &Value) -> Self {
+        Head {
+            uid: meta_str(v, "uid").to_owned(),
+            deleting: !meta_str(v, "deletionTimestamp").is_empty(),
+            finalizers: finalizers(v),
+            owners: owners(v),
+        }
+    }
+}
+
+/// One object as stored.
+#[derive(Debug)]
 pub(super) struct Stored {
-    pub value: Arc<Value>,
-    pub bytes: usize,
+    pub object: Arc<Object>,
+    pub head: Head,
 }
 
 /// What a change did, as a watch event names it.
@@ -38,9 +107,9 @@ pub(super) struct Event {
     pub kind: EventType,
     pub key: Key,
     /// The object after the change; for `Deleted`, its last state at the deletion's version.
-    pub object: Arc<Value>,
+    pub object: Arc<Object>,
     /// The object before (for selector transitions and reads at an older version).
-    pub prev: Option<Arc<Value>>,
+    pub prev: Option<Arc<Object>>,
     pub bytes: usize,
 }
 
@@ -122,6 +191,24 @@ pub(super) fn finalizers(v: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// `(owner uid, blockOwnerDeletion)` of each ownerReference.
+pub(super) fn owners(v: &Value) -> Vec<(String, bool)> {
+    meta(v)
+        .and_then(|m| m.get("ownerReferences"))
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|o| {
+            let uid = o.get("uid")?.as_str()?.to_owned();
+            let block = o
+                .get("blockOwnerDeletion")
+                .and_then(Value::as_bool)
+                .unwrap_or(false);
+            Some((uid, block))
+        })
+        .collect()
+}
+
 /// The length of `v` serialized as JSON, counted without building the bytes (0 if it
 /// cannot be serialized; a `Value` always can).
 pub(super) fn serialized_len(v: &impl serde::Serialize) -> usize {
@@ -199,7 +286,10 @@ impl Cluster {
         let rv = self.rv + 1;
         let config = &self.config;
         let col = &mut self.collections[kind.0];
-        let prev = col.objects.get(key).cloned();
+        let prev = col
+            .objects
+            .get(key)
+            .map(|s| (s.object.clone(), s.head.uid.clone()));
         let mut object = object;
         let event_type = match (delete, &prev) {
             (false, None) => EventType::Added,
@@ -210,7 +300,8 @@ impl Cluster {
         if let Some(m) = meta_mut(&mut object) {
             m.insert("resourceVersion".into(), rv.to_string().into());
         }
-        let bytes = serialized_len(&object);
+        let stored = Object::new(&object);
+        let bytes = stored.len();
         let what = col.desc.group_resource();
         if bytes > config.max_object_bytes {
             return Err(ApiStatus::too_large(&format!(
@@ -218,7 +309,7 @@ impl Cluster {
                 config.max_object_bytes
             )));
         }
-        let prev_bytes = prev.as_ref().map_or(0, |p| p.bytes);
+        let prev_bytes = prev.as_ref().map_or(0, |(p, _)| p.len());
         if event_type == EventType::Added && col.objects.len() >= config.max_objects_per_kind {
             return Err(ApiStatus::bound_exceeded(&format!(
                 "{what} holds {} objects (max_objects_per_kind)",
@@ -246,38 +337,35 @@ impl Cluster {
                 col.history_bytes
             )));
         }
-        let object = Arc::new(object);
         col.history.push_back(Event {
             rv,
             at: now,
             kind: event_type,
             key: key.clone(),
-            object: object.clone(),
-            prev: prev.as_ref().map(|p| p.value.clone()),
+            object: stored.clone(),
+            prev: prev.as_ref().map(|(p, _)| p.clone()),
             bytes,
         });
         col.history_bytes += bytes;
         col.bytes = col.bytes - prev_bytes + stored_bytes;
-        let prev_value = prev.as_ref().map(|p| p.value.clone());
-        let stored_now = (event_type != EventType::Deleted).then(|| object.clone());
-        if event_type == EventType::Deleted {
+        let deleted = event_type == EventType::Deleted;
+        if deleted {
             col.objects.remove(key);
         } else {
+            let head = Head::of(&object);
             col.objects.insert(
                 key.clone(),
                 Stored {
-                    value: object.clone(),
-                    bytes,
+                    object: stored,
+                    head,
                 },
             );
         }
         self.rv = rv;
-        self.gc.note(
-            (kind, key.clone()),
-            prev_value.as_deref(),
-            stored_now.as_deref(),
-        );
-        Ok(object)
+        let prev_uid = prev.as_ref().map(|(_, uid)| uid.as_str());
+        let uid_now = (!deleted).then(|| meta_str(&object, "uid"));
+        self.gc.note((kind, key.clone()), prev_uid, uid_now);
+        Ok(Arc::new(object))
     }
 
     /// Drops every change at or below `rv` from every history, as etcd's compaction does:
@@ -321,19 +409,19 @@ impl Cluster {
     /// `None` when changes after `rv` were compacted away.
     /// The objects of `kind` now, in key order (namespace, then name), to look at in place.
     #[cfg(feature = "runtime")]
-    pub(crate) fn current_objects(&self, kind: KindId) -> impl Iterator<Item = &Value> {
-        self.col(kind).objects.values().map(|s| &*s.value)
+    pub(crate) fn current_objects(&self, kind: KindId) -> impl Iterator<Item = Value> {
+        self.col(kind).objects.values().map(|s| s.object.value())
     }
 
-    pub(super) fn objects_at(&self, kind: KindId, rv: u64) -> Option<BTreeMap<Key, Arc<Value>>> {
+    pub(super) fn objects_at(&self, kind: KindId, rv: u64) -> Option<BTreeMap<Key, Arc<Object>>> {
         let col = self.col(kind);
         if rv < self.compacted || rv < col.dropped_up_to {
             return None;
         }
-        let mut objects: BTreeMap<Key, Arc<Value>> = col
+        let mut objects: BTreeMap<Key, Arc<Object>> = col
             .objects
             .iter()
-            .map(|(k, s)| (k.clone(), s.value.clone()))
+            .map(|(k, s)| (k.clone(), s.object.clone()))
             .collect();
         for e in col.history.iter().rev().take_while(|e| e.rv > rv) {
             match &e.prev {

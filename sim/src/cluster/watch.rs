@@ -13,7 +13,7 @@ use super::accept::{EventView, partial};
 use super::params::WatchOptions;
 use super::read::{Filter, invalid_list_options, parse_rv};
 use super::status::ApiStatus;
-use super::store::{Event, EventType};
+use super::store::{Event, EventType, Object};
 use super::{Cluster, KindId};
 
 /// An open watch, as [`Cluster::watch`] or [`Cluster::serve`] returned it.
@@ -73,6 +73,23 @@ fn event(event_type: &str, object: &Value, view: EventView) -> Bytes {
     }
 }
 
+/// [`event`] for a stored object: its JSON copied in as it lies, the bytes [`frame`] would
+/// write, without parsing it; parsed for a metadata view.
+fn stored_event(event_type: &str, object: &Object, view: EventView) -> Bytes {
+    if let EventView::Metadata(_) = view {
+        return event(event_type, &object.value(), view);
+    }
+    let json = object.json();
+    let mut line = Vec::with_capacity(json.len() + event_type.len() + 22);
+    line.extend_from_slice(b"{\"object\":");
+    line.extend_from_slice(json);
+    line.extend_from_slice(b",\"type\":");
+    // Writing a string into a `Vec` cannot fail.
+    let _ = serde_json::to_writer(&mut line, event_type);
+    line.extend_from_slice(b"}\n");
+    Bytes::from(line)
+}
+
 fn bookmark(api_version: &str, kind: &str, rv: u64, initial_end: bool, view: EventView) -> Bytes {
     let mut metadata = json!({"resourceVersion": rv.to_string()});
     if initial_end {
@@ -93,8 +110,11 @@ fn gone(cursor: u64, compacted: u64) -> Bytes {
 /// What a change looks like through a filtered watch: a change moving an object into the
 /// selection is `ADDED`, out of it `DELETED`, as the watch cache sends them.
 fn through(filter: &Filter, e: &Event) -> Option<&'static str> {
-    let now = filter.matches(&e.object);
-    let before = e.prev.as_deref().is_some_and(|p| filter.matches(p));
+    let now = filter.matches_stored(&e.key, &e.object);
+    let before = e
+        .prev
+        .as_deref()
+        .is_some_and(|p| filter.matches_stored(&e.key, p));
     match (e.kind, before, now) {
         (EventType::Added, _, true) => Some("ADDED"),
         (EventType::Deleted, _, true) => Some("DELETED"),
@@ -176,9 +196,9 @@ impl Cluster {
         if initial {
             // Synthetic ADDED for the current objects, in key order.
             let col = self.col(kind);
-            for stored in col.objects.values() {
-                if filter.matches(&stored.value) {
-                    pending.push_back(event("ADDED", &stored.value, view));
+            for (key, stored) in &col.objects {
+                if filter.matches_stored(key, &stored.object) {
+                    pending.push_back(stored_event("ADDED", &stored.object, view));
                 }
             }
             if streaming {
@@ -284,7 +304,7 @@ impl Cluster {
                 break;
             }
             if let Some(t) = through(&w.filter, e) {
-                frames.push(event(t, &e.object, w.view));
+                frames.push(stored_event(t, &e.object, w.view));
             }
             w.cursor = e.rv;
         }

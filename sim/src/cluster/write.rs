@@ -171,7 +171,7 @@ impl Cluster {
             .objects
             .get(&(String::new(), ns.to_owned()))
             .ok_or_else(|| ApiStatus::namespace_not_found(ns))?;
-        if !meta_str(&found.value, "deletionTimestamp").is_empty() {
+        if found.head.deleting {
             return Err(ApiStatus::forbidden(
                 &self.col(kind).desc,
                 name,
@@ -473,11 +473,12 @@ impl Cluster {
         Ok(())
     }
 
-    pub(super) fn current(&self, kind: KindId, key: &Key) -> Result<Arc<Value>, ApiStatus> {
+    /// The object stored under `key`, parsed.
+    pub(super) fn current(&self, kind: KindId, key: &Key) -> Result<Value, ApiStatus> {
         let col = self.col(kind);
         col.objects
             .get(key)
-            .map(|s| s.value.clone())
+            .map(|s| s.object.value())
             .ok_or_else(|| ApiStatus::not_found(&col.desc, &key.1))
     }
 
@@ -571,7 +572,7 @@ impl Cluster {
         }
         let key = self.key(kind, namespace, name);
         let old = self.current(kind, &key)?;
-        let mut candidate = (*old).clone();
+        let mut candidate = old.clone();
         match patch {
             Patch::Merge(p) => merge_patch(&mut candidate, p),
             Patch::Json(p) => {
@@ -679,7 +680,7 @@ impl Cluster {
         self.check_name(&body, name)?;
         let ns = self.namespace_for(kind, namespace, &mut body)?;
         let key = (ns.clone(), name.to_owned());
-        let current = self.col(kind).objects.get(&key).map(|s| s.value.clone());
+        let current = self.col(kind).objects.get(&key).map(|s| s.object.value());
         let time = self.writer_time();
         let writer = Writer {
             manager: &manager,

@@ -444,4 +444,45 @@ mod tests {
         let t = Instant::from_duration(Duration::from_secs(86_400 * 59 + 3661));
         assert_eq!(timestamp(t), "2026-03-01T01:01:01Z");
     }
+
+    #[test]
+    fn an_object_keeps_the_json_it_was_given_and_parses_back_to_it() {
+        let v = serde_json::json!({
+            "metadata": {"name": "a", "uid": "u-1", "resourceVersion": "7"},
+            "data": {"big": u64::MAX, "neg": -3, "f": 0.1, "s": "x\"y\u{2028}"},
+        });
+        let object = Object::new(&v);
+        assert_eq!(object.json(), serde_json::to_vec(&v).unwrap().as_slice());
+        assert_eq!(object.len(), object.json().len());
+        assert_eq!(object.value(), v);
+        assert_eq!(&object.shared_json()[..], object.json());
+    }
+
+    #[test]
+    fn the_collectors_head_reads_what_the_lenient_readers_read() {
+        let v = serde_json::json!({"metadata": {
+            "uid": "u-1",
+            "deletionTimestamp": "2026-01-01T00:00:00Z",
+            "finalizers": ["orphan", 3, "foregroundDeletion"],
+            "ownerReferences": [
+                {"uid": "o-1", "blockOwnerDeletion": true},
+                {"uid": "o-2"},
+                {"name": "no uid"},
+            ],
+        }});
+        let head = Head::of(&v);
+        assert_eq!(head.uid, "u-1");
+        assert!(head.deleting);
+        assert_eq!(head.finalizers, ["orphan", "foregroundDeletion"]);
+        assert_eq!(
+            head.owners,
+            [("o-1".to_owned(), true), ("o-2".to_owned(), false)]
+        );
+        // Absent, empty and mistyped fields read as nothing, as `meta_str` reads them.
+        let bare = Head::of(&serde_json::json!({"metadata": {"deletionTimestamp": ""}}));
+        assert_eq!(bare.uid, "");
+        assert!(!bare.deleting);
+        assert!(bare.finalizers.is_empty() && bare.owners.is_empty());
+        assert!(!Head::of(&serde_json::json!({"metadata": {"deletionTimestamp": 5}})).deleting);
+    }
 }

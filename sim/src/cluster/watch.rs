@@ -375,4 +375,26 @@ mod tests {
             format!("{}\n", json!({"type": "ADDED", "object": object}))
         );
     }
+
+    #[test]
+    fn a_stored_objects_frame_is_the_frame_of_its_value_byte_for_byte() {
+        let object = json!({
+            "kind": "ConfigMap",
+            "metadata": {"name": "a\"b", "labels": {"x": "é"}},
+            "data": {"k": "v\n\u{1}", "n": 1.5},
+        });
+        let stored = Object::new(&object);
+        for t in ["ADDED", "MODIFIED", "DELETED"] {
+            assert_eq!(
+                stored_event(t, &stored, EventView::AsStored),
+                frame(t, &object)
+            );
+        }
+        // A metadata view is rendered from the parsed object, as before.
+        let view = EventView::Metadata(super::super::accept::MetaVersion::V1);
+        assert_eq!(
+            stored_event("ADDED", &stored, view),
+            event("ADDED", &object, view)
+        );
+    }
 }

@@ -405,14 +405,15 @@ impl Cluster {
         }
     }
 
-    /// The collection's objects as they were at `rv` (undoing later changes), in key order.
-    /// `None` when changes after `rv` were compacted away.
-    /// The objects of `kind` now, in key order (namespace, then name), to look at in place.
+    /// The JSON of each object of `kind` now, in key order (namespace, then name), to
+    /// decode in place.
     #[cfg(feature = "runtime")]
-    pub(crate) fn current_objects(&self, kind: KindId) -> impl Iterator<Item = Value> {
-        self.col(kind).objects.values().map(|s| s.object.value())
+    pub(crate) fn current_objects(&self, kind: KindId) -> impl Iterator<Item = &[u8]> {
+        self.col(kind).objects.values().map(|s| s.object.json())
     }
 
+    /// The collection's objects as they were at `rv` (undoing later changes), in key order.
+    /// `None` when changes after `rv` were compacted away.
     pub(super) fn objects_at(&self, kind: KindId, rv: u64) -> Option<BTreeMap<Key, Arc<Object>>> {
         let col = self.col(kind);
         if rv < self.compacted || rv < col.dropped_up_to {

@@ -45,7 +45,7 @@ impl World<'_> {
         };
         self.cluster
             .current_objects(kind)
-            .filter_map(|v| K::deserialize(v).ok())
+            .filter_map(|json| serde_json::from_slice(json).ok())
             .collect()
     }
 

@@ -220,7 +220,7 @@ impl Cluster {
         namespace: Option<&str>,
         name: &str,
     ) -> Result<Value, ApiStatus> {
-        self.get_arc(kind, namespace, name).map(|v| (*v).clone())
+        self.current(kind, &self.key(kind, namespace, name))
     }
 
     pub(super) fn key(&self, kind: KindId, namespace: Option<&str>, name: &str) -> Key {
@@ -232,8 +232,9 @@ impl Cluster {
         (ns.to_owned(), name.to_owned())
     }
 
-    /// GET's body when nothing is converted: the stored JSON itself.
-    pub(super) fn get_json(
+    /// GET's body when nothing is converted: the stored JSON itself, shared; a caller
+    /// that decodes it decodes it in place.
+    pub(crate) fn get_json(
         &self,
         kind: KindId,
         namespace: Option<&str>,

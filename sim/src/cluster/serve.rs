@@ -259,7 +259,7 @@ impl Cluster {
                     ));
                 }
                 let creates =
-                    matches!(patch, Patch::Apply(_)) && self.get_arc(r.kind, ns, name).is_err();
+                    matches!(patch, Patch::Apply(_)) && self.get_json(r.kind, ns, name).is_err();
                 let v = self.patch_at(now, r.kind, ns, name, &patch, &options, r.status)?;
                 reply(if creates && !dry_run { 201 } else { 200 }, v)
             }

@@ -56,8 +56,8 @@ impl World<'_> {
         K: Resource<DynamicType = ()> + DeserializeOwned,
     {
         let kind = self.cluster.kind_of(&K::api_version(&()), &K::kind(&()))?;
-        let value = self.cluster.get(kind, namespace, name).ok()?;
-        serde_json::from_value(value).ok()
+        let json = self.cluster.get_json(kind, namespace, name).ok()?;
+        serde_json::from_slice(&json).ok()
     }
 
     /// Every object of this apiVersion and kind, as JSON (empty for a kind not served).

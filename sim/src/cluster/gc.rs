@@ -133,10 +133,9 @@ pub(super) struct Tracker {
 }
 
 impl Tracker {
-    /// Records one commit. Notes a change of the object at `at`, by its uid before (`None`: it was created) and
-    /// after (`None`: it was deleted); `""` is an object without one.
-    pub(super) fn note(&mut self, at: ObjRef, prev: Option<&str>, now: Option<&str>) {
-        let (before, after) = (prev, now);
+    /// Records one commit of the object at `at`, by its uid before (`None`: it was created)
+    /// and after (`None`: it was deleted); `""` is an object without one.
+    pub(super) fn note(&mut self, at: ObjRef, before: Option<&str>, after: Option<&str>) {
         if before != after {
             if let Some(uid) = before {
                 self.forget(uid);
@@ -145,7 +144,7 @@ impl Tracker {
                 *self.uids.entry(uid.to_owned()).or_default() += 1;
             }
         }
-        if now.is_none() || (prev.is_some() && before != after) {
+        if after.is_none() || (before.is_some() && before != after) {
             self.rescan = true;
         } else {
             self.changed.insert(at);

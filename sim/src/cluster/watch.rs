@@ -80,6 +80,7 @@ fn stored_event(event_type: &str, object: &Object, view: EventView) -> Bytes {
         return event(event_type, &object.value(), view);
     }
     let json = object.json();
+    // `{"object":` and `,"type":""}` and the newline around the two.
     let mut line = Vec::with_capacity(json.len() + event_type.len() + 22);
     line.extend_from_slice(b"{\"object\":");
     line.extend_from_slice(json);

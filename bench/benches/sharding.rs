@@ -21,8 +21,12 @@
 //! server's hash is FNV-1a, unmixed: names that differ only at the end crowd into a few
 //! shards). `-- --pods N --namespaces M --shards S --patches P --idle-secs T` to change the size,
 //! `--modes server` or `--modes client` to run one side only, `--replicas 1,2,4` to pick the
-//! replica counts, and `--patchers K` (8) for how many patches are in flight at once: fewer
-//! make the events arrive one by one, which costs each event more (`docs/benchmarks.md`).
+//! replica counts, `--rounds R` to run them R times over, interleaved, `--patch-rate N` to
+//! pace the patches at N per second (unpaced by default), and `--patchers K` (8)
+//! for how many patches are in flight at once: fewer make the events arrive one by one,
+//! which costs each event more (`docs/benchmarks.md`). Each replica also reports its
+//! threads' context switches, about its wakeups: per frame, they show how many events
+//! share one wakeup.
 //! `SHARDING_BENCH_RUNTIME=current_thread` runs each replica on a single-threaded tokio runtime
 //! instead of two workers.
 
@@ -36,7 +40,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use reconcile_bench::real::{create_pods, process_cpu, real_pod};
+use reconcile_bench::real::{create_pods, process_cpu, process_switches, real_pod};
 use reconcile_bench::workload;
 use reconcile_core::{ShardBy, ShardConfig};
 use reconcile_k8s_env::{ApiServer, K8sEnv};
@@ -95,7 +99,8 @@ async fn connect(path: &Path) -> KubeTransport {
     KubeTransport::new(kube::Client::try_from(config).expect("a client"))
 }
 
-/// One replica: prints `held cache heap cpu reconciles frames selecting` every 250 ms.
+/// One replica: prints `held cache heap cpu reconciles frames selecting switches` every
+/// 250 ms.
 fn child(identity: &str, kubeconfig: &Path, leases: &str, run: &str, shards: u32) {
     let runtime = match std::env::var("SHARDING_BENCH_RUNTIME").as_deref() {
         Ok("current_thread") => tokio::runtime::Builder::new_current_thread()
@@ -127,8 +132,9 @@ fn child(identity: &str, kubeconfig: &Path, leases: &str, run: &str, shards: u32
             let sharding = handle.sharding().unwrap_or_default();
             let held: Vec<String> = sharding.held.iter().map(u32::to_string).collect();
             let cpu = process_cpu(std::process::id()).unwrap_or(0.0) - cpu0;
+            let switches = process_switches(std::process::id()).unwrap_or(0);
             println!(
-                "S {} {} {} {cpu:.3} {} {} {}",
+                "S {} {} {} {cpu:.3} {} {} {} {switches}",
                 if held.is_empty() {
                     "-".to_owned()
                 } else {
@@ -155,6 +161,8 @@ struct Status {
     reconciles: u64,
     frames: u64,
     selecting: bool,
+    /// Context switches of all the replica's threads so far: about its wakeups.
+    switches: u64,
 }
 
 fn parse(line: &str) -> Option<Status> {
@@ -172,6 +180,7 @@ fn parse(line: &str) -> Option<Status> {
         reconciles: f.next()?.parse().ok()?,
         frames: f.next()?.parse().ok()?,
         selecting: f.next()? == "1",
+        switches: f.next()?.parse().ok()?,
     })
 }
 
@@ -343,6 +352,10 @@ fn main() {
     // Threads patching at once: fewer make the events sparser (the rate at which one
     // replica's per-event cost is measured).
     let patchers = arg("--patchers", 8).max(1);
+    // Patches per second over all patchers (0, the default: as fast as they go). One replica
+    // fed at 1/n of the full rate sees what each of n replicas sees, without the other
+    // n - 1 sharing its cores.
+    let patch_rate = arg("--patch-rate", 0);
     // How long the replicas are watched idle after the sync, for their fixed cost.
     let idle_window = Duration::from_secs(arg("--idle-secs", 10) as u64);
     let per_namespace = pods.div_ceil(namespaces);
@@ -393,7 +406,7 @@ fn main() {
         layout.total()
     );
     println!(
-        "selection replicas | heap_MiB mean max | sync_cpu_s mean max | idle_cpu_s_per_s | event_phase_s | event_cpu_s mean max | net_event_cpu_s mean max | frames mean | cpu_us_per_frame | net_cpu_us_per_frame | takeover_s"
+        "selection replicas | heap_MiB mean max | sync_cpu_s mean max | idle_cpu_s_per_s | event_phase_s | event_cpu_s mean max | net_event_cpu_s mean max | frames mean max | cpu_us_per_frame | net_cpu_us_per_frame | net_switches_per_frame | takeover_s"
     );
     let mut round = 0u32;
     // `--modes server`, `--modes client`, or both (the default).
@@ -402,6 +415,10 @@ fn main() {
     let counts: Vec<usize> = arg_text("--replicas")
         .map(|v| v.split(',').filter_map(|n| n.trim().parse().ok()).collect())
         .unwrap_or_else(|| vec![1, 2, 4]);
+    // `--rounds R` (1) runs the replica counts R times over, interleaved (1, 2, 4, 1, 2, 4):
+    // the machine's noise is as large as the differences measured.
+    let rounds = arg("--rounds", 1).max(1);
+    let counts: Vec<usize> = (0..rounds).flat_map(|_| counts.iter().copied()).collect();
     let mut runs = Vec::new();
     if modes.contains("server") {
         runs.push((true, gated.kubeconfig_path().to_path_buf()));
@@ -439,6 +456,7 @@ fn main() {
             round += 1;
             let reconciles0: u64 = synced.iter().map(|s| s.reconciles).sum();
             let patched = Mutex::new((0..patches).collect::<Vec<usize>>());
+            let issued = AtomicU64::new(0);
             std::thread::scope(|scope| {
                 for _ in 0..patchers {
                     scope.spawn(|| {
@@ -446,6 +464,12 @@ fn main() {
                             let Some(i) = patched.lock().ok().and_then(|mut q| q.pop()) else {
                                 return;
                             };
+                            if patch_rate > 0 {
+                                let slot = issued.fetch_add(1, Ordering::Relaxed);
+                                let at = events_from
+                                    + Duration::from_secs_f64(slot as f64 / patch_rate as f64);
+                                std::thread::sleep(at.saturating_duration_since(Instant::now()));
+                            }
                             let ns = &layout.namespaces[i % namespaces];
                             let index = (i % namespaces) * per_namespace
                                 + (i / namespaces) % per_namespace;
@@ -489,11 +513,18 @@ fn main() {
             // The events' own CPU: the phase's, less what the replica spends idle over as long.
             let net_cpu = |i: usize| (event_cpu(i) - idle_rate(i) * events_secs).max(0.0);
             let frames = |i: usize| (after[i].frames - idle1[i].frames) as f64;
+            // Wakeups: the context switches of the event phase, less the idle rate's. A thread
+            // that ended takes its count with it (a blocking-pool thread, rarely): saturate.
+            let switches = |i: usize| {
+                let idle = idle1[i].switches.saturating_sub(idle0[i].switches) as f64 / idle_secs;
+                let phase = after[i].switches.saturating_sub(idle1[i].switches) as f64;
+                (phase - idle * events_secs).max(0.0)
+            };
             let per_frame = |cpu: &dyn Fn(usize) -> f64| {
                 (0..n).map(cpu).sum::<f64>() / (0..n).map(frames).sum::<f64>().max(1.0) * 1e6
             };
             println!(
-                "{} {n} | {:.1} {:.1} | {:.2} {:.2} | {:.3} | {events_secs:.1} | {:.2} {:.2} | {:.2} {:.2} | {:.0} | {:.1} | {:.1} | {takeover}",
+                "{} {n} | {:.1} {:.1} | {:.2} {:.2} | {:.3} | {events_secs:.1} | {:.2} {:.2} | {:.2} {:.2} | {:.0} {:.0} | {:.1} | {:.1} | {:.2} | {takeover}",
                 if selecting { "server" } else { "client" },
                 mean(&heap),
                 max(&heap),
@@ -505,8 +536,10 @@ fn main() {
                 mean(&net_cpu),
                 max(&net_cpu),
                 mean(&frames),
+                max(&frames),
                 per_frame(&event_cpu),
                 per_frame(&net_cpu),
+                per_frame(&switches) / 1e6,
             );
             replicas.clear();
         }

@@ -160,6 +160,28 @@ pub fn process_cpu(pid: u32) -> Option<f64> {
     Some((user + system) / 100.0)
 }
 
+/// The context switches of every thread of process `pid` so far (voluntary and not, from
+/// `/proc/PID/task/*/status`): about one per time a thread slept and was woken, so their
+/// count per event says how many wakeups each event costs.
+#[must_use]
+pub fn process_switches(pid: u32) -> Option<u64> {
+    let mut total = 0u64;
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).ok()? {
+        let Ok(status) = std::fs::read_to_string(task.ok()?.path().join("status")) else {
+            continue; // the thread ended since the listing
+        };
+        for line in status.lines() {
+            if let Some(rest) = line
+                .strip_prefix("voluntary_ctxt_switches:")
+                .or_else(|| line.strip_prefix("nonvoluntary_ctxt_switches:"))
+            {
+                total += rest.trim().parse::<u64>().ok()?;
+            }
+        }
+    }
+    Some(total)
+}
+
 fn delta(before: Option<f64>, after: Option<f64>) -> Option<f64> {
     Some(after? - before?)
 }

@@ -205,10 +205,22 @@ pub async fn a_bookmark_carries_a_version_the_cursor_advances_to<D: DriverUnderT
     // necessarily the first bookmark's: events that follow it on the same watch move the
     // cursor on (seen in CI: a bookmark at 225, then the next watch from 235).
     let first = bookmark.resource_version.clone();
+    // A bookmark carries the watch cache's version, which any pod in the cluster moves. In a
+    // quiet cluster it stays at this namespace's last event, and a watch from it proves
+    // nothing (seen in CI: every watch from 208, the last event's version too). So a pod in
+    // another namespace is written every few polls while this waits.
+    let elsewhere = case.namespace();
+    create(&case, &elsewhere, &pod("clock", "z", &[]));
+    let mut polls = 0u32;
     under
         .eventually(
             &format!("a WATCH from a bookmark's version (the first: {first})"),
             || {
+                polls += 1;
+                if polls.is_multiple_of(4) {
+                    let tick = json!({"metadata": {"annotations": {"tick": polls.to_string()}}});
+                    patch(&case, &elsewhere, "clock", &tick);
+                }
                 let cursors = tap.watch_cursors();
                 let mut newest_event = 0u64;
                 let mut ahead = Vec::new();

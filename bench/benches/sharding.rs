@@ -520,8 +520,9 @@ fn main() {
                 let phase = after[i].switches.saturating_sub(idle1[i].switches) as f64;
                 (phase - idle * events_secs).max(0.0)
             };
-            let per_frame = |cpu: &dyn Fn(usize) -> f64| {
-                (0..n).map(cpu).sum::<f64>() / (0..n).map(frames).sum::<f64>().max(1.0) * 1e6
+            // Summed over the replicas, per frame they received.
+            let per_frame = |of: &dyn Fn(usize) -> f64| {
+                (0..n).map(of).sum::<f64>() / (0..n).map(frames).sum::<f64>().max(1.0)
             };
             println!(
                 "{} {n} | {:.1} {:.1} | {:.2} {:.2} | {:.3} | {events_secs:.1} | {:.2} {:.2} | {:.2} {:.2} | {:.0} {:.0} | {:.1} | {:.1} | {:.2} | {takeover}",
@@ -537,9 +538,9 @@ fn main() {
                 max(&net_cpu),
                 mean(&frames),
                 max(&frames),
-                per_frame(&event_cpu),
-                per_frame(&net_cpu),
-                per_frame(&switches) / 1e6,
+                per_frame(&event_cpu) * 1e6,
+                per_frame(&net_cpu) * 1e6,
+                per_frame(&switches),
             );
             replicas.clear();
         }
